@@ -1,0 +1,42 @@
+# fpmcore — the two commands of the README:
+#   make demo   create .venv, install the core and all plugins, run the main job on the embedded example
+#   make test   the same env, the whole suite (Python tests + the C tests under ASan/UBSan)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+FPM := $(VENV)/bin/fpm
+PLUGINS := plugins/vllm_027 plugins/vllm_033 plugins/glm53flash plugins/dsv41
+STAMP := $(VENV)/.fpmcore-installed
+# Anything whose change needs a reinstall (metadata, entry points, C sources).
+INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
+	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
+
+.PHONY: env demo test test-python test-c bench clean
+
+env: $(STAMP)
+
+$(STAMP): $(INSTALL_INPUTS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip setuptools wheel cffi
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-build-isolation -e . $(foreach p,$(PLUGINS),-e $(p))
+	@touch $@
+
+demo: env
+	$(FPM) plugins
+	$(FPM) profile check examples/profiles/glm53flash-tp4.fpm-profile.json
+
+test: env test-c test-python
+
+test-python: env
+	$(PY) -m pytest -q
+
+test-c:
+	$(MAKE) -C csrc check
+
+bench: env
+	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
+
+clean:
+	rm -rf $(VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so

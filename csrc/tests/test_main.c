@@ -1,0 +1,35 @@
+#include <string.h>
+
+#include "../fpmcore.h"
+#include "fpm_test.h"
+
+int fpm_test_failures_in_case = 0;
+
+static void test_version_is_the_package_version(void) {
+    const char *v = NULL;
+    CHECK(fpm_version(&v) == FPM_OK);
+    CHECK(v != NULL && strcmp(v, FPM_VERSION) == 0);
+}
+
+static void test_version_rejects_null(void) { CHECK(fpm_version(NULL) == FPM_EINVAL); }
+
+static const fpm_test_case CASES[] = {
+    {"version_is_the_package_version", test_version_is_the_package_version},
+    {"version_rejects_null", test_version_rejects_null},
+};
+
+int main(void) {
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        fpm_test_failures_in_case = 0;
+        CASES[i].fn();
+        if (fpm_test_failures_in_case == 0) {
+            passed++;
+        } else {
+            failed++;
+            fprintf(stderr, "FAILED %s\n", CASES[i].name);
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

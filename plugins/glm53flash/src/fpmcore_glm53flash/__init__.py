@@ -1,0 +1,84 @@
+"""fpmcore model plugin for GLM-5.3-Flash (``glm53flash``).
+
+GLM-5.3-Flash is a hybrid of KDA (Mamba-style recurrent state) layers, MLA
+attention with a DSA indexer cache and a kpool tail ring, served by vLLM
+0.33.0 in Mamba align mode.  This plugin holds its model-specific rules: the
+producer contract of its collection cells (05 §6.3, §7), the align-stop rule
+(04 §3) and the point list (04 §5-§7).
+"""
+
+from __future__ import annotations
+
+from fpmcore import API_VERSION, ExecutionIdentity, PluginInfo, ProducerContract, hookimpl
+
+MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
+
+#: 05 §6.3: a cell with Engram residency ``none`` is produced under this contract.
+CONTRACT = ProducerContract(
+    name="glm53flash_native_graph_policy",
+    execution_mode="native_graph_policy",
+    residency="none",
+)
+
+
+@hookimpl
+def fpm_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="glm53flash",
+        kind="model",
+        targets=MODEL_IDS,
+        api_version=API_VERSION,
+        summary="GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract",
+    )
+
+
+@hookimpl
+def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
+    if identity.engram_residency == CONTRACT.residency:
+        return CONTRACT
+    return None
+
+
+# -- 04: align stop and point generation ------------------------------------
+
+from typing import TYPE_CHECKING  # noqa: E402
+
+from fpmcore import AlignStopQuery, PlanLimits, PointPlan  # noqa: E402
+
+if TYPE_CHECKING:
+    from fpmcore.profile import FpmModelProfile
+
+
+@hookimpl
+def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
+    """04 G-1 … G-6: the vLLM 0.33.0 Mamba align stop of one prefill chunk."""
+    if model not in MODEL_IDS:
+        return None
+    from fpmcore_glm53flash.align import align_stop
+
+    return align_stop(query)
+
+
+@hookimpl
+def fpm_generate_points(
+    model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits
+) -> PointPlan | None:
+    """04 G-9 … G-25: the GLM-5.3-Flash point list of an accepted profile."""
+    if model not in MODEL_IDS:
+        return None
+    from fpmcore_glm53flash.planner import generate_points
+
+    return generate_points(profile, deployment, limits)
+
+
+# -- 05: measurement artifacts ------------------------------------------------
+
+
+@hookimpl
+def fpm_validate_artifact(contract: ProducerContract, cell: dict, files: dict, plan: dict) -> list | None:
+    """05 §7-§8: the rules of the ``glm53flash_native_graph_policy`` contract."""
+    if contract.name != CONTRACT.name:
+        return None
+    from fpmcore_glm53flash.artifact import validate
+
+    return validate(contract, cell, files, plan)

@@ -1,0 +1,55 @@
+"""fpmcore runtime plugin for vLLM 0.27.0 (``vllm_027``).
+
+vLLM 0.27.0 records carry no hybrid evidence (02 §3.14, §4): only plain
+full-attention and sliding-window layouts import, through the class table of
+02 §5.1.  vLLM itself is imported only inside probe-side functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
+
+RUNTIME = "vllm==0.27.0"
+
+#: 02 §5.1: records without hybrid evidence allow exactly these two classes.
+TABLE: dict[str, SpecClassification] = {
+    "vllm.v1.kv_cache_interface.FullAttentionSpec": SpecClassification(kind="attention"),
+    "vllm.v1.kv_cache_interface.SlidingWindowSpec": SpecClassification(kind="attention", windowed=True),
+}
+OTHER = SpecClassification(
+    kind="unsupported",
+    reason="records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec",
+)
+
+
+@hookimpl
+def fpm_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="vllm_027",
+        kind="runtime",
+        targets=(RUNTIME,),
+        api_version=API_VERSION,
+        summary="vLLM 0.27.0: plain full-attention and sliding-window layouts",
+    )
+
+
+@hookimpl
+def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
+    if runtime != RUNTIME:
+        return None
+    return TABLE.get(spec_class, OTHER)
+
+
+@hookimpl
+def fpm_observe_cache_groups(
+    runtime: str, source: Mapping[str, Any], phase: str, rank: int
+) -> dict[str, Any] | None:
+    """02 §3.14: one record, without hybrid evidence, from live vLLM objects (imported lazily)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm027.observe import build_record
+
+    return build_record(source, phase=phase, rank=rank)

@@ -1,0 +1,48 @@
+"""fpmcore runtime plugin for vLLM 0.33.0 (``vllm_033``).
+
+It answers for exactly ``vllm==0.33.0`` (02 §4: versions are compared as exact
+strings, no PEP 440 normalization) and holds what is specific to that
+release: the cache spec class table (02 §5.2).  vLLM itself is imported only
+inside the probe-side functions, never here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
+
+from fpmcore_vllm033.classes import classify
+
+RUNTIME = "vllm==0.33.0"
+
+
+@hookimpl
+def fpm_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="vllm_033",
+        kind="runtime",
+        targets=(RUNTIME,),
+        api_version=API_VERSION,
+        summary="vLLM 0.33.0: hybrid cache groups (attention, sliding window, Mamba and ring state)",
+    )
+
+
+@hookimpl
+def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
+    if runtime != RUNTIME:
+        return None
+    return classify(spec_class)
+
+
+@hookimpl
+def fpm_observe_cache_groups(
+    runtime: str, source: Mapping[str, Any], phase: str, rank: int
+) -> dict[str, Any] | None:
+    """02 §3: one record from the live vLLM 0.33.0 objects of ``source`` (vLLM imported lazily)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm033.observe import build_record
+
+    return build_record(source, phase=phase, rank=rank)

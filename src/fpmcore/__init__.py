@@ -1,0 +1,37 @@
+"""fpmcore: runtime-observed forward-pass-model (FPM) profiles for vLLM deployments.
+
+The public names a plugin needs are importable from here::
+
+    from fpmcore import hookimpl, PluginInfo, SpecClassification
+"""
+
+from fpmcore.hookspecs import hookimpl
+from fpmcore.hooktypes import (
+    API_VERSION,
+    AlignStopQuery,
+    CliCommand,
+    Diagnostic,
+    ExecutionIdentity,
+    PlanLimits,
+    PluginInfo,
+    PointPlan,
+    ProducerContract,
+    SpecClassification,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "API_VERSION",
+    "AlignStopQuery",
+    "CliCommand",
+    "Diagnostic",
+    "ExecutionIdentity",
+    "PlanLimits",
+    "PluginInfo",
+    "PointPlan",
+    "ProducerContract",
+    "SpecClassification",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,220 @@
+"""fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``.
+
+``fpm plugins``, ``fpm profile check``, ``fpm schema``, and the pipelines'
+commands (``import``, ``probe``, ``plan``, ``validate``, ``replay``), each
+defined beside its pipeline.  Heavy modules are imported only when a command
+runs, so that ``fpm --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from fpmcore.cli import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo
+from fpmcore.hookspecs import hookimpl
+
+#: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
+PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = ()
+
+
+@hookimpl
+def fpm_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="fpmcore", kind="builtin", targets=(), api_version=API_VERSION,
+        summary="fpmcore's own commands: plugins, profile, schema and the pipelines",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# fpm plugins
+# ---------------------------------------------------------------------------
+
+_STATUS_STYLE = {"ok": "green", "disabled": "dim", "incompatible": "yellow", "failed": "red"}
+
+
+def _configure_plugins(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all", action="store_true", help="include fpmcore's built-in plugins")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    show = sub.add_parser("show", help="everything known about one plugin")
+    show.add_argument("plugin_id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
+    if args.action == "show":
+        rec = ctx.host.record(args.plugin_id)
+        if ctx.json:
+            ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module}})
+            return EXIT_OK
+        from rich.table import Table
+
+        table = Table(show_header=False, box=None)
+        for key, value in (
+            ("id", rec.id), ("distribution", rec.distribution), ("version", rec.version),
+            ("kind", rec.kind), ("targets", ", ".join(rec.targets)), ("hooks", ", ".join(rec.hooks)),
+            ("status", rec.status), ("error", rec.error), ("summary", rec.summary), ("module", rec.module),
+        ):  # fmt: skip
+            table.add_row(f"[bold]{key}[/]", "" if value is None else str(value))
+        ctx.out.print(table)
+        return EXIT_OK
+
+    records = [r for r in ctx.host.records if args.all or r.kind != "builtin"]
+    if ctx.json:
+        ctx.emit_json({"plugins": [r.to_json() for r in records]})
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title="fpmcore plugins")
+    for col in ("ID", "distribution", "version", "kind", "targets", "hooks", "status"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        style = _STATUS_STYLE[r.status]
+        status = f"[{style}]{r.status}[/]" + (f"\n{r.error}" if r.error else "")
+        hooks = ", ".join(h.removeprefix("fpm_") for h in r.hooks if h != "fpm_plugin_info")
+        table.add_row(r.id, r.distribution or "-", r.version or "-", r.kind or "-",
+                      ", ".join(r.targets) or "-", hooks or "-", status)  # fmt: skip
+    ctx.out.print(table)
+    if not records:
+        ctx.err.print("no plugins installed (pip install fpmcore-vllm033, …)")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# fpm profile check
+# ---------------------------------------------------------------------------
+
+
+def _configure_profile(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="validate a profile file (every P- rule)")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def _profile_summary(profile: Any) -> dict[str, Any]:
+    from fpmcore.profile import profile_digest
+
+    return {
+        "model": profile.model,
+        "model_revision": profile.model_revision,
+        "deployments": len(profile.deployments),
+        "cache_groups": sum(len(d.resources.cache_groups) for d in profile.deployments),
+        "profile_sha256": profile_digest(profile),
+    }
+
+
+def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
+    from fpmcore.jsonio import JsonError
+    from fpmcore.profile import parse_profile
+
+    path = args.file
+    try:
+        data = open(path, "rb").read()  # noqa: SIM115
+    except OSError as exc:
+        raise JsonError(f"cannot read: {exc.strerror}", path) from None
+    try:
+        profile = parse_profile(data)
+    except JsonError as exc:
+        exc.where = path
+        raise
+    except FpmError as exc:
+        if ctx.json:
+            ctx.emit_json({"file": path, "status": "invalid", "diagnostics": [_diag(exc)]})
+        else:
+            ctx.out.print(f"[red]invalid[/] {path}: {exc} [dim]\\[{exc.rule}][/]", highlight=False)
+        return EXIT_NEGATIVE
+    summary = _profile_summary(profile)
+    if ctx.json:
+        ctx.emit_json({"file": path, "status": "valid", "diagnostics": [], "summary": summary})
+        return EXIT_OK
+    _print_profile(ctx, path, profile, summary)
+    return EXIT_OK
+
+
+def _diag(exc: FpmError) -> dict[str, str]:
+    return {"rule": exc.rule, "message": exc.message, "where": exc.where}
+
+
+def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    ctx.out.print(
+        f"[green]valid[/] {path}: {profile.model} @ {profile.model_revision[:12]}, "
+        f"{summary['deployments']} deployment(s), profile_sha256 {summary['profile_sha256']}",
+        highlight=False,
+    )
+    for i, dep in enumerate(profile.deployments):
+        res = dep.resources
+        title = (
+            f"deployments[{i}]: {dep.system} vllm {dep.backend_version} tp={dep.tp} dp={dep.dp} "
+            f"moe_tp={dep.moe_tp} moe_ep={dep.moe_ep}, {res.cache_layout} cache, "
+            f"max_num_tokens {res.max_num_tokens}, max_batch_size {res.max_batch_size}"
+        )
+        rm = res.runtime_memory
+        if rm is not None:
+            title += f", kv_cache_bytes {rm.kv_cache_bytes:,}"
+        table = Table(title=title, title_justify="left")
+        for col in ("group", "kind", "layers", "block", "page bytes", "window", "blocks/req", "checkpoint"):
+            table.add_column(col, justify="right" if col not in ("group", "kind") else "left")
+        for g in res.cache_groups:
+            ckpt = "-"
+            if g.prefill_checkpoint_blocks is not None:
+                ckpt = f"{g.prefill_checkpoint_blocks}"
+                if g.prefill_checkpoint_alignment is not None:
+                    ckpt += f" @ {g.prefill_checkpoint_alignment}"
+            table.add_row(
+                g.name, g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
+                "-" if g.sliding_window is None else f"{g.sliding_window:,}",
+                "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
+            )  # fmt: skip
+        if res.cache_groups:
+            ctx.out.print(table)
+
+
+# ---------------------------------------------------------------------------
+# fpm schema
+# ---------------------------------------------------------------------------
+
+
+def _configure_schema(p: argparse.ArgumentParser) -> None:
+    p.add_argument("which", choices=("profile", "record"), help="the document whose JSON Schema to print")
+
+
+def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+    import json
+    import sys
+
+    if args.which == "profile":
+        from fpmcore.profile import profile_json_schema
+
+        schema = profile_json_schema()
+    else:
+        from fpmcore.record import record_json_schema
+
+        schema = record_json_schema()
+    sys.stdout.write(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+
+
+@hookimpl
+def fpm_cli_commands() -> list[CliCommand]:
+    commands = [
+        CliCommand("plugins", "list the installed plugins and their status", _configure_plugins, _run_plugins),
+        CliCommand("profile", "check an FPM profile file", _configure_profile, _run_profile),
+        CliCommand("schema", "print the JSON Schema of a profile or a runtime observation record",
+                   _configure_schema, _run_schema),  # fmt: skip
+    ]
+    for module, factory in PIPELINE_COMMANDS:
+        commands.append(getattr(importlib.import_module(module), factory)())
+    return commands
+
+
+__all__ = ["EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "fpm_cli_commands", "fpm_plugin_info"]

@@ -1,0 +1,289 @@
+"""Every hook of fpmcore, documented.
+
+A plugin is a module (or object) with functions named like the specs below and
+decorated with :data:`fpmcore.hookimpl`; it is found through the entry-point
+group ``fpmcore.plugins``.  An implementation may accept any subset of a
+hook's arguments, by name.  The host always calls hooks with keyword
+arguments and never relies on defaults, so no spec has any.
+
+Two calling conventions are used:
+
+*first-result*
+    The host stops at the first implementation that returns something other
+    than ``None``.  Implementations return ``None`` for inputs that are not
+    theirs (another runtime version, another model).
+*collecting*
+    Every implementation is called; the host gets one answer per plugin and
+    knows which plugin gave it.
+
+Core code never calls ``pm.hook`` directly: :class:`fpmcore.hooks.Hooks` is the
+typed facade that calls these hooks, checks what each plugin returned and
+names the plugin that returned something wrong.
+
+Version- and model-specific knowledge lives behind these hooks: the host never
+names a vLLM version or a model.
+"""
+
+from __future__ import annotations
+
+import argparse  # noqa: F401  (named in docstrings)
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from fpmcore.hooktypes import (
+        AlignStopQuery,
+        CliCommand,
+        Diagnostic,
+        ExecutionIdentity,
+        PlanLimits,
+        PluginInfo,
+        PointPlan,
+        ProducerContract,
+        SpecClassification,
+    )
+    from fpmcore.profile import FpmModelProfile
+
+PROJECT = "fpmcore"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------
+# identity
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def fpm_plugin_info() -> PluginInfo:
+    """Say who the plugin is.  *Collecting*; every plugin must implement it.
+
+    The host calls each plugin's implementation on its own while loading it,
+    and keeps the answer in the plugin's record (``fpm plugins``).  A plugin
+    whose ``api_version`` differs from :data:`fpmcore.hooktypes.API_VERSION`
+    is marked ``incompatible`` and never called again.
+
+    :returns: a :class:`~fpmcore.hooktypes.PluginInfo`.
+
+    Example::
+
+        @hookimpl
+        def fpm_plugin_info():
+            return PluginInfo(id="vllm_033", kind="runtime",
+                              targets=("vllm==0.33.0",), api_version=1)
+    """
+
+
+# --------------------------------------------------------------------------
+# runtime plugins
+# --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def fpm_observe_cache_groups(
+    runtime: str, source: Mapping[str, Any], phase: str, rank: int
+) -> dict[str, Any] | None:
+    """Probe side of *observe cache groups*: live vLLM objects → one record.  *First-result*.
+
+    Called inside the vLLM process, after the KV cache is planned (and, when
+    the run allocates them, after the tensors exist).  Imports of vLLM and
+    torch belong inside the implementation, never at module level.
+
+    :param runtime: the running runtime as an exact pin, ``"vllm==0.33.0"``.
+        Return ``None`` unless it is one of your targets.
+    :param source: the live objects, by name: ``"vllm_config"``,
+        ``"kv_cache_config"``, ``"kv_cache_specs"`` (layer name → spec),
+        ``"kv_caches"`` (layer name → tensor, absent before allocation),
+        ``"scheduler"`` (optional) and ``"launch"`` (the launch manifest).
+    :param phase: ``"prefill"`` or ``"decode"``.
+    :param rank: the TP rank the record describes.
+    :returns: the ``fpmcore-runtime-observation/v1`` record (02 §3) as a
+        JSON-ready dict, or ``None``.
+
+    Example::
+
+        @hookimpl
+        def fpm_observe_cache_groups(runtime, source, phase, rank):
+            if runtime != "vllm==0.33.0":
+                return None
+            from fpmcore_vllm033.observe import build_record   # imports vllm lazily
+            return build_record(source, phase=phase, rank=rank)
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Import side of *observe cache groups*: one record of your version → normalized form.  *First-result*.
+
+    The import calls it for every record before its rules run, so that a
+    plugin can fill in what its version writes differently (02 §3.14: a
+    vLLM 0.27.0 record has no hybrid evidence, ``startup_blocks_per_request``
+    is ``null``).  Never import vLLM here.
+
+    :param runtime: the record's runtime pin, ``"vllm==0.27.0"``.
+    :param record: the parsed record (do not mutate it).
+    :returns: a new dict in the form the import rules read, or ``None`` when
+        ``runtime`` is not yours.
+
+    Example::
+
+        @hookimpl
+        def fpm_normalize_record(runtime, record):
+            if runtime != "vllm==0.27.0":
+                return None
+            return {**record, "hybrid_evidence": False}
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_classify_spec(
+    runtime: str, spec_class: str, spec: Mapping[str, Any]
+) -> SpecClassification | None:
+    """*Classify spec*: map one vLLM cache spec class to a cache kind.  *First-result*.
+
+    The class tables are those of 02 §5: each runtime plugin answers for the
+    exact versions it targets, and answers ``"unsupported"`` with a reason
+    for classes it does not model.
+
+    :param runtime: the record's runtime pin, ``"vllm==0.33.0"``; return
+        ``None`` unless it is one of your targets.
+    :param spec_class: the fully qualified class name as recorded,
+        ``"vllm.v1.kv_cache_interface.MambaSpec"``.
+    :param spec: the recorded spec fields (02 §3.7 ``fields``); may be empty.
+    :returns: a :class:`~fpmcore.hooktypes.SpecClassification` or ``None``.
+
+    Example::
+
+        >>> host.hooks.classify_spec(runtime="vllm==0.33.0",
+        ...     spec_class="vllm.v1.kv_cache_interface.MambaSpec", spec={})
+        SpecClassification(kind='state', windowed=False, uniform=False, reason=None)
+    """
+
+
+# --------------------------------------------------------------------------
+# model plugins
+# --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
+    """*Align stop*: how many tokens of a proposed prefill chunk the runtime schedules.  *First-result*.
+
+    The planner (04) and the replay engine (06 R-§4) call it wherever the
+    runtime would apply its Mamba align split (04 G-1).
+
+    :param model: the model id the deployment runs (``"glm53flash"``);
+        return ``None`` unless it is yours.
+    :param query: one evaluation, :class:`~fpmcore.hooktypes.AlignStopQuery`.
+    :returns: the tokens to schedule, ``0 ≤ n ≤ query.num_new_tokens``
+        (0: cannot schedule the request in this step, 04 G-6).
+
+    Example::
+
+        >>> host.hooks.align_stop(model="glm53flash", query=AlignStopQuery(
+        ...     start=0, num_new_tokens=8192, prompt_len=8192, num_tokens=8192,
+        ...     block_size=2176, hash_block_size=2176,
+        ...     max_num_batched_tokens=8192, checkpoint_alignment=None))
+        6528
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_generate_points(
+    model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits
+) -> PointPlan | None:
+    """*Point generation*: the benchmark points to measure for a model.  *First-result*.
+
+    :param model: the model id asked for (``fpm plan --model glm53flash``);
+        return ``None`` unless it is yours.
+    :param profile: the accepted :class:`~fpmcore.profile.FpmModelProfile`.
+    :param deployment: index of the deployment in ``profile.deployments``.
+    :param limits: the resolved :class:`~fpmcore.hooktypes.PlanLimits`.
+    :returns: a :class:`~fpmcore.hooktypes.PointPlan`.  A refusal is raised
+        as :class:`fpmcore.errors.FpmError` with its rule and message.
+
+    Example::
+
+        >>> plan = host.hooks.generate_points(model="glm53flash", profile=p,
+        ...     deployment=0, limits=PlanLimits(8192, 1048576, 2176, 2176))
+        >>> dict(plan.counts)
+        {'prefill': 496, 'decode': 81}
+    """
+
+
+@hookspec
+def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
+    """*Choose producer contract*: claim a collection cell by its execution identity.  *Collecting*.
+
+    The contract comes from the cell's identity (its Engram residency), never
+    from the artifact's own ``execution_mode`` label (05 §6.3).  The host asks
+    every model plugin: nobody claiming a configuration-bound identity gives
+    A-14 (``native execution identity cell has no audited producer contract:
+    <residency>``); two plugins claiming it give the conflict diagnostic.
+
+    :param identity: the cell's :class:`~fpmcore.hooktypes.ExecutionIdentity`.
+    :returns: a :class:`~fpmcore.hooktypes.ProducerContract`, or ``None``
+        when the identity is not yours.
+
+    Example::
+
+        @hookimpl
+        def fpm_choose_producer_contract(identity):
+            if identity.engram_residency == "none":
+                return ProducerContract("glm53flash_native_graph_policy",
+                                        "native_graph_policy", "none")
+            return None
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_validate_artifact(
+    contract: ProducerContract,
+    cell: Mapping[str, Any],
+    files: Mapping[str, Any],
+    plan: Mapping[str, Any],
+) -> list[Diagnostic] | None:
+    """*Validate artifact*: the measurement-record and producer rules of one contract.  *First-result*.
+
+    :param contract: the contract :func:`fpm_choose_producer_contract` chose;
+        return ``None`` unless it is yours.
+    :param cell: the frozen plan cell (its id and execution identity).
+    :param files: the cell's files by name (``"r0.json"``, the merged artifact,
+        provenance, sidecars), parsed JSON or, for line files, lists of lines.
+    :param plan: the plan the run was collected for.
+    :returns: the diagnostics (A- rules, in the spec's order); an empty list
+        means the cell is accepted.
+
+    Example::
+
+        >>> host.hooks.validate_artifact(contract=c, cell=cell, files=files, plan=plan)
+        [Diagnostic(rule='A-31', message='...', where='r0.json')]
+    """
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def fpm_cli_commands() -> list[CliCommand]:
+    """Add subcommands to ``fpm``.  *Collecting*.
+
+    fpmcore's own subcommands are registered through this hook too, by the
+    built-in plugin :mod:`fpmcore.commands`.  A name claimed twice keeps the
+    first registration; the second plugin is reported in ``fpm plugins``.
+
+    :returns: a list of :class:`~fpmcore.hooktypes.CliCommand`.
+
+    Example::
+
+        @hookimpl
+        def fpm_cli_commands():
+            return [CliCommand(name="hello", help="say hello",
+                               configure=lambda p: p.add_argument("who"),
+                               run=lambda args, ctx: print("hello", args.who) or 0)]
+    """

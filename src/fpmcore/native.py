@@ -1,0 +1,58 @@
+"""The native backend: the C library through cffi, or its pure-Python twin.
+
+``BACKEND`` is ``"c"`` when the compiled :mod:`fpmcore._native` module is
+importable and was built for this package version, ``"python"`` when
+``FPMCORE_PUREPYTHON=1`` is set.  A missing or stale build raises
+:class:`NativeBuildError` on import rather than silently running the slower
+path: reinstall the package (``pip install -e .``) to rebuild it, or set
+``FPMCORE_PUREPYTHON=1`` to run without it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import fpmcore
+
+
+class NativeBuildError(ImportError):
+    """The compiled library is missing or was built for another version."""
+
+
+def _want_pure() -> bool:
+    return os.environ.get("FPMCORE_PUREPYTHON", "") not in ("", "0")
+
+
+if _want_pure():
+    from fpmcore import _pure as _impl
+
+    BACKEND = "python"
+
+    def version() -> str:
+        return _impl.version()
+
+else:
+    try:
+        from fpmcore._native import ffi as _ffi
+        from fpmcore._native import lib as _lib
+    except ImportError as exc:  # pragma: no cover - exercised by a fresh checkout without a build
+        raise NativeBuildError(
+            "fpmcore's C library is not built; reinstall fpmcore (pip install -e .) "
+            "or set FPMCORE_PUREPYTHON=1"
+        ) from exc
+
+    BACKEND = "c"
+
+    def version() -> str:
+        out = _ffi.new("const char **")
+        status = _lib.fpm_version(out)
+        if status != 0:  # pragma: no cover - fpm_version only fails on NULL
+            raise RuntimeError(f"fpm_version failed with status {status}")
+        return _ffi.string(out[0]).decode()
+
+    _built = version()
+    if _built != fpmcore.__version__:
+        raise NativeBuildError(
+            f"fpmcore's C library was built for {_built}, the package is "
+            f"{fpmcore.__version__}; reinstall fpmcore (pip install -e .) to rebuild it"
+        )

@@ -1,0 +1,284 @@
+"""The plugin host: loading, records, selection.
+
+Loading order: the built-in plugins of fpmcore itself, then the plugin
+objects a caller passes (tests, embedding), then every entry point of the
+group ``fpmcore.plugins``.  Each load and registration is wrapped: a plugin
+that fails to import, implements an unknown hook, answers ``fpm_plugin_info``
+wrongly or targets another hook API is recorded with its status and the
+error text, and the host goes on.  ``FPM_STRICT_PLUGINS=1`` re-raises
+instead.
+
+Environment (read once, when the host is built):
+
+``FPM_PLUGINS``                  comma-separated allow list of plugin ids
+``FPM_DISABLE_PLUGINS``          comma-separated ids not to load
+``FPM_DISABLE_PLUGIN_AUTOLOAD=1`` load no entry point unless named by
+                                 ``FPM_PLUGINS`` or ``--plugin``
+``FPM_STRICT_PLUGINS=1``         re-raise the first plugin failure
+
+The CLI's ``--plugin ID`` and ``--disable-plugin ID`` add to these.
+
+Selection: a runtime plugin is selected by the exact runtime pin it targets
+(``vllm==0.33.0``; strings compared exactly, no PEP 440 normalization), a
+model plugin by its id or one of its model ids.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from typing import Any, Literal
+
+import attrs
+import pluggy
+
+from fpmcore import hookspecs
+from fpmcore.errors import FpmError, PluginError
+from fpmcore.hooktypes import API_VERSION, PluginInfo
+
+GROUP = "fpmcore.plugins"
+Status = Literal["ok", "incompatible", "failed", "disabled"]
+
+
+@attrs.frozen
+class PluginRecord:
+    """What the host knows of one plugin (one row of ``fpm plugins``)."""
+
+    id: str
+    distribution: str | None
+    version: str | None
+    kind: str | None
+    targets: tuple[str, ...]
+    hooks: tuple[str, ...]
+    status: Status
+    error: str | None = None
+    summary: str = ""
+    module: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "distribution": self.distribution,
+            "version": self.version,
+            "kind": self.kind,
+            "targets": list(self.targets),
+            "hooks": list(self.hooks),
+            "status": self.status,
+            "error": self.error,
+        }
+
+
+def _env_list(environ: Mapping[str, str], name: str) -> set[str]:
+    return {p.strip() for p in environ.get(name, "").split(",") if p.strip()}
+
+
+def _env_flag(environ: Mapping[str, str], name: str) -> bool:
+    return environ.get(name, "").strip() not in ("", "0", "false", "no")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class PluginHost:
+    """Loads plugins into a pluggy ``PluginManager`` and keeps one record per plugin.
+
+    :param plugins: plugin objects (modules) to register besides the entry points.
+    :param autoload: load entry points (default: unless
+        ``FPM_DISABLE_PLUGIN_AUTOLOAD=1``).
+    :param enable: ids to load even with autoload off (``--plugin``).
+    :param disable: ids not to load (``--disable-plugin``).
+    :param strict: re-raise plugin failures (default: ``FPM_STRICT_PLUGINS=1``).
+    :param environ: the environment to read (default ``os.environ``).
+
+    ``host.hooks`` is the typed facade (:class:`fpmcore.hooks.Hooks`).
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: Iterable[object] = (),
+        autoload: bool | None = None,
+        enable: Iterable[str] = (),
+        disable: Iterable[str] = (),
+        strict: bool | None = None,
+        environ: Mapping[str, str] | None = None,
+        builtins: bool = True,
+    ) -> None:
+        from fpmcore.hooks import Hooks
+
+        env = os.environ if environ is None else environ
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.strict = _env_flag(env, "FPM_STRICT_PLUGINS") if strict is None else strict
+        self.allow = _env_list(env, "FPM_PLUGINS")
+        self.enable = set(enable)
+        self.disable = _env_list(env, "FPM_DISABLE_PLUGINS") | set(disable)
+        self.autoload = (not _env_flag(env, "FPM_DISABLE_PLUGIN_AUTOLOAD")) if autoload is None else autoload
+        self._records: dict[str, PluginRecord] = {}
+        self.hooks = Hooks(self)
+        if builtins:
+            from fpmcore import commands
+
+            self._load(commands, distribution="fpmcore", version=None, builtin=True)
+        for obj in plugins:
+            self._load(obj, distribution=None, version=None)
+        self._load_entry_points()
+
+    # -- loading ---------------------------------------------------------------------
+
+    def _disabled_reason(self, plugin_id: str, *, entry_point: bool) -> str | None:
+        if plugin_id in self.disable:
+            return "disabled by FPM_DISABLE_PLUGINS or --disable-plugin"
+        if self.allow and plugin_id not in self.allow and plugin_id not in self.enable:
+            return "not in the FPM_PLUGINS allow list"
+        if entry_point and not self.autoload and plugin_id not in self.enable | self.allow:
+            return "autoload is off (FPM_DISABLE_PLUGIN_AUTOLOAD=1); enable it with --plugin"
+        return None
+
+    def _load_entry_points(self) -> None:
+        try:
+            eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)
+        except Exception as exc:  # pragma: no cover - broken metadata of the environment
+            if self.strict:
+                raise
+            print(f"fpm: cannot read entry points: {_describe(exc)}", file=sys.stderr)
+            return
+        seen: set[str] = set()
+        for ep in eps:
+            if ep.name in seen:  # the same distribution found twice on sys.path
+                continue
+            seen.add(ep.name)
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            reason = self._disabled_reason(ep.name, entry_point=True)
+            if reason is not None:
+                self._record(PluginRecord(ep.name, dist, version, None, (), (), "disabled", reason, module=ep.value))
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self._record(PluginRecord(ep.name, dist, version, None, (), (), "failed", _describe(exc), module=ep.value))
+                continue
+            self._load(obj, distribution=dist, version=version, expected_id=ep.name, module=ep.value)
+
+    def _load(
+        self,
+        obj: object,
+        *,
+        distribution: str | None,
+        version: str | None,
+        expected_id: str | None = None,
+        module: str | None = None,
+        builtin: bool = False,
+    ) -> None:
+        module = module or getattr(obj, "__name__", type(obj).__name__)
+        fallback_id = expected_id or module
+        try:
+            info = self._plugin_info(obj)
+            if expected_id is not None and info.id != expected_id:
+                raise PluginError("plugins", f"entry point '{expected_id}' names a plugin whose id is '{info.id}'")
+            if info.kind == "builtin" and not builtin:
+                raise PluginError("plugins", "only fpmcore itself ships builtin plugins; kind must be runtime or model")
+            if info.id in self._records:
+                raise PluginError("plugins", f"plugin id '{info.id}' is already registered")
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._record(PluginRecord(fallback_id, distribution, version, None, (), (), "failed", _describe(exc), module=module))
+            return
+        base = dict(
+            id=info.id, distribution=distribution, version=version, kind=info.kind,
+            targets=tuple(info.targets), summary=info.summary, module=module,
+        )  # fmt: skip
+        reason = None if builtin or expected_id is not None else self._disabled_reason(info.id, entry_point=False)
+        if reason is not None:
+            self._record(PluginRecord(**base, hooks=(), status="disabled", error=reason))
+            return
+        if info.api_version != API_VERSION:
+            msg = f"written for hook API {info.api_version}; this fpmcore provides API {API_VERSION}"
+            if self.strict:
+                raise PluginError("plugins", f"plugin '{info.id}' is incompatible: {msg}")
+            self._record(PluginRecord(**base, hooks=(), status="incompatible", error=msg))
+            return
+        try:
+            self.pm.register(obj, name=info.id)
+            callers = self.pm.get_hookcallers(obj) or []
+            unknown = sorted(hc.name for hc in callers if hc.spec is None)
+            if unknown:
+                self.pm.unregister(obj)
+                raise PluginError("plugins", f"implements unknown hooks: {', '.join(unknown)}")
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._record(PluginRecord(**base, hooks=(), status="failed", error=_describe(exc)))
+            return
+        hooks = tuple(sorted(hc.name for hc in callers))
+        self._record(PluginRecord(**base, hooks=hooks, status="ok"))
+
+    @staticmethod
+    def _plugin_info(obj: object) -> PluginInfo:
+        fn = getattr(obj, "fpm_plugin_info", None)
+        if fn is None:
+            raise PluginError("plugins", "does not implement fpm_plugin_info")
+        info = fn()
+        if not isinstance(info, PluginInfo):
+            raise PluginError("plugins", f"fpm_plugin_info returned {type(info).__name__}; expected PluginInfo")
+        return info
+
+    def _record(self, record: PluginRecord) -> None:
+        self._records[record.id] = record
+
+    def mark_failed(self, plugin_id: str, error: str) -> None:
+        """Record that a loaded plugin broke at run time, and stop calling it."""
+        rec = self._records.get(plugin_id)
+        plugin = self.pm.get_plugin(plugin_id)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        if rec is not None:
+            self._records[plugin_id] = attrs.evolve(rec, status="failed", error=error)
+
+    # -- queries -----------------------------------------------------------------------
+
+    @property
+    def records(self) -> list[PluginRecord]:
+        """Every plugin record, built-ins first, then by id."""
+        return sorted(self._records.values(), key=lambda r: (r.kind != "builtin", r.id))
+
+    def record(self, plugin_id: str) -> PluginRecord:
+        try:
+            return self._records[plugin_id]
+        except KeyError:
+            known = ", ".join(sorted(self._records)) or "none"
+            raise FpmError("plugins", f"no plugin '{plugin_id}'; known plugins: {known}") from None
+
+    def active(self, kind: str | None = None) -> list[PluginRecord]:
+        """Records with status ``ok`` (of one kind)."""
+        return [r for r in self.records if r.status == "ok" and (kind is None or r.kind == kind)]
+
+    def select_runtime(self, pin: str) -> PluginRecord:
+        """The one runtime plugin that targets ``pin`` exactly (``vllm==0.33.0``)."""
+        runtimes = self.active("runtime")
+        found = [r for r in runtimes if pin in r.targets]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            installed = ", ".join(f"{r.id} ({', '.join(r.targets)})" for r in runtimes) or "none"
+            raise FpmError("plugins", f"no runtime plugin for {pin}; installed runtime plugins: {installed}")
+        raise FpmError("plugins", f"runtime {pin} is claimed by more than one plugin: {', '.join(r.id for r in found)}")
+
+    def select_model(self, model: str) -> PluginRecord:
+        """The one model plugin whose id or targets name ``model``."""
+        models = self.active("model")
+        found = [r for r in models if model == r.id or model in r.targets]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            installed = ", ".join(f"{r.id} ({', '.join(r.targets)})" for r in models) or "none"
+            raise FpmError("plugins", f"no model plugin for '{model}'; installed model plugins: {installed}")
+        raise FpmError("plugins", f"model '{model}' is claimed by more than one plugin: {', '.join(r.id for r in found)}")

@@ -1,0 +1,346 @@
+"""Field declarations shared by the structural check, the converter and JSON Schema.
+
+Each field of a data-model class (:mod:`fpmcore.profile`) is declared once,
+with :func:`field`, and carries a :class:`FieldSpec` in its attrs metadata.
+Three things are derived from it, so that they can never disagree:
+
+* :func:`check_structure` — the structural rules P-S1 … P-S4 of 01 §1.3, with
+  a JSON path to the offending object;
+* :data:`converter` — the one cattrs converter, with strict scalar hooks
+  (no ``"false"`` → ``True``, no ``2176.0`` → ``2176``), used for
+  structuring and for unstructuring in declaration order with absent
+  optional fields omitted (01 §9.1);
+* :func:`json_schema` — a JSON Schema (draft 2020-12) of a class.
+
+Structural order: the whole tree is checked before any object rule runs.  In
+one object the checks go P-S1 (unknown keys, in document order), P-S2
+(missing keys, in declaration order), then per field in declaration order
+P-S3 (type) and P-S4 (range), then the nested objects in declaration order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+from fpmcore.errors import FpmError
+
+MAX_EXACT = 2**53
+MAX_U32 = 2**32 - 1
+
+_NOTHING = attrs.NOTHING
+
+
+@attrs.frozen
+class FieldSpec:
+    """How one field looks in JSON.
+
+    ``kind``: ``u32`` (count, 0..2**32-1), ``u64`` (bytes, 0..2**53), ``int``
+    (any integer), ``float``, ``str``, ``bool``, ``enum`` (``values``),
+    ``obj`` (``cls``) or ``list`` (of ``cls``).  ``required``: must be present
+    on read.  ``nullable``: ``null`` is a value.  ``omit``: left out of the
+    written form when ``None`` (or, for a list, when empty).
+    """
+
+    kind: str
+    required: bool = True
+    nullable: bool = False
+    omit: bool = False
+    values: tuple[Any, ...] = ()
+    cls: type | None = None
+    description: str = ""
+
+
+def field(
+    kind: str,
+    *,
+    required: bool = True,
+    nullable: bool = False,
+    omit: bool = False,
+    default: Any = _NOTHING,
+    values: tuple[Any, ...] = (),
+    cls: type | None = None,
+    description: str = "",
+) -> Any:
+    """Declare a model field (an ``attrs.field`` carrying its :class:`FieldSpec`)."""
+    spec = FieldSpec(kind, required, nullable, omit, values, cls, description)
+    if default is _NOTHING and not required:
+        default = [] if kind == "list" else None
+    if isinstance(default, list):
+        return attrs.field(factory=list, converter=tuple, metadata={"fpm": spec})
+    conv = tuple if kind == "list" else None
+    return attrs.field(default=default, converter=conv, metadata={"fpm": spec})
+
+
+def specs(cls: type) -> list[tuple[str, FieldSpec]]:
+    """``(name, spec)`` of every declared field of ``cls``, in declaration order."""
+    return [(a.name, a.metadata["fpm"]) for a in attrs.fields(cls)]
+
+
+# ---------------------------------------------------------------------------
+# rendering of values in messages (01 §1.3)
+# ---------------------------------------------------------------------------
+
+
+def render(value: Any) -> str:
+    """A value as messages print it: JSON for scalars, floats as ``repr``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (int, str)):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def render_opt(value: Any) -> str:
+    """Like :func:`render`, with ``absent`` for a missing optional value."""
+    return "absent" if value is None else render(value)
+
+
+def quote(text: str) -> str:
+    return f"'{text}'"
+
+
+def join_or(values: tuple[Any, ...]) -> str:
+    names = [str(v) for v in values]
+    if len(names) == 1:
+        return names[0]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+# ---------------------------------------------------------------------------
+# structural rules P-S1 … P-S4
+# ---------------------------------------------------------------------------
+
+_TYPE_WORDS = {
+    "u32": "an integer",
+    "u64": "an integer",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "a boolean",
+    "obj": "an object",
+    "list": "an array",
+}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_ok(spec: FieldSpec, v: Any) -> bool:
+    if v is None:
+        return spec.nullable
+    k = spec.kind
+    if k in ("u32", "u64", "int"):
+        return _is_int(v)
+    if k == "float":
+        return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+    if k == "str":
+        return isinstance(v, str)
+    if k == "bool":
+        return isinstance(v, bool)
+    if k == "enum":
+        return any(type(v) is type(m) and v == m for m in spec.values)
+    if k == "obj":
+        return isinstance(v, Mapping)
+    if k == "list":
+        return isinstance(v, list)
+    raise AssertionError(k)  # pragma: no cover
+
+
+def _type_message(key: str, spec: FieldSpec, v: Any) -> str:
+    if spec.kind == "enum":
+        shown = quote(v) if isinstance(v, str) else render(v)
+        if len(spec.values) == 1:
+            return f"{key} must be {render(spec.values[0]) if not isinstance(spec.values[0], str) else spec.values[0]}; got {shown}"
+        return f"{key} must be one of {join_or(spec.values)}; got {shown}"
+    word = _TYPE_WORDS[spec.kind]
+    if spec.nullable:
+        word += " or null"
+    return f"{key} must be {word}; got {render(v)}"
+
+
+def _in_range(spec: FieldSpec, v: Any) -> bool:
+    if v is None or not _is_int(v):
+        return True
+    if spec.kind == "u32":
+        return 0 <= v <= MAX_U32
+    if spec.kind == "u64":
+        return 0 <= v <= MAX_EXACT
+    return True
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def check_structure(data: Any, cls: type, path: str = "") -> None:
+    """Raise :class:`FpmError` (P-S1 … P-S4) at the first structural fault of ``data``."""
+    if not isinstance(data, Mapping):
+        raise FpmError("P-S3", f"{cls.__name__} must be an object; got {render(data)}", path)
+    fields = specs(cls)
+    declared = {name for name, _ in fields}
+    for key in data:
+        if key not in declared:
+            raise FpmError("P-S1", f"unknown field {quote(key)}", path)
+    for name, spec in fields:
+        if spec.required and name not in data:
+            raise FpmError("P-S2", f"missing required field {quote(name)}", path)
+    for name, spec in fields:
+        if name in data and not _type_ok(spec, data[name]):
+            raise FpmError("P-S3", _type_message(name, spec, data[name]), path)
+    for name, spec in fields:
+        if name in data and not _in_range(spec, data[name]):
+            raise FpmError("P-S4", f"{name} is out of range; got {render(data[name])}", path)
+    for name, spec in fields:
+        value = data.get(name)
+        if value is None or spec.cls is None:
+            continue
+        if spec.kind == "obj":
+            check_structure(value, spec.cls, _join(path, name))
+        elif spec.kind == "list":
+            for i, item in enumerate(value):
+                check_structure(item, spec.cls, _join(_join(path, name), i))
+
+
+# ---------------------------------------------------------------------------
+# the one converter
+# ---------------------------------------------------------------------------
+
+
+def _strict(kind: str):
+    def hook(value: Any, _type: Any) -> Any:
+        ok = {
+            "int": _is_int(value),
+            "float": (_is_int(value) or isinstance(value, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value),
+            "str": isinstance(value, str),
+            "bool": isinstance(value, bool),
+        }[kind]
+        if not ok:
+            raise TypeError(f"expected {kind}, got {render(value)}")
+        return float(value) if kind == "float" else value
+
+    return hook
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(int, _strict("int"))
+    conv.register_structure_hook(float, _strict("float"))
+    conv.register_structure_hook(str, _strict("str"))
+    conv.register_structure_hook(bool, _strict("bool"))
+    return conv
+
+
+#: The converter of every model class: strict scalars, unknown keys refused.
+converter = _make_converter()
+
+
+def unstructure(obj: Any) -> Any:
+    """The written form of a model object: declaration order, absent optionals omitted."""
+    if not attrs.has(type(obj)):
+        return obj
+    out: dict[str, Any] = {}
+    for a in attrs.fields(type(obj)):
+        spec: FieldSpec = a.metadata["fpm"]
+        value = getattr(obj, a.name)
+        if spec.omit and (value is None or (spec.kind == "list" and len(value) == 0)):
+            continue
+        if spec.kind == "list":
+            out[a.name] = [unstructure(v) for v in value]
+        elif spec.kind == "float" and value is not None:
+            out[a.name] = float(value)
+        else:
+            out[a.name] = unstructure(value)
+    return out
+
+
+def structure(data: Mapping[str, Any], cls: type) -> Any:
+    """Build ``cls`` from structurally valid ``data`` (after :func:`check_structure`)."""
+    return converter.structure(data, cls)
+
+
+converter.register_unstructure_hook_func(
+    lambda t: attrs.has(t) and all("fpm" in a.metadata for a in attrs.fields(t)), unstructure
+)
+
+
+# ---------------------------------------------------------------------------
+# JSON Schema
+# ---------------------------------------------------------------------------
+
+
+def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
+    k = spec.kind
+    if k == "u32":
+        s: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_U32}
+    elif k == "u64":
+        s = {"type": "integer", "minimum": 0, "maximum": MAX_EXACT}
+    elif k == "int":
+        s = {"type": "integer"}
+    elif k == "float":
+        s = {"type": "number"}
+    elif k == "str":
+        s = {"type": "string"}
+    elif k == "bool":
+        s = {"type": "boolean"}
+    elif k == "enum":
+        s = {"enum": list(spec.values)}
+    elif k == "obj":
+        s = {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}
+    else:
+        s = {"type": "array", "items": {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}}
+    if spec.nullable:
+        s = {"anyOf": [s, {"type": "null"}]}
+    if spec.description:
+        s["description"] = spec.description
+    return s
+
+
+def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    fields = specs(cls)
+    return {
+        "type": "object",
+        "description": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
+        "properties": {name: _field_schema(spec, defs) for name, spec in fields},
+        "required": [name for name, spec in fields if spec.required],
+        "additionalProperties": False,
+    }
+
+
+def _define(cls: type, defs: dict[str, Any]) -> str:
+    name = cls.__name__
+    if name not in defs:
+        defs[name] = {}
+        defs[name] = _object_schema(cls, defs)
+    return name
+
+
+def json_schema(cls: type, schema_id: str) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of ``cls`` and every class it nests.
+
+    It states the structural rules (P-S1 … P-S4); the object rules (P-1 …)
+    are beyond JSON Schema and are checked by ``fpm profile check``.
+    """
+    defs: dict[str, Any] = {}
+    root = _object_schema(cls, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema_id,
+        "title": cls.__name__,
+        **root,
+        "$defs": defs,
+    }

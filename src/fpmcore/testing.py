@@ -1,0 +1,97 @@
+"""Test kit for fpmcore and its plugins: an opt-in pytest plugin.
+
+Enable it in a ``conftest.py`` (``pytest_plugins = ["fpmcore.testing"]``) or
+with ``-p fpmcore.testing``.  It provides:
+
+``fpm_host``
+    a factory fixture: ``fpm_host(*plugin_objects, entry_points=("vllm_033",))``
+    builds a :class:`~fpmcore.plugins.PluginHost` with exactly those plugins
+    (plus fpmcore's built-ins) and no autoload, independent of the
+    environment.
+``run_fpm``
+    a fixture (and a plain function) running ``fpm`` in-process:
+    ``run_fpm("plugins", "--json", env={"FPM_PLUGINS": "glm53flash"})``
+    returns :class:`FpmResult` ``(exit_code, stdout, stderr)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import attrs
+import pytest
+
+from fpmcore.plugins import PluginHost
+
+
+@attrs.frozen
+class FpmResult:
+    """What one ``fpm`` run gave."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """stdout parsed as strict JSON (one document)."""
+        from fpmcore.jsonio import loads
+
+        return loads(self.stdout)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str | None]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_fpm(*argv: str, env: Mapping[str, str | None] | None = None, host: PluginHost | None = None) -> FpmResult:
+    """Run ``fpm ARGV`` in this process with captured output.
+
+    ``env`` overrides environment variables (``None`` unsets one); ``host``
+    replaces the host built from the installed plugins (see ``fpm_host``).
+    """
+    from fpmcore.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with _environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv), host=host)
+    return FpmResult(code, out.getvalue(), err.getvalue())
+
+
+def make_host(*plugins: object, entry_points: tuple[str, ...] = (), **kwargs: Any) -> PluginHost:
+    """A host with exactly ``plugins`` and the named installed entry points; no autoload."""
+    return PluginHost(plugins=plugins, autoload=False, enable=entry_points, environ={}, **kwargs)
+
+
+@pytest.fixture
+def fpm_host() -> Callable[..., PluginHost]:
+    """Factory fixture: ``fpm_host(*plugin_objects, entry_points=(...))``."""
+    return make_host
+
+
+@pytest.fixture(name="run_fpm")
+def run_fpm_fixture() -> Callable[..., FpmResult]:
+    """Fixture form of :func:`run_fpm`."""
+    return run_fpm
+
+
+__all__ = ["FpmResult", "fpm_host", "make_host", "run_fpm", "run_fpm_fixture"]
+

@@ -1,0 +1,238 @@
+"""Every hookspec: documented, and called through the host's typed facade."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+from fpmcore import (
+    API_VERSION,
+    AlignStopQuery,
+    CliCommand,
+    Diagnostic,
+    ExecutionIdentity,
+    PlanLimits,
+    PluginInfo,
+    PointPlan,
+    ProducerContract,
+    SpecClassification,
+    hookimpl,
+    hookspecs,
+)
+from fpmcore.errors import FpmError, PluginError
+from fpmcore.profile import load_profile
+from fpmcore.testing import run_fpm
+
+SPECS = sorted(n for n, f in vars(hookspecs).items() if n.startswith("fpm_") and callable(f))
+
+
+def _plugin(plugin_id: str, kind: str = "model", targets: tuple[str, ...] = ("m",), **hooks: object):
+    mod = types.ModuleType(plugin_id)
+    info = PluginInfo(id=plugin_id, kind=kind, targets=targets, api_version=API_VERSION)
+    mod.fpm_plugin_info = hookimpl(lambda: info)
+    for name, fn in hooks.items():
+        setattr(mod, name, hookimpl(fn))
+    return mod
+
+
+# ---------------------------------------------------------------------------
+# documentation
+# ---------------------------------------------------------------------------
+
+
+def test_the_hooks_the_design_card_names_exist():
+    assert {"fpm_plugin_info", "fpm_observe_cache_groups", "fpm_normalize_record", "fpm_classify_spec",
+            "fpm_align_stop", "fpm_validate_artifact", "fpm_choose_producer_contract",
+            "fpm_generate_points", "fpm_cli_commands"} <= set(SPECS)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_hookspec_is_documented_and_typed(name):
+    fn = getattr(hookspecs, name)
+    doc = inspect.getdoc(fn) or ""
+    assert doc, f"{name} has no docstring"
+    first_result = fn.fpmcore_spec.get("firstresult", False)
+    assert ("*First-result*" in doc) == first_result, f"{name}: docstring must say first-result / collecting"
+    assert ("*Collecting*" in doc) == (not first_result)
+    assert "Example" in doc
+    assert ":returns:" in doc
+    sig = inspect.signature(fn)
+    assert sig.return_annotation is not inspect.Signature.empty
+    for param in sig.parameters.values():
+        assert param.default is inspect.Parameter.empty, f"{name}({param.name}) has a default"
+        assert param.annotation is not inspect.Parameter.empty
+        assert f":param {param.name}:" in doc, f"{name} does not document {param.name}"
+
+
+def test_a_hookspec_without_docstring_would_fail(monkeypatch):
+    def fpm_undocumented() -> None:
+        pass
+
+    monkeypatch.setattr(hookspecs, "fpm_undocumented", fpm_undocumented, raising=False)
+    with pytest.raises(AssertionError):
+        test_every_hookspec_is_documented_and_typed("fpm_undocumented")
+
+
+# ---------------------------------------------------------------------------
+# each hook through the host
+# ---------------------------------------------------------------------------
+
+
+def test_plugin_info_fills_the_record(fpm_host):
+    host = fpm_host(entry_points=("vllm_033",))
+    rec = host.record("vllm_033")
+    assert (rec.kind, rec.targets, rec.status) == ("runtime", ("vllm==0.33.0",), "ok")
+    assert {"fpm_plugin_info", "fpm_classify_spec"} <= set(rec.hooks)
+    assert rec.summary.startswith("vLLM 0.33.0")
+
+
+def test_observe_cache_groups(fpm_host):
+    seen = {}
+
+    def observe(runtime, source, phase, rank):
+        if runtime != "vllm==9.9.9":
+            return None
+        seen.update(phase=phase, rank=rank)
+        return {"schema_version": "fpmcore-runtime-observation/v1", "groups": len(source["kv_cache_config"])}
+
+    host = fpm_host(_plugin("obs", "runtime", ("vllm==9.9.9",), fpm_observe_cache_groups=observe))
+    rec = host.hooks.observe_cache_groups(runtime="vllm==9.9.9", source={"kv_cache_config": [1, 2]},
+                                          phase="decode", rank=3)  # fmt: skip
+    assert rec["groups"] == 2 and seen == {"phase": "decode", "rank": 3}
+    with pytest.raises(FpmError, match="no runtime plugin observes vllm==1.0.0"):
+        host.hooks.observe_cache_groups(runtime="vllm==1.0.0", source={}, phase="decode", rank=0)
+
+
+def test_normalize_record_and_wrong_return_type_names_the_plugin(fpm_host):
+    good = _plugin("good", "runtime", ("vllm==9.9.9",),
+                   fpm_normalize_record=lambda runtime, record: {**record, "n": 1} if runtime == "vllm==9.9.9" else None)
+    bad = _plugin("bad", "runtime", ("vllm==8.8.8",),
+                  fpm_normalize_record=lambda runtime, record: [record] if runtime == "vllm==8.8.8" else None)
+    host = fpm_host(good, bad)
+    assert host.hooks.normalize_record(runtime="vllm==9.9.9", record={"a": 0}) == {"a": 0, "n": 1}
+    assert host.hooks.normalize_record(runtime="vllm==7.7.7", record={}) is None
+    with pytest.raises(PluginError) as info:
+        host.hooks.normalize_record(runtime="vllm==8.8.8", record={})
+    assert info.value.message == "plugin 'bad' returned list from fpm_normalize_record; expected dict"
+
+
+def test_a_plugin_exception_is_wrapped_with_its_name(fpm_host):
+    def boom(runtime, spec_class, spec):
+        raise KeyError("fields")
+
+    host = fpm_host(_plugin("boom", "runtime", ("vllm==9.9.9",), fpm_classify_spec=boom))
+    with pytest.raises(PluginError) as info:
+        host.hooks.classify_spec(runtime="vllm==9.9.9", spec_class="X", spec={})
+    assert info.value.message == "plugin 'boom' failed in fpm_classify_spec: KeyError: 'fields'"
+
+
+def test_classify_spec_through_the_runtime_plugins(fpm_host):
+    host = fpm_host(entry_points=("vllm_027", "vllm_033"))
+    mamba = "vllm.v1.kv_cache_interface.MambaSpec"
+    assert host.hooks.classify_spec(runtime="vllm==0.33.0", spec_class=mamba, spec={}) == SpecClassification("state")
+    old = host.hooks.classify_spec(runtime="vllm==0.27.0", spec_class=mamba, spec={})
+    assert old.kind == "unsupported"
+    assert host.hooks.classify_spec(runtime="vllm==0.33.1", spec_class=mamba, spec={}) is None
+
+
+def test_align_stop_range_is_checked(fpm_host):
+    q = AlignStopQuery(start=0, num_new_tokens=100, prompt_len=100, num_tokens=100, block_size=16,
+                       hash_block_size=16, max_num_batched_tokens=100, checkpoint_alignment=None)  # fmt: skip
+    host = fpm_host(
+        _plugin("good", targets=("good",), fpm_align_stop=lambda model, query: 96 if model == "good" else None),
+        _plugin("greedy", targets=("greedy",), fpm_align_stop=lambda model, query: 101 if model == "greedy" else None),
+        _plugin("boolish", targets=("boolish",), fpm_align_stop=lambda model, query: True if model == "boolish" else None),
+    )
+    assert host.hooks.align_stop(model="good", query=q) == 96
+    with pytest.raises(PluginError, match=r"plugin 'greedy' returned 101 from fpm_align_stop; expected 0..100"):
+        host.hooks.align_stop(model="greedy", query=q)
+    with pytest.raises(PluginError, match="plugin 'boolish' returned bool from fpm_align_stop; expected int"):
+        host.hooks.align_stop(model="boolish", query=q)
+    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'other'"):
+        host.hooks.align_stop(model="other", query=q)
+
+
+def test_generate_points(fpm_host):
+    profile = load_profile("examples/profiles/glm53flash-tp4.fpm-profile.json")
+
+    def points(model, profile, deployment, limits):
+        if model != "toy":
+            return None
+        n = profile.deployments[deployment].resources.max_num_tokens // limits.block_size
+        return PointPlan(points=[{"n": n}], counts={"prefill": 1, "decode": 0}, dropped={}, digest="0" * 64, smoke=[])
+
+    host = fpm_host(_plugin("toy", targets=("toy",), fpm_generate_points=points))
+    plan = host.hooks.generate_points(model="toy", profile=profile, deployment=0,
+                                      limits=PlanLimits(8192, 1_048_576, 2048, 2048))  # fmt: skip
+    assert plan.points == ({"n": 4},)
+
+
+def test_choose_producer_contract_through_the_model_plugins(fpm_host):
+    host = fpm_host(entry_points=("glm53flash", "dsv41"))
+    glm = ExecutionIdentity("a" * 64, "full", "none", "text")
+    v41 = ExecutionIdentity("b" * 64, "full", "hbm_tp_sharded", "text")
+    plugin, contract = host.hooks.choose_producer_contract(identity=glm)
+    assert (plugin, contract.name, contract.execution_mode) == (
+        "glm53flash", "glm53flash_native_graph_policy", "native_graph_policy")
+    plugin, contract = host.hooks.choose_producer_contract(identity=v41)
+    assert (plugin, contract.name, contract.execution_mode) == ("dsv41", "dsv41_eager", "eager")
+    # no configuration-bound identity: general rules only
+    assert host.hooks.choose_producer_contract(identity=ExecutionIdentity("", "full", "none", "text")) is None
+    with pytest.raises(FpmError) as info:
+        host.hooks.choose_producer_contract(identity=ExecutionIdentity("c" * 64, "full", "host_offload", "text"),
+                                            where="r0.json")  # fmt: skip
+    assert (info.value.rule, str(info.value)) == (
+        "A-14", "r0.json: native execution identity cell has no audited producer contract: host_offload")
+
+
+def test_two_plugins_claiming_a_residency_conflict(fpm_host):
+    rival = _plugin("rival", fpm_choose_producer_contract=lambda identity: ProducerContract(
+        "rival_graph", "native_graph_policy", "none") if identity.engram_residency == "none" else None)
+    host = fpm_host(rival, entry_points=("glm53flash",))
+    with pytest.raises(FpmError) as info:
+        host.hooks.choose_producer_contract(identity=ExecutionIdentity("a" * 64, "full", "none", "text"))
+    assert info.value.message == "producer contract for engram residency none is registered twice: glm53flash, rival"
+
+
+def test_validate_artifact(fpm_host):
+    contract = ProducerContract("toy_eager", "eager", "toy")
+
+    def validate(contract, cell, files, plan):
+        if contract.name != "toy_eager":
+            return None
+        return [Diagnostic("A-20", f"expected 10 raw samples, found {len(files['r0.json'])}", "r0.json")]
+
+    host = fpm_host(_plugin("toy", fpm_validate_artifact=validate))
+    diags = host.hooks.validate_artifact(contract=contract, cell={}, files={"r0.json": [1] * 9}, plan={})
+    assert diags == [Diagnostic("A-20", "expected 10 raw samples, found 9", "r0.json")]
+    other = ProducerContract("nobody", "eager", "x")
+    with pytest.raises(FpmError, match="no model plugin validates artifacts of contract nobody"):
+        host.hooks.validate_artifact(contract=other, cell={}, files={}, plan={})
+
+
+def test_cli_commands_from_a_plugin(fpm_host):
+    def configure(p):
+        p.add_argument("who")
+
+    def run(args, ctx):
+        ctx.out.print(f"hello {args.who}")
+        return 0
+
+    host = fpm_host(_plugin("hello", fpm_cli_commands=lambda: [CliCommand("hello", "say hello", configure, run)]))
+    result = run_fpm("hello", "world", host=host)
+    assert (result.exit_code, result.stdout.strip()) == (0, "hello world")
+    names = [c.name for _, c in host.hooks.cli_commands()]
+    assert names[:3] == ["plugins", "profile", "schema"] and "hello" in names
+
+
+def test_broken_cli_commands_cost_the_plugin_not_the_cli(fpm_host):
+    host = fpm_host(_plugin("broken", fpm_cli_commands=lambda: ["not a command"]))
+    result = run_fpm("plugins", "--json", host=host)
+    assert result.exit_code == 0
+    row = {p["id"]: p for p in result.json()["plugins"]}["broken"]
+    assert row["status"] == "failed"
+    assert row["error"] == (
+        "fpm_cli_commands: PluginError: plugin 'broken' returned str from fpm_cli_commands; expected CliCommand"
+    )

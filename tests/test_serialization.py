@@ -1,0 +1,147 @@
+"""Strict JSON, the converter, the file and canonical forms (01 §1.2, §9; P-95)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import cattrs
+import jsonschema
+import pytest
+
+from fpmcore import jsonio
+from fpmcore.errors import FpmError
+from fpmcore.profile import (
+    FpmCacheGroup,
+    FpmResourceProfile,
+    dumps_profile,
+    from_data,
+    load_profile,
+    parse_profile,
+    profile_digest,
+    profile_json_schema,
+    to_data,
+)
+from fpmcore.schema import converter
+
+ROOT = Path(__file__).resolve().parents[1]
+GLM = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
+
+P95_VECTOR = """{
+  "runtime_memory": {
+    "kv_cache_bytes": 600,
+    "gpu_memory_utilization": 0.8,
+    "max_model_len": 4096,
+    "provenance": "test"
+  },
+  "cache_layout": "grouped",
+  "cache_groups": [
+    {
+      "name": "attention",
+      "kind": "attention",
+      "num_layers": 2,
+      "block_size_tokens": 16,
+      "page_size_bytes": 160,
+      "sliding_window": 32
+    }
+  ],
+  "max_num_tokens": 128,
+  "max_batch_size": 8,
+  "provenance": "test"
+}
+"""
+
+
+def test_p95_resources_vector_round_trips_byte_identically():
+    obj = from_data(json.loads(P95_VECTOR), FpmResourceProfile)
+    assert jsonio.file_form_bytes(to_data(obj)) == P95_VECTOR.encode()
+
+
+def test_glm_profile_round_trips_and_digests():
+    raw = GLM.read_bytes()
+    assert len(raw) == 3984
+    assert hashlib.sha256(raw).hexdigest() == "d72f7267c9dea2b1cfec95afa9403a8b6ba8975bebce34b8ef381b0681169378"
+    profile = load_profile(GLM)
+    assert dumps_profile(profile) == raw
+    canonical = jsonio.canonical_bytes(to_data(profile))
+    assert len(canonical) == 2798
+    assert profile_digest(profile) == "ee1b2e6fcc941447a19229af9200477cc380af1128db99166037d1ded96e3a25"
+
+
+def test_canonical_vector():
+    value = json.loads('{"b":1,"a":[0.9,null,true],"é":"x","n":1.0}')
+    assert jsonio.canonical_bytes(value) == '{"a":[0.9,null,true],"b":1,"n":1.0,"é":"x"}'.encode()
+    assert jsonio.digest(value) == "8dc80123c5924fa5c41ac3151ba02bf6a2bd453460008354e07d6b8f2fd2e32b"
+
+
+def test_absent_optionals_are_omitted_and_window_always_written():
+    g = FpmCacheGroup(name="a", kind="attention", num_layers=1, block_size_tokens=16, page_size_bytes=1)
+    assert to_data(g) == {"name": "a", "kind": "attention", "num_layers": 1, "block_size_tokens": 16,
+                          "page_size_bytes": 1, "sliding_window": None}  # fmt: skip
+    assert list(to_data(g)) == ["name", "kind", "num_layers", "block_size_tokens", "page_size_bytes", "sliding_window"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b'{"a": 1, "a": 2}', "duplicate key 'a'"),
+        (b'{"a": NaN}', "NaN is not allowed"),
+        (b'{"a": Infinity}', "Infinity is not allowed"),
+        (b'{"a": -Infinity}', "-Infinity is not allowed"),
+        (b'\xef\xbb\xbf{"a": 1}', "a byte-order mark is not allowed"),
+        (b'{"a": "\xff"}', "not UTF-8 at byte 7"),
+        (b'{"a": 1', "invalid JSON: Expecting ',' delimiter at line 1 column 8"),
+    ],
+)
+def test_strict_json_refusals(text, message):
+    with pytest.raises(FpmError) as info:
+        jsonio.loads(text, where="p.json")
+    assert (info.value.rule, info.value.message, info.value.where) == ("JSON", message, "p.json")
+
+
+def test_duplicate_key_inside_a_profile_names_the_file():
+    raw = GLM.read_bytes().replace(b'"num_experts": 288,', b'"num_experts": 288, "num_experts": 0,')
+    with pytest.raises(FpmError) as info:
+        parse_profile(raw, where="glm.json")
+    assert str(info.value) == "glm.json: duplicate key 'num_experts'"
+
+
+def test_converter_is_strict():
+    good = {"name": "a", "kind": "state", "num_layers": 1, "block_size_tokens": 4, "page_size_bytes": 8,
+            "blocks_per_request": 1}  # fmt: skip
+    assert converter.structure(good, FpmCacheGroup).blocks_per_request == 1
+    for key, bad in (("num_layers", True), ("num_layers", "1"), ("num_layers", 1.0), ("name", 3)):
+        with pytest.raises(cattrs.BaseValidationError):
+            converter.structure({**good, key: bad}, FpmCacheGroup)
+    with pytest.raises(cattrs.BaseValidationError):
+        converter.structure({**good, "extra": 1}, FpmCacheGroup)
+    # a float field takes an integer and keeps it a float (01 §1.2)
+    rm = {"kv_cache_bytes": 1, "gpu_memory_utilization": 1, "max_model_len": 1, "provenance": "p",
+          "enable_prefix_caching": True}  # fmt: skip
+    from fpmcore.profile import FpmRuntimeMemory
+
+    out = converter.structure(rm, FpmRuntimeMemory)
+    assert isinstance(out.gpu_memory_utilization, float)
+    with pytest.raises(cattrs.BaseValidationError):
+        converter.structure({**rm, "enable_prefix_caching": "false"}, FpmRuntimeMemory)
+
+
+def test_converter_unstructures_in_file_form():
+    profile = load_profile(GLM)
+    assert converter.unstructure(profile) == json.loads(GLM.read_text())
+
+
+def test_json_schema_accepts_the_example_and_refuses_structural_faults():
+    schema = profile_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    doc = json.loads(GLM.read_text())
+    validator.validate(doc)
+    doc["deployments"][0]["resources"]["cache_groups"][0]["passed"] = True
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(doc)
+    doc = json.loads(GLM.read_text())
+    doc["deployments"][0]["resources"]["cache_groups"][0]["page_size_bytes"] = 2**53 + 1
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(doc)
