@@ -18,7 +18,9 @@ from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo
 from fpmcore.hookspecs import hookimpl
 
 #: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
-PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = ()
+PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("fpmcore.planning", "plan_command"),
+)
 
 
 @hookimpl

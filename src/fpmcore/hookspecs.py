@@ -26,7 +26,6 @@ names a vLLM version or a model.
 
 from __future__ import annotations
 
-import argparse  # noqa: F401  (named in docstrings)
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 

@@ -1,0 +1,292 @@
+"""The plan pipeline: profile + limits → a model plugin's point list → a plan file (04).
+
+The host knows no model.  It resolves the :class:`~fpmcore.hooktypes.PlanLimits`
+from a profile deployment and the command-line overrides
+(:func:`resolve_limits`), asks the model plugin through ``fpm_generate_points``
+(:func:`generate`), writes the plan file atomically (:func:`plan_document`,
+:func:`write_plan`) and prints a summary.  Every model rule — candidates, drop
+rules, refusals, digests — lives in the model plugin.
+
+The plan file (``schema`` 1) holds the model, the profile's identity and
+digest, the deployment, the limits, the plugin's ``origin``, points, counts,
+drop counters, digest and smoke subset, and, when the plugin returns one in
+``report["plan_record"]``, that record under ``options.benchmark_points``
+(04 G-25).  ``plan_sha256`` is the canonical digest (01 §9.2) of every field
+except itself and ``stage``: ``stage`` (``"full"``, or ``"smoke"`` with
+``--smoke``) says which list a collection stages, and a smoke collection
+stages its subset under the same plan hash as the full list (04 G-24).
+
+``report`` keys the summary shows when a plugin provides them: ``origin``,
+``candidates`` and ``evaluated`` (per phase / per rule), ``smoke_digest``,
+``capacity_estimate_blocks``, ``exact_holding_blocks``, ``free_blocks``,
+``over_free_points`` and ``log`` (lines, 04 G-20).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
+
+#: Version of the plan file.
+PLAN_SCHEMA = 1
+EXIT_OK = 0
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value <= 0:
+        raise FpmError("G-9", f"{name} must be positive; got {value}")
+
+
+def scheduler_block(deployment: Any) -> int:
+    """The scheduler block of a deployment: the smallest block of its attention and
+    convolution groups (the groups whose blocks grow with the request), else of
+    its first group.  Linear-layout profiles have no block and are refused."""
+    groups = deployment.resources.cache_groups or ()
+    growing = [g.block_size_tokens for g in groups if g.kind != "state"]
+    if growing:
+        return min(growing)
+    if groups:
+        return groups[0].block_size_tokens
+    raise FpmError("G-9", "planning needs a grouped cache layout: the deployment has no cache groups",
+                   "resources.cache_groups")
+
+
+def resolve_limits(
+    profile: Any,
+    deployment: int = 0,
+    *,
+    token_budget: int | None = None,
+    max_model_len: int | None = None,
+    block_size: int | None = None,
+    hash_block_size: int | None = None,
+) -> PlanLimits:
+    """The :class:`PlanLimits` of ``profile.deployments[deployment]``, overrides applied (04 G-9).
+
+    Defaults: ``resources.max_num_tokens`` as the token budget,
+    ``runtime_memory.max_model_len`` (else the profile's ``context_length``),
+    the scheduler block (:func:`scheduler_block`) and
+    ``runtime_memory.hash_block_size_tokens`` (else the block).
+
+    :raises FpmError: rule ``G-9`` for a missing deployment or a non-positive override.
+    """
+    if not 0 <= deployment < len(profile.deployments):
+        raise FpmError("G-9", f"the profile has no deployment {deployment}; it has {len(profile.deployments)}",
+                       "deployments")
+    for name, value in (("--token-budget", token_budget), ("--max-model-len", max_model_len),
+                        ("block_size", block_size), ("hash_block_size", hash_block_size)):
+        _positive(name, value)
+    dep = profile.deployments[deployment]
+    res = dep.resources
+    rm = res.runtime_memory
+    block = block_size if block_size is not None else _in(f"deployments[{deployment}]", scheduler_block, dep)
+    return PlanLimits(
+        token_budget=token_budget if token_budget is not None else res.max_num_tokens,
+        max_model_len=max_model_len if max_model_len is not None
+        else (rm.max_model_len if rm is not None else profile.context_length),
+        block_size=block,
+        hash_block_size=hash_block_size if hash_block_size is not None
+        else (rm.hash_block_size_tokens if rm is not None and rm.hash_block_size_tokens is not None else block),
+    )
+
+
+def _in(where: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except FpmError as exc:
+        exc.where = f"{where}.{exc.where}" if exc.where else where
+        raise
+
+
+def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits) -> PointPlan:
+    """Ask the model plugin for the point list (``fpm_generate_points``)."""
+    return host.hooks.generate_points(model=model, profile=profile, deployment=deployment, limits=limits)
+
+
+def limits_dict(limits: PlanLimits) -> dict[str, int]:
+    return {
+        "token_budget": limits.token_budget,
+        "max_model_len": limits.max_model_len,
+        "block_size": limits.block_size,
+        "hash_block_size": limits.hash_block_size,
+    }
+
+
+def plan_document(
+    *, model: str, profile: Any, deployment: int, limits: PlanLimits, plan: PointPlan, smoke: bool = False
+) -> dict[str, Any]:
+    """The plan file content (see the module docstring), ``plan_sha256`` included."""
+    from fpmcore.jsonio import digest
+    from fpmcore.profile import profile_digest
+
+    doc: dict[str, Any] = {
+        "schema": PLAN_SCHEMA,
+        "model": model,
+        "profile": {
+            "model": profile.model,
+            "model_revision": profile.model_revision,
+            "profile_sha256": profile_digest(profile),
+        },
+        "deployment": deployment,
+        "limits": limits_dict(limits),
+        "origin": plan.report.get("origin"),
+        "counts": dict(plan.counts),
+        "dropped": dict(plan.dropped),
+        "digest": plan.digest,
+        "points": [dict(p) for p in plan.points],
+        "smoke": [dict(p) for p in plan.smoke],
+    }
+    record = plan.report.get("plan_record")
+    if isinstance(record, Mapping):
+        doc["options"] = {"benchmark_points": dict(record)}
+    doc["plan_sha256"] = digest(doc)
+    doc["stage"] = "smoke" if smoke else "full"
+    return doc
+
+
+def write_plan(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
+    """Write the plan file atomically: keys in the order built, two-space
+    indentation, non-ASCII as UTF-8, one trailing newline (the file form of
+    01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
+    import orjson
+
+    from fpmcore.jsonio import write_atomic
+
+    write_atomic(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+
+
+def json_output(plan: PointPlan) -> dict[str, Any]:
+    """The ``--json`` document (``schema`` is added by the CLI)."""
+    return {
+        "points": [dict(p) for p in plan.points],
+        "counts": dict(plan.counts),
+        "dropped": dict(plan.dropped),
+        "digest": plan.digest,
+        "smoke": [dict(p) for p in plan.smoke],
+    }
+
+
+def _n(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-"
+
+
+def _short(sha: str | None) -> str:
+    return f"{sha[:16]}…" if sha else "-"
+
+
+def render_summary(console: Any, *, model: str, profile: Any, deployment: int, limits: PlanLimits,
+                   plan: PointPlan, smoke: bool = False, path: str | None = None,
+                   plan_sha256: str | None = None) -> None:
+    """The rich summary: counts per phase, drops per rule, digests, capacity, the plugin's log."""
+    from rich.table import Table
+
+    report = plan.report
+    console.print(
+        f"[bold]plan[/] {model}: {profile.model} @ {profile.model_revision[:12]}, deployment {deployment}"
+        + (f", origin {report['origin']}" if report.get("origin") else ""),
+        highlight=False,
+    )
+    console.print(
+        f"limits: token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
+        f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}",
+        highlight=False,
+    )
+    candidates = report.get("candidates") or {}
+    phases = Table(title="points per phase", title_justify="left")
+    for col in ("phase", "candidates", "points"):
+        phases.add_column(col, justify="left" if col == "phase" else "right")
+    for phase, n in plan.counts.items():
+        phases.add_row(phase, str(candidates.get(phase, "-")), f"{n:,}")
+    phases.add_row("total", str(sum(candidates.values())) if candidates else "-",
+                   f"{sum(plan.counts.values()):,}", style="bold")
+    console.print(phases)
+    evaluated = report.get("evaluated") or {}
+    rules = Table(title="dropped per rule", title_justify="left")
+    for col in ("rule", "dropped", "of"):
+        rules.add_column(col, justify="left" if col == "rule" else "right")
+    for rule, n in plan.dropped.items():
+        rules.add_row(rule, f"{n:,}", str(evaluated.get(rule, "-")))
+    console.print(rules)
+    console.print(f"digest {plan.digest}", highlight=False)
+    console.print(f"smoke: {len(plan.smoke)} points, digest {_short(report.get('smoke_digest'))}",
+                  highlight=False)
+    if smoke:
+        table = Table(title="smoke subset", title_justify="left")
+        keys = list(dict.fromkeys(k for p in plan.smoke for k in p))
+        for k in keys:
+            table.add_column(k, justify="left" if k == "phase" else "right")
+        for p in plan.smoke:
+            table.add_row(*(str(p.get(k, "")) for k in keys))
+        console.print(table)
+    if "capacity_estimate_blocks" in report:
+        over = report.get("over_free_points")
+        console.print(
+            f"capacity needed: estimate {_n(report['capacity_estimate_blocks'])} blocks, exact holding "
+            f"{_n(report.get('exact_holding_blocks'))} blocks, free {_n(report.get('free_blocks'))} blocks"
+            + (f", {over} kept points hold more than the free blocks" if over else ""),
+            highlight=False,
+        )
+    for line in report.get("log") or ():
+        console.print(f"[dim]{line}[/]", highlight=False)
+    if path is not None:
+        console.print(f"wrote {path} (plan_sha256 {plan_sha256})", highlight=False)
+
+
+# ---------------------------------------------------------------------------
+# fpm plan
+# ---------------------------------------------------------------------------
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", metavar="PROFILE", help="the accepted FPM profile (*.fpm-profile.json)")
+    p.add_argument("--model", help="model plugin id or model id (default: the profile's model)")
+    p.add_argument("--deployment", type=int, default=0, metavar="N",
+                   help="deployment whose limits are the defaults (default 0)")
+    p.add_argument("--token-budget", type=int, metavar="N",
+                   help="token budget of one step (default: the profile's max_num_tokens)")
+    p.add_argument("--max-model-len", type=int, metavar="N",
+                   help="max_model_len (default: the profile's runtime memory)")
+    p.add_argument("--smoke", action="store_true", help="show the smoke subset; the plan stages it")
+    p.add_argument("-o", "--output", metavar="PLAN", help="write the plan file")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def _run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.profile import load_profile
+
+    profile = load_profile(args.profile)
+    model = args.model or profile.model
+    limits = resolve_limits(profile, args.deployment, token_budget=args.token_budget,
+                            max_model_len=args.max_model_len)
+    try:
+        plan = generate(ctx.host, model, profile, args.deployment, limits)
+    except FpmError as exc:
+        if not exc.where.startswith(args.profile):
+            exc.where = f"{args.profile}: {exc.where}" if exc.where else args.profile
+        raise
+    document = None
+    if args.output:
+        document = plan_document(model=model, profile=profile, deployment=args.deployment, limits=limits,
+                                 plan=plan, smoke=args.smoke)
+        write_plan(args.output, document)
+    if ctx.json:
+        ctx.emit_json(json_output(plan))
+    else:
+        render_summary(ctx.out, model=model, profile=profile, deployment=args.deployment, limits=limits,
+                       plan=plan, smoke=args.smoke, path=args.output,
+                       plan_sha256=None if document is None else document["plan_sha256"])
+    return EXIT_OK
+
+
+def plan_command() -> CliCommand:
+    """``fpm plan PROFILE [--model M] [--token-budget N] [--max-model-len N] [--smoke] [-o PLAN] [--json]``."""
+    return CliCommand(
+        name="plan",
+        help="generate the benchmark points of a model from an accepted profile",
+        configure=_configure,
+        run=_run,
+    )
