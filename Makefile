@@ -23,9 +23,12 @@ $(STAMP): $(INSTALL_INPUTS)
 	$(PIP) install -q --no-build-isolation -e . $(foreach p,$(PLUGINS),-e $(p))
 	@touch $@
 
+GLM_PROFILE := examples/profiles/glm53flash-tp4.fpm-profile.json
+
 demo: env
 	$(FPM) plugins
-	$(FPM) profile check examples/profiles/glm53flash-tp4.fpm-profile.json
+	$(FPM) profile check $(GLM_PROFILE)
+	$(FPM) plan $(GLM_PROFILE) --model glm53flash -o out/demo/glm53flash.plan.json
 
 test: env test-c test-python
 

@@ -236,3 +236,20 @@ def test_broken_cli_commands_cost_the_plugin_not_the_cli(fpm_host):
     assert row["error"] == (
         "fpm_cli_commands: PluginError: plugin 'broken' returned str from fpm_cli_commands; expected CliCommand"
     )
+
+
+def test_dry_probe(fpm_host, tmp_path):
+    def probe(runtime, model_path, out_dir, tp, caching, configuration):
+        if runtime != "vllm==9.9.9":
+            return None
+        return {"ranks": tp, "caching": caching, "configuration": configuration or Path(model_path).stem}
+
+    from pathlib import Path
+
+    host = fpm_host(_plugin("prober", "runtime", ("vllm==9.9.9",), fpm_dry_probe=probe))
+    summary = host.hooks.dry_probe(runtime="vllm==9.9.9", model_path="m/glm.json", out_dir=str(tmp_path), tp=4,
+                                   caching=False, configuration=None)  # fmt: skip
+    assert summary == {"ranks": 4, "caching": False, "configuration": "glm"}
+    with pytest.raises(FpmError, match="no runtime plugin offers a dry probe for vllm==0.33.1"):
+        host.hooks.dry_probe(runtime="vllm==0.33.1", model_path="m.json", out_dir=str(tmp_path), tp=1,
+                             caching=True, configuration=None)  # fmt: skip

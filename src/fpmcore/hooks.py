@@ -92,6 +92,18 @@ class Hooks:
             raise FpmError("plugins", f"no runtime plugin observes {runtime}")
         return hit[1]
 
+    def dry_probe(
+        self, *, runtime: str, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+    ) -> dict[str, Any]:
+        """The summary of :func:`~fpmcore.hookspecs.fpm_dry_probe`; raises when no plugin probes ``runtime``."""
+        hit = self._first(
+            "fpm_dry_probe", dict, runtime=runtime, model_path=model_path, out_dir=out_dir, tp=tp,
+            caching=caching, configuration=configuration,
+        )  # fmt: skip
+        if hit is None:
+            raise FpmError("plugins", f"no runtime plugin offers a dry probe for {runtime}")
+        return hit[1]
+
     def normalize_record(self, *, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
         """The normalized record, or ``None`` when no plugin normalizes records of ``runtime``."""
         hit = self._first("fpm_normalize_record", dict, runtime=runtime, record=record)

@@ -114,6 +114,36 @@ def fpm_observe_cache_groups(
 
 
 @hookspec(firstresult=True)
+def fpm_dry_probe(
+    runtime: str, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+) -> dict[str, Any] | None:
+    """Plan a layer-spec description with the installed runtime on CPU, and write its evidence.  *First-result*.
+
+    ``fpm probe --dry-run`` calls it: the runtime plugin runs the runtime's own
+    cache planning for ``tp`` ranks without allocating tensors and writes the
+    evidence folder of 02 §2 (index, launch manifests, one record per rank
+    and phase, tensors marked as not allocated).  The runtime is imported
+    inside the implementation.
+
+    :param runtime: the installed runtime as an exact pin, ``"vllm==0.33.0"``;
+        return ``None`` unless it is one of your targets.
+    :param model_path: the MODEL.json layer-spec description (one TP rank's view).
+    :param out_dir: the evidence folder to write.
+    :param tp: tensor-parallel size (one worker record per rank).
+    :param caching: prefix caching of both phases.
+    :param configuration: the configuration label, or ``None`` for the default.
+    :returns: the planning summary (per phase: groups, pool page, blocks,
+        concurrency), JSON-ready.
+
+    Example::
+
+        >>> host.hooks.dry_probe(runtime="vllm==0.33.0", model_path="glm.json",
+        ...     out_dir="out/glm", tp=4, caching=True, configuration=None)["phases"]["prefill"]["num_blocks"]
+        13697
+    """
+
+
+@hookspec(firstresult=True)
 def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
     """Import side of *observe cache groups*: one record of your version → normalized form.  *First-result*.
 

@@ -53,3 +53,13 @@ def fpm_observe_cache_groups(
     from fpmcore_vllm027.observe import build_record
 
     return build_record(source, phase=phase, rank=rank)
+
+
+@hookimpl
+def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Import side of *observe cache groups*: a vLLM 0.27.0 record in the form the rules read (02 §3.14)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm027.normalize import normalize
+
+    return normalize(record)

@@ -46,3 +46,26 @@ def fpm_observe_cache_groups(
     from fpmcore_vllm033.observe import build_record
 
     return build_record(source, phase=phase, rank=rank)
+
+
+@hookimpl
+def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Import side of *observe cache groups*: a vLLM 0.33.0 record in the form the rules read (02 §3)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm033.normalize import normalize
+
+    return normalize(record)
+
+
+@hookimpl
+def fpm_dry_probe(
+    runtime: str, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+) -> dict[str, Any] | None:
+    """Plan a MODEL.json with vLLM 0.33.0's own cache planning on CPU and write its evidence (02 §2)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm033.probe import dry_probe, prepare_environment
+
+    prepare_environment()
+    return dry_probe(model_path, out_dir, tp=tp, caching=caching, configuration=configuration)

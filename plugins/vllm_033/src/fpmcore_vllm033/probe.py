@@ -1,0 +1,618 @@
+"""Dry probe on CPU: vLLM 0.33.0's real cache planning for a MODEL.json.
+
+``fpm probe --dry-run MODEL.json -o DIR`` calls :func:`dry_probe`.  It runs
+the engine core's cache planning of vLLM 0.33.0 (``_initialize_kv_caches``:
+layout resolution, grouping, ``get_kv_cache_configs``, the scheduler copy,
+``update_kv_cache_capacity``, the block-size resolution) and builds the real
+``Scheduler`` on the result, for ``tp`` workers that each hold the layer specs
+of MODEL.json.  No model is loaded and no KV cache tensor is allocated: the
+worker records list the tensor evidence (storages, views, attention groups,
+model runner) and the hardware in ``unresolved_fields``, and their
+``lifecycle`` says ``measurement: "cache_planned"`` with
+``cache_initialized``, ``warmup_completed`` and ``capture_completed`` false.  Everything else is read from vLLM's objects by
+the observer (:mod:`fpmcore_vllm033.observe`).
+
+MODEL.json is the format of the vLLM oracle harness (see
+``examples/probes/README.md``): ``max_model_len``,
+``available_memory_bytes``, ``kv_cache_layout`` or ``supported_layouts``,
+``cache``, ``scheduler``, ``layers`` (layer-name templates with a spec
+``{"type": <class in vllm.v1.kv_cache_interface>, <fields>}``), and an
+optional ``launch`` merged over the default launch (02 §2.2).  The specs are
+those of **one** TP rank: shard the shapes for the TP size.
+
+vLLM and torch are imported inside the functions.  The process needs
+``VLLM_TARGET_DEVICE=cpu`` before vLLM is imported; :func:`prepare_environment`
+sets it (and keeps the hub offline).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from fpmcore_vllm033 import observe
+
+INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
+MANIFEST_SCHEMA = "fpmcore-runtime-probe-launch/v1"
+PHASES = ("prefill", "decode")
+
+#: Environment vLLM needs on a CPU-only machine, set before it is imported.
+ENVIRONMENT = {
+    "VLLM_TARGET_DEVICE": "cpu",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "VLLM_LOGGING_LEVEL": "ERROR",
+}
+
+#: vLLM's default layout preference when MODEL.json pins none.
+DEFAULT_LAYOUTS = ("LBNHC", "LBHNC", "BLNHC", "BLHNC", "BHLNC", "LHBNC")
+
+#: The model configuration the planning loads: a small Llama ``config.json``
+#: so that vLLM's real ``ModelConfig`` can be built offline.  No weights are
+#: read and no cache spec comes from it; the specs come from MODEL.json.
+STUB_MODEL_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 8192,
+    "intermediate_size": 512,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 1 << 22,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+
+_DTYPES = {
+    "float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
+    "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "uint8": "uint8",
+    "int8": "int8", "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn",
+    "fp8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+}  # fmt: skip
+
+#: KV cache dtype → profile label (02 I-32); ``auto`` takes the model dtype's.
+_KV_LABELS = {"bfloat16": "bfloat16", "float16": "half"} | {
+    k: "fp8" for k in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "fp8_per_token_head")
+}
+
+
+class ModelJsonError(ValueError):
+    """MODEL.json cannot be planned; the message names the key and the value."""
+
+
+def prepare_environment() -> None:
+    """Set the CPU environment vLLM needs, unless the caller set it already."""
+    for key, value in ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+
+
+def stub_config_bytes() -> bytes:
+    """The bytes of the staged ``config.json`` (deterministic)."""
+    return (json.dumps(STUB_MODEL_CONFIG, indent=1, sort_keys=True) + "\n").encode()
+
+
+# --------------------------------------------------------------------------
+# MODEL.json → vLLM objects
+# --------------------------------------------------------------------------
+
+
+def _dtype(value: Any) -> Any:
+    import torch
+
+    name = _DTYPES.get(str(value).lower())
+    if name is None:
+        raise ModelJsonError(f"unknown dtype {value!r}; known: {', '.join(sorted(_DTYPES))}")
+    return getattr(torch, name)
+
+
+def has_mamba(model: Mapping[str, Any]) -> bool:
+    return any(entry["spec"]["type"] == "MambaSpec" for entry in model["layers"])
+
+
+def build_vllm_config(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> Any:
+    """The engine core's ``VllmConfig`` before cache planning."""
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+
+    max_model_len = int(model["max_model_len"])
+    cache = dict(model.get("cache", {}))
+    sched = dict(model.get("scheduler", {}))
+    async_scheduling = sched.pop("async_scheduling", None)
+    model_config = ModelConfig(
+        model=model_dir,
+        skip_tokenizer_init=True,
+        max_model_len=max_model_len,
+        dtype=model.get("model_dtype", "bfloat16"),
+        seed=0,
+    )
+    cache_kwargs: dict[str, Any] = {
+        "block_size": int(cache.pop("block_size", 16)),
+        "enable_prefix_caching": caching,
+    }
+    for key in (
+        "cache_dtype",
+        "gpu_memory_utilization",
+        "mamba_block_size",
+        "mamba_page_size_padded",
+        "prefix_match_unit",
+        "prefix_cache_retention_interval",
+        "num_gpu_blocks_override",
+        "enable_mamba_shared_prefix_checkpoint",
+        "prefix_caching_hash_algo",
+    ):
+        if cache.get(key) is not None:
+            cache_kwargs[key] = cache[key]
+    if not caching:  # vLLM accepts mamba_block_size only with prefix caching
+        cache_kwargs.pop("mamba_block_size", None)
+    sched_kwargs: dict[str, Any] = {
+        "max_model_len": max_model_len,
+        "is_encoder_decoder": False,
+        "enable_chunked_prefill": True,
+    }
+    for key in (
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "long_prefill_token_threshold",
+        "scheduler_reserve_full_isl",
+        "watermark",
+        "policy",
+    ):
+        if key in sched:
+            sched_kwargs[key] = sched[key]
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        cache_config=CacheConfig(**cache_kwargs),
+        scheduler_config=SchedulerConfig(**sched_kwargs),
+        parallel_config=ParallelConfig(tensor_parallel_size=tp),
+    )
+    if async_scheduling is not None:
+        # The CPU platform forces synchronous scheduling; restore the GPU value.
+        vllm_config.scheduler_config.async_scheduling = bool(async_scheduling)
+    if has_mamba(model):
+        # vLLM's own derivation of mamba_cache_mode / mamba_block_size from prefix caching
+        from vllm.model_executor.models.config import MambaModelConfig
+
+        MambaModelConfig.verify_and_update_config(vllm_config)
+    return vllm_config
+
+
+def _layer_names(entry: Mapping[str, Any]) -> list[str]:
+    if "names" in entry:
+        return list(entry["names"])
+    template = entry["name"]
+    if "indices" in entry:
+        indices = list(entry["indices"])
+    elif "range" in entry:
+        indices = list(range(*entry["range"]))
+    elif "count" in entry:
+        indices = list(range(int(entry["count"])))
+    else:
+        return [template]
+    return [template.format(i=i) for i in indices]
+
+
+def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
+    """A ``KVCacheSpec`` of vLLM 0.33.0 from ``{"type": <class>, <fields>}``."""
+    from vllm.v1 import kv_cache_interface as kvi
+    from vllm.v1.attention.backend import MultipleOf
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+
+    fields = dict(spec_json)
+    type_name = fields.pop("type", None)
+    cls = getattr(kvi, str(type_name), None)
+    if not (isinstance(cls, type) and issubclass(cls, kvi.KVCacheSpec)):
+        raise ModelJsonError(f"spec type {type_name!r} is not a KVCacheSpec of vllm.v1.kv_cache_interface")
+    cc = vllm_config.cache_config
+    if "dtype" in fields:
+        fields["dtype"] = _dtype(fields["dtype"])
+    if "dtypes" in fields:
+        fields["dtypes"] = tuple(_dtype(d) for d in fields["dtypes"])
+    if "shapes" in fields:
+        fields["shapes"] = tuple(tuple(int(x) for x in s) for s in fields["shapes"])
+    tps = fields.get("tokens_per_state")
+    if isinstance(tps, str) and "/" in tps:
+        fields["tokens_per_state"] = Fraction(tps)
+    if "mamba_type" in fields:
+        fields["mamba_type"] = MambaAttentionBackendEnum[fields["mamba_type"]]
+    if "cache_role" in fields:
+        fields["cache_role"] = kvi.SparseCacheRole(str(fields["cache_role"]).lower())
+    if "kv_quant_mode" in fields:
+        fields["kv_quant_mode"] = kvi.KVQuantMode[fields["kv_quant_mode"]]
+    bsa = fields.get("block_stride_alignment")
+    if isinstance(bsa, Mapping):
+        fields["block_stride_alignment"] = MultipleOf(int(bsa["multiple_of"]))
+    if issubclass(cls, kvi.MambaSpec):
+        # as MambaBase.get_kv_cache_spec: block, padding and mode from the cache config
+        if fields.get("block_size", "auto") == "auto":
+            fields["block_size"] = cc.mamba_block_size
+        if fields.get("page_size_padded", "auto") == "auto":
+            fields["page_size_padded"] = cc.mamba_page_size_padded
+        if fields.get("mamba_cache_mode", "auto") == "auto":
+            fields["mamba_cache_mode"] = cc.mamba_cache_mode
+    elif fields.get("block_size", "auto") == "auto":
+        fields["block_size"] = cc.block_size
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise ModelJsonError(f"spec {type_name}: {exc}") from None
+
+
+def build_layer_specs(model: Mapping[str, Any], vllm_config: Any) -> dict[str, Any]:
+    """``{layer name: spec}`` in model registration order (layer index, then entry order)."""
+    rows = []
+    for entry_idx, entry in enumerate(model["layers"]):
+        spec = build_spec(entry["spec"], vllm_config)
+        for name_idx, name in enumerate(_layer_names(entry)):
+            match = re.search(r"layers\.(\d+)\.", name)
+            rows.append((int(match.group(1)) if match else 10**9, entry_idx, name_idx, name, spec))
+    if model.get("sort_by_layer_index", True):
+        rows.sort(key=lambda r: r[:3])
+    specs: dict[str, Any] = {}
+    for *_, name, spec in rows:
+        if name in specs:
+            raise ModelJsonError(f"duplicate layer name {name}")
+        specs[name] = spec
+    return specs
+
+
+def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> SimpleNamespace:
+    """The engine core's cache planning of vLLM 0.33.0 (vllm/v1/engine/core.py:251-372), on CPU.
+
+    Returns the engine core's ``vllm_config``, a copy of it as the workers
+    hold it before the engine core resolves the block sizes
+    (``worker_vllm_config``), the per-rank ``KVCacheConfig`` objects
+    (``worker_configs``), the scheduler copy (``scheduler_config``), the real
+    ``Scheduler`` and the resolved block sizes.
+    """
+    prepare_environment()
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        resolve_cache_hit_alignment_tokens,
+        resolve_kv_cache_block_sizes,
+        update_kv_cache_capacity,
+    )
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vc = build_vllm_config(model, tp=tp, caching=caching, model_dir=model_dir)
+    register_all_kvcache_specs(vc)
+    layer_specs = build_layer_specs(model, vc)
+    kv_cache_specs = [dict(layer_specs) for _ in range(tp)]
+    if any(getattr(s, "non_causal", False) for s in layer_specs.values()):
+        vc.scheduler_config.enable_chunked_prefill = False
+        vc.cache_config.enable_prefix_caching = False
+    if model.get("kv_cache_layout"):
+        supported = [[model["kv_cache_layout"]]] * tp
+    else:
+        supported = [list(model.get("supported_layouts") or DEFAULT_LAYOUTS)] * tp
+    resolve_kv_cache_layout(vc, supported, [s for specs in kv_cache_specs for s in specs.values()])
+    global_groups = get_global_kv_cache_groups(vc, kv_cache_specs)
+    vc.adjust_dcp_kv_cache_interleave_size(global_groups)
+    available = int(model["available_memory_bytes"])
+    worker_configs = get_kv_cache_configs(vc, kv_cache_specs, [available] * tp, global_groups)
+    for cfg in worker_configs:
+        cfg.kv_cache_layout = vc.cache_config.kv_cache_layout
+    worker_vc = copy.deepcopy(vc)  # the workers' copy: the engine core's updates below stay in it
+    sched_cfg = generate_scheduler_kv_cache_config(worker_configs)
+    vc.cache_config.num_gpu_blocks = sched_cfg.num_blocks
+    groups = sched_cfg.kv_cache_groups
+    if groups:
+        participating = [g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
+        vc.cache_config.block_size = min(participating or [g.kv_cache_spec.block_size for g in groups])
+        update_kv_cache_capacity(vc, sched_cfg)
+    vc.validate_block_size()
+    block_size, hash_block_size = resolve_kv_cache_block_sizes(sched_cfg, vc)
+    alignment = resolve_cache_hit_alignment_tokens(sched_cfg, vc, block_size, hash_block_size)
+    for cfg in (*worker_configs, sched_cfg):
+        cfg.hash_block_size = hash_block_size
+        cfg.cache_hit_alignment_tokens = alignment
+    scheduler = Scheduler(
+        vllm_config=vc,
+        kv_cache_config=sched_cfg,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=block_size,
+        hash_block_size=hash_block_size,
+        log_stats=False,
+    )
+    return SimpleNamespace(
+        vllm_config=vc,
+        worker_vllm_config=worker_vc,
+        layer_specs=layer_specs,
+        worker_configs=worker_configs,
+        scheduler_config=sched_cfg,
+        scheduler=scheduler,
+        available_memory_bytes=available,
+        block_size=block_size,
+        hash_block_size=hash_block_size,
+    )
+
+
+# --------------------------------------------------------------------------
+# launch, sources, files
+# --------------------------------------------------------------------------
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def kv_label(kv_cache_dtype: str, model_dtype: str) -> str | None:
+    """The profile label of a KV cache dtype (02 I-32)."""
+    if kv_cache_dtype == "auto":
+        return {"torch.bfloat16": "bfloat16", "torch.float16": "half"}.get(model_dtype)
+    return _KV_LABELS.get(kv_cache_dtype)
+
+
+def default_launch(model: Mapping[str, Any], vllm_config: Any, *, configuration: str, tp: int, version: str) -> dict:
+    """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
+
+    Identity, precision and deployment are inputs of the probe, not
+    observations: give them in MODEL.json's ``launch`` to match a deployment.
+    """
+    cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
+    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype)) or str(cc.cache_dtype)
+    launch = {
+        "identity": {
+            "model": configuration,
+            "model_revision": "unpinned",
+            "architecture": "unknown",
+            "num_experts": 0,
+            "framework": "vllm",
+            "framework_version": version,
+            "gpu": "cpu",
+        },
+        "topology": {"tp": tp, "pp": 1, "dp": 1, "moe_tp": 1, "moe_ep": 1, "cp": 1},
+        "precision": {
+            "gemm_quant_mode": "bfloat16",
+            "moe_quant_mode": "bfloat16",
+            "fmha_quant_mode": label,
+            "kvcache_quant_mode": label,
+            "comm_quant_mode": "half",
+            "moe_backend": "auto",
+            "attention_backend": "auto",
+            "enable_wideep": False,
+            "enable_eplb": False,
+        },
+        "collection": {
+            "max_model_len": vllm_config.model_config.max_model_len,
+            "max_num_batched_tokens": sc.max_num_batched_tokens,
+            "max_num_seqs": sc.max_num_seqs,
+            "gpu_memory_utilization": cc.gpu_memory_utilization,
+            "async_scheduling": False,
+            "enforce_eager": bool(vllm_config.model_config.enforce_eager),
+            "warmup_iterations": 0,
+            "mamba_cache_mode_override": None,
+        },
+        "model_config": {"path": "model-config.json", "sha256": hashlib.sha256(stub_config_bytes()).hexdigest()},
+        "deployment": {"executor": "kubernetes", "image": "local/vllm-cpu-dry-run"},
+    }
+    launch = _merge(launch, model.get("launch") or {})
+    launch["topology"]["tp"] = tp
+    return launch
+
+
+def dumps(document: Any) -> bytes:
+    """The bytes of one evidence file: strict JSON, one-space indent, final newline."""
+    return (json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write atomically; an existing file is a failure (02 §2.3)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; a probe never overwrites evidence")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def worker_source(p: SimpleNamespace, manifest: Mapping[str, Any], rank: int, model_identity: Mapping) -> dict:
+    """What a dry-run worker exposes: planned, no tensors, no model runner, no GPU."""
+    return {
+        "kind": "worker",
+        "dp_rank": 0,
+        "launch": manifest,
+        "vllm_config": p.worker_vllm_config,
+        "kv_cache_config": p.worker_configs[rank],
+        "kv_cache_specs": p.layer_specs,
+        "kv_caches": None,
+        "available_cache_bytes": p.available_memory_bytes,
+        "hardware": None,
+        "lifecycle": {
+            "measurement": "cache_planned",
+            "cache_initialized": False,
+            "warmup_completed": False,
+            "capture_completed": False,
+        },
+        "model": dict(model_identity),
+        "image": None,
+    }
+
+
+def scheduler_source(p: SimpleNamespace, manifest: Mapping[str, Any], model_identity: Mapping) -> dict:
+    """What the engine core exposes right after its scheduler is built."""
+    return {
+        "kind": "scheduler",
+        "dp_rank": 0,
+        "launch": manifest,
+        "vllm_config": p.vllm_config,
+        "kv_cache_config": p.scheduler_config,
+        "scheduler": p.scheduler,
+        "lifecycle": {"cache_initialized": True},
+        "model": dict(model_identity),
+        "image": None,
+    }
+
+
+Observer = Callable[..., dict[str, Any]]
+
+
+def dry_probe(
+    model_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    tp: int = 1,
+    caching: bool = True,
+    configuration: str | None = None,
+    observer: Observer | None = None,
+    framework_version: str | None = None,
+) -> dict[str, Any]:
+    """Plan ``model_path`` for ``tp`` ranks and write the evidence folder ``out_dir`` (02 §2).
+
+    Writes ``observations.json``, ``model-config.json`` (the staged model
+    configuration the planning loaded) and, per phase,
+    ``<attempt>/<phase>/launch-manifest.json`` and one record per worker rank
+    and scheduler.  ``observer`` is the record writer (default: this
+    plugin's :func:`fpmcore_vllm033.observe.build_record`);
+    ``framework_version`` is the version the launch pins (default: the
+    installed vLLM's).  Returns a summary of what vLLM planned, per phase.
+    """
+    prepare_environment()
+    import vllm
+
+    model_path, out = Path(model_path), Path(out_dir)
+    raw = model_path.read_bytes()
+    model = json.loads(raw)
+    if not isinstance(model, dict) or not isinstance(model.get("layers"), list):
+        raise ModelJsonError(f"{model_path}: MODEL.json must be an object with a 'layers' list")
+    for key in ("max_model_len", "available_memory_bytes"):
+        if not isinstance(model.get(key), int) or isinstance(model.get(key), bool):
+            raise ModelJsonError(f"{model_path}: '{key}' must be an integer; got {model.get(key)!r}")
+    if tp < 1:
+        raise ModelJsonError(f"--tp must be at least 1; got {tp}")
+    if (out / "observations.json").exists():
+        raise FileExistsError(f"{out / 'observations.json'} exists; a probe never overwrites evidence")
+    observer = observer or observe.build_record
+    version = framework_version or vllm.__version__
+    configuration = configuration or model.get("configuration") or model_path.stem
+    mode = "on" if caching else "off"
+    attempt = f"cpu-dry-tp{tp}-caching-{mode}-{hashlib.sha256(raw).hexdigest()[:8]}"
+
+    config_bytes = stub_config_bytes()
+    files: dict[Path, bytes] = {Path("model-config.json"): config_bytes}  # written once everything is planned
+    summary: dict[str, Any] = {"configuration": configuration, "attempt_id": attempt, "phases": {}}
+    phases: dict[str, Any] = {}
+    launch = None
+    with tempfile.TemporaryDirectory(prefix="fpm-dry-model-") as model_dir:
+        Path(model_dir, "config.json").write_bytes(config_bytes)
+        for phase in PHASES:
+            p = plan(model, tp=tp, caching=caching, model_dir=model_dir)
+            if launch is None:
+                launch = default_launch(model, p.vllm_config, configuration=configuration, tp=tp, version=version)
+            identity = {
+                "path": launch["identity"]["model"],
+                "revision": launch["identity"]["model_revision"],
+                "config_sha256": hashlib.sha256(config_bytes).hexdigest(),
+                "loaded_config_commit": None,
+            }
+            workers = [{"dp_rank": 0, "tp_rank": t, "pp_rank": 0} for t in range(tp)]
+            manifest = {
+                "schema_version": MANIFEST_SCHEMA,
+                "attempt_id": attempt,
+                "configuration": configuration,
+                "phase": phase,
+                "launch": launch,
+                "expected_ranks": {"workers": workers, "schedulers": [{"dp_rank": 0}]},
+            }
+            folder = Path(attempt, phase)
+            manifest_bytes = dumps(manifest)
+            files[folder / "launch-manifest.json"] = manifest_bytes
+            artifacts = []
+            records = [observer(worker_source(p, manifest, t, identity), phase=phase, rank=t) for t in range(tp)]
+            records.append(observer(scheduler_source(p, manifest, identity), phase=phase, rank=0))
+            for record in records:
+                rel = folder / observe.record_file_name(record)
+                data = dumps(record)
+                files[rel] = data
+                artifacts.append({"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "kind": "observation"})
+            if phase == PHASES[0]:
+                artifacts.append(
+                    {
+                        "path": "model-config.json",
+                        "sha256": hashlib.sha256(config_bytes).hexdigest(),
+                        "kind": "model_config",
+                    }
+                )
+            phases[phase] = {
+                "launch_manifest": {
+                    "path": (folder / "launch-manifest.json").as_posix(),
+                    "sha256": hashlib.sha256(manifest_bytes).hexdigest(),
+                },
+                "artifacts": artifacts,
+            }
+            summary["phases"][phase] = plan_summary(p)
+    index = {
+        "schema_version": INDEX_SCHEMA,
+        "configurations": {
+            configuration: {
+                "launch": launch,
+                "active_attempt_id": attempt,
+                "attempts": [{"attempt_id": attempt, "phases": phases}],
+            }
+        },
+    }
+    files[Path("observations.json")] = dumps(index)
+    clash = [str(out / rel) for rel in files if (out / rel).exists()]
+    if clash:
+        raise FileExistsError(f"{clash[0]} exists; a probe never overwrites evidence")
+    for rel, data in files.items():  # the index last: a folder without it holds no evidence
+        _write_new(out / rel, data)
+    return summary
+
+
+def plan_summary(p: SimpleNamespace) -> dict[str, Any]:
+    """What vLLM planned, read from its objects (for the command's report)."""
+    from vllm.v1.core.kv_cache_planning import _pool_bytes_per_block
+
+    vc, sc = p.vllm_config, p.scheduler_config
+    worker = p.worker_configs[0]
+    groups = []
+    for gid, (wg, sg) in enumerate(zip(worker.kv_cache_groups, sc.kv_cache_groups, strict=True)):
+        spec = sg.kv_cache_spec
+        groups.append(
+            {
+                "group_id": gid,
+                "spec_class": type(wg.kv_cache_spec).__name__,
+                "layer_class": type(spec).__name__,
+                "num_layers": len(wg.layer_names),
+                "block_size": spec.block_size,
+                "group_page_bytes": wg.kv_cache_spec.page_size_bytes,
+                "startup_blocks_per_request": observe.cdiv(
+                    spec.max_memory_usage_bytes(vc), spec.page_size_bytes
+                ),
+            }
+        )
+    return {
+        "kv_cache_layout": vc.cache_config.kv_cache_layout,
+        "enable_prefix_caching": bool(vc.cache_config.enable_prefix_caching),
+        "mamba_cache_mode": vc.cache_config.mamba_cache_mode,
+        "groups": groups,
+        "pool_page_bytes": _pool_bytes_per_block(vc, worker.kv_cache_groups),
+        "num_blocks": sc.num_blocks,
+        "free_blocks": p.scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
+        "scheduler_block_size": p.block_size,
+        "hash_block_size": p.hash_block_size,
+        "kv_cache_max_concurrency": vc.cache_config.kv_cache_max_concurrency,
+        "kv_cache_size_tokens": vc.cache_config.kv_cache_size_tokens,
+    }
