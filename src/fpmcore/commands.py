@@ -20,6 +20,7 @@ from fpmcore.hookspecs import hookimpl
 #: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
 PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.probe", "probe_command"),
+    ("fpmcore.importer", "import_command"),
     ("fpmcore.planning", "plan_command"),
 )
 

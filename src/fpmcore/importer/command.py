@@ -1,0 +1,129 @@
+"""The ``fpm import`` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fpmcore.hooktypes import CliCommand
+from fpmcore.importer.pipeline import HostServices, ImportRun, import_evidence
+
+EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
+#: run-level rules that mean "unreadable evidence or bad usage" (exit 2)
+USAGE_RULES = ("I-1", "I-2")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", metavar="DIR", help="evidence folder holding observations.json")
+    p.add_argument("-o", "--output", metavar="PROFILE",
+                   help="write the profile here when complete (a folder when several configurations are selected)")
+    p.add_argument("--launch", metavar="LAUNCH.json", help="the reviewed launch the evidence must equal (I-4)")
+    p.add_argument("--configuration", metavar="LABEL", help="import only this configuration of the index")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+
+
+def _json_result(run: ImportRun) -> dict[str, Any]:
+    single = run.results[0] if len(run.results) == 1 else None
+    return {
+        "schema": 1,
+        "status": "complete" if run.complete else "incomplete",
+        "diagnostics": [{"rule": d.rule, "message": d.message, "where": d.where} for d in run.diagnostics],
+        "profile": single.draft if single is not None and single.complete else None,
+        "results": [r.to_json() for r in run.results],
+    }
+
+
+def _print_human(run: ImportRun, ctx: Any) -> None:
+    from rich.table import Table
+
+    out = ctx.out
+    for r in run.results:
+        out.print(f"[bold]{r.configuration}[/bold]: {r.status}")
+        if not r.complete or r.draft is None:
+            continue
+        dep = r.draft["deployments"][0]
+        res = dep["resources"]
+        t = Table(title=f"cache groups ({dep['system']}, vLLM {dep['backend_version']}, tp={dep['tp']})")
+        for col in ("group", "kind", "layers", "block tokens", "page bytes", "window", "blocks/request", "checkpoint"):
+            t.add_column(col, justify="right" if col not in ("group", "kind") else "left")
+        for g in res["cache_groups"]:
+            ckpt = "-"
+            if "prefill_checkpoint_blocks" in g:
+                ckpt = str(g["prefill_checkpoint_blocks"])
+                if "prefill_checkpoint_alignment" in g:
+                    ckpt += f" / {g['prefill_checkpoint_alignment']}"
+            t.add_row(
+                g["name"], g["kind"], str(g["num_layers"]), str(g["block_size_tokens"]), str(g["page_size_bytes"]),
+                "-" if g["sliding_window"] is None else str(g["sliding_window"]),
+                str(g.get("blocks_per_request", "-")), ckpt,
+            )
+        out.print(t)
+        mem = res["runtime_memory"]
+        m = Table(title="runtime memory")
+        m.add_column("field")
+        m.add_column("value", justify="right")
+        for key in ("kv_cache_bytes", "gpu_memory_utilization", "max_model_len", "enable_prefix_caching",
+                    "mamba_cache_mode", "hash_block_size_tokens"):
+            if key in mem:
+                m.add_row(key, str(mem[key]).lower() if isinstance(mem[key], bool) else str(mem[key]))
+        for s in r.provenance.get("startup", []):
+            m.add_row(f"{s['phase']} dp{s['dp']} concurrency",
+                      f"{s['kv_cache_max_concurrency']!r} = {s['num_blocks']} / {s['blocks_per_request']}")
+            m.add_row(f"{s['phase']} dp{s['dp']} kv_cache_size_tokens", str(s["kv_cache_size_tokens"]))
+        out.print(m)
+    for diag in run.diagnostics:  # 02 §1: one line each, never wrapped
+        out.print(diag.render(), soft_wrap=True, markup=False, highlight=False)
+
+
+def run(args: argparse.Namespace, ctx: Any) -> int:
+    """``fpm import``: 0 complete, 1 incomplete, 2 unreadable evidence or bad usage."""
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        _usage(ctx, f"evidence folder not found: {folder}")
+        return EXIT_USAGE
+    run_ = import_evidence(folder, HostServices(ctx.host), launch=args.launch, configuration=args.configuration)
+    code = run_.exit_code
+    if any(d.rule in USAGE_RULES for d in run_.run_diagnostics):
+        code = EXIT_USAGE
+    if args.output and run_.results:
+        complete = [r for r in run_.results if r.complete and r.profile is not None]
+        from fpmcore.profile import save_profile
+
+        if len(run_.results) == 1:
+            if complete:
+                save_profile(complete[0].profile, args.output)
+        else:
+            for r in complete:
+                save_profile(r.profile, Path(args.output) / f"{r.configuration}.fpm-profile.json")
+    if getattr(args, "json", False) or getattr(ctx, "json", False):
+        from fpmcore.jsonio import dumps_output
+
+        sys.stdout.write(dumps_output(_json_result(run_)).decode("utf-8"))
+        sys.stdout.flush()
+    else:
+        _print_human(run_, ctx)
+    return code
+
+
+def _usage(ctx: Any, message: str) -> None:
+    if getattr(ctx, "json", False):
+        from fpmcore.jsonio import dumps_output
+
+        doc = {"schema": 1, "status": "incomplete", "profile": None,
+               "diagnostics": [{"rule": "usage", "message": message, "where": ""}]}
+        sys.stdout.write(dumps_output(doc).decode("utf-8"))
+        sys.stdout.flush()
+    else:
+        ctx.err.print(f"fpm import: {message}")
+
+
+def import_command() -> CliCommand:
+    """The ``import`` subcommand, for the built-in command plugin to register."""
+    return CliCommand(
+        name="import",
+        help="import runtime observation records into an FPM profile (02)",
+        configure=configure,
+        run=run,
+    )

@@ -1,0 +1,190 @@
+"""The import pipeline: stages A to M for each selected configuration (02 §6).
+
+* Within a stage every record is checked, and a record contributes at most
+  its first failing rule; a configuration-level rule contributes at most one
+  diagnostic.
+* After a stage with a diagnostic the configuration is ``incomplete`` and
+  later stages do not run.
+* No exception escapes: an unexpected one becomes I-0 for its configuration
+  (02 §6.2), and the other configurations continue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fpmcore.hooktypes import SpecClassification
+from fpmcore.importer import draft as stage_m
+from fpmcore.importer import stage_a, stage_b, stage_c, stage_d, stage_ef, stage_gh, stage_i, stage_jkl
+from fpmcore.importer.model import Context, ImportDiagnostic, RuntimeServices, run_stage
+from fpmcore.importer.values import StrictJsonError, strict_loads
+
+RESULT_SCHEMA = "fpmcore-import-result/v1"
+
+
+@attrs.frozen
+class ConfigResult:
+    """The import result of one configuration (02 §9.1)."""
+
+    configuration: str
+    status: str
+    diagnostics: tuple[ImportDiagnostic, ...]
+    draft: dict[str, Any] | None
+    provenance: dict[str, Any]
+    profile: Any = None  #: the validated FpmModelProfile when complete
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": RESULT_SCHEMA,
+            "configuration": self.configuration,
+            "status": self.status,
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "draft": self.draft,
+            "provenance": self.provenance,
+        }
+
+
+@attrs.frozen
+class ImportRun:
+    """Every selected configuration's result, and the diagnostics of the run itself (I-1 to I-3)."""
+
+    results: tuple[ConfigResult, ...]
+    run_diagnostics: tuple[ImportDiagnostic, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.run_diagnostics and bool(self.results) and all(r.complete for r in self.results)
+
+    @property
+    def diagnostics(self) -> list[ImportDiagnostic]:
+        return list(self.run_diagnostics) + [d for r in self.results for d in r.diagnostics]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every selected configuration is complete, else 1 (02 §6.2)."""
+        return 0 if self.complete else 1
+
+
+class HostServices:
+    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.plugins.PluginHost`."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def has_runtime(self, pin: str) -> bool:
+        from fpmcore.errors import FpmError
+
+        try:
+            self.host.select_runtime(pin)
+        except FpmError:
+            return False
+        return True
+
+    def installed(self) -> str:
+        parts = []
+        for r in self.host.active("runtime"):
+            versions = ", ".join(t.split("==", 1)[1] if "==" in t else t for t in r.targets)
+            parts.append(f"{r.id} ({versions})")
+        return ", ".join(parts) or "none"
+
+    def classify(self, runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
+        return self.host.hooks.classify_spec(runtime=runtime, spec_class=spec_class, spec=spec)
+
+    def normalize(self, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self.host.hooks.normalize_record(runtime=runtime, record=record)
+
+
+def _stages(ctx: Context) -> bool:
+    """Stages B to L; False as soon as one stage produced a diagnostic."""
+    if not run_stage(ctx, stage_b.RULES):
+        return False
+    stage_c.prepare(ctx)
+    if not run_stage(ctx, stage_c.RULES):
+        return False
+    stage_c.finish(ctx)
+    stage_c.prepare(ctx)  # normalization may change what a record holds
+    if not run_stage(ctx, stage_d.RULES):
+        return False
+    if not run_stage(ctx, stage_ef.STAGE_E):
+        return False
+    stage_ef.finish_e(ctx)
+    for rules in (stage_ef.STAGE_F, stage_gh.STAGE_G, stage_gh.STAGE_H, stage_i.STAGE_I):
+        if not run_stage(ctx, rules):
+            return False
+    if ctx.hybrid:
+        for rules in (stage_jkl.STAGE_J, stage_jkl.STAGE_K):
+            if not run_stage(ctx, rules):
+                return False
+    return run_stage(ctx, stage_jkl.STAGE_L)
+
+
+def import_configuration(
+    folder: Path, label: str, index: dict[str, Any], index_ref: dict[str, str], reviewed: Any, services: RuntimeServices
+) -> ConfigResult:
+    """Run stages A to M for one configuration; never raises."""
+    ctx = Context(folder=folder, label=label, services=services, index_ref=index_ref)
+    prov: dict[str, Any] = {"observations_index": index_ref}
+    try:
+        stage_a.run(ctx, index, reviewed)
+        if not ctx.diagnostics and _stages(ctx):
+            prov = stage_m.provenance(ctx)
+            data = stage_m.draft(ctx, prov)
+            profile, problem = stage_m.validate(data)
+            if problem is None:
+                from fpmcore.profile import profile_to_dict
+
+                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile)
+            ctx.diagnostics.append(ctx.diag("I-110", f"imported resources fail profile validation: {problem}"))
+            prov = {"observations_index": index_ref}
+    except Exception as exc:  # noqa: BLE001 - 02 §6.2: never an exception
+        ctx.diagnostics.append(ctx.diag("I-0", f"import failed unexpectedly: {type(exc).__name__}: {exc}"))
+        prov = {"observations_index": index_ref}
+    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov)
+
+
+def import_evidence(
+    folder: str | Path,
+    services: RuntimeServices,
+    *,
+    launch: str | Path | None = None,
+    configuration: str | None = None,
+) -> ImportRun:
+    """Import the evidence folder ``folder`` (02 §6.1): ``fpm import DIR [--launch L] [--configuration C]``."""
+    folder = Path(folder)
+    try:
+        index, index_ref = stage_a.read_index(folder)
+    except stage_a.IndexRefusal as exc:
+        return ImportRun((), (ImportDiagnostic("I-1", exc.message, configuration),))
+    except OSError as exc:
+        return ImportRun((), (ImportDiagnostic("I-1", f"unsupported runtime observation index schema: '{stage_a.INDEX_FILE}'", configuration),))
+    labels = [configuration] if configuration is not None else sorted(index["configurations"])
+    if not labels:
+        return ImportRun((), (ImportDiagnostic("I-2", "runtime import requires selected configurations with reviewed launch facts"),))
+    reviewed = None
+    if launch is not None:
+        if len(labels) != 1:
+            return ImportRun((), (ImportDiagnostic("I-2", f"a reviewed launch needs exactly one selected configuration; {len(labels)} are selected"),))
+        try:
+            reviewed = strict_loads(Path(launch).read_bytes())
+        except (OSError, StrictJsonError):
+            reviewed = None
+        if isinstance(reviewed, dict) and set(reviewed) == {"launch"}:
+            reviewed = reviewed["launch"]
+        if not isinstance(reviewed, dict):
+            return ImportRun((), (ImportDiagnostic("I-2", f"reviewed launch file is not a strict JSON object: {launch}"),))
+    results = []
+    for label in labels:
+        if label not in index["configurations"]:
+            d = ImportDiagnostic("I-3", f"selected configuration has no runtime observation evidence: '{label}'", label)
+            results.append(ConfigResult(label, "incomplete", (d,), None, {"observations_index": index_ref}))
+            continue
+        results.append(import_configuration(folder, label, index, index_ref, reviewed, services))
+    return ImportRun(tuple(results))

@@ -1,0 +1,232 @@
+"""Stage B — record envelope and binding (02 §3.1-§3.3, §3.13, §7.2: I-12 to I-20)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fpmcore.importer.model import RECORD_SCHEMA, Context, Finding, Record, Refusal, guarded, per_record
+from fpmcore.importer.values import first_difference, is_int, show
+from fpmcore.record import KEY_SETS
+
+# -- §3.13 key sets, from :data:`fpmcore.record.KEY_SETS` (the one table of them) --------------
+
+
+def _keyset(name: str) -> tuple[set[str], set[str]]:
+    ks = KEY_SETS[name]
+    return set(ks.required), set(ks.optional)
+
+
+_RECORD_W = _keyset("worker record")
+_RECORD_S = _keyset("scheduler record")
+_KEYS: dict[str, tuple[set[str], set[str]]] = {
+    "binding": _keyset("binding"),
+    "binding.rank": _keyset("binding.rank"),
+    "runtime": _keyset("runtime"),
+    "observer": _keyset("observer"),
+    "model": _keyset("model"),
+    "lifecycle.worker": _keyset("lifecycle (worker)"),
+    "lifecycle.scheduler": _keyset("lifecycle (scheduler)"),
+    "hardware": _keyset("hardware"),
+    "cache.worker": _keyset("cache (worker)"),
+    "storage": _keyset("cache.storages[i]"),
+    "allocation": _keyset("cache.allocations[i]"),
+    "group.worker": _keyset("cache.groups[i] (worker)"),
+    "state": _keyset("cache.groups[i].state"),
+    "layer_spec": _keyset("cache.groups[i].layer_specs.<layer>"),
+    "view": _keyset("cache.layer_views.<layer>[j]"),
+    "attention_group": _keyset("cache.attention_groups[j]"),
+    "model_runner": _keyset("cache.model_runner"),
+    "cache.scheduler": _keyset("cache (scheduler)"),
+    "group.scheduler": _keyset("cache.groups[i] (scheduler)"),
+    "startup": _keyset("cache.startup"),
+}
+
+
+def _check(obj: Any, keyset: tuple[set[str], set[str]], path: str, missing: list[str], unknown: list[str]) -> bool:
+    """Compare one object's keys; return True when it is an object to descend into."""
+    if obj is None or not isinstance(obj, dict):
+        return False
+    required, optional = keyset
+    pre = f"{path}." if path else ""
+    missing.extend(pre + k for k in required if k not in obj)
+    unknown.extend(pre + k for k in obj if k not in required and k not in optional)
+    return True
+
+
+def key_problems(data: Any, kind: str) -> tuple[list[str], list[str]]:
+    """The missing and unknown key paths of a record (I-13), each in code-point order."""
+    missing: list[str] = []
+    unknown: list[str] = []
+    worker = kind == "worker"
+    if not _check(data, _RECORD_W if worker else _RECORD_S, "", missing, unknown):
+        return ["<record>"], []
+    for key in ("binding", "runtime", "observer", "model"):
+        if _check(data.get(key), _KEYS[key], key, missing, unknown) and key == "binding":
+            _check(data["binding"].get("rank"), _KEYS["binding.rank"], "binding.rank", missing, unknown)
+    _check(data.get("lifecycle"), _KEYS["lifecycle.worker" if worker else "lifecycle.scheduler"], "lifecycle",
+           missing, unknown)
+    if worker:
+        _check(data.get("hardware"), _KEYS["hardware"], "hardware", missing, unknown)
+    cache = data.get("cache")
+    if _check(cache, _KEYS["cache.worker" if worker else "cache.scheduler"], "cache", missing, unknown):
+        groups = cache.get("groups")
+        for i, g in enumerate(groups if isinstance(groups, list) else []):
+            gp = f"cache.groups[{i}]"
+            if not _check(g, _KEYS["group.worker" if worker else "group.scheduler"], gp, missing, unknown):
+                continue
+            if worker:
+                _check(g.get("state"), _KEYS["state"], f"{gp}.state", missing, unknown)
+                specs = g.get("layer_specs")
+                if isinstance(specs, dict):
+                    for layer, spec in specs.items():
+                        _check(spec, _KEYS["layer_spec"], f"{gp}.layer_specs.{layer}", missing, unknown)
+        if worker:
+            for key, name in (("storages", "storage"), ("allocations", "allocation"),
+                              ("attention_groups", "attention_group")):
+                items = cache.get(key)
+                for j, item in enumerate(items if isinstance(items, list) else []):
+                    _check(item, _KEYS[name], f"cache.{key}[{j}]", missing, unknown)
+            views = cache.get("layer_views")
+            if isinstance(views, dict):
+                for layer, vs in views.items():
+                    for j, v in enumerate(vs if isinstance(vs, list) else []):
+                        _check(v, _KEYS["view"], f"cache.layer_views.{layer}[{j}]", missing, unknown)
+            _check(cache.get("model_runner"), _KEYS["model_runner"], "cache.model_runner", missing, unknown)
+        else:
+            _check(cache.get("startup"), _KEYS["startup"], "cache.startup", missing, unknown)
+    return sorted(missing), sorted(unknown)
+
+
+# -- the rules ------------------------------------------------------------------
+
+
+def i12_schema(ctx: Context, rec: Record) -> None:
+    """I-12: the record schema."""
+    if not isinstance(rec.data, dict) or rec.data.get("schema_version") != RECORD_SCHEMA:
+        value = rec.data.get("schema_version") if isinstance(rec.data, dict) else None
+        raise Refusal("I-12", f"unsupported runtime observation schema: {show(value)}")
+
+
+def i13_keys(ctx: Context, rec: Record) -> None:
+    """I-13: the closed key sets of §3.13, for the record's kind."""
+    kind = rec.kind or "worker"
+    missing, unknown = key_problems(rec.data, kind)
+    if missing or unknown:
+        raise Refusal(
+            "I-13",
+            f"runtime observation has missing or unknown keys: missing [{', '.join(missing)}], "
+            f"unknown [{', '.join(unknown)}]",
+        )
+
+
+def i14_binding(ctx: Context, rec: Record) -> None:
+    """I-14: the binding matches the artifact's place in the index; the launch equals the index's."""
+    binding = rec.data["binding"]
+    expected = {"configuration": ctx.label, "phase": rec.phase, "attempt_id": ctx.attempt_id}
+    for key in ("configuration", "phase", "attempt_id"):
+        if binding.get(key) != expected[key]:
+            actual = binding.get(key)
+            raise Refusal("I-14", f"runtime observation binding mismatch: {key}='{actual}', expected '{expected[key]}'")
+    diff = first_difference(rec.data["launch"], ctx.launch)
+    if diff is not None:
+        raise Refusal("I-14", f"runtime observation launch differs from its configuration: {diff}")
+
+
+def _p(v: Any) -> str:
+    return "null" if v is None else str(v) if is_int(v) else show(v)
+
+
+def i15_rank(ctx: Context, rec: Record) -> None:
+    """I-15: a valid kind and a rank inside the launch topology."""
+    binding = rec.data["binding"]
+    kind = binding.get("kind")
+    rank = binding.get("rank") if isinstance(binding.get("rank"), dict) else {}
+    d, t, p = rank.get("dp"), rank.get("tp"), rank.get("pp")
+    topo = ctx.launch["topology"]
+    msg = f"invalid observed {kind} rank: dp={_p(d)}, tp={_p(t)}, pp={_p(p)}"
+    if kind == "worker":
+        if not (is_int(d) and 0 <= d < topo["dp"] and is_int(t) and 0 <= t < topo["tp"] and is_int(p) and p == 0):
+            raise Refusal("I-15", msg)
+    elif kind == "scheduler":
+        if not (is_int(d) and 0 <= d < topo["dp"] and t is None and p is None):
+            raise Refusal("I-15", msg)
+    else:
+        raise Refusal("I-15", f"invalid observed {kind} rank: dp={_p(d)}, tp={_p(t)}, pp={_p(p)}")
+
+
+def expected_name(rec: Record) -> str:
+    d, t, p = rec.rank
+    if rec.kind == "scheduler":
+        return f"runtime-observation-scheduler-dp{d}.json"
+    return f"runtime-observation-worker-dp{d}-tp{t}-pp{p}.json"
+
+
+def i16_name(ctx: Context, rec: Record) -> None:
+    """I-16: the file name names the binding's kind and rank (§2.3)."""
+    if rec.file != expected_name(rec):
+        raise Refusal("I-16", f"runtime artifact name does not match its binding: {rec.file} holds {rec.subject}")
+
+
+def i17_duplicates(ctx: Context) -> Iterator[Finding]:
+    """I-17: two records of one phase bind the same rank (reported on the later)."""
+    seen: set[tuple[Any, ...]] = set()
+    for rec in ctx.ordered():
+        if id(rec) in ctx.failed:
+            continue
+        key = (rec.phase, rec.kind, rec.rank)
+        if key in seen:
+            yield rec, "I-17", f"duplicate {rec.kind} rank evidence: {rec.subject}"
+        seen.add(key)
+
+
+def i18_coverage(ctx: Context) -> Iterator[Finding]:
+    """I-18: each phase covers the workers and schedulers the topology implies."""
+    topo = ctx.launch["topology"]
+    for phase in ("prefill", "decode"):
+        have_w = {r.rank for r in ctx.workers(phase) if id(r) not in ctx.failed}
+        have_s = {r.dp for r in ctx.schedulers(phase) if id(r) not in ctx.failed}
+        missing_w = [f"dp{d}-tp{t}-pp0" for d in range(topo["dp"]) for t in range(topo["tp"]) if (d, t, 0) not in have_w]
+        if missing_w:
+            yield None, "I-18", f"{phase} worker rank evidence is incomplete: missing {', '.join(missing_w)}"
+            return
+        missing_s = [f"dp{d}" for d in range(topo["dp"]) if d not in have_s]
+        if missing_s:
+            yield None, "I-18", f"{phase} scheduler rank evidence is incomplete: missing {', '.join(missing_s)}"
+            return
+
+
+def i19_unresolved(ctx: Context, rec: Record) -> None:
+    """I-19: nothing unresolved, no observer error."""
+    fields = rec.data["unresolved_fields"]
+    error = rec.data["error"]
+    if fields != [] or error is not None:
+        text = ", ".join(str(f) for f in fields) if isinstance(fields, list) else show(fields)
+        err = error if isinstance(error, str) else show(error)
+        raise Refusal("I-19", f"runtime observation has unresolved fields: {text}: {err}")
+
+
+def i20_lifecycle(ctx: Context, rec: Record) -> None:
+    """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized."""
+    life = rec.data["lifecycle"]
+    if not isinstance(life, dict) or life.get("cache_initialized") is not True:
+        raise Refusal("I-20", "cache initialization lifecycle evidence is missing")
+    if rec.kind == "worker":
+        if not (life.get("measurement") == "after_warmup" and life.get("warmup_completed") is True
+                and life.get("capture_completed") is True):
+            raise Refusal("I-20", "worker warmup and graph capture completion evidence is missing")
+    elif life.get("measurement") != "scheduler_initialized":
+        raise Refusal("I-20", "scheduler initialization lifecycle evidence is missing")
+
+
+RULES = [
+    per_record(i12_schema),
+    per_record(i13_keys),
+    per_record(i14_binding),
+    per_record(i15_rank),
+    per_record(i16_name),
+    guarded(i17_duplicates),
+    guarded(i18_coverage),
+    per_record(i19_unresolved),
+    per_record(i20_lifecycle),
+]

@@ -1,0 +1,138 @@
+"""Stage C — runtime identity and version gates (02 §4, §7.3: I-21 to I-26).
+
+Two gates, on exact version strings (no PEP 440 normalization):
+
+* the **hybrid gate** (I-22): a record with hybrid evidence must name exactly
+  :data:`HYBRID_VERSION`, whatever observer wrote it and whatever its launch pins;
+* the **plugin gate** (I-25): some installed runtime plugin must declare the
+  record's exact version (``vllm==<version>``).
+
+After both gates, every record goes through its plugin's
+``fpm_normalize_record`` hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
+from fpmcore.importer.values import first_difference, same, show
+
+#: The one vLLM version whose records may carry hybrid evidence (02 §4, I-22).
+HYBRID_VERSION = "0.33.0"
+
+
+def holds_hybrid(rec: Record) -> bool:
+    """02 §3.1: a worker group holds ``layer_specs``, or a scheduler group ``spec_fields``."""
+    key = "layer_specs" if rec.kind == "worker" else "spec_fields"
+    return any(isinstance(g, dict) and key in g for g in rec.groups)
+
+
+def pin(version: object) -> str:
+    return f"vllm=={version}"
+
+
+def i21_framework(ctx: Context, rec: Record) -> None:
+    """I-21: the framework is vLLM."""
+    framework = rec.get("runtime", "framework")
+    if framework != "vllm":
+        raise Refusal("I-21", f"runtime observation currently requires a vLLM source mapping; got framework {show(framework)}")
+
+
+def i22_hybrid_gate(ctx: Context, rec: Record) -> None:
+    """I-22: hybrid evidence only from exactly vLLM 0.33.0 (checked before I-26 on purpose)."""
+    version = rec.get("runtime", "version")
+    if rec.hybrid and version != HYBRID_VERSION:
+        shown = version if isinstance(version, str) else show(version)
+        raise Refusal("I-22", f"hybrid cache evidence requires vLLM {HYBRID_VERSION}; the record names vLLM {shown}")
+
+
+def i23_versions(ctx: Context) -> Iterator[Finding]:
+    """I-23: every record names the same version."""
+    recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
+    for rec in recs[1:]:
+        a, b = recs[0].get("runtime", "version"), rec.get("runtime", "version")
+        if not same(a, b):
+            yield rec, "I-23", f"runtime records name different vLLM versions: {show(a)} and {show(b)}"
+            return
+
+
+def i24_hybrid_agreement(ctx: Context) -> Iterator[Finding]:
+    """I-24: all records hold hybrid evidence, or none does."""
+    recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
+    with_ = [r for r in recs if r.hybrid]
+    without = [r for r in recs if not r.hybrid]
+    if with_ and without:
+        a, b = with_[0], without[0]
+        later = a if a.order > b.order else b
+        yield later, "I-24", (
+            f"runtime records disagree on hybrid cache evidence: {a.subject} holds it, {b.subject} does not"
+        )
+
+
+def i25_plugin_gate(ctx: Context, rec: Record) -> None:
+    """I-25: an installed runtime plugin declares the record's exact version."""
+    version = rec.get("runtime", "version")
+    if not isinstance(version, str) or not ctx.services.has_runtime(pin(version)):
+        shown = version if isinstance(version, str) else show(version)
+        raise Refusal(
+            "I-25",
+            f"no installed runtime plugin imports records of vLLM {shown}; installed: {ctx.services.installed()}",
+        )
+
+
+def i26_source(ctx: Context) -> Iterator[Finding]:
+    """I-26: one observer and one vLLM source per attempt; runtime version and image as launched."""
+    recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
+    if not recs:
+        return
+    first = recs[0]
+    for rec in recs:
+        for key, path in (("observer", ("observer",)), ("runtime.source_revision", ("runtime", "source_revision")),
+                          ("runtime.source_files", ("runtime", "source_files"))):
+            a, b = first.get(*path), rec.get(*path)
+            diff = first_difference(a, b, key)
+            if diff is not None:
+                yield rec, "I-26", f"runtime observer or source differs across records: {diff} ({first.subject} vs {rec.subject})"
+                break
+        else:
+            identity = ctx.launch["identity"]
+            version = rec.get("runtime", "version")
+            if not same(version, identity["framework_version"]):
+                yield rec, "I-26", (
+                    f"runtime differs from the launch: version {show(version)}, launch {show(identity['framework_version'])}"
+                )
+                continue
+            image = rec.get("runtime", "image")
+            if not same(image, ctx.launch["deployment"]["image"]):
+                yield rec, "I-26", (
+                    f"runtime differs from the launch: image {show(image)}, launch {show(ctx.launch['deployment']['image'])}"
+                )
+
+
+RULES = [
+    per_record(i21_framework),
+    per_record(i22_hybrid_gate),
+    guarded(i23_versions),
+    guarded(i24_hybrid_agreement),
+    per_record(i25_plugin_gate),
+    guarded(i26_source),
+]
+
+
+def prepare(ctx: Context) -> None:
+    """Mark hybrid evidence on every record (before the rules run)."""
+    for rec in ctx.records:
+        rec.hybrid = holds_hybrid(rec)
+
+
+def finish(ctx: Context) -> None:
+    """After a clean stage C: fix the runtime, and normalize each record through its plugin."""
+    recs = ctx.ordered()
+    ctx.version = recs[0].get("runtime", "version")
+    ctx.runtime_pin = pin(ctx.version)
+    ctx.hybrid = recs[0].hybrid
+    for rec in recs:
+        normalized = ctx.services.normalize(ctx.runtime_pin, rec.data)
+        if normalized is not None:
+            rec.data = normalized
