@@ -253,3 +253,22 @@ def test_dry_probe(fpm_host, tmp_path):
     with pytest.raises(FpmError, match="no runtime plugin offers a dry probe for vllm==0.33.1"):
         host.hooks.dry_probe(runtime="vllm==0.33.1", model_path="m.json", out_dir=str(tmp_path), tp=1,
                              caching=True, configuration=None)  # fmt: skip
+
+
+def test_producer_contract_registrations(fpm_host):
+    host = fpm_host(entry_points=("glm53flash", "dsv41"))
+    contracts = {p: c for p, c in host.hooks.producer_contracts()}
+    assert contracts["glm53flash"].residency == "none"
+    assert contracts["dsv41"].residency == "hbm_tp_sharded"
+    owner = host.hooks.protocol_owner("glm53flash_prefix_scheduler")
+    assert (owner.name, owner.label) == ("glm53flash_native_graph_policy", "glm-5.3-flash")
+    assert host.hooks.protocol_owner("someone_else") is None
+
+
+def test_a_second_registration_of_a_residency_fails_that_plugin(fpm_host):
+    rival = _plugin("rival", fpm_producer_contracts=lambda: [ProducerContract("rival_graph", "native_graph_policy", "none")])
+    host = fpm_host(rival, entry_points=("glm53flash",))  # rival registers first: glm53flash is the second
+    rec = host.record("glm53flash")
+    assert rec.status == "failed"
+    assert rec.error == "producer contract for engram residency none is registered twice: rival, glm53flash"
+    assert host.record("rival").status == "ok"

@@ -22,6 +22,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.probe", "probe_command"),
     ("fpmcore.importer", "import_command"),
     ("fpmcore.planning", "plan_command"),
+    ("fpmcore.artifacts", "validate_command"),
 )
 
 

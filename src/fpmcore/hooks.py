@@ -144,6 +144,21 @@ class Hooks:
             raise FpmError("plugins", f"no model plugin generates points for '{model}'")
         return hit[1]
 
+    def producer_contracts(self) -> list[tuple[str, ProducerContract]]:
+        """``(plugin id, contract)`` of every registered producer contract."""
+        found: list[tuple[str, ProducerContract]] = []
+        for plugin, contracts in self._collect("fpm_producer_contracts", list):
+            for contract in contracts:
+                found.append((plugin, self._check(plugin, "fpm_producer_contracts", contract, ProducerContract)))
+        return found
+
+    def protocol_owner(self, producer_name: str) -> ProducerContract | None:
+        """The registered contract whose ``protocol_producer`` is ``producer_name`` (A-17)."""
+        for _plugin, contract in self.producer_contracts():
+            if contract.protocol_producer == producer_name:
+                return contract
+        return None
+
     def choose_producer_contract(
         self, *, identity: ExecutionIdentity, where: str = ""
     ) -> tuple[str, ProducerContract] | None:

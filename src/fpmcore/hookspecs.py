@@ -244,6 +244,28 @@ def fpm_generate_points(
 
 
 @hookspec
+def fpm_producer_contracts() -> list[ProducerContract]:
+    """Register the producer contracts a model plugin owns.  *Collecting*.
+
+    The host reads the registrations once, when it loads the plugins: a
+    residency registered by two plugins fails the later plugin with
+    ``producer contract for engram residency <residency> is registered twice:
+    <plugin>, <plugin>`` (05 §6.3), and A-17 finds the contract that owns a
+    ``measurement_protocol.producer`` by its ``protocol_producer``.
+
+    :returns: the plugin's :class:`~fpmcore.hooktypes.ProducerContract` list.
+
+    Example::
+
+        @hookimpl
+        def fpm_producer_contracts():
+            return [ProducerContract("glm53flash_native_graph_policy", "native_graph_policy", "none",
+                                     label="glm-5.3-flash",
+                                     protocol_producer="glm53flash_prefix_scheduler")]
+    """
+
+
+@hookspec
 def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
     """*Choose producer contract*: claim a collection cell by its execution identity.  *Collecting*.
 

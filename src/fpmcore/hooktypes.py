@@ -159,12 +159,17 @@ class ProducerContract:
 
     ``name`` such as ``glm53flash_native_graph_policy``; ``execution_mode``
     the artifact label the contract requires; ``residency`` the Engram
-    residency it is registered for.
+    residency it is registered for; ``label`` how diagnostics name the
+    contract's model (``glm-5.3-flash``); ``protocol_producer`` the
+    ``measurement_protocol.producer.name`` only this contract may carry
+    (A-17), or ``None``.
     """
 
     name: str = attrs.field(validator=_nonblank)
     execution_mode: str = attrs.field(validator=_nonblank)
     residency: str = attrs.field(validator=_nonblank)
+    label: str = ""
+    protocol_producer: str | None = None
 
 
 @attrs.frozen

@@ -127,6 +127,7 @@ class PluginHost:
         for obj in plugins:
             self._load(obj, distribution=None, version=None)
         self._load_entry_points()
+        self._check_contract_registrations()
 
     # -- loading ---------------------------------------------------------------------
 
@@ -220,6 +221,29 @@ class PluginHost:
             return
         hooks = tuple(sorted(hc.name for hc in callers))
         self._record(PluginRecord(**base, hooks=hooks, status="ok"))
+
+    def _check_contract_registrations(self) -> None:
+        """05 §6.3: one plugin per Engram residency; a second registration fails its plugin."""
+        owner: dict[str, str] = {}
+        for impl in self.pm.hook.fpm_producer_contracts.get_hookimpls():  # registration order
+            plugin = impl.plugin_name
+            try:
+                contracts = impl.function()
+                residencies = [c.residency for c in contracts]
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.mark_failed(plugin, f"fpm_producer_contracts: {_describe(exc)}")
+                continue
+            clash = next((r for r in residencies if r in owner), None)
+            if clash is not None:
+                message = f"producer contract for engram residency {clash} is registered twice: {owner[clash]}, {plugin}"
+                if self.strict:
+                    raise PluginError("A-14", message)
+                self.mark_failed(plugin, message)
+                continue
+            for r in residencies:
+                owner[r] = plugin
 
     @staticmethod
     def _plugin_info(obj: object) -> PluginInfo:

@@ -17,7 +17,17 @@ Exit status: 0 every selected configuration is complete; 1 incomplete;
 
 from __future__ import annotations
 
+from typing import Any
+
 from fpmcore.importer.command import import_command
-from fpmcore.importer.pipeline import ConfigResult, HostServices, ImportRun, import_evidence
 
 __all__ = ["ConfigResult", "HostServices", "ImportRun", "import_command", "import_evidence"]
+
+
+def __getattr__(name: str) -> Any:
+    # The pipeline loads on first use: the CLI imports this package to register the command.
+    if name in ("ConfigResult", "HostServices", "ImportRun", "import_evidence"):
+        from fpmcore.importer import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(name)

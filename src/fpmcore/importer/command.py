@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.hooktypes import CliCommand
-from fpmcore.importer.pipeline import HostServices, ImportRun, import_evidence
+
+if TYPE_CHECKING:  # the pipeline is imported when the command runs, so that `fpm --help` stays fast
+    from fpmcore.importer.pipeline import ImportRun
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
 #: run-level rules that mean "unreadable evidence or bad usage" (exit 2)
@@ -83,6 +85,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if not folder.is_dir():
         _usage(ctx, f"evidence folder not found: {folder}")
         return EXIT_USAGE
+    from fpmcore.importer.pipeline import HostServices, import_evidence
+
     run_ = import_evidence(folder, HostServices(ctx.host), launch=args.launch, configuration=args.configuration)
     code = run_.exit_code
     if any(d.rule in USAGE_RULES for d in run_.run_diagnostics):

@@ -11,7 +11,9 @@ from fpmcore import API_VERSION, ExecutionIdentity, PluginInfo, ProducerContract
 MODEL_IDS = ("dsv41", "deepseek-ai/DeepSeek-V4.1")
 
 #: 05 §6.3: a cell with Engram residency ``hbm_tp_sharded`` is produced eagerly.
-CONTRACT = ProducerContract(name="dsv41_eager", execution_mode="eager", residency="hbm_tp_sharded")
+CONTRACT = ProducerContract(
+    name="dsv41_eager", execution_mode="eager", residency="hbm_tp_sharded", label="deepseek-v4.1"
+)
 
 
 @hookimpl
@@ -23,6 +25,11 @@ def fpm_plugin_info() -> PluginInfo:
         api_version=API_VERSION,
         summary="DeepSeek V4.1: eager producer contract",
     )
+
+
+@hookimpl
+def fpm_producer_contracts() -> list[ProducerContract]:
+    return [CONTRACT]
 
 
 @hookimpl

@@ -18,6 +18,8 @@ CONTRACT = ProducerContract(
     name="glm53flash_native_graph_policy",
     execution_mode="native_graph_policy",
     residency="none",
+    label="glm-5.3-flash",
+    protocol_producer="glm53flash_prefix_scheduler",
 )
 
 
@@ -30,6 +32,11 @@ def fpm_plugin_info() -> PluginInfo:
         api_version=API_VERSION,
         summary="GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract",
     )
+
+
+@hookimpl
+def fpm_producer_contracts() -> list[ProducerContract]:
+    return [CONTRACT]
 
 
 @hookimpl

@@ -1,0 +1,98 @@
+"""The DeepSeek V4.1 producer contract ``dsv41_eager`` (05 §6.3, §6.4).
+
+A V4.1 cell (Engram residency ``hbm_tp_sharded``) is read with the general
+rules of :mod:`fpmcore.artifacts` — A-15 … A-17 unchanged (execution mode
+``eager``; a ``measurement_protocol.producer`` of another contract is refused)
+— plus:
+
+* ``§6.4`` input provenance: ``input_provenance`` with ``source``
+  ``tokenizer_text``, 64-hex ``text_sha256``, ``token_ids_sha256`` and
+  ``corpus_sha256``, a non-empty ``tokenizer_revision``, ``num_tokens ≥ 2`` and
+  ``1 ≤ num_unique_tokens ≤ num_tokens``; and the ``kvwarm`` stamp
+  ``{"method": "kvwarm_real_kv"}``.  Chapter 05 only summarizes these checks;
+  the field names are fpmcore's reading of that summary.
+* A-37: cached prefill and decode rows are published ``real_kv`` (05 §7.4).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore.artifacts import CellView, ContractRules, RankView, get, is_int, js, plain, run_rules
+from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore_dsv41 import CONTRACT
+
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+KVWARM = {"method": "kvwarm_real_kv"}
+
+
+def input_provenance_problem(ip: Any) -> str | None:
+    """What is wrong with an ``input_provenance`` block (05 §6.4), or ``None``."""
+    if not isinstance(ip, dict):
+        return f"input_provenance expected an object, found {js(ip)}"
+    if get(ip, "source") != "tokenizer_text":
+        return f"input_provenance.source expected tokenizer_text, found {plain(get(ip, 'source'))}"
+    for key in ("text_sha256", "token_ids_sha256", "corpus_sha256"):
+        v = get(ip, key)
+        if not (isinstance(v, str) and _HEX64.match(v)):
+            return f"input_provenance.{key} expected a 64-hex digest, found {plain(v)}"
+    rev = get(ip, "tokenizer_revision")
+    if not (isinstance(rev, str) and rev):
+        return f"input_provenance.tokenizer_revision expected a non-empty string, found {plain(rev)}"
+    n, u = get(ip, "num_tokens"), get(ip, "num_unique_tokens")
+    if not (is_int(n) and n >= 2):
+        return f"input_provenance.num_tokens expected an integer ≥ 2, found {plain(n)}"
+    if not (is_int(u) and 1 <= u <= n):
+        return f"input_provenance.num_unique_tokens expected an integer in 1..{n}, found {plain(u)}"
+    return None
+
+
+def input_provenance(view: CellView) -> Diagnostic | None:
+    """05 §6.4: tokenizer-text input provenance and the ``kvwarm_real_kv`` stamp on every rank."""
+    for r in view.ranks:
+        problem = input_provenance_problem(get(r.doc, "input_provenance"))
+        if problem is None and get(r.doc, "kvwarm") != KVWARM:
+            problem = f"kvwarm expected {js(KVWARM)}, found {js(get(r.doc, 'kvwarm'))}"
+        if problem is not None:
+            return Diagnostic(
+                "§6.4", f"native deepseek-v4.1 result has invalid input provenance: {problem}: {r.path}", r.path
+            )
+    return None
+
+
+def a37_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-37: cached prefill and decode rows are ``real_kv``; a prefill without prefix ``not_applicable``."""
+    point = get(row, "point")
+    kv = get(point, "total_kv_read_tokens")
+    want = "real_kv" if get(point, "point_type") == "decode" or (is_int(kv) and kv > 0) else "not_applicable"
+    v = get(row, "kv_seed_regime")
+    if v != want:
+        return Diagnostic(
+            "A-37",
+            f"kv_seed_regime does not follow its point: expected {want}, found {plain(v)}" + rank.row_suffix(row),
+            rank.path,
+        )
+    return None
+
+
+RULES = ContractRules(
+    name=CONTRACT.name,
+    artifact=(("§6.4", input_provenance),),
+    rows=(("A-37", a37_regime),),
+)
+
+
+def validate(
+    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+) -> list[Diagnostic] | None:
+    """``fpm_validate_artifact`` of the eager contract: the general rules plus §6.4 and A-37."""
+    if contract.name != CONTRACT.name:
+        return None
+    view = CellView.from_hook(contract, cell, files, plan)
+    if not view.ranks:
+        return [
+            Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
+        ]
+    return run_rules(view, RULES)

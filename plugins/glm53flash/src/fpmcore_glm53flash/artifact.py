@@ -1,0 +1,481 @@
+"""The GLM-5.3-Flash producer contract ``glm53flash_native_graph_policy`` (05 §7, §8).
+
+A GLM cell (Engram residency ``none``, 05 §6.3) is read with the general rules
+of :mod:`fpmcore.artifacts` plus the rules below, all in numeric order:
+
+* artifact level: A-18 (a protocol is required), A-21 (the producer record
+  against the producer this plugin version pins, :mod:`.artifact_producer`),
+  A-22 (the producer's vLLM is the collector's runtime), A-23 (seeded tokens,
+  execution evidence, the exact protocol producer), A-25 (recorded warm-ups),
+  A-26/A-27 (the Mamba prefill checkpoint across ranks and against the plan),
+  A-28 (the repetition-evidence sidecar's digest, newline and record count);
+* row level: A-32 (ten measured repetitions, ``expected_internal_samples`` 10,
+  ``adjacent_upper_median``), A-36 (a start time and an observed CUDA graph
+  dispatch on every raw sample), A-37 (``kv_seed_regime`` per 05 §7.4), A-38
+  (each row bound to one sidecar line by its SHA-256, compared as multisets)
+  and A-39 (the bound line agrees with its row).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from fpmcore.artifacts import (
+    ABSENT,
+    EXECUTION_EVIDENCE,
+    CellView,
+    ContractRules,
+    RankView,
+    benchmark_points,
+    canonical_bytes,
+    get,
+    is_int,
+    is_number,
+    js,
+    measurement,
+    parse_line,
+    plain,
+    raw_fpms,
+    run_rules,
+)
+from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore_glm53flash import CONTRACT
+from fpmcore_glm53flash.artifact_producer import (
+    INTERNAL_POSITIONS,
+    PRODUCER_NAME,
+    PROTOCOL_PRODUCER,
+    expected_producer_record,
+)
+
+LABEL = "native glm-5.3-flash"
+MEASURED = 10
+WARMUPS = 5
+MAX_REJECTED = 10
+METHOD = "adjacent_upper_median"
+_HEX40 = re.compile(r"[0-9a-f]{40}\Z")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+# -- artifact level -------------------------------------------------------------
+
+
+def a18_requires_protocol(view: CellView) -> Diagnostic | None:
+    """A-18 (GLM): a GLM cell requires ``measurement_protocol``."""
+    for r in view.ranks:
+        if r.protocol is ABSENT:
+            return Diagnostic("A-18", f"{LABEL} result lacks measurement_protocol: {r.path}", r.path)
+    return None
+
+
+def _cell_value(view: CellView, key: str) -> Any:
+    v = get(view.cell, key)
+    return v if v is not ABSENT else get(view.plan, key)
+
+
+def a21_producer(view: CellView) -> Diagnostic | None:
+    """A-21 (GLM): the producer record equals the pinned producer; model and revision equal the cell's."""
+    expected = expected_producer_record()
+
+    def bad(field: str, want: Any, v: Any, path: str) -> Diagnostic:
+        return Diagnostic(
+            "A-21",
+            f"{LABEL} result lacks valid producer.{field}: expected {plain(want)}, found {plain(v)}: {path}",
+            path,
+        )
+
+    for r in view.ranks:
+        prod = get(r.doc, "producer")
+        for field, want in expected.items():
+            v = get(prod, field)
+            if v != want or type(v) is not type(want):
+                return bad(field, want, v, r.path)
+        for field, form in (("model", None), ("model_revision", _HEX40)):
+            want, v = _cell_value(view, field), get(prod, field)
+            if isinstance(want, str):
+                if v != want:
+                    return bad(field, want, v, r.path)
+            elif not (isinstance(v, str) and v and (form is None or form.match(v))):
+                return bad(field, "a 40-hex revision" if form else "a model id", v, r.path)
+        cd = get(prod, "checkpoint_dir")
+        if not (isinstance(cd, str) and cd):
+            return bad("checkpoint_dir", "a non-empty string", cd, r.path)
+        cp = get(prod, "context_policy")
+        mc = get(cp, "measured_context")
+        ip = get(cp, "internal_positions")
+        if not (
+            isinstance(cp, dict)
+            and set(cp) == {"measured_context", "internal_positions"}
+            and is_int(mc)
+            and mc >= 1
+            and is_int(ip)
+            and ip == INTERNAL_POSITIONS
+        ):
+            return bad(
+                "context_policy",
+                f'{{"internal_positions":{INTERNAL_POSITIONS},"measured_context":<integer ≥ 1>}}',
+                cp,
+                r.path,
+            )
+    return None
+
+
+def a22_runtime(view: CellView) -> Diagnostic | None:
+    """A-22 (GLM): ``producer.vllm_package_version`` equals the collector provenance runtime."""
+    want = view.provenance_value("runtime", "backend_version")
+    for r in view.ranks:
+        v = get(get(r.doc, "producer"), "vllm_package_version")
+        if v != want:
+            return Diagnostic(
+                "A-22",
+                f"{LABEL} producer.vllm_package_version differs from the collector provenance runtime: expected "
+                f"{plain(want)}, found {plain(v)}: {r.path}",
+                r.path,
+            )
+    return None
+
+
+def a23_protocol(view: CellView) -> Diagnostic | None:
+    """A-23 (GLM): seeded tokens, execution evidence present, the exact protocol producer."""
+    for r in view.ranks:
+        p = r.protocol
+
+        def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
+            return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
+
+        sc = get(p, "synthetic_content")
+        if sc != "seeded_tokens":
+            return bad("synthetic_content", "seeded_tokens", plain(sc))
+        if get(p, "execution_evidence") is ABSENT:
+            return bad("execution_evidence", js(EXECUTION_EVIDENCE), "absent")
+        prod = get(p, "producer")
+        if not isinstance(prod, dict):
+            if prod is ABSENT:
+                return bad("producer.name", PRODUCER_NAME, "absent")
+            return bad("producer", js(PROTOCOL_PRODUCER), js(prod))
+        for field, want in PROTOCOL_PRODUCER.items():
+            v = get(prod, field)
+            if v != want or type(v) is not type(want):
+                return bad(f"producer.{field}", plain(want), plain(v))
+        for key in prod:
+            if key not in PROTOCOL_PRODUCER:
+                return bad(f"producer.{key}", "absent", plain(prod[key]))
+    return None
+
+
+def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
+    """A-25 (GLM): ``warmup_evidence.status`` is ``recorded``."""
+    for r in view.ranks:
+        st = get(get(r.doc, "warmup_evidence"), "status")
+        if st != "recorded":
+            return Diagnostic(
+                "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
+            )
+    return None
+
+
+def _checkpoint(r: RankView) -> Any:
+    return get(get(r.doc, "serving_config"), "mamba_prefill_checkpoint")
+
+
+def a26_checkpoint_ranks(view: CellView) -> Diagnostic | None:
+    """A-26 (GLM): all ranks agree on ``serving_config.mamba_prefill_checkpoint``, presence included."""
+    ref = view.ranks[0]
+    a = _checkpoint(ref)
+    for r in view.ranks[1:]:
+        b = _checkpoint(r)
+        if (a is ABSENT) != (b is ABSENT) or a != b:
+            return Diagnostic(
+                "A-26",
+                f"native ranks disagree on serving_config.mamba_prefill_checkpoint: rank {ref.rank}={js(a)}, rank "
+                f"{r.rank}={js(b)}: {r.path}",
+                r.path,
+            )
+    return None
+
+
+def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
+    """A-27 (GLM) [BEYOND]: a recorded checkpoint equals the plan's checkpoint record (04 G-25)."""
+    want = benchmark_points(view.plan).get("checkpoint", ABSENT)
+    if want is ABSENT:
+        return None
+    for r in view.ranks:
+        v = _checkpoint(r)
+        if v is not ABSENT and (v != want or js(v) != js(want)):
+            return Diagnostic(
+                "A-27",
+                f"serving_config.mamba_prefill_checkpoint differs from the frozen plan: expected {js(want)}, found "
+                f"{js(v)}: {r.path}",
+                r.path,
+            )
+    return None
+
+
+def a28_sidecar(view: CellView) -> Diagnostic | None:
+    """A-28 (GLM) [BEYOND]: the sidecar's digest, its final newline and its line count."""
+    for r in view.ranks:
+        ev = get(r.doc, "repetition_evidence")
+        sha, records = get(ev, "sha256"), get(ev, "records")
+        if not (isinstance(ev, dict) and isinstance(get(ev, "path"), str) and isinstance(sha, str) and _HEX64.match(sha)
+                and is_int(records) and records >= 0 and r.sidecar_path is not None):  # fmt: skip
+            return Diagnostic(
+                "A-28",
+                'repetition_evidence expected {"path","records","sha256"} naming a sidecar next to the artifact, '
+                f"found {js(ev)}: {r.path}",
+                r.path,
+            )
+        if r.sidecar is None:
+            return Diagnostic(
+                "A-28", f"repetition evidence sidecar digest differs: expected {sha}, found absent: {r.path}", r.path
+            )
+        data = b"".join(r.sidecar)
+        found = hashlib.sha256(data).hexdigest()
+        if found != sha:
+            return Diagnostic(
+                "A-28", f"repetition evidence sidecar digest differs: expected {sha}, found {found}: {r.path}", r.path
+            )
+        if data and not data.endswith(b"\n"):
+            return Diagnostic(
+                "A-28", f"repetition evidence sidecar must end every line with a newline: {r.path}", r.path
+            )
+        n = data.count(b"\n")
+        if n != records:
+            return Diagnostic(
+                "A-28", f"repetition evidence sidecar holds {n} lines, artifact records {records}: {r.path}", r.path
+            )
+    return None
+
+
+# -- row level --------------------------------------------------------------------
+
+
+def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-32 (GLM): ten raw samples, ``expected_internal_samples`` 10, ``adjacent_upper_median``."""
+    bm = measurement(row)
+    raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
+    method = get(get(bm, "estimate"), "method")
+    n = len(raw) if isinstance(raw, list) else ABSENT
+    if not (method == METHOD and n == MEASURED and is_int(exp) and exp == MEASURED):
+        return Diagnostic(
+            "A-32",
+            "benchmark_measurement does not hold the producer's ten measured repetitions with their "
+            "adjacent_upper_median "
+            f"estimate: method={plain(method)}, raw_samples={plain(n)}, expected_internal_samples={plain(exp)}"
+            + rank.row_suffix(row),
+            rank.path,
+        )
+    return None
+
+
+def a36_sample_evidence(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-36 (GLM): every raw sample has a numeric start time and an observed CUDA graph dispatch."""
+    if rank.scratch.get("started_and_observed") == k:  # A-33's fast path saw a start and "observed" on each
+        return None
+    raw = raw_fpms(row)
+    try:  # fast path
+        if all(
+            s["benchmark_sample"]["cudagraph"]["status"] == "observed"
+            and is_number(s["benchmark_sample"]["timing"]["start_monotonic"])
+            for s in raw
+        ):
+            return None
+    except (KeyError, TypeError):
+        pass
+    for i, s in enumerate(raw):
+        bs = get(s, "benchmark_sample")
+        start = get(get(bs, "timing"), "start_monotonic")
+        if not is_number(start):
+            return Diagnostic(
+                "A-36",
+                f"benchmark_sample.timing.start_monotonic of raw sample {i} expected a number, found {plain(start)}"
+                + rank.row_suffix(row),
+                rank.path,
+            )
+        st = get(get(bs, "cudagraph"), "status")
+        if st != "observed":
+            return Diagnostic(
+                "A-36",
+                f"benchmark_sample.cudagraph.status of raw sample {i} expected observed, found {plain(st)}"
+                + rank.row_suffix(row),
+                rank.path,
+            )
+    return None
+
+
+def expected_regime(point: Any) -> str:
+    """05 §7.4: ``real_kv`` for decode and cached prefill, ``not_applicable`` for a prefill without prefix."""
+    if get(point, "point_type") == "decode":
+        return "real_kv"
+    kv = get(point, "total_kv_read_tokens")
+    return "real_kv" if is_int(kv) and kv > 0 else "not_applicable"
+
+
+def a37_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-37: the row's ``kv_seed_regime`` follows its point (05 §7.4)."""
+    want, v = expected_regime(get(row, "point")), get(row, "kv_seed_regime")
+    if v != want:
+        return Diagnostic(
+            "A-37",
+            f"kv_seed_regime does not follow its point: expected {want}, found {plain(v)}" + rank.row_suffix(row),
+            rank.path,
+        )
+    return None
+
+
+def _line_pool(rank: RankView) -> dict[str, list[int]]:
+    if rank.line_pool is None:
+        pool: dict[str, list[int]] = {}
+        for i, line in enumerate(rank.sidecar or ()):
+            body = line[:-1] if line.endswith(b"\n") else line
+            pool.setdefault(hashlib.sha256(body).hexdigest(), []).append(i)
+        for v in pool.values():
+            v.reverse()
+        rank.line_pool = pool
+    return rank.line_pool
+
+
+def a38_bind(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-38 (GLM) [BEYOND]: the row's ``repetition_evidence_sha256`` takes one unbound sidecar line."""
+    sha = get(row, "repetition_evidence_sha256")
+    lines = _line_pool(rank).get(sha) if isinstance(sha, str) else None
+    if not lines:
+        bid = plain(get(get(row, "point"), "benchmark_id"))
+        return Diagnostic(
+            "A-38",
+            f"repetition_evidence_sha256 of benchmark_id={bid} rank={rank.rank} matches no line of the repetition "
+            f"evidence sidecar: found {plain(sha)}: {rank.path}",
+            rank.path,
+        )
+    rank.bound[k] = lines.pop()
+    return None
+
+
+def a38_unbound(view: CellView, rank: RankView) -> Diagnostic | None:
+    """A-38 (GLM) [BEYOND]: after the rank's last row, no sidecar line is left unbound."""
+    left = sorted((i, sha) for sha, idx in _line_pool(rank).items() for i in idx)
+    if left:
+        i, sha = left[0]
+        return Diagnostic(
+            "A-38", f"repetition evidence sidecar line {i + 1} is bound to no row: sha256 {sha}: {rank.path}", rank.path
+        )
+    return None
+
+
+def _canonical(obj: Any, body: bytes) -> bool:
+    """``body`` is ``canonical(obj)``; orjson's sorted form is tried first, Python's decides."""
+    try:
+        if orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) == body:
+            return True
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    try:
+        return canonical_bytes(obj) == body
+    except ValueError:
+        return False
+
+
+def line_problem(line: bytes, row: Any, rank: RankView) -> str | None:
+    """What the sidecar line bound to ``row`` contradicts (A-39), or ``None``."""
+    body = line[:-1] if line.endswith(b"\n") else line
+    obj = parse_line(line)
+    if obj is ABSENT:
+        return "line is not JSON"
+    if not _canonical(obj, body):
+        return "line is not canonical JSON (04 G-23)"
+    bid = get(get(row, "point"), "benchmark_id")
+    for field, want in (("benchmark_id", bid), ("dp_rank", rank.rank)):
+        v = get(obj, field)
+        if not is_int(v) or v != want:
+            return f"{field} expected {plain(want)}, found {plain(v)}"
+    reps = get(obj, "repetitions")
+    if not isinstance(reps, list):
+        return f"repetitions expected a list, found {js(reps)}"
+    raw = raw_fpms(row)
+    rejected = warmup = measured = 0
+    for j, rep in enumerate(reps):
+        if type(rep) is not dict:
+            return f"repetitions[{j}] expected an object, found {js(rep)}"
+        g = rep.get
+        idx, role, fc = g("index", ABSENT), g("role", ABSENT), g("fpm_count", ABSENT)
+        if type(idx) is not int or idx != j:
+            return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
+        if role != "measured" and role != "warmup" and role != "rejected":
+            return f"repetitions[{j}].role expected rejected|warmup|measured, found {plain(role)}"
+        if type(fc) is not int or fc < 1:
+            return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
+        if role == "measured":
+            rsi, w = g("raw_sample_index", ABSENT), g("wall_time", ABSENT)
+            if type(rsi) is not int or rsi != measured:
+                return f"raw_sample_index of repetition {j} expected {measured}, found {plain(rsi)}"
+            want = get(raw[measured], "wall_time") if measured < len(raw) else ABSENT
+            if w.__class__ is not want.__class__ or w != want or not is_number(w):
+                return f"measured wall_time of raw sample {measured} expected {plain(want)}, found {plain(w)}"
+            measured += 1
+        elif role == "warmup":
+            if measured:
+                return f"warm-up repetition {j} comes after a measured repetition"
+            warmup += 1
+        else:
+            if warmup or measured:
+                return f"rejected repetition {j} comes after the first warm-up"
+            if not isinstance(g("reason"), str):
+                return f"rejected repetition {j} has no reason"
+            rejected += 1
+    if rejected > MAX_REJECTED:
+        return f"{rejected} rejected repetitions, at most {MAX_REJECTED}"
+    if warmup != WARMUPS:
+        return f"warm-up repetitions expected {WARMUPS}, found {warmup}"
+    if measured != MEASURED or len(raw) != MEASURED:
+        return f"measured repetitions expected {MEASURED}, found {measured}"
+    return None
+
+
+def a39_line(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-39 (GLM) [BEYOND]: the bound line names the row and holds 5 warm-ups then the 10 raw samples."""
+    i = rank.bound.get(k)
+    if i is None or rank.sidecar is None:
+        return None
+    problem = line_problem(rank.sidecar[i], row, rank)
+    if problem is not None:
+        bid = plain(get(get(row, "point"), "benchmark_id"))
+        return Diagnostic(
+            "A-39",
+            f"repetition evidence line for benchmark_id={bid} rank={rank.rank} contradicts its row: {problem}: "
+            f"{rank.path}",
+            rank.path,
+        )
+    return None
+
+
+RULES = ContractRules(
+    name=CONTRACT.name,
+    artifact=(
+        ("A-18", a18_requires_protocol), ("A-21", a21_producer), ("A-22", a22_runtime), ("A-23", a23_protocol),
+        ("A-25", a25_warmup_recorded), ("A-26", a26_checkpoint_ranks), ("A-27", a27_checkpoint_plan),
+        ("A-28", a28_sidecar),
+    ),
+    rows=(
+        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), ("A-37", a37_regime),
+        ("A-38", a38_bind), ("A-39", a39_line),
+    ),
+    rank_end=(("A-38", a38_unbound),),
+    owns_protocol_producer=True,
+)  # fmt: skip
+
+
+def validate(
+    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+) -> list[Diagnostic] | None:
+    """``fpm_validate_artifact`` of the GLM contract: rules A-15 … A-40 (05 §8), the first refusal or ``[]``."""
+    if contract.name != CONTRACT.name:
+        return None
+    view = CellView.from_hook(contract, cell, files, plan)
+    if not view.ranks:
+        return [
+            Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
+        ]
+    return run_rules(view, RULES)

@@ -1,0 +1,228 @@
+"""The ``glm53flash_native_graph_policy`` contract (05 §7, §8): the valid example and every negative case.
+
+The artifacts are built by ``tools/make_artifacts.py`` in the producer's
+shape; its smoke cell reproduces the row of 05 §9.1 and the context of §9.2,
+and its ``CASES`` are the negative cases of §9.3 (N1 … N40) plus fpmcore's own
+(X1 …): each changes the valid example in one way and must be refused by the
+named rule with the exact diagnostic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import fpmcore.artifacts as A
+import fpmcore_dsv41
+import fpmcore_glm53flash
+from fpmcore import ProducerContract
+from fpmcore.plugins import PluginHost
+from fpmcore_glm53flash import artifact as G
+from fpmcore_glm53flash.artifact_producer import expected_producer_record
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["make_artifacts"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+M = _load_tool()
+
+
+@pytest.fixture(scope="module")
+def host():
+    return PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch):
+    """A rule that raises is a bug: let it raise instead of becoming a diagnostic."""
+    monkeypatch.setattr(A, "STRICT", True)
+
+
+def check(host, plan, cell, files):
+    return A.validate_files(host, cell, files, plan)
+
+
+# -- the valid example (05 §9.1, §9.2) -------------------------------------------------
+
+
+def test_example_row_is_the_row_of_9_1():
+    plan, cell, files = M.glm_example()
+    row = files["r0.json"]["results"][1]
+    m = row["fpms"][0]["benchmark_measurement"]
+    assert [r["wall_time"] for r in m["raw_fpms"]] == [
+        0.0360,
+        0.0348,
+        0.0347,
+        0.0349,
+        0.0346,
+        0.0350,
+        0.0348,
+        0.0351,
+        0.0347,
+        0.0352,
+    ]
+    assert [r["benchmark_sample"]["forward_index"] for r in m["raw_fpms"]] == list(range(23, 33))
+    assert row["fpms"][0]["wall_time"] == 0.0348  # the 5th smallest of raw samples 1…9
+    assert m["point_key"] == "d60ecb7532ce754610cb0521e84f5d0a1c9066f7876cf17a31462ed0d5c629f4"
+    assert m["preparation"]["warmup_records_before"] == 12
+    assert row["repetition_evidence_sha256"] == "88dbaf65d666771ed7be69ccb17df7617510203b47e269cade8c09ea270672bc"
+    line = files["repetitions.jsonl"][1]
+    assert hashlib.sha256(line.rstrip(b"\n")).hexdigest() == row["repetition_evidence_sha256"]
+    assert files["r0.json"]["iteration_groups"][1]["wall_time"] == 0.0348
+    # 04 §9: the smoke digest of the FlashKDA list
+    assert (
+        A.canonical_digest(files["points.json"]) == "5fe3d7e281abbfdd451d5796ad412a5121fdafe0625a44e8498261d6e20eb93c"
+    )
+    assert files["r0.json"]["repetition_evidence"]["records"] == 5
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_valid_example_is_accepted(host, ranks):
+    plan, cell, files = M.glm_example(ranks)
+    result = check(host, plan, cell, files)
+    assert (result.status, result.contract, result.diagnostics) == ("accepted", "glm53flash_native_graph_policy", ())
+    # 05 §7.3: two non-blocking gaps per rank
+    assert result.gaps == tuple(
+        g
+        for r in range(ranks)
+        for g in (f"rank {r}: injected prompt hashes unavailable", f"rank {r}: preceding prompt evidence incomplete")
+    )
+    assert [x.wall_time for x in result.retained if x.rank == 0][1] == 0.0348
+
+
+def test_valid_example_with_merged_artifact_is_accepted(host):
+    plan, cell, _ = M.glm_example()
+    files = M.glm_cell(plan, cell, M.SMOKE_MANIFEST, ranks=2, merged=True)
+    assert check(host, plan, cell, files).status == "accepted"
+
+
+# -- the negative cases ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", M.CASES, ids=[c.id for c in M.CASES])
+def test_negative_case_is_refused_by_its_rule(host, case):
+    plan, cell, files, message = case.build()
+    result = check(host, plan, cell, files)
+    assert result.status == "refused"
+    (d,) = result.diagnostics
+    assert (d.rule, d.message) == (case.rule, message)
+
+
+def test_there_are_enough_negative_cases():
+    spec_cases = [c for c in M.CASES if c.id.startswith("N")]
+    assert len(spec_cases) == 40 and len(M.CASES) >= 65
+    assert len({c.rule for c in M.CASES}) >= 35
+
+
+def test_nine_samples_pass_the_general_rules_only(host):
+    """05 §8.4: the rules come from the frozen cell: nine raw samples satisfy the general rules
+    (a cell without configuration-bound identity accepts them) but never the GLM contract, even
+    when the artifact's protocol claims nine repetitions."""
+    plan, cell, files, _ = M.CASES[1].build()  # N2
+    del files["r0.json"]["measurement_protocol"]["producer"]
+    general = {"cell_id": cell["cell_id"]}
+    assert check(host, plan, general, files).status == "accepted"
+    plan, cell, files, _ = M.CASES[1].build()
+    files["r0.json"]["measurement_protocol"]["producer"]["measured_repetitions"] = 9
+    (d,) = check(host, plan, cell, files).diagnostics
+    assert (d.rule, d.message) == (
+        "A-23",
+        "measurement_protocol.producer.measured_repetitions expected 10, found 9: r0.json",
+    )
+
+
+def test_a38_compares_multisets():
+    """A row digest binds one line; two rows cannot share a line (A-38)."""
+    plan, cell, files = M.glm_example()
+    rows = files["r0.json"]["results"]
+    rows[2]["repetition_evidence_sha256"] = rows[1]["repetition_evidence_sha256"]
+    view = A.CellView.from_hook(fpmcore_glm53flash.CONTRACT, cell, files, plan)
+    (d,) = A.run_rules(view, G.RULES)
+    assert d.rule == "A-38" and "benchmark_id=3 rank=0 matches no line" in d.message
+
+
+# -- rules in isolation ----------------------------------------------------------------------
+
+
+def test_expected_producer_pins_vllm_0_33_0_and_the_dynamo_commit():
+    rec = expected_producer_record()
+    assert list(rec) == [
+        "name",
+        "vllm_package_version",
+        "scheduler_revision",
+        "distribution",
+        "port_sources",
+        "runtime_source_manifest_sha256",
+        "overlay_sha256",
+    ]
+    assert rec["vllm_package_version"] == "0.33.0"
+    assert rec["scheduler_revision"] == "9abd2ef0d908c4bb323e1b8956ea76a5772a1d41"
+    assert len(rec["port_sources"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("point", "regime"),
+    [
+        ({"point_type": "prefill", "total_kv_read_tokens": 2176}, "real_kv"),
+        ({"point_type": "prefill", "total_kv_read_tokens": 0}, "not_applicable"),
+        ({"point_type": "decode", "total_kv_read_tokens": 4096}, "real_kv"),
+    ],
+)
+def test_kv_seed_regime_follows_7_4(point, regime):
+    assert G.expected_regime(point) == regime
+
+
+def test_line_problems():
+    plan, cell, files = M.glm_example()
+    view = A.CellView.from_hook(fpmcore_glm53flash.CONTRACT, cell, files, plan)
+    rank, row = view.ranks[0], files["r0.json"]["results"][1]
+    line = files["repetitions.jsonl"][1]
+    assert G.line_problem(line, row, rank) is None
+    obj = json.loads(line)
+    obj["repetitions"].insert(7, obj["repetitions"].pop(1))  # a warm-up after a measurement
+    for j, rep in enumerate(obj["repetitions"]):
+        rep["index"] = j
+    bad = A.canonical_bytes(obj) + b"\n"
+    assert G.line_problem(bad, row, rank) == "warm-up repetition 7 comes after a measured repetition"
+    spaced = json.dumps(json.loads(line)).encode() + b"\n"
+    assert G.line_problem(spaced, row, rank) == "line is not canonical JSON (04 G-23)"
+    obj = json.loads(line)
+    obj["repetitions"] = obj["repetitions"][:1] + obj["repetitions"][2:]
+    for j, rep in enumerate(obj["repetitions"]):
+        rep["index"] = j
+    assert G.line_problem(A.canonical_bytes(obj), row, rank) == "warm-up repetitions expected 5, found 4"
+
+
+def test_validate_answers_only_its_contract():
+    plan, cell, files = M.glm_example()
+    other = ProducerContract("dsv41_eager", "eager", "hbm_tp_sharded")
+    assert G.validate(other, cell, files, plan) is None
+    assert fpmcore_glm53flash.fpm_validate_artifact(contract=other, cell=cell, files=files, plan=plan) is None
+    assert (
+        fpmcore_glm53flash.fpm_validate_artifact(
+            contract=fpmcore_glm53flash.CONTRACT, cell=cell, files=files, plan=plan
+        )
+        == []
+    )
+
+
+def test_producer_files_when_installed_decide_the_digests(monkeypatch):
+    """05 §7.2: the expected record is built from the shipped producer files when they are installed."""
+    from fpmcore_glm53flash import artifact_producer as P
+
+    monkeypatch.setattr(P, "_file_digest", lambda rel: hashlib.sha256(rel.encode()).hexdigest())
+    rec = P.expected_producer_record()
+    assert rec["overlay_sha256"] == hashlib.sha256(P.OVERLAY_FILE.encode()).hexdigest()
+    assert rec["runtime_source_manifest_sha256"] == hashlib.sha256(P.MANIFEST_FILE.encode()).hexdigest()

@@ -1,0 +1,66 @@
+"""Speed of the measurement reader: a 577-point, two-rank GLM artifact (pytest-benchmark).
+
+Benchmarks are disabled by default (``--benchmark-disable`` runs the body once);
+``pytest tests/test_artifacts_benchmark.py --benchmark-enable`` times it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import fpmcore.artifacts as A
+import fpmcore_dsv41
+import fpmcore_glm53flash
+from fpmcore.plugins import PluginHost
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["make_artifacts"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+M = _load_tool()
+H = 2176
+
+
+def glm_record() -> dict:
+    """The 04 G-25 plan record of the example GLM profile (FlashKDA, TP 4): 496 prefill and 81 decode points."""
+    from fpmcore import PlanLimits
+    from fpmcore.profile import load_profile
+
+    host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
+    profile = load_profile(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json")
+    plan = host.hooks.generate_points(
+        model="glm53flash", profile=profile, deployment=0, limits=PlanLimits(8192, 1048576, H, H)
+    )
+    return dict(plan.report["plan_record"])
+
+
+@pytest.fixture(scope="module")
+def big():
+    record = glm_record()
+    man = record["manifest"]
+    assert (len(man["prefill"]), len(man["decode"])) == (496, 81)
+    plan = M.glm_plan(manifest_sha256=A.canonical_digest(man))
+    assert plan["options"]["benchmark_points"]["manifest_sha256"] == record["manifest_sha256"]
+    cell = next(c for c in plan["cells"] if c["point_set"] == "full")
+    files = M.glm_cell(plan, cell, man, ranks=2, run_id="glm53flash-full-run-1")
+    return plan, cell, files
+
+
+def test_validate_577_points_two_ranks(benchmark, big):
+    plan, cell, files = big
+    host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
+    owners = A.protocol_owners(host)
+    assert sum(len(files[f"r{r}.json"]["results"]) for r in (0, 1)) == 2 * 577
+    result = benchmark(A.validate_files, host, cell, files, plan, owners=owners)
+    assert (result.status, len(result.retained)) == ("accepted", 2 * 577)
