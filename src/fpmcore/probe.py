@@ -9,7 +9,10 @@ one record per rank and phase).  The host names no runtime version and never
 imports the runtime.
 
 A live probe runs inside the runtime: the runtime plugin's observer
-(``fpm_observe_cache_groups``) writes the records there.
+(``fpm_observe_cache_groups``) writes the records there.  ``fpm import``
+takes a dry probe's folder as layout-level evidence (``fpmcore.importer``,
+I-113): it imports ``complete`` with ``"evidence": "layout"`` in its result
+and provenance.
 
 The plugin does the planning through the ``fpm_dry_probe`` hook.
 """
@@ -133,7 +136,11 @@ def _print_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[s
             f"kv_cache_max_concurrency {s['kv_cache_max_concurrency']!r}, kv_cache_size_tokens {s['kv_cache_size_tokens']}",
             markup=False,
         )
-    ctx.out.print("tensors were not allocated: the worker records list them in unresolved_fields", markup=False)
+    ctx.out.print(
+        "tensors were not allocated: the worker records list them in unresolved_fields; "
+        f"`fpm import {output}` takes the folder as layout-level evidence",
+        markup=False,
+    )
 
 
 def probe_command() -> CliCommand:

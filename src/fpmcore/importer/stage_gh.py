@@ -1,7 +1,10 @@
 """Stages G and H — block pool, storages, allocations, layout and block ownership.
 
 02 §3.8, §7.7 (I-62 to I-66) and §7.8 (I-67 to I-76).  The pool page is
-``P = allocated_cache_bytes / num_blocks`` (I-65, 03 C-8).  Block ownership is
+``P = allocated_cache_bytes / num_blocks`` (I-65, 03 C-8); for layout-level
+evidence (a dry run, stage B) the planned bytes :func:`cache_bytes` take the
+place of the allocated bytes, I-64 does not run and I-66 checks the plan, and
+stage H does not run (it needs the allocated storages).  Block ownership is
 decided without enumerating blocks: for two layers with block-0 page starts
 ``a``, ``a′``, pages ``p``, ``p′`` and a common block stride ``S``, the block
 offsets ``d`` whose pages overlap form one integer interval (02 §7.8).
@@ -13,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.importer.model import Context, Record, Refusal, per_record
+from fpmcore.importer.model import LAYOUT, Context, Record, Refusal, per_record
 from fpmcore.importer.values import canonical, is_int, is_nonneg_int, is_pos_int, show
 
 BLOCK_OUTER = ("BLHNC", "BLNHC")
@@ -69,9 +72,34 @@ def same_int(v: Any, want: int) -> bool:
     return is_int(v) and v == want
 
 
+def planned_cache_bytes(rec: Record) -> int | None:
+    """The bytes a worker's cache plan allocates, read from its allocations (layout level).
+
+    With hybrid evidence every allocation places its layers in one backing
+    allocation of ``size`` bytes (vLLM 0.33.0 ``KVCacheTensor.size``;
+    ``vllm/v1/worker/utils.py`` allocates it once): the largest size (I-66
+    wants them all equal).  Without hybrid evidence each allocation is its
+    own tensor (02 §3.14): the sum of the sizes.
+    """
+    allocs = rec.cache.get("allocations")
+    if not isinstance(allocs, list) or not allocs:
+        return None
+    sizes = [a.get("size") if isinstance(a, dict) else None for a in allocs]
+    if not all(is_pos_int(x) for x in sizes):
+        return None
+    return max(sizes) if rec.hybrid else sum(sizes)
+
+
+def cache_bytes(rec: Record) -> Any:
+    """The allocated cache bytes of a worker; for a dry (layout-level) worker the planned bytes."""
+    if rec.level == LAYOUT:
+        return planned_cache_bytes(rec)
+    return rec.cache.get("allocated_cache_bytes")
+
+
 def i64_storages(ctx: Context, rec: Record) -> None:
-    """I-64: distinct CUDA storages of one device that sum to the allocated bytes."""
-    if not rec.is_worker:
+    """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence)."""
+    if not rec.is_worker or ctx.layout:
         return
     c = rec.cache
     storages = c.get("storages")
@@ -102,21 +130,27 @@ def i64_storages(ctx: Context, rec: Record) -> None:
 
 
 def i65_budget(ctx: Context, rec: Record) -> None:
-    """I-65: the allocation fits the profiled budget and divides into whole pool pages."""
+    """I-65: the allocation (a dry run: the planned bytes) fits the profiled budget and divides into whole pool pages."""
     if not rec.is_worker:
         return
     c = rec.cache
-    a, v, n = c.get("allocated_cache_bytes"), c.get("available_cache_bytes"), c.get("num_blocks")
+    a, v, n = cache_bytes(rec), c.get("available_cache_bytes"), c.get("num_blocks")
+    what = "planned" if ctx.layout else "allocated"
     if not (is_int(a) and is_int(v) and is_pos_int(n)) or a > v or a % n != 0:
-        raise Refusal("I-65", f"physical cache allocation exceeds its budget or has a non-integral pool page size: allocated {show(a)}, available {show(v)}, num_blocks {show(n)}")
+        raise Refusal("I-65", f"physical cache allocation exceeds its budget or has a non-integral pool page size: {what} {show(a)}, available {show(v)}, num_blocks {show(n)}")
 
 
 def i66_one_storage(ctx: Context, rec: Record) -> None:
-    """I-66: hybrid records: every allocation on one storage of exactly the allocated bytes."""
+    """I-66: hybrid records: every allocation on one storage of exactly the allocated bytes (a dry run: one planned size)."""
     if not (rec.is_worker and rec.hybrid):
         return
     c = rec.cache
     allocs = c.get("allocations") if isinstance(c.get("allocations"), list) else []
+    if ctx.layout:  # the plan: every allocation names the same backing size
+        sizes = sorted({a.get("size") for a in allocs}, key=lambda x: (0, x, "") if is_int(x) else (1, 0, repr(x)))
+        if len(sizes) != 1:
+            raise Refusal("I-66", f"layer-strided allocations must share one backing storage: planned sizes {', '.join(show(x) for x in sizes) or 'none'}")
+        return
     ids = sorted({str(a.get("storage_id")) for a in allocs})
     sizes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
     if len(ids) != 1 or sizes.get(ids[0]) != c.get("allocated_cache_bytes"):
@@ -133,8 +167,8 @@ STAGE_G = [
 
 
 def pool_page(rec: Record) -> int:
-    c = rec.cache
-    return c["allocated_cache_bytes"] // c["num_blocks"]
+    """``P``: the allocated (a dry run: planned) bytes per pool block (03 C-8)."""
+    return cache_bytes(rec) // rec.cache["num_blocks"]
 
 
 # ==========================================================================

@@ -301,7 +301,9 @@ STATE_PHASE_KEYS = ("block_size_tokens", "state.mamba_cache_mode", "startup_bloc
 
 
 def i105_hardware(ctx: Context) -> Iterator[Finding]:
-    """I-105: one hardware across phases and ranks."""
+    """I-105: one hardware across phases and ranks (not for layout-level evidence, which names none)."""
+    if ctx.layout:
+        return
     ws = ctx.workers()
     for w in ws[1:]:
         if not same(w.data.get("hardware"), ws[0].data.get("hardware")):

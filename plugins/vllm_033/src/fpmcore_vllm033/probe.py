@@ -10,7 +10,15 @@ worker records list the tensor evidence (storages, views, attention groups,
 model runner) and the hardware in ``unresolved_fields``, and their
 ``lifecycle`` says ``measurement: "cache_planned"`` with
 ``cache_initialized``, ``warmup_completed`` and ``capture_completed`` false.  Everything else is read from vLLM's objects by
-the observer (:mod:`fpmcore_vllm033.observe`).
+the observer (:mod:`fpmcore_vllm033.observe`).  ``fpm import`` accepts such an
+attempt as layout-level evidence (``fpmcore.importer``, I-113).
+
+The runtime of a dry run is the installed vLLM distribution: the launch's
+``deployment.image`` and every record's ``runtime.image`` are
+``local/vllm-cpu-dry-run@sha256:<d>`` and ``runtime.source_revision`` is
+``<d>``, where ``<d>`` is the SHA-256 of the distribution's ``RECORD`` file
+(the hashes of every installed file; the wheel names only a short commit), so
+the same installed wheel always gives the same bytes (:func:`installed_digest`).
 
 MODEL.json is the format of the vLLM oracle harness (see
 ``examples/probes/README.md``): ``max_model_len``,
@@ -88,6 +96,26 @@ _DTYPES = {
 _KV_LABELS = {"bfloat16": "bfloat16", "float16": "half"} | {
     k: "fp8" for k in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "fp8_per_token_head")
 }
+
+
+#: The image name of a dry run; its digest is :func:`installed_digest`.
+DRY_RUN_IMAGE = "local/vllm-cpu-dry-run"
+
+
+def installed_digest(distribution: str = "vllm") -> str:
+    """SHA-256 of the installed distribution's ``RECORD`` file (deterministic for one installed wheel)."""
+    from importlib import metadata
+
+    dist = metadata.distribution(distribution)
+    for f in dist.files or ():
+        if f.name == "RECORD" and f.parent.name.endswith(".dist-info"):
+            return hashlib.sha256(Path(str(f.locate())).read_bytes()).hexdigest()
+    raise RuntimeError(f"the installed {distribution} distribution has no RECORD file")
+
+
+def dry_run_image(digest: str) -> str:
+    """The image of a dry run (02 §2.2 form ``<registry/name>@sha256:<64 hex>``)."""
+    return f"{DRY_RUN_IMAGE}@sha256:{digest}"
 
 
 class ModelJsonError(ValueError):
@@ -362,18 +390,31 @@ def kv_label(kv_cache_dtype: str, model_dtype: str) -> str | None:
     return _KV_LABELS.get(kv_cache_dtype)
 
 
-def default_launch(model: Mapping[str, Any], vllm_config: Any, *, configuration: str, tp: int, version: str) -> dict:
+def default_launch(
+    model: Mapping[str, Any],
+    vllm_config: Any,
+    *,
+    configuration: str,
+    tp: int,
+    version: str,
+    image: str | None = None,
+    revision: str = "unpinned",
+) -> dict:
     """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
 
     Identity, precision and deployment are inputs of the probe, not
     observations: give them in MODEL.json's ``launch`` to match a deployment.
+    ``tp`` is always the probe's, and ``deployment.image`` always the dry
+    run's ``image`` (the runtime that planned, I-26).  ``revision`` is the
+    default ``identity.model_revision``: :func:`dry_probe` pins it to the
+    SHA-256 of the MODEL.json bytes, the description that was planned.
     """
     cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
     label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype)) or str(cc.cache_dtype)
     launch = {
         "identity": {
             "model": configuration,
-            "model_revision": "unpinned",
+            "model_revision": revision,
             "architecture": "unknown",
             "num_experts": 0,
             "framework": "vllm",
@@ -403,10 +444,12 @@ def default_launch(model: Mapping[str, Any], vllm_config: Any, *, configuration:
             "mamba_cache_mode_override": None,
         },
         "model_config": {"path": "model-config.json", "sha256": hashlib.sha256(stub_config_bytes()).hexdigest()},
-        "deployment": {"executor": "kubernetes", "image": "local/vllm-cpu-dry-run"},
+        "deployment": {"executor": "kubernetes", "image": image or DRY_RUN_IMAGE},
     }
     launch = _merge(launch, model.get("launch") or {})
     launch["topology"]["tp"] = tp
+    if image is not None:
+        launch["deployment"]["image"] = image
     return launch
 
 
@@ -427,7 +470,9 @@ def _write_new(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def worker_source(p: SimpleNamespace, manifest: Mapping[str, Any], rank: int, model_identity: Mapping) -> dict:
+def worker_source(
+    p: SimpleNamespace, manifest: Mapping[str, Any], rank: int, model_identity: Mapping, digest: str | None = None
+) -> dict:
     """What a dry-run worker exposes: planned, no tensors, no model runner, no GPU."""
     return {
         "kind": "worker",
@@ -446,11 +491,20 @@ def worker_source(p: SimpleNamespace, manifest: Mapping[str, Any], rank: int, mo
             "capture_completed": False,
         },
         "model": dict(model_identity),
-        "image": None,
+        **_runtime_source(digest),
     }
 
 
-def scheduler_source(p: SimpleNamespace, manifest: Mapping[str, Any], model_identity: Mapping) -> dict:
+def _runtime_source(digest: str | None) -> dict[str, Any]:
+    """``image`` and ``source_revision`` of a dry run: the installed distribution's digest."""
+    if digest is None:
+        return {"image": None}
+    return {"image": dry_run_image(digest), "source_revision": digest}
+
+
+def scheduler_source(
+    p: SimpleNamespace, manifest: Mapping[str, Any], model_identity: Mapping, digest: str | None = None
+) -> dict:
     """What the engine core exposes right after its scheduler is built."""
     return {
         "kind": "scheduler",
@@ -461,7 +515,7 @@ def scheduler_source(p: SimpleNamespace, manifest: Mapping[str, Any], model_iden
         "scheduler": p.scheduler,
         "lifecycle": {"cache_initialized": True},
         "model": dict(model_identity),
-        "image": None,
+        **_runtime_source(digest),
     }
 
 
@@ -507,6 +561,7 @@ def dry_probe(
     version = framework_version or vllm.__version__
     configuration = configuration or model.get("configuration") or model_path.stem
     mode = "on" if caching else "off"
+    digest = installed_digest()
     attempt = f"cpu-dry-tp{tp}-caching-{mode}-{hashlib.sha256(raw).hexdigest()[:8]}"
 
     config_bytes = stub_config_bytes()
@@ -519,7 +574,10 @@ def dry_probe(
         for phase in PHASES:
             p = plan(model, tp=tp, caching=caching, model_dir=model_dir)
             if launch is None:
-                launch = default_launch(model, p.vllm_config, configuration=configuration, tp=tp, version=version)
+                launch = default_launch(
+                    model, p.vllm_config, configuration=configuration, tp=tp, version=version,
+                    image=dry_run_image(digest), revision=hashlib.sha256(raw).hexdigest(),
+                )  # fmt: skip
             identity = {
                 "path": launch["identity"]["model"],
                 "revision": launch["identity"]["model_revision"],
@@ -539,8 +597,10 @@ def dry_probe(
             manifest_bytes = dumps(manifest)
             files[folder / "launch-manifest.json"] = manifest_bytes
             artifacts = []
-            records = [observer(worker_source(p, manifest, t, identity), phase=phase, rank=t) for t in range(tp)]
-            records.append(observer(scheduler_source(p, manifest, identity), phase=phase, rank=0))
+            records = [
+                observer(worker_source(p, manifest, t, identity, digest), phase=phase, rank=t) for t in range(tp)
+            ]
+            records.append(observer(scheduler_source(p, manifest, identity, digest), phase=phase, rank=0))
             for record in records:
                 rel = folder / observe.record_file_name(record)
                 data = dumps(record)
