@@ -18,18 +18,26 @@ static const fpm_test_case CASES[] = {
     {"version_rejects_null", test_version_rejects_null},
 };
 
-int main(void) {
-    int passed = 0, failed = 0;
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+extern const fpm_test_case FPM_REPLAY_CASES[];
+extern const size_t FPM_REPLAY_NCASES;
+
+static void run_cases(const fpm_test_case *cases, size_t n, int *passed, int *failed) {
+    for (size_t i = 0; i < n; i++) {
         fpm_test_failures_in_case = 0;
-        CASES[i].fn();
+        cases[i].fn();
         if (fpm_test_failures_in_case == 0) {
-            passed++;
+            (*passed)++;
         } else {
-            failed++;
-            fprintf(stderr, "FAILED %s\n", CASES[i].name);
+            (*failed)++;
+            fprintf(stderr, "FAILED %s\n", cases[i].name);
         }
     }
+}
+
+int main(void) {
+    int passed = 0, failed = 0;
+    run_cases(CASES, sizeof CASES / sizeof CASES[0], &passed, &failed);
+    run_cases(FPM_REPLAY_CASES, FPM_REPLAY_NCASES, &passed, &failed);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -53,12 +53,18 @@ typedef struct {
     int64_t nprefill;
     const fpm_decode_row *decode;
     int64_t ndecode;
+    const int64_t *origin_upto;
+    const int64_t *origin_key;
+    int64_t norigin;
 } fpm_replay_config;
 typedef struct {
     int64_t prompt_len;
     int64_t output_len;
     int64_t arrival_step;
     double arrival_time;
+    int64_t own_key;
+    int64_t origin_off;
+    int64_t origin_len;
 } fpm_replay_request;
 typedef struct {
     int64_t step;
@@ -103,6 +109,8 @@ typedef struct {
     int32_t junction_checkpoint;
 } fpm_align_query;
 fpm_status fpm_align_stop(const fpm_align_query *q, int64_t *out);
+fpm_status fpm_block_range(const fpm_group *g, int64_t computed, int64_t target, int64_t *first, int64_t *end);
+fpm_status fpm_peak_request_blocks(const fpm_group *g, int64_t context, int64_t max_num_tokens, int64_t *out);
 fpm_status fpm_step_time(const fpm_replay_config *cfg, int64_t nprefill, int64_t prefill_tokens,
                          int64_t prefill_kv, int64_t ndecode, int64_t decode_kv, double *seconds,
                          int32_t *extrapolated, int32_t *missing_phase);

@@ -23,6 +23,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.importer", "import_command"),
     ("fpmcore.planning", "plan_command"),
     ("fpmcore.artifacts", "validate_command"),
+    ("fpmcore.replay.cli", "replay_command"),
 )
 
 

@@ -31,6 +31,9 @@ if _want_pure():
     def version() -> str:
         return _impl.version()
 
+    replay_run = _impl.replay_run
+    align_stop = _impl.align_stop
+
 else:
     try:
         from fpmcore._native import ffi as _ffi
@@ -49,6 +52,18 @@ else:
         if status != 0:  # pragma: no cover - fpm_version only fails on NULL
             raise RuntimeError(f"fpm_version failed with status {status}")
         return _ffi.string(out[0]).decode()
+
+    def replay_run(cfg, requests, arrival_mode):  # type: ignore[no-untyped-def]
+        """Replay a whole trace in C (``fpm_replay_run``); see :mod:`fpmcore.replay.cengine`."""
+        from fpmcore.replay.cengine import run_c
+
+        return run_c(cfg, requests, arrival_mode)
+
+    def align_stop(query):  # type: ignore[no-untyped-def]
+        """04 G-2 … G-6 in C (``fpm_align_stop``)."""
+        from fpmcore.replay.cengine import align_stop_c
+
+        return align_stop_c(query)
 
     _built = version()
     if _built != fpmcore.__version__:

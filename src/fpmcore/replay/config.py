@@ -1,0 +1,177 @@
+"""The replay configuration from a profile (06 R-1) and its refusals (R-2, R-3, R-5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from fpmcore.errors import FpmError
+from fpmcore.replay.model import (
+    KIND_CONV,
+    KIND_FULL,
+    KIND_MAMBA,
+    KIND_RING,
+    KIND_WINDOW,
+    GroupSpec,
+    LatencyTable,
+    ReplayConfig,
+)
+
+MAX_BYTES = 2**53
+
+
+def group_spec(g: Any) -> GroupSpec:
+    """An :class:`GroupSpec` from a profile ``FpmCacheGroup`` (01 §3).
+
+    A ``state`` group with checkpoint fields is a Mamba group, one without a
+    ring group (R-4); a Mamba group's ``block_size_tokens`` is its Mamba block.
+    """
+    if g.kind == "attention":
+        kind = KIND_FULL if g.sliding_window is None else KIND_WINDOW
+    elif g.kind == "convolution":
+        kind = KIND_CONV
+    else:
+        kind = KIND_RING if g.prefill_checkpoint_blocks is None else KIND_MAMBA
+    return GroupSpec(
+        name=g.name,
+        kind=kind,
+        block=g.block_size_tokens,
+        page=g.page_size_bytes,
+        window=g.sliding_window or 0,
+        blocks_per_request=g.blocks_per_request or 0,
+        checkpoint_blocks=g.prefill_checkpoint_blocks or 0,
+        checkpoint_alignment=g.prefill_checkpoint_alignment or 0,
+    )
+
+
+def _r3(msg: str) -> FpmError:
+    return FpmError("R-3", msg)
+
+
+def check_config(cfg: ReplayConfig) -> ReplayConfig:
+    """R-3 in its order, then the 2**53 limits of R-2 and R-5; returns ``cfg``."""
+    for g in cfg.groups:
+        if g.block <= 0 or g.page <= 0 or not g.name.strip():
+            raise _r3(
+                "replay requires cache groups with a name and positive block_size_tokens and "
+                f"page_size_bytes: group {g.name}"
+            )
+    for field in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
+        v = getattr(cfg, field)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise _r3(f"replay requires a positive integer {field}: found {json.dumps(v)}")
+    w = cfg.watermark
+    if not (0.0 <= w < 1.0):
+        raise _r3(f"watermark must be in [0, 1): found {w}")
+    if not cfg.groups:
+        raise _r3("replay requires cache groups with a name and positive block_size_tokens and page_size_bytes: group ")
+    block_mode = cfg.block_mode
+    if w > 0 and not block_mode:
+        raise _r3(f"watermark requires block mode: watermark={w}")
+    if cfg.prefix_caching and not block_mode:
+        q = cfg.groups[0].page
+        bad = next(g for g in cfg.groups if g.page != q)
+        raise _r3(
+            "prefix-caching replay requires every cache group page to equal the pool page: "
+            f"group {bad.name} page {bad.page}, pool page {q}"
+        )
+    if block_mode and cfg.capacity_bytes % cfg.page != 0:
+        raise _r3(f"capacity_bytes {cfg.capacity_bytes} is not a whole number of {cfg.page}-byte pool blocks")
+    if cfg.prefix_caching:
+        for g in cfg.groups:
+            if g.kind in (KIND_WINDOW, KIND_CONV):
+                raise _r3(f"prefix-caching replay does not support sliding-window or convolution groups: group {g.name}")
+        attn = [g for g in cfg.groups if g.kind == KIND_FULL]
+        mamba = [g for g in cfg.groups if g.kind == KIND_MAMBA]
+        b = attn[0].block if attn else (mamba[0].block if mamba else 0)
+        bad_m = next((g for g in mamba if g.block != b), None)
+        if cfg.hash_block_size != b or bad_m is not None:
+            m = bad_m.block if bad_m is not None else (mamba[0].block if mamba else b)
+            raise _r3(
+                "prefix-caching replay requires hash_block_size_tokens equal to the block size: "
+                f"hash={cfg.hash_block_size}, block={b}, mamba block={m}"
+            )
+        if mamba and not cfg.enable_chunked_prefill:
+            raise _r3(
+                "prefix-caching replay with mamba state groups requires chunked prefill: enable_chunked_prefill=false"
+            )
+    if cfg.capacity_bytes > MAX_BYTES:
+        raise FpmError("R-2", f"capacity_bytes {cfg.capacity_bytes} exceeds 2**53 bytes")
+    total = 0
+    for g in cfg.groups:
+        if g.kind in (KIND_RING, KIND_MAMBA):
+            total += g.blocks_per_request * g.page
+            if total > MAX_BYTES:
+                raise FpmError("R-5", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
+    for g in cfg.groups:
+        # The largest holding a group can reach (R-4, R-6) must stay a 2**53 byte quantity.
+        most = -(-(cfg.max_model_len + cfg.max_num_batched_tokens) // g.block) + 3 + g.blocks_per_request
+        if most * g.page > MAX_BYTES:
+            raise FpmError("R-2", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
+    return cfg
+
+
+def config_from_profile(
+    profile: Any,
+    deployment: int = 0,
+    *,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    max_model_len: int | None = None,
+    prefix_caching: bool = False,
+    reserve_full_isl: bool = True,
+    enable_chunked_prefill: bool = True,
+    watermark: float = 0.0,
+    table: LatencyTable | None = None,
+    fixed_step_seconds: float | None = None,
+    capacity_bytes: int | None = None,
+) -> ReplayConfig:
+    """R-1 defaults from an ``FpmModelProfile``'s deployment, then R-3.
+
+    Without a table and without ``fixed_step_seconds`` every step takes 1.0 s (R-31).
+    """
+    dep = profile.deployments[deployment]
+    res = dep.resources
+    if res.cache_layout != "grouped" or not res.cache_groups:
+        raise FpmError("R-1", "replay requires a grouped cache layout with cache groups", f"deployments[{deployment}]")
+    rm = res.runtime_memory
+    if capacity_bytes is None:
+        if rm is None:
+            raise FpmError("R-1", "replay requires runtime_memory.kv_cache_bytes", f"deployments[{deployment}]")
+        capacity_bytes = rm.kv_cache_bytes
+    if max_model_len is None:
+        max_model_len = rm.max_model_len if rm is not None else profile.context_length
+    groups = tuple(group_spec(g) for g in res.cache_groups)
+    hash_block = 0
+    if prefix_caching:
+        if rm is not None and rm.hash_block_size_tokens:
+            hash_block = rm.hash_block_size_tokens
+        else:
+            attn = [g for g in groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
+            hash_block = (attn or list(groups))[0].block
+    if table is None and fixed_step_seconds is None:
+        fixed_step_seconds = 1.0
+    cfg = ReplayConfig(
+        groups=groups,
+        capacity_bytes=capacity_bytes,
+        max_num_batched_tokens=res.max_num_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
+        max_num_seqs=res.max_batch_size if max_num_seqs is None else max_num_seqs,
+        max_model_len=max_model_len,
+        enable_chunked_prefill=enable_chunked_prefill,
+        reserve_full_isl=reserve_full_isl,
+        watermark=watermark,
+        prefix_caching=prefix_caching,
+        hash_block_size=hash_block,
+        fixed_step_seconds=fixed_step_seconds if table is None else None,
+        table=table,
+    )
+    return check_config(cfg)
+
+
+def make_config(groups: Sequence[GroupSpec], capacity_bytes: int, **kw: Any) -> ReplayConfig:
+    """A checked config from groups directly (tests and tools)."""
+    if kw.get("prefix_caching") and not kw.get("hash_block_size"):
+        attn = [g for g in groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
+        kw["hash_block_size"] = (attn or list(groups))[0].block
+    return check_config(ReplayConfig(groups=tuple(groups), capacity_bytes=capacity_bytes, **kw))

@@ -1,0 +1,170 @@
+"""Run a trace through the replay engine: the C library or the Python reference.
+
+:func:`run_replay` is the entry point.  The backend follows
+:mod:`fpmcore.native` (``FPMCORE_PUREPYTHON=1`` selects the Python
+reference); ``backend=`` overrides it.
+
+The align-stop rule (06 R-§4): the C engine has vLLM 0.33.0's Mamba align
+split built in (04 G-2 … G-6), parameterized by the profile's Mamba groups
+(``prefill_checkpoint_blocks`` / ``prefill_checkpoint_alignment``), because
+it cannot call Python per step.  A model plugin's rule (the
+``fpm_align_stop`` hook) is honoured by the Python reference: pass it as
+``align_stop=``, and the run uses the reference engine with that rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import AlignStopQuery
+from fpmcore.replay import records
+from fpmcore.replay.model import ARRIVE_STEP, ARRIVE_TIME, RawResult, ReplayConfig, ReplayRequest
+from fpmcore.replay.reference import run_reference
+from fpmcore.replay.trace import Trace
+
+
+@attrs.frozen
+class ReplayResult:
+    """The records of one run (R-34, R-35) and the stop diagnostic, if the run stopped."""
+
+    steps: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    summary: dict[str, Any]
+    error: FpmError | None
+    backend: str
+    raw: RawResult = attrs.field(repr=False)
+
+
+def arrival_step_for(t: float, s: float) -> int:
+    """R-25: the first step ``k`` with ``k × s ≥ t`` (one double multiplication per candidate)."""
+    k = max(int(math.ceil(t / s)), 0)
+    while k > 0 and (k - 1) * s >= t:
+        k -= 1
+    while k * s < t:
+        k += 1
+    return k
+
+
+def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]:
+    """R-36 origin breakpoints and own keys of every request.
+
+    Tokens ``[0, q)`` of a request carry the key of its first ``(upto, key)``
+    pair with ``q ≤ upto``, else the request's own key.  Shared prefix ids get
+    keys ``0 … S−1`` in order of appearance; request ``i``'s own key is ``S + i``.
+    """
+    shared: dict[str, int] = {}
+    for r in trace.requests:
+        if r.shared_prefix_id is not None:
+            shared.setdefault(r.shared_prefix_id, len(shared))
+    base = len(shared)
+    index = {r.request_id: i for i, r in enumerate(trace.requests)}
+    out: list[tuple[tuple[int, int], ...]] = []
+    for r in trace.requests:
+        if r.shared_prefix_id is not None:
+            out.append(((int(r.shared_prefix_len or 0), shared[r.shared_prefix_id]),))
+        elif r.prefix_of is not None:
+            lim = int(r.prefix_of_len or 0)
+            src = index[r.prefix_of]
+            bps: list[tuple[int, int]] = []
+            for upto, key in out[src]:
+                if upto >= lim:
+                    bps.append((lim, key))
+                    break
+                bps.append((upto, key))
+            else:
+                bps.append((lim, base + src))
+            out.append(tuple(bps))
+        else:
+            out.append(())
+    return out, [base + i for i in range(len(trace.requests))]
+
+
+#: Largest prompt or output length the engine takes (its integers stay far below 2**63).
+MAX_TOKENS = 2**40
+#: Largest arrival step: an idle period is a run of empty steps (R-25), each with a record.
+MAX_ARRIVAL_STEP = 50_000_000
+
+
+def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayRequest, ...], int]:
+    """The trace in engine form and its arrival mode (R-25).
+
+    Refuses (rule ``R-32``) lengths above :data:`MAX_TOKENS` and arrivals
+    after step :data:`MAX_ARRIVAL_STEP`, the engine's limits.
+    """
+    out = []
+    origin, own = origins(trace)
+    if trace.step_exact:
+        mode = ARRIVE_STEP
+    elif cfg.fixed_step_seconds is not None:
+        mode = ARRIVE_STEP
+    else:
+        mode = ARRIVE_TIME
+    for i, r in enumerate(trace.requests):
+        if trace.step_exact:
+            step, t = int(r.arrival_step or 0), 0.0
+        elif mode == ARRIVE_STEP:
+            assert cfg.fixed_step_seconds is not None
+            t = float(r.arrival_time or 0.0)
+            step = arrival_step_for(t, cfg.fixed_step_seconds)
+        else:
+            step, t = 0, float(r.arrival_time or 0.0)
+        for name, v in (("prompt_len", r.prompt_len), ("output_len", r.output_len)):
+            if v > MAX_TOKENS:
+                raise FpmError("R-32", f"trace line {i + 1}: {name} {v} exceeds the replay limit {MAX_TOKENS}")
+        if step > MAX_ARRIVAL_STEP:
+            raise FpmError(
+                "R-32", f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps"
+            )
+        out.append(ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i]))
+    return tuple(out), mode
+
+
+def default_backend() -> str:
+    from fpmcore import native
+
+    return native.BACKEND
+
+
+def run_raw(
+    cfg: ReplayConfig,
+    reqs: tuple[ReplayRequest, ...],
+    mode: int,
+    *,
+    backend: str | None = None,
+    align_stop: Callable[[AlignStopQuery], int] | None = None,
+) -> tuple[RawResult, str]:
+    """Run engine-form requests with a backend; returns the raw result and the backend used."""
+    if backend is None:
+        backend = "python" if align_stop is not None else default_backend()
+    if backend == "c":
+        if align_stop is not None:
+            raise ValueError("a model align-stop rule runs only in the Python reference (backend='python')")
+        from fpmcore.replay import cengine
+
+        return cengine.run_c(cfg, reqs, mode), "c"
+    if backend != "python":
+        raise ValueError(f"unknown replay backend {backend!r}")
+    return run_reference(cfg, reqs, mode, align_stop), "python"
+
+
+def run_replay(
+    cfg: ReplayConfig,
+    trace: Trace,
+    *,
+    backend: str | None = None,
+    align_stop: Callable[[AlignStopQuery], int] | None = None,
+) -> ReplayResult:
+    """Replay ``trace`` under ``cfg`` and format the records (R-34, R-35)."""
+    reqs, mode = engine_requests(cfg, trace)
+    raw, used = run_raw(cfg, reqs, mode, backend=backend, align_stop=align_stop)
+    ids = [r.request_id for r in trace.requests]
+    steps = records.step_records(cfg, ids, raw)
+    reqrecs = records.request_records(list(trace.requests), raw)
+    summ = records.summary(cfg, steps, reqrecs, raw)
+    err = records.error_of(raw.error) if raw.error is not None else None
+    return ReplayResult(steps=steps, requests=reqrecs, summary=summ, error=err, backend=used, raw=raw)

@@ -1,0 +1,255 @@
+"""Step records, request records and the summary (06 R-34, R-35, R-10).
+
+Both backends return a :class:`~fpmcore.replay.model.RawResult`; this module
+formats it, so the two can differ only in what they compute.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fpmcore.errors import FpmError
+from fpmcore.replay.model import (
+    ERR_NO_PHASE,
+    ERR_OVERSIZED,
+    ERR_STALL,
+    EV_ADMITTED,
+    EV_FINISHED,
+    EV_PREEMPTED,
+    EV_REJECTED,
+    KIND_CONV,
+    KIND_FULL,
+    KIND_MAMBA,
+    KIND_RING,
+    KIND_WINDOW,
+    REJ_FINAL_FORWARD,
+    REJ_INPUT_SEQUENCE,
+    REJ_PROMPT,
+    ST_FINISHED,
+    RawError,
+    RawResult,
+    ReplayConfig,
+)
+
+SUMMARY_SCHEMA = "fpmcore.replay.summary/v1"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _t(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def error_of(err: RawError) -> FpmError:
+    """The diagnostic of a replay that stopped (R-9, R-26, R-27)."""
+    if err.code == ERR_OVERSIZED:
+        nb, n, c, cap, fixed = err.values
+        msg = (
+            f"grouped kv forward needs {nb} bytes for {n} scheduled tokens after {c} computed tokens, "
+            f"exceeding the entire {cap}-byte cache pool"
+        )
+        if fixed > 0:
+            msg += f" (including {fixed} fixed state bytes per request)"
+        return FpmError("R-9", msg + "; reduce max_num_batched_tokens or increase cache memory")
+    if err.code == ERR_STALL:
+        k, t, r, w = err.values
+        return FpmError(
+            "R-26", f"replay stalled at step {k}, t={t!r}: {r} running and {w} waiting requests cannot be scheduled"
+        )
+    if err.code == ERR_NO_PHASE:
+        return FpmError("R-27", f"latency table has no {('prefill', 'decode')[err.values[0]]} points")
+    raise AssertionError(f"unknown replay error code {err.code}")  # pragma: no cover
+
+
+def reject_reason(code: int, a: int, b: int, request_id: str) -> str | None:
+    if code == REJ_PROMPT:
+        return f"prompt_len {a} >= max_model_len {b}"
+    if code == REJ_FINAL_FORWARD:
+        return f"request {request_id} can never fit the cache pool: its final forward needs {a} bytes, capacity {b}"
+    if code == REJ_INPUT_SEQUENCE:
+        return f"request {request_id} can never fit the cache pool: its input sequence needs {a} bytes, capacity {b}"
+    return None
+
+
+def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict[str, Any]]:
+    """R-34 records, one per step."""
+    bm = cfg.block_mode
+    usable = cfg.usable_blocks
+    out = []
+    for s in raw.steps:
+        ev = {k: [ids[i] for kk, i in s.events if kk == k] for k in (EV_ADMITTED, EV_PREEMPTED, EV_FINISHED, EV_REJECTED)}
+        out.append(
+            {
+                "step": s.step,
+                "t_start": s.t_start,
+                "t_end": s.t_end,
+                "duration_s": s.duration_s,
+                "extrapolated": s.extrapolated,
+                "scheduled": [[ids[i], n, c] for i, n, c in s.scheduled],
+                "num_prefill_requests": s.num_prefill_requests,
+                "sum_prefill_tokens": s.sum_prefill_tokens,
+                "sum_prefill_kv_tokens": s.sum_prefill_kv_tokens,
+                "num_decode_requests": s.num_decode_requests,
+                "sum_decode_kv_tokens": s.sum_decode_kv_tokens,
+                "admitted": ev[EV_ADMITTED],
+                "preempted": ev[EV_PREEMPTED],
+                "finished": ev[EV_FINISHED],
+                "rejected": ev[EV_REJECTED],
+                "running": s.running,
+                "waiting": s.waiting,
+                "used_bytes_scheduled": s.used_bytes_scheduled,
+                "used_bytes_end": s.used_bytes_end,
+                "used_blocks_scheduled": s.used_blocks_scheduled if bm else None,
+                "used_blocks_end": s.used_blocks_end if bm else None,
+                "free_blocks": usable - s.used_blocks_end if bm else None,
+                "held_blocks_end": {ids[i]: list(h) for i, h in s.held} if bm else None,
+            }
+        )
+    return out
+
+
+def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any]]:
+    """R-35 request records, in trace order (requests that never arrived are left out)."""
+    out = []
+    for tr, r in zip(trace_reqs, raw.requests):
+        if r.status == 0:
+            continue
+        fin = r.status == ST_FINISHED
+        ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
+        if getattr(tr, "arrival_time", None) is not None:
+            arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
+        out.append(
+            {
+                "request_id": tr.request_id,
+                "arrival_time": _t(arr),
+                "prompt_len": tr.prompt_len,
+                "output_len": tr.output_len,
+                "status": "finished" if fin else "rejected",
+                "reject_reason": reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id),
+                "first_scheduled_time": _t(r.first_scheduled_time),
+                "first_token_time": _t(ft),
+                "finish_time": _t(fin_t),
+                "output_tokens": r.output_tokens,
+                "preemptions": r.preemptions,
+                "prefix_hit_tokens": r.prefix_hit_tokens,
+                "ttft_s": ft - arr if fin else None,
+                "tpot_s": (fin_t - ft) / (r.output_tokens - 1) if fin and r.output_tokens > 1 else None,
+                "e2e_s": fin_t - arr if fin else None,
+            }
+        )
+    return out
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None}
+    v = sorted(values)
+    n = len(v)
+
+    def pq(q: float) -> float:
+        return v[max(math.ceil(q * n) - 1, 0)]
+
+    return {"mean": sum(v) / n, "p50": pq(0.5), "p90": pq(0.9), "p99": pq(0.99), "max": v[-1]}
+
+
+def block_range(g: Any, computed: int, target: int) -> tuple[int, int]:
+    """01 P-14: the logical block range a group holds during a forward ``computed → target``."""
+    if target < computed:
+        raise FpmError(
+            "P-14", f"cache group {g.name}: target_tokens must be >= computed_tokens; got target {target} < computed {computed}"
+        )
+    if g.kind in (KIND_RING, KIND_MAMBA):
+        return 0, g.blocks_per_request if target > 0 else 0
+    first = 0 if g.kind == KIND_FULL else max(0, computed - (g.window - 1)) // g.block
+    return first, cdiv(target, g.block)
+
+
+def peak_request_blocks(g: Any, context: int, max_num_tokens: int) -> int:
+    """01 P-16 in blocks (R-10)."""
+    if g.kind == KIND_FULL:
+        return cdiv(context, g.block)
+    if g.kind in (KIND_WINDOW, KIND_CONV):
+        return min(cdiv(context, g.block), cdiv(g.window - 1 + max_num_tokens + g.block - 1, g.block))
+    return g.blocks_per_request
+
+
+def peak_request_bytes(cfg: ReplayConfig, context: int, max_num_tokens: int | None = None) -> int:
+    """R-10: Σ over groups of P-16 ``peak_request_bytes(context, T)``, ``T`` = the token budget by default."""
+    t = cfg.max_num_batched_tokens if max_num_tokens is None else max_num_tokens
+    return sum(peak_request_blocks(g, context, t) * g.page for g in cfg.groups)
+
+
+def occupancy_request_bytes(cfg: ReplayConfig, tokens: int) -> int:
+    """R-10: Σ over groups of P-17 ``occupancy_request_bytes(tokens)`` (P-16 with ``T = 1``)."""
+    return peak_request_bytes(cfg, tokens, 1)
+
+
+def sizing(cfg: ReplayConfig) -> dict[str, Any]:
+    """R-10 estimates at ``max_model_len``."""
+    L = cfg.max_model_len
+    T = cfg.max_num_batched_tokens
+    peak = 0
+    vllm_m = 0
+    align_extra = 0
+    for g in cfg.groups:
+        n = peak_request_blocks(g, L, T)
+        if g.kind == KIND_FULL:
+            m = n
+        elif g.kind in (KIND_WINDOW, KIND_CONV):
+            m = cdiv(min(g.window - 1 + T, L), g.block) + 1
+        else:
+            m = n
+            if g.kind == KIND_MAMBA and cfg.prefix_caching:
+                align_extra += (1 + g.checkpoint_blocks) * g.page
+                m = n + 1 + g.checkpoint_blocks
+        peak += n * g.page
+        vllm_m += m
+    align_peak = peak + align_extra if cfg.prefix_caching else None
+    if cfg.block_mode:
+        eff = (align_peak if align_peak is not None else peak) // cfg.page
+        mfc = cfg.usable_blocks // eff if eff else None
+        conc = (cfg.usable_blocks + 1) / vllm_m if vllm_m else None
+    else:
+        eff = align_peak if align_peak is not None else peak
+        mfc = cfg.capacity_bytes // eff if eff else None
+        conc = None
+    return {
+        "peak_request_bytes_at_max_model_len": peak,
+        "align_peak_request_bytes_at_max_model_len": align_peak,
+        "max_full_context_requests": mfc,
+        "kv_cache_max_concurrency": conc,
+    }
+
+
+def summary(cfg: ReplayConfig, steps: list[dict[str, Any]], requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
+    """R-35 summary."""
+    fin = [r for r in requests if r["status"] == "finished"]
+    makespan = (raw.steps[-1].t_end - raw.steps[0].t_start) if raw.steps else 0.0
+    out_tokens = sum(r["output_tokens"] for r in requests)
+    peak_running = 0
+    for s in raw.steps:
+        admitted_after = s.running + sum(1 for k, _ in s.events if k == EV_FINISHED)
+        peak_running = max(peak_running, admitted_after)
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "requests": len(requests),
+        "finished": len(fin),
+        "rejected": sum(1 for r in requests if r["status"] == "rejected"),
+        "steps": len(steps),
+        "makespan_s": makespan,
+        "preemptions_total": sum(len(s["preempted"]) for s in steps),
+        "peak_running": peak_running,
+        "peak_used_bytes": max((s.used_bytes_scheduled for s in raw.steps), default=0),
+        "peak_used_blocks": max((s.used_blocks_scheduled for s in raw.steps), default=0) if cfg.block_mode else None,
+        "capacity_bytes": cfg.capacity_bytes,
+        "usable_blocks": cfg.usable_blocks if cfg.block_mode else None,
+        **sizing(cfg),
+        "extrapolated_steps": sum(1 for s in raw.steps if s.extrapolated),
+        "output_tokens_per_s": out_tokens / makespan if makespan > 0 else None,
+        "ttft_s": _stats([r["ttft_s"] for r in fin]),
+        "tpot_s": _stats([r["tpot_s"] for r in fin if r["tpot_s"] is not None]),
+        "e2e_s": _stats([r["e2e_s"] for r in fin]),
+    }

@@ -1,0 +1,267 @@
+"""Request traces (06 R-32, R-33) and the SCHED.json converter.
+
+A trace is JSONL: one request object per line.  :func:`parse_trace`
+validates the whole trace before the first step and raises
+:class:`~fpmcore.errors.FpmError` (rule ``R-33``) at the first error, with
+the exact diagnostics of R-33.  Besides ``arrival_time`` a line may give
+``arrival_step`` (step-exact arrivals) and ``prefix_of``/``prefix_of_len``
+(its first tokens equal an earlier request's), the two alternatives that a
+step-exact comparison with vLLM 0.33.0 needs (R-40).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fpmcore.errors import FpmError
+
+FIELDS = (
+    "request_id",
+    "arrival_time",
+    "arrival_step",
+    "prompt_len",
+    "output_len",
+    "shared_prefix_id",
+    "shared_prefix_len",
+    "prefix_of",
+    "prefix_of_len",
+)
+_INT_MIN = (
+    ("prompt_len", 1),
+    ("output_len", 1),
+    ("arrival_step", 0),
+    ("shared_prefix_len", 1),
+    ("prefix_of_len", 1),
+)
+
+
+@attrs.frozen
+class TraceRequest:
+    """One validated trace line (R-32)."""
+
+    request_id: str
+    prompt_len: int
+    output_len: int
+    arrival_time: float | None = None
+    arrival_step: int | None = None
+    shared_prefix_id: str | None = None
+    shared_prefix_len: int | None = None
+    prefix_of: str | None = None
+    prefix_of_len: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace line, absent fields omitted."""
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+@attrs.frozen
+class Trace:
+    """A validated trace: its requests in line order and the arrival field all lines use."""
+
+    requests: tuple[TraceRequest, ...]
+    arrival_field: str  # "arrival_time" or "arrival_step"
+
+    @property
+    def step_exact(self) -> bool:
+        return self.arrival_field == "arrival_step"
+
+    def dumps(self) -> str:
+        """The JSONL form of the trace."""
+        return "".join(json.dumps(r.to_json()) + "\n" for r in self.requests)
+
+
+def _err(msg: str, where: str = "") -> FpmError:
+    return FpmError("R-33", msg, where)
+
+
+def _render(v: Any) -> str:
+    return json.dumps(v)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
+    """Validate trace lines (without their line ends) in order (R-33)."""
+    reqs: list[TraceRequest] = []
+    ids: dict[str, TraceRequest] = {}
+    prefix_lens: dict[str, int] = {}
+    arrival_field: str | None = None
+    n = 0
+    for n, line in enumerate(lines, start=1):
+        pre = f"trace line {n}"
+        if not line.strip():
+            raise _err(f"{pre}: empty line", where)
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, dict):
+            raise _err(f"{pre}: not a json object", where)
+        if "kv_handoff" in obj:
+            raise _err(
+                "grouped kv caches support only cold aggregated requests, not kv handoff "
+                f"commands: trace line {n}",
+                where,
+            )
+        for key in obj:
+            if key not in FIELDS:
+                raise _err(f"{pre}: unknown field {key}", where)
+        for key in ("request_id", "prompt_len", "output_len"):
+            if key not in obj:
+                raise _err(f"{pre}: missing field {key}", where)
+        has_t, has_s = "arrival_time" in obj, "arrival_step" in obj
+        if not has_t and not has_s:
+            raise _err(f"{pre}: missing field arrival_time or arrival_step", where)
+        if has_t and has_s:
+            raise _err(f"{pre}: arrival_time and arrival_step are mutually exclusive", where)
+        field = "arrival_time" if has_t else "arrival_step"
+        if arrival_field is None:
+            arrival_field = field
+        elif field != arrival_field:
+            raise _err(f"{pre}: {field} cannot be mixed with {arrival_field} of earlier lines", where)
+        for key, _ in _INT_MIN:
+            if key in obj and not _is_int(obj[key]):
+                raise _err(f"{pre}: {key} must be an integer, found {_render(obj[key])}", where)
+        for key, lo in _INT_MIN:
+            if key in obj and obj[key] < lo:
+                raise _err(f"{pre}: {key} must be >= {lo}, found {obj[key]}", where)
+        if has_t:
+            t = obj["arrival_time"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+                raise _err(f"{pre}: arrival_time must be a finite number >= 0, found {_render(t)}", where)
+        for key in ("request_id", "shared_prefix_id", "prefix_of"):
+            if key in obj and (not isinstance(obj[key], str) or obj[key] == ""):
+                raise _err(f"{pre}: {key} must be a non-empty string, found {_render(obj[key])}", where)
+        rid = obj["request_id"]
+        if rid in ids:
+            raise _err(f"{pre}: duplicate request_id {rid}", where)
+        p = obj["prompt_len"]
+        sid, slen = obj.get("shared_prefix_id"), obj.get("shared_prefix_len")
+        if slen is not None and sid is None:
+            raise _err(f"{pre}: shared_prefix_len requires shared_prefix_id", where)
+        if sid is not None and slen is None:
+            raise _err(f"{pre}: shared_prefix_id requires shared_prefix_len", where)
+        if slen is not None and slen > p:
+            raise _err(f"{pre}: shared_prefix_len {slen} exceeds prompt_len {p}", where)
+        if sid is not None:
+            if sid in prefix_lens and prefix_lens[sid] != slen:
+                raise _err(
+                    f"{pre}: shared_prefix_id {sid} has length {slen}, earlier lines use {prefix_lens[sid]}",
+                    where,
+                )
+        pof, plen = obj.get("prefix_of"), obj.get("prefix_of_len")
+        if plen is not None and pof is None:
+            raise _err(f"{pre}: prefix_of_len requires prefix_of", where)
+        if pof is not None and plen is None:
+            raise _err(f"{pre}: prefix_of requires prefix_of_len", where)
+        if pof is not None and sid is not None:
+            raise _err(f"{pre}: prefix_of and shared_prefix_id are mutually exclusive", where)
+        if pof is not None:
+            if pof not in ids:
+                raise _err(f"{pre}: prefix_of {pof} names no earlier request", where)
+            if plen > p:
+                raise _err(f"{pre}: prefix_of_len {plen} exceeds prompt_len {p}", where)
+            if plen > ids[pof].prompt_len:
+                raise _err(
+                    f"{pre}: prefix_of_len {plen} exceeds prompt_len {ids[pof].prompt_len} of request {pof}",
+                    where,
+                )
+        if sid is not None:
+            prefix_lens[sid] = slen
+        tr = TraceRequest(
+            request_id=rid,
+            prompt_len=p,
+            output_len=obj["output_len"],
+            arrival_time=float(obj["arrival_time"]) if has_t else None,
+            arrival_step=obj.get("arrival_step"),
+            shared_prefix_id=sid,
+            shared_prefix_len=slen,
+            prefix_of=pof,
+            prefix_of_len=plen,
+        )
+        ids[rid] = tr
+        reqs.append(tr)
+    if n == 0:
+        raise _err("trace is empty", where)
+    assert arrival_field is not None
+    return Trace(requests=tuple(reqs), arrival_field=arrival_field)
+
+
+def parse_trace(text: str | bytes, where: str = "") -> Trace:
+    """Validate a JSONL trace (R-33); a final newline is allowed, blank lines are not."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _err("trace line 1: not a json object", where) from None
+    if text == "":
+        raise _err("trace is empty", where)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return parse_trace_lines(lines, where)
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a trace file; a SCHED.json object file is converted (:func:`from_sched_json`)."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise FpmError("R-33", f"cannot read trace: {exc.strerror}", str(p)) from None
+    stripped = data.lstrip()
+    if stripped.startswith(b"{") and b'"requests"' in data and data.count(b"\n{") == 0:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
+            return from_sched_json(obj, where=str(p))
+    return parse_trace(data, where=str(p))
+
+
+def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
+    """Convert the oracle's SCHED.json (``requests`` keyed by id, in file order) to a trace.
+
+    ``max_tokens`` becomes ``output_len``, ``arrival_step`` stays,
+    ``prefix_from``/``prefix_len`` become ``prefix_of``/``prefix_of_len``;
+    ``seed`` only picks the oracle's random prompt tokens and is dropped.
+    """
+    lines = []
+    for rid, spec in obj["requests"].items():
+        line: dict[str, Any] = {
+            "request_id": rid,
+            "arrival_step": spec.get("arrival_step", 0),
+            "prompt_len": spec.get("prompt_len"),
+            "output_len": spec.get("max_tokens", 16),
+        }
+        if "prefix_from" in spec:
+            line["prefix_of"] = spec["prefix_from"]
+            line["prefix_of_len"] = spec.get("prefix_len")
+        lines.append(json.dumps(line))
+    return parse_trace_lines(lines, where)
+
+
+def to_sched_json(trace: Trace, seed0: int = 1) -> dict[str, Any]:
+    """The oracle's SCHED.json form of a step-exact trace (the inverse of :func:`from_sched_json`)."""
+    reqs: dict[str, Any] = {}
+    for i, r in enumerate(trace.requests):
+        spec: dict[str, Any] = {
+            "prompt_len": r.prompt_len,
+            "seed": seed0 + i,
+            "max_tokens": r.output_len,
+            "arrival_step": r.arrival_step or 0,
+        }
+        if r.prefix_of is not None:
+            spec["prefix_from"] = r.prefix_of
+            spec["prefix_len"] = r.prefix_of_len
+        reqs[r.request_id] = spec
+    return {"requests": reqs}

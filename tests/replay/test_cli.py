@@ -1,0 +1,123 @@
+"""``fpm replay`` (06 R-34, R-35): the summary table, --json, --out files, diagnostics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import DATA
+
+from fpmcore import API_VERSION, PluginInfo, hookimpl
+from fpmcore.replay.cli import replay_command
+from fpmcore.testing import make_host, run_fpm
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN = ROOT / "examples" / "profiles" / "plain-llama8b-like.fpm-profile.json"
+GLM = DATA / "glm53flash-tp4.fpm-profile.json"
+
+
+class _ReplayPlugin:
+    """Registers the command the way the host's built-in plugin does."""
+
+    @hookimpl
+    def fpm_plugin_info(self):
+        return PluginInfo(id="replay_test", kind="model", targets=("replay-test",), api_version=API_VERSION)
+
+    @hookimpl
+    def fpm_cli_commands(self):
+        return [replay_command()]
+
+
+def fpm(*argv: str):
+    return run_fpm(*argv, host=make_host(_ReplayPlugin()))
+
+
+def _trace(tmp_path: Path, *lines: dict) -> Path:
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return p
+
+
+def test_json_summary_requests_and_steps(tmp_path):
+    t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 10_000, "output_len": 3})
+    r = fpm("replay", str(GLM), "--trace", str(t), "--prefix-caching", "on", "--steps", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert doc["schema"] == 1
+    assert doc["summary"]["schema"] == "fpmcore.replay.summary/v1"
+    assert doc["summary"]["steps"] == 4 and doc["summary"]["finished"] == 1
+    assert doc["summary"]["kv_cache_max_concurrency"] == 13_697 / 495
+    assert [s["used_blocks_scheduled"] for s in doc["steps"]] == [8, 18, 10, 10]  # RV-14
+    assert doc["requests"][0]["output_tokens"] == 3
+    r2 = fpm("replay", str(GLM), "--trace", str(t), "--json")
+    assert "steps" not in r2.json()
+    assert [x["request_id"] for x in r2.json()["requests"]] == ["A"]
+
+
+def test_table_and_out_files(tmp_path):
+    t = ROOT / "examples" / "traces" / "plain-preempt-steps.jsonl"
+    out = tmp_path / "out"
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table",
+            str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-seqs", "4", "--out", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "peak_used_blocks" in r.stdout and "kv_cache_max_concurrency" in r.stdout
+    steps = [json.loads(x) for x in (out / "replay-steps.jsonl").read_text().splitlines()]
+    reqs = [json.loads(x) for x in (out / "replay-requests.jsonl").read_text().splitlines()]
+    summ = json.loads((out / "replay-summary.json").read_text())
+    assert summ["steps"] == len(steps) and summ["requests"] == len(reqs) == 5
+    assert max(s["running"] for s in steps) <= 4
+    assert all(s["t_end"] >= s["t_start"] for s in steps)
+
+
+def test_bad_trace_is_a_diagnostic_not_a_traceback(tmp_path):
+    t = _trace(tmp_path, {"request_id": "a", "arrival_time": 0, "prompt_len": True, "output_len": 2})
+    r = fpm("replay", str(PLAIN), "--trace", str(t))
+    assert r.exit_code == 2
+    assert "trace line 1: prompt_len must be an integer, found true [R-33]" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_replay_that_stops_exits_1_with_the_rule(tmp_path):
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 100, "output_len": 2})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--prefix-caching", "on", "--json")
+    assert r.exit_code == 0
+    bad = tmp_path / "tbl.json"
+    bad.write_text(json.dumps([{"phase": "decode", "batch_size": 1, "total_kv_read_tokens": 8, "wall_time_seconds": 0.01}]))
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table", str(bad), "--json")
+    assert r.exit_code == 1
+    assert r.json()["error"] == {"rule": "R-27", "message": "latency table has no prefill points"}
+    assert "latency table has no prefill points [R-27]" in r.stderr
+
+
+def test_plot_without_matplotlib_names_the_package(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_mpl(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpl)
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 10, "output_len": 1})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--plot", str(tmp_path / "p.png"))
+    assert r.exit_code == 2
+    assert "pip install matplotlib" in r.stderr
+
+
+@pytest.mark.parametrize("trace_name,profile", [
+    ("glm-one-request.jsonl", "glm53flash-tp4.fpm-profile.json"),
+    ("glm-mixed-120.jsonl", "glm53flash-tp4.fpm-profile.json"),
+    ("plain-poisson-300.jsonl", "plain-llama8b-like.fpm-profile.json"),
+])
+def test_examples_run(trace_name, profile):
+    """The embedded example traces replay cleanly with their tables."""
+    table = "glm53flash-tp4.json" if profile.startswith("glm") else "plain-llama8b-like.json"
+    r = fpm("replay", str(ROOT / "examples" / "profiles" / profile), "--trace",
+            str(ROOT / "examples" / "traces" / trace_name), "--fpm-table", str(ROOT / "examples" / "fpm_tables" / table),
+            "--prefix-caching", "on", "--json")
+    assert r.exit_code == 0, r.stderr
+    s = r.json()["summary"]
+    assert s["finished"] == s["requests"] and s["rejected"] == 0

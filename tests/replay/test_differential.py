@@ -1,0 +1,215 @@
+"""C engine versus the Python reference on random profiles and traces (06 R-4 … R-31).
+
+Every step record, request record and stop diagnostic must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_latency import TABLE
+
+from fpmcore.errors import FpmError
+from fpmcore.replay import make_config, run_replay
+from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
+from fpmcore.replay.trace import parse_trace_lines
+
+pytest.importorskip("fpmcore._native")
+
+
+@st.composite
+def configs(draw):
+    prefix = draw(st.booleans())
+    b = draw(st.sampled_from([2, 4, 8, 16]))
+    groups: list[GroupSpec] = []
+    if prefix:
+        page = draw(st.sampled_from([1, 4, 512]))
+        groups.append(GroupSpec("attn", KIND_FULL, b, page))
+        for i in range(draw(st.integers(0, 2))):
+            ck = draw(st.integers(0, 1))
+            al = draw(st.sampled_from([0, 1, 2, 4, 8])) if ck else 0
+            groups.insert(draw(st.integers(0, len(groups))),
+                          GroupSpec(f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck,
+                                    checkpoint_alignment=al))
+        if draw(st.booleans()):
+            groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=draw(st.integers(1, 2))))
+        usable = draw(st.integers(2, 30))
+        cap = usable * page
+    else:
+        block_mode = draw(st.booleans())
+        common = draw(st.sampled_from([1, 4, 512]))
+        for i in range(draw(st.integers(1, 4))):
+            kind = draw(st.sampled_from([KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_RING, KIND_MAMBA]))
+            page = common if block_mode else draw(st.integers(1, 16))
+            gb = draw(st.sampled_from([1, 2, 4, 8]))
+            if kind in (KIND_WINDOW, KIND_CONV):
+                groups.append(GroupSpec(f"g{i}", kind, gb, page, window=draw(st.integers(1, 20))))
+            elif kind == KIND_RING:
+                groups.append(GroupSpec(f"g{i}", kind, gb, page, blocks_per_request=draw(st.integers(1, 2))))
+            elif kind == KIND_MAMBA:
+                groups.append(GroupSpec(f"g{i}", kind, gb, page, blocks_per_request=1, checkpoint_blocks=1,
+                                        checkpoint_alignment=4))
+            else:
+                groups.append(GroupSpec(f"g{i}", kind, gb, page))
+        cap = draw(st.integers(2, 80)) * common if block_mode else draw(st.integers(8, 600))
+        if block_mode:
+            groups = [GroupSpec(g.name, g.kind, g.block, common, g.window, g.blocks_per_request,
+                                g.checkpoint_blocks, g.checkpoint_alignment) for g in groups]
+    block_mode = len({g.page for g in groups}) == 1
+    if block_mode and cap % groups[0].page:
+        cap = (cap // groups[0].page + 1) * groups[0].page
+    timing = draw(st.sampled_from(["fixed1", "fixed_q", "table"]))
+    kw = dict(
+        max_num_batched_tokens=draw(st.integers(1, 64)),
+        max_num_seqs=draw(st.integers(1, 5)),
+        max_model_len=draw(st.integers(16, 200)),
+        reserve_full_isl=draw(st.booleans()),
+        enable_chunked_prefill=True if prefix else draw(st.booleans()),
+        watermark=draw(st.sampled_from([0.0, 0.1, 0.3])) if block_mode else 0.0,
+        prefix_caching=prefix,
+        fixed_step_seconds={"fixed1": 1.0, "fixed_q": 0.25, "table": None}[timing],
+        table=TABLE if timing == "table" else None,
+    )
+    return make_config(groups, cap, **kw)
+
+
+@st.composite
+def traces(draw):
+    """Random requests; some share a prefix (``shared_prefix_id``) or copy one (``prefix_of``, R-36)."""
+    timed = draw(st.booleans())
+    n = draw(st.integers(1, 8))
+    lines = []
+    prompts: list[int] = []
+    shared_len: dict[str, int] = {}
+    for i in range(n):
+        p = draw(st.integers(1, 64))
+        d = {"request_id": f"r{i}", "prompt_len": p, "output_len": draw(st.integers(1, 40))}
+        share = draw(st.sampled_from(["none", "none", "of", "id"]))
+        if share == "of" and i > 0:
+            src = draw(st.integers(0, i - 1))
+            d["prefix_of"] = f"r{src}"
+            d["prefix_of_len"] = draw(st.integers(1, min(p, prompts[src])))
+        elif share == "id":
+            sid = draw(st.sampled_from(["x", "y"]))
+            slen = shared_len.setdefault(sid, draw(st.integers(1, 40)))
+            if slen <= p:
+                d["shared_prefix_id"] = sid
+                d["shared_prefix_len"] = slen
+        prompts.append(p)
+        if timed:
+            d["arrival_time"] = draw(st.sampled_from([0.0, 0.01, 0.05, 0.25, 0.6, 2.0]))
+        else:
+            d["arrival_step"] = draw(st.integers(0, 6))
+        lines.append(json.dumps(d))
+    return parse_trace_lines(lines)
+
+
+@st.composite
+def pc_configs(draw):
+    """Prefix-caching deployments (R-36 … R-38): full attention, 0–2 Mamba groups, an optional ring."""
+    b = draw(st.sampled_from([2, 4, 8]))
+    page = draw(st.sampled_from([1, 64]))
+    groups = [GroupSpec("attn", KIND_FULL, b, page)]
+    for i in range(draw(st.integers(0, 2))):
+        ck = draw(st.integers(0, 1))
+        groups.insert(draw(st.integers(0, len(groups))), GroupSpec(
+            f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck,
+            checkpoint_alignment=draw(st.sampled_from([1, 2, 4])) if ck else 0))
+    if draw(st.booleans()):
+        groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=1))
+    return make_config(
+        groups, draw(st.integers(8, 80)) * page,
+        max_num_batched_tokens=draw(st.integers(4, 64)), max_num_seqs=draw(st.integers(1, 6)),
+        max_model_len=draw(st.integers(64, 256)), reserve_full_isl=draw(st.booleans()),
+        watermark=draw(st.sampled_from([0.0, 0.0, 0.1])), prefix_caching=True, fixed_step_seconds=1.0)
+
+
+@st.composite
+def shared_traces(draw):
+    """Step-exact requests that mostly share prefixes."""
+    n = draw(st.integers(2, 8))
+    lines = []
+    prompts: list[int] = []
+    for i in range(n):
+        p = draw(st.integers(2, 60))
+        d = {"request_id": f"r{i}", "arrival_step": draw(st.integers(0, 10)), "prompt_len": p,
+             "output_len": draw(st.integers(1, 30))}
+        if i > 0 and draw(st.integers(0, 3)):
+            src = draw(st.integers(0, i - 1))
+            d["prefix_of"] = f"r{src}"
+            d["prefix_of_len"] = draw(st.integers(1, min(p, prompts[src])))
+        prompts.append(p)
+        lines.append(json.dumps(d))
+    return parse_trace_lines(lines)
+
+
+def _outcome(cfg, tr, backend):
+    r = run_replay(cfg, tr, backend=backend)
+    return r.steps, r.requests, r.summary, (r.error.rule, r.error.message) if r.error else None
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), traces())
+def test_c_equals_python(cfg, tr):
+    c = _outcome(cfg, tr, "c")
+    p = _outcome(cfg, tr, "python")
+    assert c == p
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pc_configs(), shared_traces())
+def test_c_equals_python_prefix_caching(cfg, tr):
+    """Shared prefixes, hits, eviction and the free-queue order: C and Python agree (R-36 … R-38)."""
+    assert _outcome(cfg, tr, "c") == _outcome(cfg, tr, "python")
+
+
+def test_invalid_config_is_refused_before_c():
+    """R-3: refusals come from the host with their diagnostics, never from C."""
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 0, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1,
+                    max_model_len=16)
+    assert e.value.message == (
+        "replay requires cache groups with a name and positive block_size_tokens and page_size_bytes: group a"
+    )
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 18, max_num_batched_tokens=8, max_num_seqs=1,
+                    max_model_len=16)
+    assert e.value.message == "capacity_bytes 18 is not a whole number of 4-byte pool blocks"
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=0, max_num_seqs=1,
+                    max_model_len=16)
+    assert e.value.message == "replay requires a positive integer max_num_batched_tokens: found 0"
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)], 16,
+                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, watermark=0.1)
+    assert e.value.message == "watermark requires block mode: watermark=0.1"
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)], 16,
+                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+    assert e.value.message == (
+        "prefix-caching replay requires every cache group page to equal the pool page: group b page 8, pool page 4"
+    )
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("w", KIND_WINDOW, 4, 4, window=8)], 16, max_num_batched_tokens=8, max_num_seqs=1,
+                    max_model_len=16, prefix_caching=True)
+    assert e.value.message == "prefix-caching replay does not support sliding-window or convolution groups: group w"
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 8, 4, blocks_per_request=1)], 16,
+                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+    assert e.value.message == (
+        "prefix-caching replay requires hash_block_size_tokens equal to the block size: hash=4, block=4, mamba block=8"
+    )
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1)], 16,
+                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True,
+                    enable_chunked_prefill=False)
+    assert e.value.message == (
+        "prefix-caching replay with mamba state groups requires chunked prefill: enable_chunked_prefill=false"
+    )
+    with pytest.raises(FpmError) as e:
+        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1,
+                    max_model_len=16, watermark=1.0)
+    assert e.value.message == "watermark must be in [0, 1): found 1.0"

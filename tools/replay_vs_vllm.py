@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Differential test of fpmcore's replay engine against the real vLLM 0.33.0 Scheduler (06 R-40).
+
+Generates random step-exact traces over three small models — a plain
+full-attention model, a sliding-window model and a GLM-like hybrid (Mamba
+groups with a prefill checkpoint block, an MLA attention group and a ring
+group) — with prefix caching on and off, small pools (memory pressure,
+preemptions), random budgets, ``max_num_seqs``, watermark and
+``scheduler_reserve_full_isl``.  The real Scheduler runs them through
+``tools/vllm_sched.py`` in the oracle's venv (one process for the whole
+batch); fpmcore replays the same traces with the configuration built from
+vLLM's own cache plan, and every step is compared: tokens scheduled per
+request in batch order, preemptions, running requests and their held blocks
+per group, waiting count and free blocks.
+
+    .venv/bin/python tools/replay_vs_vllm.py --traces 240 [--seed 0] [--backend c|python] [--json OUT]
+
+``$FPM_ORACLE_PY`` names the oracle's python (default
+``~/.cache/fpm-oracle/venv/bin/python``).  Exit 0 when every trace inside
+the envelope of R-40 matches.  Traces with prefix caching on in which vLLM
+preempts a request (a resumed request hits its own cached blocks, which the
+replay models but R-39 does not claim as verified) are outside the envelope and
+counted separately; ``--beyond-envelope`` compares them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from fpmcore.replay import make_config, run_replay  # noqa: E402
+from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
+from fpmcore.replay.trace import from_sched_json  # noqa: E402
+
+ORACLE_PY = os.environ.get("FPM_ORACLE_PY", str(Path.home() / ".cache/fpm-oracle/venv/bin/python"))
+BLOCK = 16
+
+
+def _attn(indices: list[int], spec: str = "FullAttentionSpec", **kw: Any) -> dict[str, Any]:
+    return {"name": "model.layers.{i}.self_attn.attn", "indices": indices,
+            "spec": {"type": spec, "num_kv_heads": 1, "head_size": 16, "dtype": "bfloat16", **kw}}
+
+
+def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int) -> dict[str, Any]:
+    """A small MODEL.json for the oracle (its ``examples/README.md`` format)."""
+    sched = {
+        "max_num_batched_tokens": rng.choice([16, 32, 48, 64, 128, 256]),
+        "max_num_seqs": rng.randint(1, 6),
+        "scheduler_reserve_full_isl": rng.random() < 0.6,
+        "watermark": rng.choice([0.0, 0.0, 0.0, 0.05, 0.1]),
+    }
+    m: dict[str, Any] = {"max_model_len": max_model_len, "available_memory_bytes": 10**9, "scheduler": sched}
+    per_req = -(-max_model_len // BLOCK)
+    if kind == "plain":
+        m["supported_layouts"] = ["LBNHC"]
+        m["cache"] = {"block_size": BLOCK}
+        m["layers"] = [_attn([0, 1])]
+        need = per_req
+    elif kind == "window":
+        w = rng.choice([8, 16, 33, 48, 64])
+        m["supported_layouts"] = ["LBNHC"]
+        m["cache"] = {"block_size": BLOCK}
+        m["layers"] = [_attn([0, 2]), _attn([1, 3], "SlidingWindowSpec", sliding_window=w)]
+        t = sched["max_num_batched_tokens"]
+        need = per_req + -(-min(w - 1 + t, max_model_len) // BLOCK) + 1
+    else:
+        ngroups_mamba = rng.choice([1, 2])
+        ck = rng.choice([0, 1, 1])
+        align = rng.choice([1, 2, 4, 8, 16])
+        mamba_spec = {"type": "MambaSpec", "shapes": [[8, 3], [2, 8, 8]], "dtypes": ["bfloat16", "float32"],
+                      "mamba_type": "GDN_ATTN", "num_prefill_checkpoint_blocks": ck}
+        if ck:
+            mamba_spec["prefill_checkpoint_alignment"] = align
+        # vLLM groups layers into groups of the attention group's layer count.
+        layers = [{"name": "model.layers.{i}.self_attn", "indices": list(range(ngroups_mamba)), "spec": mamba_spec},
+                  {"name": "model.layers.{i}.self_attn.attn", "indices": [ngroups_mamba],
+                   "spec": {"type": "MLAAttentionSpec", "num_kv_heads": 1, "max_tp_shards": 1, "head_size": 64,
+                            "dtype": "bfloat16", "cache_dtype_str": "auto"}}]
+        if rng.random() < 0.7:
+            layers.append({"name": "model.layers.{i}.self_attn.indexer.tail_cache", "indices": [ngroups_mamba],
+                           "spec": {"type": "CircularBufferSpec", "block_size": 16, "num_kv_heads": 1,
+                                    "head_size": 16, "head_size_v": 0, "dtype": "bfloat16", "dcp_sharded": False}})
+        m["kv_cache_layout"] = "BLHNC"
+        m["cache"] = {"block_size": BLOCK, "mamba_page_size_padded": 4096}
+        m["layers"] = layers
+        need = per_req + ngroups_mamba * (3 if caching else 1) + 1
+    slack = rng.choice([0, 1, 2, 4, 8, 24]) if not caching else rng.choice([0, 2, 8, 24, 48, 96])
+    m["cache"]["num_gpu_blocks_override"] = need + 1 + slack
+    return m
+
+
+def random_trace(rng: random.Random, max_model_len: int, share: bool) -> dict[str, Any]:
+    """Random requests; with ``share`` some copy a prefix of an earlier request (``prefix_from``)."""
+    n = rng.randint(1, 12)
+    reqs: dict[str, Any] = {}
+    for i in range(n):
+        d = {
+            "prompt_len": rng.randint(1, min(max_model_len - 2, rng.choice([40, 120, 300]))),
+            "seed": rng.randint(1, 10**6),
+            "max_tokens": rng.randint(1, rng.choice([4, 24, 64, 160])),
+            "arrival_step": rng.choice([0, 0, 0, 1, 2, 3, 5, 8]),
+        }
+        if share and i > 0 and rng.random() < 0.5:
+            src = f"r{rng.randrange(i)}"
+            d["prefix_from"] = src
+            d["prefix_len"] = rng.randint(1, min(d["prompt_len"], reqs[src]["prompt_len"]))
+        reqs[f"r{i}"] = d
+    return {"max_steps": 5000, "requests": reqs}
+
+
+def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool):
+    """The replay configuration of vLLM's own cache plan (06 R-1)."""
+    page = plan["bytes_per_block"]
+    groups = []
+    for i, g in enumerate(plan["groups"]):
+        name = f"runtime_group_{i}"
+        if g["type"] in ("FullAttentionSpec", "MLAAttentionSpec"):
+            groups.append(GroupSpec(name, KIND_FULL, g["block_size"], page))
+        elif g["type"] == "SlidingWindowSpec":
+            groups.append(GroupSpec(name, KIND_WINDOW, g["block_size"], page, window=g["sliding_window"]))
+        elif g["type"] == "MambaSpec":
+            ck = g["num_prefill_checkpoint_blocks"] or 0
+            groups.append(GroupSpec(name, KIND_MAMBA, g["block_size"], page, blocks_per_request=1,
+                                    checkpoint_blocks=ck, checkpoint_alignment=g["prefill_checkpoint_alignment"] or 0))
+        elif g["type"] == "CircularBufferSpec":
+            groups.append(GroupSpec(name, KIND_RING, g["block_size"], page, blocks_per_request=1))
+        else:
+            raise ValueError(f"unexpected group type {g['type']}")
+    s = model["scheduler"]
+    return make_config(
+        groups,
+        plan["usable_blocks"] * page,
+        max_num_batched_tokens=s["max_num_batched_tokens"],
+        max_num_seqs=s["max_num_seqs"],
+        max_model_len=plan["max_model_len"],
+        reserve_full_isl=s["scheduler_reserve_full_isl"],
+        watermark=s["watermark"],
+        prefix_caching=caching,
+        hash_block_size=plan["hash_block_size"] if caching else 0,
+        fixed_step_seconds=1.0,
+    )
+
+
+def compare(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str | None:
+    """The first difference, or None.
+
+    vLLM reports finished requests one step late, so its loop makes one more
+    ``schedule()`` call after the last finish, which schedules nothing; such
+    trailing empty steps are not compared.
+    """
+    while len(theirs) > len(ours) and not theirs[-1]["scheduled"] and not theirs[-1]["running"] \
+            and theirs[-1]["waiting"] == 0:
+        theirs = theirs[:-1]
+    for k in range(max(len(ours), len(theirs))):
+        if k >= len(ours) or k >= len(theirs):
+            return f"step {k}: replay has {len(ours)} steps, vLLM {len(theirs)}"
+        a, b = ours[k], theirs[k]
+        checks = [
+            ("scheduled", [[r, n] for r, n, _c in a["scheduled"]], b["scheduled"]),
+            ("preempted", sorted(a["preempted"]), sorted(b["preempted"])),
+            ("running", list(a["held_blocks_end"]), b["running"]),
+            ("held", a["held_blocks_end"], b["held"]),
+            ("waiting", a["waiting"], b["waiting"]),
+            ("free_blocks", a["free_blocks"], b["free_blocks"]),
+        ]
+        for what, x, y in checks:
+            if x != y:
+                return f"step {k}: {what}: replay {x} != vLLM {y}"
+    return None
+
+
+def build_jobs(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    kinds = [("plain", False), ("plain", True), ("window", False), ("hybrid", False), ("hybrid", True)]
+    jobs = []
+    for i in range(n):
+        kind, caching = kinds[i % len(kinds)]
+        L = rng.choice([128, 256, 512])
+        jobs.append({"kind": kind, "caching": caching, "model": model_json(kind, rng, caching, L),
+                     "trace": random_trace(rng, L, share=caching and rng.random() < 0.7)})
+    return jobs
+
+
+def run_oracle(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = Path(d) / "jobs.json", Path(d) / "out.json"
+        src.write_text(json.dumps({"jobs": [{k: j[k] for k in ("model", "caching", "trace")} for j in jobs]}))
+        proc = subprocess.run([ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), str(src), str(dst)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"vllm_sched.py failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        return json.loads(dst.read_text())["results"]
+
+
+def differential(n: int, seed: int, backend: str | None = None, strict_envelope: bool = True) -> dict[str, Any]:
+    """Run ``n`` random traces through vLLM and the replay; a report of the outcome."""
+    jobs = build_jobs(n, seed)
+    results = run_oracle(jobs)
+    report: dict[str, Any] = {"traces": n, "compared": 0, "matched": 0, "outside_envelope": 0,
+                              "vllm_refused": 0, "preemptions": 0, "mismatches": [], "by_kind": {}}
+    for i, (job, res) in enumerate(zip(jobs, results)):
+        key = f"{job['kind']}/{'on' if job['caching'] else 'off'}"
+        kind_rep = report["by_kind"].setdefault(key, {"compared": 0, "matched": 0, "preemptions": 0})
+        if "error" in res:
+            report["vllm_refused"] += 1
+            continue
+        vsteps = res["steps"]
+        npre = sum(len(s["preempted"]) for s in vsteps)
+        if job["caching"] and npre and strict_envelope:
+            report["outside_envelope"] += 1
+            continue
+        cfg = fpm_config(res["plan"], job["model"], job["caching"])
+        trace = from_sched_json(job["trace"])
+        out = run_replay(cfg, trace, backend=backend)
+        report["compared"] += 1
+        kind_rep["compared"] += 1
+        report["preemptions"] += npre
+        kind_rep["preemptions"] += npre
+        diff = compare(out.steps, vsteps) if out.error is None else f"replay stopped: {out.error}"
+        if diff is None:
+            report["matched"] += 1
+            kind_rep["matched"] += 1
+        else:
+            report["mismatches"].append({"job": i, "kind": key, "diff": diff, "model": job["model"],
+                                         "trace": job["trace"]})
+    return report
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--traces", type=int, default=240)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", choices=("c", "python"), default=None)
+    ap.add_argument("--json", metavar="OUT", help="write the full report")
+    ap.add_argument("--beyond-envelope", action="store_true",
+                    help="also compare prefix-caching traces with preemptions (self-hits on resume, R-39)")
+    args = ap.parse_args()
+    rep = differential(args.traces, args.seed, args.backend, strict_envelope=not args.beyond_envelope)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rep, indent=1))
+    summary = {k: v for k, v in rep.items() if k != "mismatches"}
+    print(json.dumps(summary, indent=1))
+    for m in rep["mismatches"][:10]:
+        print(f"job {m['job']} ({m['kind']}): {m['diff']}")
+    return 0 if not rep["mismatches"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
