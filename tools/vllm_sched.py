@@ -3,7 +3,7 @@
 
 Runs in the vLLM oracle's venv (it imports the oracle harness
 ``vllm_oracle.py``, whose directory is ``$FPM_ORACLE_DIR``, default
-``/work/shared/oracle``), never in fpmcore's own environment::
+this folder), never in fpmcore's own environment::
 
     $ORACLE_PY tools/vllm_sched.py JOBS.json OUT.json
 
@@ -47,7 +47,7 @@ def _ensure_env() -> None:
 
 def _oracle():
     _ensure_env()
-    path = os.environ.get("FPM_ORACLE_DIR", "/work/shared/oracle")
+    path = os.environ.get("FPM_ORACLE_DIR", os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, path)
     import vllm_oracle  # noqa: E402  (re-executes with PYTHONHASHSEED=0 on first import)
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.real
 
 def _oracle_ready() -> bool:
     py = os.environ.get("FPM_ORACLE_PY", str(Path.home() / ".cache/fpm-oracle/venv/bin/python"))
-    oracle_dir = Path(os.environ.get("FPM_ORACLE_DIR", "/work/shared/oracle"))
+    oracle_dir = Path(os.environ.get("FPM_ORACLE_DIR", str(ROOT / "tools")))
     if not Path(py).exists() or not (oracle_dir / "vllm_oracle.py").exists():
         return False
     probe = subprocess.run([py, "-c", "import vllm, sys; sys.exit(vllm.__version__ != '0.33.0')"],
