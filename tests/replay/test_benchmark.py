@@ -23,3 +23,29 @@ def test_bench_glm_mixed_trace(benchmark, backend, n):
     trace = Trace(requests=full.requests[:n], arrival_field=full.arrival_field)
     result = benchmark(run_replay, cfg, trace, backend=backend)
     assert result.summary["finished"] == n
+
+
+def _pressure_trace(n: int) -> Trace:
+    """``n`` requests, prompts 1..8,192 and outputs 16..512 tokens, 4 arrivals per step: the pool fills and preempts."""
+    import random
+
+    from fpmcore.replay.trace import TraceRequest
+
+    rng = random.Random(20261130)
+    reqs = tuple(
+        TraceRequest(request_id=f"r{i}", prompt_len=rng.randint(1, 8192), output_len=rng.randint(16, 512),
+                     arrival_step=i // 4)
+        for i in range(n)
+    )  # fmt: skip
+    return Trace(requests=reqs, arrival_field="arrival_step")
+
+
+def test_bench_plain_10k_requests_under_pressure(benchmark):
+    """The README's throughput figure: 10,000 requests on the plain example, C engine."""
+    pytest.importorskip("fpmcore._native")
+    cfg = config_from_profile(load_profile(ROOT / "examples/profiles/plain-llama8b-like.fpm-profile.json"))
+    trace = _pressure_trace(10_000)
+    result = benchmark.pedantic(run_replay, args=(cfg, trace), kwargs={"backend": "c"}, rounds=3, iterations=1)
+    assert result.summary["finished"] == 10_000
+    assert result.summary["preemptions_total"] > 0
+    benchmark.extra_info["steps"] = result.summary["steps"]

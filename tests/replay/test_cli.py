@@ -107,6 +107,16 @@ def test_plot_without_matplotlib_names_the_package(tmp_path, monkeypatch):
     assert "pip install matplotlib" in r.stderr
 
 
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    t = _trace(tmp_path, *({"request_id": f"r{i}", "arrival_step": i, "prompt_len": 40, "output_len": 8}
+                           for i in range(6)))
+    out = tmp_path / "pool.png"
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--plot", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.parametrize("trace_name,profile", [
     ("glm-one-request.jsonl", "glm53flash-tp4.fpm-profile.json"),
     ("glm-mixed-120.jsonl", "glm53flash-tp4.fpm-profile.json"),
