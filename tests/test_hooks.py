@@ -137,6 +137,82 @@ def test_classify_spec_through_the_runtime_plugins(fpm_host):
     assert host.hooks.classify_spec(runtime="vllm==0.33.1", spec_class=mamba, spec={}) is None
 
 
+def _rules_plugin(plugin_id: str, pin: str, rules: object):
+    return _plugin(plugin_id, "runtime", (pin,), fpm_runtime_rules=lambda runtime: rules if runtime == pin else None)
+
+
+def test_runtime_rules_through_the_host(fpm_host):
+    """A plugin's rules come back with its data; omitted rules keep the documented defaults."""
+    from fpmcore.hooktypes import RuntimeRules, StartupLimits
+
+    rules = RuntimeRules(
+        version="9.9.9", hybrid_evidence=True, kv_dtype_labels={"fp9": "fp8"},
+        state_family=lambda cls: "ring" if cls.endswith(".Ring") else None,
+        startup_blocks=lambda cls, fields, block, lim: (-(-lim.max_model_len // block), f"cdiv({lim.max_model_len}, {block})"),
+    )  # fmt: skip
+    host = fpm_host(_rules_plugin("rt", "vllm==9.9.9", rules))
+    got = host.hooks.runtime_rules(runtime="vllm==9.9.9")
+    assert (got.version, got.hybrid_evidence, dict(got.kv_dtype_labels)) == ("9.9.9", True, {"fp9": "fp8"})
+    assert (got.state_family("m.Ring"), got.state_family("m.Full")) == ("ring", None)
+    assert got.startup_blocks("m.Full", {}, 16, StartupLimits(1000, 8192)) == (63, "cdiv(1000, 16)")
+    assert got.classify_plain is None and got.prefix_cacheable("m.Full", {}) is True
+    assert host.hooks.runtime_rules(runtime="vllm==1.0.0") is None
+    with pytest.raises(ValueError, match="version must be a non-blank string"):
+        RuntimeRules(version=" ")
+
+
+def test_runtime_rules_are_checked_and_name_the_plugin(fpm_host):
+    """A wrong answer, or a wrong answer of one of the rules' functions, names the plugin."""
+    from fpmcore.hooktypes import RuntimeRules, StartupLimits
+
+    host = fpm_host(
+        _rules_plugin("dicty", "vllm==1.0.0", {"version": "1.0.0"}),
+        _rules_plugin("elsewhere", "vllm==2.0.0", RuntimeRules(version="2.0.1")),
+        _rules_plugin("labels", "vllm==3.0.0", RuntimeRules(version="3.0.0", kv_dtype_labels={"fp8": 8})),
+        _rules_plugin("loose", "vllm==4.0.0", RuntimeRules(
+            version="4.0.0", state_family=lambda cls: "conv", prefix_cacheable=lambda cls, fields: 1,
+            startup_blocks=lambda cls, fields, block, lim: 5, classify_plain=lambda cls: "attention")),
+    )  # fmt: skip
+    cases = [
+        ("vllm==1.0.0", "plugin 'dicty' returned dict from fpm_runtime_rules; expected RuntimeRules"),
+        ("vllm==2.0.0", "plugin 'elsewhere' returned rules for version 2.0.1 from fpm_runtime_rules; expected 2.0.0"),
+        ("vllm==3.0.0", "plugin 'labels' returned a non-string KV dtype label from fpm_runtime_rules: 'fp8': 8"),
+    ]
+    for pin, message in cases:
+        with pytest.raises(PluginError) as info:
+            host.hooks.runtime_rules(runtime=pin)
+        assert info.value.message == message
+    loose = host.hooks.runtime_rules(runtime="vllm==4.0.0")
+    calls = [
+        (lambda: loose.state_family("m.X"), "returned str from fpm_runtime_rules.state_family; expected 'mamba', 'ring' or None"),
+        (lambda: loose.prefix_cacheable("m.X", {}), "returned int from fpm_runtime_rules.prefix_cacheable; expected bool"),
+        (lambda: loose.startup_blocks("m.X", {}, 16, StartupLimits(1, 1)),
+         "returned int from fpm_runtime_rules.startup_blocks; expected (int, str) or None"),
+        (lambda: loose.classify_plain("m.X"), "returned str from fpm_runtime_rules.classify_plain; expected SpecClassification"),
+    ]  # fmt: skip
+    for call, message in calls:
+        with pytest.raises(PluginError) as info:
+            call()
+        assert info.value.message == f"plugin 'loose' {message}"
+
+
+def test_runtime_rules_of_the_runtime_plugins(fpm_host):
+    """Only vLLM 0.33.0 imports hybrid evidence (02 §4); its C-1 gives the GLM KDA group's 3 blocks (02 §11)."""
+    from fpmcore.hooktypes import StartupLimits
+
+    host = fpm_host(entry_points=("vllm_027", "vllm_033"))
+    new = host.hooks.runtime_rules(runtime="vllm==0.33.0")
+    old = host.hooks.runtime_rules(runtime="vllm==0.27.0")
+    assert (new.version, new.hybrid_evidence, old.version, old.hybrid_evidence) == ("0.33.0", True, "0.27.0", False)
+    mamba = "vllm.v1.kv_cache_interface.MambaSpec"
+    fields = {"num_speculative_blocks": 0, "num_prefill_checkpoint_blocks": 1}
+    limits = StartupLimits(1048576, 8192, mamba_cache_mode="align")
+    assert new.startup_blocks(mamba, fields, 2176, limits) == (3, "align mode: 2 + 0 speculative + 1 checkpoint")
+    assert old.startup_blocks(mamba, fields, 2176, limits) is None
+    assert (new.state_family(mamba), old.state_family(mamba)) == ("mamba", None)
+    assert host.hooks.runtime_rules(runtime="vllm==0.33.1") is None
+
+
 def test_align_stop_range_is_checked(fpm_host):
     q = AlignStopQuery(start=0, num_new_tokens=100, prompt_len=100, num_tokens=100, block_size=16,
                        hash_block_size=16, max_num_batched_tokens=100, checkpoint_alignment=None)  # fmt: skip

@@ -16,7 +16,9 @@ from fpmcore.hooktypes import (
     PluginInfo,
     PointPlan,
     ProducerContract,
+    RuntimeRules,
     SpecClassification,
+    StartupLimits,
 )
 
 __version__ = "0.1.0"
@@ -31,7 +33,9 @@ __all__ = [
     "PluginInfo",
     "PointPlan",
     "ProducerContract",
+    "RuntimeRules",
     "SpecClassification",
+    "StartupLimits",
     "__version__",
     "hookimpl",
 ]

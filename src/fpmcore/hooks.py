@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from fpmcore.errors import FpmError, PluginError
 from fpmcore.hooktypes import (
     AlignStopQuery,
@@ -22,6 +24,7 @@ from fpmcore.hooktypes import (
     PlanLimits,
     PointPlan,
     ProducerContract,
+    RuntimeRules,
     SpecClassification,
 )
 
@@ -113,6 +116,60 @@ class Hooks:
         """The classification, or ``None`` when no plugin classifies specs of ``runtime``."""
         hit = self._first("fpm_classify_spec", SpecClassification, runtime=runtime, spec_class=spec_class, spec=spec)
         return None if hit is None else hit[1]
+
+    def runtime_rules(self, *, runtime: str) -> RuntimeRules | None:
+        """The :class:`~fpmcore.hooktypes.RuntimeRules` of ``runtime``, or ``None`` when no plugin gives them.
+
+        The rules must be for the pin's version, and their labels strings.  Each
+        of their functions is wrapped so that an answer of the wrong type names
+        the plugin, like a hook's.  An exception passes through unchanged: the
+        functions read record values, and the import turns a value of another
+        JSON type into its rule's diagnostic (02 §1).
+        """
+        hit = self._first("fpm_runtime_rules", RuntimeRules, runtime=runtime)
+        if hit is None:
+            return None
+        plugin, rules = hit
+        name = "fpm_runtime_rules"
+        version = runtime.rpartition("==")[2]
+        if rules.version != version:
+            raise PluginError(
+                "plugins",
+                f"plugin '{plugin}' returned rules for version {rules.version} from {name}; expected {version}",
+            )
+        for key, label in rules.kv_dtype_labels.items():
+            if not isinstance(key, str) or not isinstance(label, str):
+                raise PluginError(
+                    "plugins", f"plugin '{plugin}' returned a non-string KV dtype label from {name}: {key!r}: {label!r}"
+                )
+
+        def guard(field: str, ok: Callable[[Any], bool], expected: str) -> Callable[..., Any]:
+            fn = getattr(rules, field)
+
+            def call(*args: Any) -> Any:
+                value = fn(*args)
+                if not ok(value):
+                    raise PluginError(
+                        "plugins",
+                        f"plugin '{plugin}' returned {type(value).__name__} from {name}.{field}; expected {expected}",
+                    )
+                return value
+
+            return call
+
+        def startup(v: Any) -> bool:
+            return v is None or (
+                isinstance(v, tuple) and len(v) == 2 and type(v[0]) is int and isinstance(v[1], str)
+            )
+
+        return attrs.evolve(
+            rules,
+            classify_plain=None if rules.classify_plain is None else guard(
+                "classify_plain", lambda v: isinstance(v, SpecClassification), "SpecClassification"),
+            state_family=guard("state_family", lambda v: v in (None, "mamba", "ring"), "'mamba', 'ring' or None"),
+            prefix_cacheable=guard("prefix_cacheable", lambda v: isinstance(v, bool), "bool"),
+            startup_blocks=guard("startup_blocks", startup, "(int, str) or None"),
+        )  # fmt: skip
 
     # -- model hooks ------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         PluginInfo,
         PointPlan,
         ProducerContract,
+        RuntimeRules,
         SpecClassification,
     )
     from fpmcore.profile import FpmModelProfile
@@ -189,6 +190,36 @@ def fpm_classify_spec(
         >>> host.hooks.classify_spec(runtime="vllm==0.33.0",
         ...     spec_class="vllm.v1.kv_cache_interface.MambaSpec", spec={})
         SpecClassification(kind='state', windowed=False, uniform=False, reason=None)
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
+    """The import rules of one runtime version besides its class table.  *First-result*.
+
+    The import (02, 03) asks it for the hybrid gate (I-22: every installed
+    pin, to learn which versions import hybrid evidence) and, after the
+    plugin gate (I-25), once for the record's version: KV dtype labels
+    (I-32), the class table of records without hybrid evidence (02 §5.1),
+    the state family of a spec class, the ``prefix_cacheable`` class rule
+    (I-44) and the startup reservation of one spec (03 C-1, I-61, stage K).
+    A runtime plugin that returns ``None`` for its own pin is read with the
+    defaults of :class:`~fpmcore.hooktypes.RuntimeRules`.  Never import vLLM here.
+
+    :param runtime: a runtime pin, ``"vllm==0.33.0"``; return ``None``
+        unless it is one of your targets.
+    :returns: a :class:`~fpmcore.hooktypes.RuntimeRules` whose ``version``
+        is the pin's, or ``None``.
+
+    Example::
+
+        >>> rules = host.hooks.runtime_rules(runtime="vllm==0.33.0")
+        >>> rules.hybrid_evidence, rules.kv_dtype_labels["fp8_e4m3"]
+        (True, 'fp8')
+        >>> rules.startup_blocks("vllm.v1.kv_cache_interface.MambaSpec",
+        ...     {"num_speculative_blocks": 0, "num_prefill_checkpoint_blocks": 1}, 2176,
+        ...     StartupLimits(1048576, 8192, mamba_cache_mode="align"))
+        (3, 'align mode: 2 + 0 speculative + 1 checkpoint')
     """
 
 

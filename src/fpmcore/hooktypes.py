@@ -21,6 +21,7 @@ API_VERSION = 1
 
 PluginKind = Literal["runtime", "model", "builtin"]
 CacheKind = Literal["attention", "state", "unsupported"]
+StateFamily = Literal["mamba", "ring"]
 
 
 def _nonblank(_inst: object, attribute: attrs.Attribute, value: object) -> None:
@@ -73,6 +74,92 @@ class SpecClassification:
     def __attrs_post_init__(self) -> None:
         if (self.kind == "unsupported") != (self.reason is not None):
             raise ValueError("reason is required exactly when kind is 'unsupported'")
+
+
+@attrs.frozen
+class StartupLimits:
+    """The settings the startup reservation of one spec (03 C-1) reads, resolved from a record.
+
+    ``max_model_len``     ``L``;
+    ``in_flight_tokens``  ``T`` (03 C-2);
+    ``dcp``               the decode-context-parallel size;
+    ``mamba_cache_mode``  the cache config's Mamba mode (``"none"``, ``"align"``,
+                          ``"all"``) or ``None``.
+
+    The values are the record's, unchecked: a formula that meets one of
+    another JSON type gives ``None``.
+    """
+
+    max_model_len: int
+    in_flight_tokens: int
+    dcp: int = 1
+    mamba_cache_mode: str | None = None
+
+
+def _no_state_family(spec_class: str) -> StateFamily | None:
+    return None
+
+
+def _always_cacheable(spec_class: str, fields: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _no_startup_blocks(
+    spec_class: str, fields: Mapping[str, Any], block_size: Any, limits: StartupLimits
+) -> tuple[int, str] | None:
+    return None
+
+
+@attrs.frozen
+class RuntimeRules:
+    """The answer of ``fpm_runtime_rules``: what the import knows of one runtime version besides its class table.
+
+    Plain data and small pure functions of the plugin; the functions take the
+    spec class fully qualified, as recorded (``vllm.v1.kv_cache_interface.MambaSpec``),
+    and its recorded ``fields`` (02 §3.7).  Every field but ``version`` has a
+    default: a runtime plugin that gives no rules is read as ``RuntimeRules(version=…)``.
+
+    ``version``
+        The exact version the rules are for (``"0.33.0"``).
+    ``hybrid_evidence``
+        The plugin imports records with hybrid evidence (02 §4).  I-22 accepts a
+        hybrid record only of such a version and names them all in its message.
+    ``kv_dtype_labels``
+        I-32: ``cache.kv_cache_dtype`` → profile KV label for every value but
+        ``auto`` (which takes the model dtype's label, 02 §7.4).  A dtype not
+        listed has no label.
+    ``classify_plain(spec_class)``
+        The class table of a record *without* hybrid evidence (02 §5.1, applied
+        whatever the version), a :class:`SpecClassification`.  ``None``: the
+        plugin's ``fpm_classify_spec`` answers those records too.
+    ``state_family(spec_class)``
+        ``"mamba"`` for a Mamba state spec (checkpoint evidence I-54 … I-59,
+        steady count I-60, align mode I-97), ``"ring"`` for a ring-buffer
+        state spec, ``None`` for any other class.
+    ``prefix_cacheable(spec_class, fields)``
+        The class rule of a spec's ``prefix_cacheable`` (I-44, I-99).
+    ``startup_blocks(spec_class, fields, block_size, limits)``
+        03 C-1: the startup reservation of one spec as ``(blocks, formula)``,
+        the formula being the text I-61 prints, or ``None`` when the record
+        does not give what the formula needs.  ``limits`` is a
+        :class:`StartupLimits`.
+    """
+
+    version: str = attrs.field(validator=_nonblank)
+    hybrid_evidence: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    kv_dtype_labels: Mapping[str, str] = attrs.field(factory=dict, validator=attrs.validators.instance_of(Mapping))
+    classify_plain: Callable[[str], SpecClassification] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.is_callable())
+    )
+    state_family: Callable[[str], StateFamily | None] = attrs.field(
+        default=_no_state_family, validator=attrs.validators.is_callable()
+    )
+    prefix_cacheable: Callable[[str, Mapping[str, Any]], bool] = attrs.field(
+        default=_always_cacheable, validator=attrs.validators.is_callable()
+    )
+    startup_blocks: Callable[[str, Mapping[str, Any], Any, StartupLimits], tuple[int, str] | None] = attrs.field(
+        default=_no_startup_blocks, validator=attrs.validators.is_callable()
+    )
 
 
 @attrs.frozen

@@ -488,6 +488,12 @@ def test_i0_never_an_exception(evidence, run_import, services):
         def normalize(self, runtime, record):
             return None
 
+        def rules(self, runtime):
+            return services.rules(runtime)
+
+        def hybrid_versions(self):
+            return services.hybrid_versions()
+
     result = run_import(evidence, services=Broken())
     assert rules(result) == [("I-0", "import failed unexpectedly: RuntimeError: boom")]
     assert result.results[0].draft is None

@@ -5,7 +5,9 @@ for each selected configuration and gives ``complete`` with a profile draft,
 or ``incomplete`` with diagnostics that name the rule, the record and the
 value; never a traceback.  Everything specific to a vLLM version is asked of
 the runtime plugins through the host's hooks (``classify_spec``,
-``normalize_record``) and its runtime selection.
+``normalize_record``, ``runtime_rules``: hybrid evidence, KV dtype labels, the
+§5.1 table, state families, the startup reservation of 03 C-1) and its
+runtime selection; the import names no vLLM version and no spec class.
 
 Command line::
 

@@ -108,7 +108,7 @@ def cache_groups(ctx: Context) -> list[dict[str, Any]]:
         if kind == "state":
             st = g["state"]
             group["blocks_per_request"] = st["blocks_per_request"]
-            if mamba_group(g):
+            if mamba_group(ctx, g):
                 group["prefill_checkpoint_blocks"] = st["num_prefill_checkpoint_blocks"]
                 if st["num_prefill_checkpoint_blocks"] == 1:
                     group["prefill_checkpoint_alignment"] = st["prefill_checkpoint_alignment"]

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from fpmcore.hooktypes import SpecClassification
+from fpmcore.hooktypes import RuntimeRules, SpecClassification
 from fpmcore.record import SCHEMA_VERSION
 
 PHASES = ("prefill", "decode")
@@ -188,6 +188,12 @@ class RuntimeServices(Protocol):
     def normalize(self, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
         """The plugin's record normalization (02 §3.14)."""
 
+    def rules(self, runtime: str) -> RuntimeRules | None:
+        """The plugin's :class:`~fpmcore.hooktypes.RuntimeRules` (``None``: the plugin gives none)."""
+
+    def hybrid_versions(self) -> list[str]:
+        """The versions whose installed plugin imports hybrid evidence (I-22), in plugin order."""
+
 
 @attrs.define(eq=False)
 class Context:
@@ -208,6 +214,8 @@ class Context:
     hybrid: bool = False
     version: str | None = None
     runtime_pin: str | None = None
+    #: the record version's rules (fixed after stage C, :attr:`runtime_rules`)
+    rules: RuntimeRules | None = None
     #: per group index, the class-table kind (stage E)
     kinds: list[str] = attrs.Factory(list)
     #: ``"layout"`` or ``"tensor"``: the evidence level of the attempt, fixed by I-113 (stage B)
@@ -216,6 +224,13 @@ class Context:
     #: records that already failed in the running stage
     failed: set[int] = attrs.Factory(set)
     extra: dict[str, Any] = attrs.Factory(dict)
+
+    @property
+    def runtime_rules(self) -> RuntimeRules:
+        """The :class:`~fpmcore.hooktypes.RuntimeRules` of the records' version (set after stage C)."""
+        if self.rules is None:
+            raise RuntimeError("the runtime rules are fixed after stage C")
+        return self.rules
 
     @property
     def layout(self) -> bool:

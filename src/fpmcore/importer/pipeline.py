@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.hooktypes import SpecClassification
+from fpmcore.hooktypes import RuntimeRules, SpecClassification
 from fpmcore.importer import draft as stage_m
 from fpmcore.importer import stage_a, stage_b, stage_c, stage_d, stage_ef, stage_gh, stage_i, stage_jkl
 from fpmcore.importer.model import Context, ImportDiagnostic, RuntimeServices, run_stage
@@ -103,6 +103,18 @@ class HostServices:
 
     def normalize(self, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
         return self.host.hooks.normalize_record(runtime=runtime, record=record)
+
+    def rules(self, runtime: str) -> RuntimeRules | None:
+        return self.host.hooks.runtime_rules(runtime=runtime)
+
+    def hybrid_versions(self) -> list[str]:
+        found: list[str] = []
+        for r in self.host.active("runtime"):
+            for pin in r.targets:
+                rules = self.host.hooks.runtime_rules(runtime=pin)
+                if rules is not None and rules.hybrid_evidence and rules.version not in found:
+                    found.append(rules.version)
+        return found
 
 
 def _stages(ctx: Context) -> bool:

@@ -3,23 +3,25 @@
 Two gates, on exact version strings (no PEP 440 normalization):
 
 * the **hybrid gate** (I-22): a record with hybrid evidence must name exactly
-  :data:`HYBRID_VERSION`, whatever observer wrote it and whatever its launch pins;
+  a version whose installed runtime plugin imports hybrid evidence
+  (``RuntimeRules.hybrid_evidence``; 02 §4 names vLLM 0.33.0), whatever
+  observer wrote it and whatever its launch pins;
 * the **plugin gate** (I-25): some installed runtime plugin must declare the
   record's exact version (``vllm==<version>``).
 
-After both gates, every record goes through its plugin's
-``fpm_normalize_record`` hook.
+After both gates, the rules of the records' version are fixed
+(``fpm_runtime_rules``; a plugin that gives none is read with the defaults of
+:class:`~fpmcore.hooktypes.RuntimeRules`), and every record goes through its
+plugin's ``fpm_normalize_record`` hook.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from fpmcore.hooktypes import RuntimeRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import first_difference, same, show
-
-#: The one vLLM version whose records may carry hybrid evidence (02 §4, I-22).
-HYBRID_VERSION = "0.33.0"
 
 
 def holds_hybrid(rec: Record) -> bool:
@@ -39,12 +41,28 @@ def i21_framework(ctx: Context, rec: Record) -> None:
         raise Refusal("I-21", f"runtime observation currently requires a vLLM source mapping; got framework {show(framework)}")
 
 
+def hybrid_versions(ctx: Context) -> list[str]:
+    """The versions whose installed runtime plugin imports hybrid evidence (asked once per configuration)."""
+    if "hybrid_versions" not in ctx.extra:
+        ctx.extra["hybrid_versions"] = ctx.services.hybrid_versions()
+    return ctx.extra["hybrid_versions"]
+
+
 def i22_hybrid_gate(ctx: Context, rec: Record) -> None:
-    """I-22: hybrid evidence only from exactly vLLM 0.33.0 (checked before I-26 on purpose)."""
+    """I-22: hybrid evidence only from a version whose plugin imports it, compared exactly (checked before I-26 on purpose).
+
+    The message names those versions, joined with ``or``; with the installed
+    plugins it is 02 §4's.  With no such plugin installed: ``hybrid cache
+    evidence requires a runtime plugin that imports it; none is installed; …``.
+    """
+    if not rec.hybrid:
+        return
     version = rec.get("runtime", "version")
-    if rec.hybrid and version != HYBRID_VERSION:
+    allowed = hybrid_versions(ctx)
+    if version not in allowed:
         shown = version if isinstance(version, str) else show(version)
-        raise Refusal("I-22", f"hybrid cache evidence requires vLLM {HYBRID_VERSION}; the record names vLLM {shown}")
+        need = f"vLLM {' or '.join(allowed)}" if allowed else "a runtime plugin that imports it; none is installed"
+        raise Refusal("I-22", f"hybrid cache evidence requires {need}; the record names vLLM {shown}")
 
 
 def i23_versions(ctx: Context) -> Iterator[Finding]:
@@ -127,11 +145,12 @@ def prepare(ctx: Context) -> None:
 
 
 def finish(ctx: Context) -> None:
-    """After a clean stage C: fix the runtime, and normalize each record through its plugin."""
+    """After a clean stage C: fix the runtime and its rules, and normalize each record through its plugin."""
     recs = ctx.ordered()
     ctx.version = recs[0].get("runtime", "version")
     ctx.runtime_pin = pin(ctx.version)
     ctx.hybrid = recs[0].hybrid
+    ctx.rules = ctx.services.rules(ctx.runtime_pin) or RuntimeRules(version=ctx.version)
     for rec in recs:
         normalized = ctx.services.normalize(ctx.runtime_pin, rec.data)
         if normalized is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
@@ -89,25 +89,19 @@ DOWNGRADES = {
     "FULL_DECODE_ONLY": {"PIECEWISE", "NONE"},
 }
 
-#: I-32: KV cache dtype -> label (vLLM 0.33.0 vllm/config/cache.py:44-67)
-KV_LABELS = {
-    "bfloat16": "bfloat16",
-    "float16": "half",
-    "fp8": "fp8",
-    "fp8_e4m3": "fp8",
-    "fp8_e5m2": "fp8",
-    "fp8_inc": "fp8",
-    "fp8_ds_mla": "fp8",
-    "fp8_per_token_head": "fp8",
-}
+#: I-32: the label of KV cache dtype ``auto`` is the model dtype's (02 §7.4 table)
 MODEL_DTYPE_LABELS = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
 
 
-def kv_label(kv_dtype: Any, model_dtype: Any) -> str | None:
-    """The label of a KV cache dtype (02 §7.4 table), ``None`` when it has none."""
+def kv_label(labels: Mapping[str, str], kv_dtype: Any, model_dtype: Any) -> str | None:
+    """The label of a KV cache dtype (02 §7.4 table), ``None`` when it has none.
+
+    ``labels`` is the runtime's table of every dtype but ``auto``
+    (``RuntimeRules.kv_dtype_labels``).
+    """
     if kv_dtype == "auto":
         return MODEL_DTYPE_LABELS.get(model_dtype)
-    return KV_LABELS.get(kv_dtype)
+    return labels.get(kv_dtype)
 
 
 def settings_path(path: str) -> str:
@@ -238,7 +232,7 @@ def i31_offload(ctx: Context, rec: Record) -> None:
 def i32_kv_dtype(ctx: Context, rec: Record) -> None:
     """I-32: the KV cache dtype has a label, equal to the launch's ``kvcache_quant_mode``."""
     kv = rec.setting("cache", "kv_cache_dtype")
-    label = kv_label(kv, rec.setting("model", "dtype"))
+    label = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, rec.setting("model", "dtype"))
     if label is None:
         raise Refusal("I-32", f"observed KV cache dtype '{kv}' has no label")
     want = ctx.launch["precision"]["kvcache_quant_mode"]
@@ -249,7 +243,7 @@ def i32_kv_dtype(ctx: Context, rec: Record) -> None:
 def i33_fmha(ctx: Context, rec: Record) -> None:
     """I-33: the FMHA label is the label of the observed KV cache dtype."""
     kv = rec.setting("cache", "kv_cache_dtype")
-    native = kv_label(kv, rec.setting("model", "dtype"))
+    native = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, rec.setting("model", "dtype"))
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
     if fmha != native:
         raise Refusal(

@@ -4,8 +4,10 @@
 
 With hybrid evidence, classes are classified by the record's runtime plugin
 (``fpm_classify_spec``, 02 §5.2).  Without hybrid evidence, 02 §5.1 applies
-"whatever its version": only ``FullAttentionSpec`` and ``SlidingWindowSpec``
-import, and the plugin may still refuse a class of its own table.
+"whatever its version": the plugin of the record's version gives that table
+(``RuntimeRules.classify_plain``), or its ``fpm_classify_spec`` answers when
+it gives none.  State families, the ``prefix_cacheable`` class rule and the
+startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.hooktypes.RuntimeRules`).
 """
 
 from __future__ import annotations
@@ -13,20 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from fpmcore.hooktypes import SpecClassification
+from fpmcore.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
-from fpmcore.importer.capacity import Limits, short
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.stage_c import HYBRID_VERSION
 from fpmcore.importer.stage_d import kv_label
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
 
-#: 02 §5.1: records without hybrid evidence, whatever their version.
-PLAIN_CLASSES = {
-    "vllm.v1.kv_cache_interface.FullAttentionSpec": SpecClassification(kind="attention"),
-    "vllm.v1.kv_cache_interface.SlidingWindowSpec": SpecClassification(kind="attention", windowed=True),
-}
-PLAIN_REASON = "records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec"
 _EMPTY: dict[str, Any] = {}
 
 #: I-47: storage dtypes of each KV label
@@ -44,13 +38,12 @@ STATE_ORDER = ("blocks_per_request", "num_speculative_blocks", "num_prefill_chec
 
 
 def classify(ctx: Context, spec_class: Any, fields: Any) -> SpecClassification:
-    """The class table of the record's runtime (02 §5)."""
+    """The class table of the record's runtime (02 §5; without hybrid evidence the plugin's §5.1 table)."""
     if not isinstance(spec_class, str):
         return SpecClassification(kind="unsupported", reason="class is not a string")
-    if not ctx.hybrid:
-        plain = PLAIN_CLASSES.get(spec_class)
-        if plain is None:
-            return SpecClassification(kind="unsupported", reason=PLAIN_REASON)
+    plain = ctx.runtime_rules.classify_plain
+    if not ctx.hybrid and plain is not None:
+        return plain(spec_class)
     spec = fields if isinstance(fields, dict) and fields else _EMPTY
     memo = ctx.extra.setdefault("classify", {})
     key = (spec_class, id(spec))
@@ -86,21 +79,17 @@ def spec_window(ctx: Context, cls: Any, fields: dict[str, Any]) -> Any:
     return fields.get("sliding_window") if c.windowed else None
 
 
-def spec_cacheable(cls: Any, fields: dict[str, Any]) -> bool:
-    """The class rule of ``prefix_cacheable`` (I-44)."""
-    name = short(cls)
-    if name == "CircularBufferSpec":
-        return False
-    if name == "SlidingWindowMLASpec":
-        return fields.get("bounded_replay") is not True
-    return True
+def spec_cacheable(ctx: Context, cls: Any, fields: dict[str, Any]) -> bool:
+    """The runtime's class rule of ``prefix_cacheable`` (I-44); a class that is not a string has none."""
+    return ctx.runtime_rules.prefix_cacheable(cls, fields) if isinstance(cls, str) else True
 
 
-def is_mamba(cls: Any) -> bool:
-    return short(cls) == "MambaSpec"
+def is_mamba(ctx: Context, cls: Any) -> bool:
+    """A Mamba state spec class of the runtime (``state_family`` ``"mamba"``)."""
+    return isinstance(cls, str) and ctx.runtime_rules.state_family(cls) == "mamba"
 
 
-def limits(rec: Record) -> Limits:
+def limits(rec: Record) -> StartupLimits:
     """The C-1 inputs of a record's settings."""
     s = rec
     T = capacity.in_flight_tokens(
@@ -109,7 +98,7 @@ def limits(rec: Record) -> Limits:
         s.setting("scheduler", "async_scheduling") is True,
         s.settings.get("model_runner"),
     )
-    return Limits(
+    return StartupLimits(
         max_model_len=s.setting("model", "max_model_len"),
         in_flight_tokens=T,
         dcp=s.setting("parallel", "decode_context_parallel_size"),
@@ -118,12 +107,21 @@ def limits(rec: Record) -> Limits:
 
 
 def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int, str] | None:
-    """C-1/C-3 for a worker group (max over its layer specs) or a scheduler copy."""
+    """C-1/C-3 for a worker group (max over its layer specs) or a scheduler copy.
+
+    C-1 is the runtime's (``RuntimeRules.startup_blocks``); ``None`` when it
+    cannot be computed from the record.
+    """
     lim = limits(rec)
+    startup = ctx.runtime_rules.startup_blocks
+
+    def blocks(cls: Any, fields: dict[str, Any], block_size: Any) -> tuple[int, str] | None:
+        return startup(cls, fields, block_size, lim) if isinstance(cls, str) else None
+
     if rec.is_worker:
         best: tuple[int, str] | None = None
         for _name, spec in layer_entries(group):
-            got = capacity.startup_blocks(short(spec.get("class")), fields_of(spec), spec.get("block_size"), lim)
+            got = blocks(spec.get("class"), fields_of(spec), spec.get("block_size"))
             if got is None:
                 return None
             if best is None or got[0] > best[0]:
@@ -132,7 +130,7 @@ def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int
     fields = group.get("spec_fields")
     if not isinstance(fields, dict):
         return None
-    return capacity.startup_blocks(short(group.get("spec_class")), fields, group.get("block_size_tokens"), lim)
+    return blocks(group.get("spec_class"), fields, group.get("block_size_tokens"))
 
 
 # ==========================================================================
@@ -230,7 +228,7 @@ def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
     else:
         page = pages[0] if pages else None
         window = next(iter(windows.values())) if windows else None
-    cacheable = all(spec_cacheable(spec.get("class"), fields_of(spec)) for _n, spec in entries)
+    cacheable = all(spec_cacheable(ctx, spec.get("class"), fields_of(spec)) for _n, spec in entries)
     return {"page_size_bytes": page, "sliding_window": window, "prefix_cacheable": cacheable}
 
 
@@ -294,7 +292,8 @@ def i47_dtypes(ctx: Context, rec: Record) -> None:
     """I-47: attention layers store the requested KV precision (the sparse indexer is exempt)."""
     if not (rec.is_worker and rec.hybrid):
         return
-    label = kv_label(rec.setting("cache", "kv_cache_dtype"), rec.setting("model", "dtype"))
+    kv, model_dtype = rec.setting("cache", "kv_cache_dtype"), rec.setting("model", "dtype")
+    label = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, model_dtype)
     allowed = STORAGE_DTYPES.get(label or "", ())
     for g in rec.groups:
         if g.get("kind") != "attention":
@@ -399,7 +398,7 @@ def expected_copy(ctx: Context, worker: Record, g: dict[str, Any]) -> tuple[dict
             block_size_tokens=spec.get("block_size"),
             page_size_bytes=spec.get("page_size_bytes"),
             sliding_window=spec_window(ctx, spec.get("class"), f),
-            prefix_cacheable=spec_cacheable(spec.get("class"), f),
+            prefix_cacheable=spec_cacheable(ctx, spec.get("class"), f),
         )
         return copy, name
     return copy, None
@@ -507,10 +506,10 @@ def _label(g: dict[str, Any], i: int) -> str:
     return layers_label(i, names if isinstance(names, list) else [])
 
 
-def mamba_group(g: dict[str, Any]) -> bool:
-    """A state group whose layers are ``MambaSpec`` (a ring group's are ``CircularBufferSpec``)."""
+def mamba_group(ctx: Context, g: dict[str, Any]) -> bool:
+    """A state group whose layers are all Mamba specs (not a ring group)."""
     entries = layer_entries(g)
-    return bool(entries) and all(is_mamba(spec.get("class")) for _n, spec in entries)
+    return bool(entries) and all(is_mamba(ctx, spec.get("class")) for _n, spec in entries)
 
 
 def i53_state(ctx: Context, rec: Record) -> None:
@@ -527,7 +526,7 @@ def i53_state(ctx: Context, rec: Record) -> None:
 
 def _mamba_groups(ctx: Context, rec: Record) -> Iterator[tuple[int, dict[str, Any], dict[str, Any]]]:
     for i, g in enumerate(rec.groups):
-        if kinds_of(ctx, rec)[i] == "state" and mamba_group(g):
+        if kinds_of(ctx, rec)[i] == "state" and mamba_group(ctx, g):
             yield i, g, g["state"]
 
 
@@ -608,7 +607,7 @@ def i60_steady(ctx: Context, rec: Record) -> None:
         if kinds_of(ctx, rec)[i] != "state":
             continue
         st = g["state"]
-        want = 1 + st.get("num_speculative_blocks", 0) if mamba_group(g) else 1
+        want = 1 + st.get("num_speculative_blocks", 0) if mamba_group(ctx, g) else 1
         if not same(st.get("blocks_per_request"), want):
             raise Refusal("I-60", f"runtime state group {i} records blocks_per_request {show(st.get('blocks_per_request'))}, but its spec holds {want} between block boundaries")
 
@@ -623,7 +622,7 @@ def i61_startup(ctx: Context, rec: Record) -> None:
             continue
         want, formula = got
         if not same(g.get("startup_blocks_per_request"), want):
-            raise Refusal("I-61", f"cache group {i} records startup_blocks_per_request {show(g.get('startup_blocks_per_request'))}, but vLLM {HYBRID_VERSION} reserves {want} ({formula})")
+            raise Refusal("I-61", f"cache group {i} records startup_blocks_per_request {show(g.get('startup_blocks_per_request'))}, but vLLM {ctx.runtime_rules.version} reserves {want} ({formula})")
 
 
 STAGE_F = [

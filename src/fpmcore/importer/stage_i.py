@@ -79,9 +79,9 @@ def _r(layer: Layer, view: dict[str, Any]) -> int:
     return layer.block // view["kernel_block_size_tokens"]
 
 
-def attention_family(spec: dict[str, Any]) -> bool:
+def attention_family(ctx: Context, spec: dict[str, Any]) -> bool:
     """Attention-family specs carry ``tokens_per_state`` per kernel block; Mamba specs do not."""
-    return bool(spec) and not is_mamba(spec.get("class"))
+    return bool(spec) and not is_mamba(ctx, spec.get("class"))
 
 
 def i77_views(ctx: Context, rec: Record) -> None:
@@ -148,7 +148,7 @@ def i81_kernel_block(ctx: Context, rec: Record) -> None:
             K = v.get("kernel_block_size_tokens")
             if not is_pos_int(K) or layer.block % K != 0:
                 raise Refusal("I-81", f"layer view kernel block contradicts its cache spec: {layer.name} (kernel block {show(K)} does not divide block {layer.block})")
-            if not rec.hybrid or not attention_family(layer.spec):
+            if not rec.hybrid or not attention_family(ctx, layer.spec):
                 continue
             t = fields_of(layer.spec).get("tokens_per_state")
             if is_int(t) and t >= 1:

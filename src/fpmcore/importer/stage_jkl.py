@@ -21,6 +21,7 @@ from fpmcore.importer.stage_ef import (
     fields_of,
     group_difference,
     group_startup,
+    is_mamba,
     kinds_of,
     layer_entries,
     limits,
@@ -89,7 +90,7 @@ def i93_align(ctx: Context, rec: Record) -> None:
 
 def has_mamba(ctx: Context) -> bool:
     first = ctx.workers()[0]
-    return any(ctx.kinds[i] == "state" and mamba_group(g) for i, g in enumerate(first.groups))
+    return any(ctx.kinds[i] == "state" and mamba_group(ctx, g) for i, g in enumerate(first.groups))
 
 
 def i94_derived_mode(ctx: Context, rec: Record) -> None:
@@ -142,7 +143,7 @@ def i96_scheduler_block(ctx: Context, rec: Record) -> None:
 def _mamba_not_align(ctx: Context, s: Record) -> bool:
     for g in _groups(ctx, s):
         for _n, spec in layer_entries(g):
-            if spec.get("class", "").endswith(".MambaSpec") and fields_of(spec).get("mamba_cache_mode") != "align":
+            if is_mamba(ctx, spec.get("class")) and fields_of(spec).get("mamba_cache_mode") != "align":
                 return True
     return False
 
@@ -192,7 +193,7 @@ def i99_alignment(ctx: Context, rec: Record) -> None:
         for name, spec in layer_entries(g):
             f = fields_of(spec)
             t = f.get("tokens_per_state")
-            if spec_cacheable(spec.get("class"), f) and is_int(t) and t > 1 and a % t:
+            if spec_cacheable(ctx, spec.get("class"), f) and is_int(t) and t > 1 and a % t:
                 raise Refusal("I-99", msg + f"cache-hit alignment {a} is not a multiple of tokens_per_state {t} of {name}")
 
 

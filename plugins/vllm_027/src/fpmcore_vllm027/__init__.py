@@ -2,7 +2,7 @@
 
 vLLM 0.27.0 records carry no hybrid evidence (02 §3.14, §4): only plain
 full-attention and sliding-window layouts import, through the class table of
-02 §5.1.  vLLM itself is imported only inside probe-side functions.
+02 §5.1 (:mod:`fpmcore_vllm027.rules`).  vLLM itself is imported only inside probe-side functions.
 """
 
 from __future__ import annotations
@@ -11,18 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
+from fpmcore.hooktypes import RuntimeRules
+
+from fpmcore_vllm027.rules import OTHER, RULES, TABLE, classify_plain
 
 RUNTIME = "vllm==0.27.0"
 
-#: 02 §5.1: records without hybrid evidence allow exactly these two classes.
-TABLE: dict[str, SpecClassification] = {
-    "vllm.v1.kv_cache_interface.FullAttentionSpec": SpecClassification(kind="attention"),
-    "vllm.v1.kv_cache_interface.SlidingWindowSpec": SpecClassification(kind="attention", windowed=True),
-}
-OTHER = SpecClassification(
-    kind="unsupported",
-    reason="records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec",
-)
+__all__ = ["OTHER", "RUNTIME", "TABLE"]  # the observer reads the §5.1 table from here
 
 
 @hookimpl
@@ -40,7 +35,13 @@ def fpm_plugin_info() -> PluginInfo:
 def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
     if runtime != RUNTIME:
         return None
-    return TABLE.get(spec_class, OTHER)
+    return classify_plain(spec_class)
+
+
+@hookimpl
+def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
+    """02 §3.14, §5.1, I-32: no hybrid evidence, the plain class table, the KV dtype labels."""
+    return RULES if runtime == RUNTIME else None
 
 
 @hookimpl

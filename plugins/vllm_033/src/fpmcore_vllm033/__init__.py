@@ -2,8 +2,10 @@
 
 It answers for exactly ``vllm==0.33.0`` (02 §4: versions are compared as exact
 strings, no PEP 440 normalization) and holds what is specific to that
-release: the cache spec class table (02 §5.2).  vLLM itself is imported only
-inside the probe-side functions, never here.
+release: the cache spec class table (02 §5.2) and the import rules of
+:mod:`fpmcore_vllm033.rules` (KV dtype labels, the startup reservation of
+03 C-1).  vLLM itself is imported only inside the probe-side functions,
+never here.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
+from fpmcore.hooktypes import RuntimeRules
 
 from fpmcore_vllm033.classes import classify
+from fpmcore_vllm033.rules import RULES
 
 RUNTIME = "vllm==0.33.0"
 
@@ -34,6 +38,12 @@ def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) ->
     if runtime != RUNTIME:
         return None
     return classify(spec_class)
+
+
+@hookimpl
+def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
+    """Hybrid evidence, KV dtype labels, the §5.1 table, state families and 03 C-1 (:mod:`fpmcore_vllm033.rules`)."""
+    return RULES if runtime == RUNTIME else None
 
 
 @hookimpl

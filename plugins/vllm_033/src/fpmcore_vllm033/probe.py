@@ -92,10 +92,6 @@ _DTYPES = {
     "fp8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
 }  # fmt: skip
 
-#: KV cache dtype → profile label (02 I-32); ``auto`` takes the model dtype's.
-_KV_LABELS = {"bfloat16": "bfloat16", "float16": "half"} | {
-    k: "fp8" for k in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "fp8_per_token_head")
-}
 
 
 #: The image name of a dry run; its digest is :func:`installed_digest`.
@@ -387,7 +383,9 @@ def kv_label(kv_cache_dtype: str, model_dtype: str) -> str | None:
     """The profile label of a KV cache dtype (02 I-32)."""
     if kv_cache_dtype == "auto":
         return {"torch.bfloat16": "bfloat16", "torch.float16": "half"}.get(model_dtype)
-    return _KV_LABELS.get(kv_cache_dtype)
+    from fpmcore_vllm033.rules import KV_DTYPE_LABELS
+
+    return KV_DTYPE_LABELS.get(kv_cache_dtype)
 
 
 def default_launch(
