@@ -47,3 +47,13 @@ def test_profile_example_numbers():
 def test_pyproject_example_uses_the_entry_point_group():
     block = _block('[project.entry-points."fpmcore.plugins"]')
     assert 'mymodel = "my_model_plugin"' in block
+
+
+def test_hook_table_lists_every_hookspec():
+    from fpmcore import hookspecs
+
+    specs = {n for n in vars(hookspecs) if n.startswith("fpm_")}
+    rows = dict(re.findall(r"^\| `(fpm_\w+)` \| (first-result|collecting) \|", README, re.M))
+    assert set(rows) == specs
+    for name, kind in rows.items():
+        assert (kind == "first-result") == getattr(hookspecs, name).fpmcore_spec.get("firstresult", False), name
