@@ -1,7 +1,7 @@
 """The GLM-5.3-Flash TP 4 fixture (02 §11) imports ``complete`` with the numbers vLLM itself computes.
 
 ``data/oracle_glm53flash_tp4.expected.json`` is the output of the real vLLM
-0.33.0 planning code (``/work/shared/oracle``: ``vllm_oracle.py config
+0.33.0 planning code (``tools/vllm_oracle.py config
 data/oracle_glm53flash_tp4.json --caching both --json``) for the layer specs of
 02 §11.2; the tests compare the import with it.  ``test_oracle_rerun`` re-runs
 the oracle when vLLM is installed.
@@ -128,7 +128,7 @@ def test_glm_profile_validates(glm):
 def test_oracle_rerun(tmp_path):
     """Re-run the real vLLM 0.33.0 planning on the fixture specs and compare with the stored output."""
     py = Path(os.environ.get("ORACLE_PY", Path.home() / ".cache/fpm-oracle/venv/bin/python"))
-    script = Path("/work/shared/oracle/vllm_oracle.py")
+    script = Path(__file__).resolve().parents[2] / "tools" / "vllm_oracle.py"
     if not py.exists() or not script.exists():
         pytest.skip("the vLLM 0.33.0 oracle is not installed")
     proc = subprocess.run(
