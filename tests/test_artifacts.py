@@ -50,6 +50,12 @@ def strict(monkeypatch):
     monkeypatch.setattr(A, "STRICT", True)
 
 
+@pytest.fixture(autouse=True)
+def producer_dir(monkeypatch):
+    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
+
+
 def run_validate(host, capsys, *argv, as_json=False):
     parser = argparse.ArgumentParser()
     cmd = A.validate_command()
@@ -90,6 +96,34 @@ def test_example_run_validates(host, capsys, model, contract):
             "cells": [{"cell": cell, "contract": contract, "status": "accepted", "diagnostics": []}],
         },
     )
+
+
+def test_example_run_needs_the_producer_files_it_was_collected_with(host, capsys, monkeypatch, tmp_path):
+    """05 §7.2, A-21: without producer files, ``fpm validate`` refuses the GLM example; with them it accepts."""
+    from fpmcore_glm53flash import artifact_producer as P
+
+    monkeypatch.delenv("FPM_GLM53FLASH_PRODUCER_DIR")
+    monkeypatch.setattr(P, "_package_dir", lambda: tmp_path / "producer")  # an installation without producer files
+    run, plan = EXAMPLES / "glm53flash" / "run", EXAMPLES / "glm53flash" / "plan.json"
+    code, out = run_validate(host, capsys, str(run), "--plan", str(plan), as_json=True)
+    (diag,) = json.loads(out)["cells"][0]["diagnostics"]
+    found = json.loads((run / "fpm-glm53flash-tp4-smoke" / "r0.json").read_text())["producer"]
+    assert code == 1 and diag["rule"] == "A-21"
+    assert diag["message"] == (
+        "native glm-5.3-flash result lacks valid producer.runtime_source_manifest_sha256: expected the digest of "
+        "the shipped runtime-source manifest, but this installation ships no producer files (set "
+        "FPM_GLM53FLASH_PRODUCER_DIR or install them under fpmcore_glm53flash/producer/), found "
+        f"{found['runtime_source_manifest_sha256']}: r0.json"
+    )
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(EXAMPLES / "producer"))
+    code, _ = run_validate(host, capsys, str(run), "--plan", str(plan))
+    assert code == 0
+
+
+def test_the_tool_writes_no_producer_record_without_producer_files(tmp_path):
+    missing = "no producer file runtime_source_manifest.json, glm53flash_prefix_scheduler.py"
+    with pytest.raises(SystemExit, match=missing):
+        M.glm_example(producer_dir=tmp_path)
 
 
 def test_retained_table_shows_the_median(host, capsys):
@@ -275,6 +309,114 @@ def test_a2_visits_results_before_iteration_groups():
     view = A.CellView(cell=cell, files=files, plan=plan)
     d = A.a2_integers(view)
     assert (d.rule, d.message) == ("A-2", 'results[4].point.batch_size must be an integer, found "2": r0.json')
+
+
+def _int_fields(value, spec, path=()):
+    """Every integer field of A-2's schema present in ``value``, as key paths (document order aside)."""
+    if spec in (A.INT, A.NINT):
+        yield path
+    elif spec == A.ROWS:
+        for i, row in enumerate(value if isinstance(value, list) else ()):
+            for j, _ in enumerate(row if isinstance(row, list) else ()):
+                yield (*path, i, j)
+    elif isinstance(spec, tuple):
+        for i, item in enumerate(value if isinstance(value, list) else ()):
+            yield from _int_fields(item, spec[1], (*path, i))
+    elif isinstance(value, dict):
+        for key, sub in spec.items():
+            if key in value:
+                yield from _int_fields(value[key], sub, (*path, key))
+
+
+def _dotted(path):
+    out = ""
+    for seg in path:
+        out = f"{out}[{seg}]" if isinstance(seg, int) else f"{out}.{seg}" if out else seg
+    return out
+
+
+def test_a2_finds_every_wrong_integer_field_with_its_path():
+    """A-2: each integer field of a rank artifact and of its sidecar, made a boolean, a float or a
+    string, is the field A-2 reports (the fast tests never hide one)."""
+    plan, cell, files = M.glm_example()
+    doc = files["r0.json"]
+    paths = list(_int_fields(doc, A.RANK_INT_SCHEMA))
+    # every FPM copy is visited: rows, and both places in the groups
+    assert len([p for p in paths if p[-1] == "forward_index"]) == 2 * 5 * 10
+    assert ("results", 0, "fpms", 0, "queued_requests", "sum_decode_kv_tokens") in paths
+    bad = [True, 2.5, "7", 1.0, False]
+    view = A.CellView(cell=cell, files=files, plan=plan)
+    for n, path in enumerate(paths):
+        parent = doc
+        for seg in path[:-1]:
+            parent = parent[seg]
+        old, parent[path[-1]] = parent[path[-1]], bad[n % len(bad)]
+        d = A.a2_integers(view)
+        parent[path[-1]] = old
+        found = A.js(bad[n % len(bad)])
+        assert d is not None and d.message == f"{_dotted(path)} must be an integer, found {found}: r0.json", path
+    assert A.a2_integers(view) is None
+    lines = files["repetitions.jsonl"]
+    for k, line in enumerate(lines):
+        obj = json.loads(line)
+        for path in _int_fields(obj, A.SIDECAR_INT_SCHEMA):
+            changed = copy.deepcopy(obj)
+            parent = changed
+            for seg in path[:-1]:
+                parent = parent[seg]
+            parent[path[-1]] = 1.0
+            lines[k] = A.canonical_bytes(changed) + b"\n"
+            d = A.a2_integers(view)
+            assert d.message == f"lines[{k}].{_dotted(path)} must be an integer, found 1.0: repetitions.jsonl"
+        lines[k] = line
+
+
+def test_a2_checks_a_queued_count_dynamo_does_not_write():
+    """A-2: Dynamo's ``queued_requests`` carries no ``sum_prefill_kv_tokens``; when present it is an
+    integer field (an earlier fast test let ``1.5`` through)."""
+    plan, cell, files = M.glm_example()
+    M.raw(files, 3)["queued_requests"]["sum_prefill_kv_tokens"] = 1.5
+    M.sync(files)
+    (d,) = A.validate_files(_HOST, cell, files, plan).diagnostics
+    assert (d.rule, d.message) == (
+        "A-2",
+        "results[1].fpms[0].benchmark_measurement.raw_fpms[3].queued_requests.sum_prefill_kv_tokens must be an "
+        "integer, found 1.5: r0.json",
+    )
+
+
+def test_a8_refuses_a_row_that_differs_from_its_group():
+    """A-8: a row whose retained FPM or point differs from its group's copy is refused (the equality
+    A-2's pass records for A-8 must not hide it, on one rank or on the second of two)."""
+    for ranks, rank in ((1, 0), (2, 1)):
+        plan, cell, files = M.glm_example(ranks)
+        files[f"r{rank}.json"]["results"][2]["fpms"][0]["wall_time"] = 0.5  # the group keeps its copy
+        (d,) = A.validate_files(_HOST, cell, files, plan).diagnostics
+        assert (d.rule, d.message) == (
+            "A-8",
+            f"benchmark_id=3: rank {rank} row differs from its synchronized group: r{rank}.json",
+        )
+        plan, cell, files = M.glm_example(ranks)
+        files[f"r{rank}.json"]["results"][4]["point"]["padding_tokens"] = 3
+        (d,) = A.validate_files(_HOST, cell, files, plan).diagnostics
+        assert (d.rule, d.message) == (
+            "A-8",
+            f"benchmark_id=5: rank {rank} row differs from its synchronized group: r{rank}.json",
+        )
+
+
+def test_a6_refuses_ranks_whose_iteration_groups_differ():
+    """A-6: iteration groups that differ across ranks are refused with the first differing field."""
+    plan, cell, files = M.glm_example(2)
+    fpm = files["r1.json"]["iteration_groups"][3]["rank_results"][0]["fpms"][0]
+    was = fpm["wall_time"]
+    fpm["wall_time"] = 0.5
+    (d,) = A.validate_files(_HOST, cell, files, plan).diagnostics
+    assert (d.rule, d.message) == (
+        "A-6",
+        f"native ranks disagree on iteration_groups[3].rank_results[0].fpms[0].wall_time: rank 0={was}, rank "
+        "1=0.5: r1.json",
+    )
 
 
 def test_upper_median_is_the_fifth_of_nine():

@@ -57,7 +57,8 @@ def big():
     return plan, cell, files
 
 
-def test_validate_577_points_two_ranks(benchmark, big):
+def test_validate_577_points_two_ranks(benchmark, big, monkeypatch):
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))  # the producer of the example campaign
     plan, cell, files = big
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
     owners = A.protocol_owners(host)

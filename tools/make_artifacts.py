@@ -16,6 +16,14 @@ Usage::
     python tools/make_artifacts.py negatives OUT           # one attempt per negative case
     python tools/make_artifacts.py cell --plan PLAN --cell ID --out DIR [--ranks N] [--merged]
 
+Every command takes ``--producer-dir DIR`` (default ``examples/artifacts/producer``,
+the stand-in producer of the example campaign): the GLM ``producer`` record
+carries the SHA-256 of that directory's ``runtime_source_manifest.json`` and
+``glm53flash_prefix_scheduler.py`` (05 §7.2), computed from their bytes; the
+tool refuses to write a GLM record when either file is missing.  A reader
+accepts such artifacts only when its producer files have the same bytes, e.g.
+with ``FPM_GLM53FLASH_PRODUCER_DIR`` pointing at the same directory.
+
 ``cell`` reads the points the plan staged for the cell (the smoke subset when
 the cell's ``point_set`` is ``smoke``, else the full list) from
 ``options.benchmark_points``.  The library functions (:func:`glm_cell`,
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import inspect
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -37,6 +46,9 @@ from typing import Any
 from fpmcore.artifacts import canonical_digest, merge_ranks, point_key, upper_median
 from fpmcore.jsonio import canonical_bytes
 
+ROOT = Path(__file__).resolve().parents[1]
+#: The producer files of the example campaign (a stand-in of the producer, see its README).
+PRODUCER_DIR = ROOT / "examples" / "artifacts" / "producer"
 #: Raw wall times of 05 §9.1 (seconds); every point scales this pattern.
 PATTERN = (0.0360, 0.0348, 0.0347, 0.0349, 0.0346, 0.0350, 0.0348, 0.0351, 0.0347, 0.0352)
 T0 = 5121.1  # monotonic start of forward 0 (forward f starts at T0 + 0.1 f)
@@ -235,12 +247,25 @@ def glm_protocol() -> dict[str, Any]:
     }
 
 
-def glm_producer_record(model: str = GLM_MODEL, revision: str = GLM_REVISION) -> dict[str, Any]:
-    """The ``producer`` record the installed GLM plugin expects (05 §7.2)."""
-    from fpmcore_glm53flash.artifact_producer import INTERNAL_POSITIONS, expected_producer_record
+def producer_digests(producer_dir: str | Path = PRODUCER_DIR) -> dict[str, str]:
+    """The two digest fields of the ``producer`` record, from the files of ``producer_dir`` (05 §7.2)."""
+    from fpmcore_glm53flash.artifact_producer import DIGEST_FIELDS, digests_of
+
+    found = digests_of(producer_dir)
+    missing = [DIGEST_FIELDS[f][0] for f, v in found.items() if v is None]
+    if missing:
+        raise SystemExit(f"no producer file {', '.join(missing)} in {producer_dir}: cannot write a GLM producer record")
+    return {f: v for f, v in found.items() if v is not None}
+
+
+def glm_producer_record(
+    model: str = GLM_MODEL, revision: str = GLM_REVISION, producer_dir: str | Path = PRODUCER_DIR
+) -> dict[str, Any]:
+    """The ``producer`` record of a campaign launched with the producer files of ``producer_dir`` (05 §7.2)."""
+    from fpmcore_glm53flash.artifact_producer import INTERNAL_POSITIONS, ProducerFiles, expected_producer_record
 
     return {
-        **expected_producer_record(),
+        **expected_producer_record(ProducerFiles(producer_digests(producer_dir), str(producer_dir), True)),
         "model": model,
         "model_revision": revision,
         "checkpoint_dir": f"/models/{model}",
@@ -403,8 +428,12 @@ def glm_cell(
     run_id: str = "glm53flash-smoke-run-1",
     attempt_id: str = "attempt-1",
     merged: bool = False,
+    producer_dir: str | Path = PRODUCER_DIR,
 ) -> dict[str, Any]:
-    """The files of one GLM attempt (parsed JSON; sidecars as lists of byte lines with their newline)."""
+    """The files of one GLM attempt (parsed JSON; sidecars as lists of byte lines with their newline).
+
+    The ``producer`` record carries the digests of the producer files in ``producer_dir``.
+    """
     points = points_of(manifest)
     grid = f"glm53flash-smoke-{canonical_digest(manifest)[:16]}"
     docs, results, files = [], [], {}
@@ -416,7 +445,9 @@ def glm_cell(
                 "execution_mode": "native_graph_policy",
                 "execution_identity": dict(cell["execution_identity"]),
                 "observation_purpose": "fpm",
-                "producer": glm_producer_record(cell.get("model", GLM_MODEL), cell.get("model_revision", GLM_REVISION)),
+                "producer": glm_producer_record(
+                    cell.get("model", GLM_MODEL), cell.get("model_revision", GLM_REVISION), producer_dir
+                ),
                 "serving_config": {
                     "enable_prefix_caching": True,
                     "mamba_cache_mode": "align",
@@ -625,12 +656,18 @@ def write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def example(out: Path) -> None:
-    """examples/artifacts: the GLM smoke run (05 §9) and a DeepSeek V4.1 eager run, each with its plan."""
+def example(out: Path, producer_dir: str | Path = PRODUCER_DIR) -> None:
+    """examples/artifacts: the GLM smoke run (05 §9) and a DeepSeek V4.1 eager run, each with its plan.
+
+    The GLM run is written against the producer files of ``producer_dir``
+    (they are read, never written).
+    """
+    producer_digests(producer_dir)  # refuse before writing anything
     gp = glm_plan()
     write_json(out / "glm53flash" / "plan.json", gp)
     smoke = next(c for c in gp["cells"] if c["point_set"] == "smoke")
-    write_attempt(out / "glm53flash" / "run" / smoke["cell_id"], glm_cell(gp, smoke, SMOKE_MANIFEST), indent=1)
+    files = glm_cell(gp, smoke, SMOKE_MANIFEST, producer_dir=producer_dir)
+    write_attempt(out / "glm53flash" / "run" / smoke["cell_id"], files, indent=1)
     dp = dsv41_plan()
     write_json(out / "dsv41" / "plan.json", dp)
     cell = dp["cells"][0]
@@ -646,11 +683,13 @@ A32 = (
 )
 
 
-def glm_example(ranks: int = 1) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def glm_example(
+    ranks: int = 1, producer_dir: str | Path = PRODUCER_DIR
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(plan, cell, files)`` of the valid GLM smoke example (05 §9.1, §9.2)."""
     plan = glm_plan()
     cell = next(c for c in plan["cells"] if c["point_set"] == "smoke")
-    return plan, cell, glm_cell(plan, cell, SMOKE_MANIFEST, ranks=ranks)
+    return plan, cell, glm_cell(plan, cell, SMOKE_MANIFEST, ranks=ranks, producer_dir=producer_dir)
 
 
 def ranks_of(files: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -720,9 +759,13 @@ class Case:
     def __init__(self, case_id: str, rule: str, change: str, fn: Any, ranks: int = 1) -> None:
         self.id, self.rule, self.change, self._fn, self.ranks = case_id, rule, change, fn, ranks
 
-    def build(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str]:
-        plan, cell, files = glm_example(self.ranks)
-        out = self._fn(plan, cell, files)
+    def build(
+        self, producer_dir: str | Path = PRODUCER_DIR
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str]:
+        """The changed example, built against the producer files of ``producer_dir``."""
+        plan, cell, files = glm_example(self.ranks, producer_dir)
+        wants_dir = "producer_dir" in inspect.signature(self._fn).parameters
+        out = self._fn(plan, cell, files, producer_dir=producer_dir) if wants_dir else self._fn(plan, cell, files)
         if isinstance(out, str):
             return plan, cell, files, out
         return out  # type: ignore[no-any-return]
@@ -849,9 +892,11 @@ def _n13(plan, cell, files):
     )
 
 
-def _n14(plan, cell, files):
+def _n14(plan, cell, files, producer_dir=PRODUCER_DIR):
+    # the campaign was launched with a locally edited overlay: the shipped file plus one comment line
     shipped = files["r0.json"]["producer"]["overlay_sha256"]
-    d = hashlib.sha256(b"# locally edited producer scheduler\n").hexdigest()
+    edited = (Path(producer_dir) / "glm53flash_prefix_scheduler.py").read_bytes() + b"# locally edited\n"
+    d = hashlib.sha256(edited).hexdigest()
     files["r0.json"]["producer"]["overlay_sha256"] = d
     return f"native glm-5.3-flash result lacks valid producer.overlay_sha256: expected {shipped}, found {d}: r0.json"
 
@@ -1350,10 +1395,10 @@ CASES: tuple[Case, ...] = (
 )
 
 
-def write_negatives(out: Path) -> None:
+def write_negatives(out: Path, producer_dir: str | Path = PRODUCER_DIR) -> None:
     """One attempt directory per case under ``out/<id>/`` (plan and cell beside it)."""
     for case in CASES:
-        plan, cell, files, message = case.build()
+        plan, cell, files, message = case.build(producer_dir)
         d = out / case.id
         write_attempt(d / "attempt", files, indent=1)
         write_json(d / "plan.json", plan)
@@ -1364,7 +1409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("example", help="write the example runs")
-    ex.add_argument("out", nargs="?", default=str(Path(__file__).resolve().parents[1] / "examples" / "artifacts"))
+    ex.add_argument("out", nargs="?", default=str(ROOT / "examples" / "artifacts"))
     neg = sub.add_parser("negatives", help="write every negative case (05 §9.3 and fpmcore's own)")
     neg.add_argument("out")
     c = sub.add_parser("cell", help="write one attempt for a cell of a plan")
@@ -1373,12 +1418,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--ranks", type=int, default=1)
     c.add_argument("--merged", action="store_true")
+    for p in (ex, neg, c):
+        p.add_argument(
+            "--producer-dir",
+            default=str(PRODUCER_DIR),
+            help="the producer files the GLM producer record is written against (default: %(default)s)",
+        )
     args = parser.parse_args(argv)
     if args.cmd == "example":
-        example(Path(args.out))
+        example(Path(args.out), args.producer_dir)
         return 0
     if args.cmd == "negatives":
-        write_negatives(Path(args.out))
+        write_negatives(Path(args.out), args.producer_dir)
         return 0
     plan = json.loads(Path(args.plan).read_text())
     cell = next((x for x in plan.get("cells", []) if x.get("cell_id") == args.cell), None)
@@ -1392,7 +1443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     residency = cell.get("execution_identity", {}).get("engram_residency")
     maker = dsv41_cell if residency == "hbm_tp_sharded" else glm_cell
-    kwargs = {"merged": args.merged} if maker is glm_cell else {}
+    kwargs = {"merged": args.merged, "producer_dir": args.producer_dir} if maker is glm_cell else {}
     write_attempt(args.out, maker(plan, cell, manifest, ranks=args.ranks, **kwargs), indent=1)
     return 0
 

@@ -298,6 +298,8 @@ class CellView:
         self.identity = cell_identity(cell)
         #: benchmark id → (point, point_key), shared by the ranks' rows (A-29)
         self.point_keys: dict[int, tuple[Any, str]] = {}
+        #: equalities found by A-2's pass over the points and read by A-6 and A-8 (:func:`_points_pass`)
+        self.memo: dict[str, Any] = {}
         names = sorted(
             (n for n in files if _RANK_FILE.match(Path(n).name)),
             key=lambda n: int(_RANK_FILE.match(Path(n).name).group(1)),  # type: ignore[union-attr]
@@ -503,6 +505,10 @@ _POINT = {
 _ROW = {"point": _POINT, "fpms": ("list", _FPM)}
 _GROUP = {"benchmark_id": INT, "point": _POINT, "expected_dp_ranks": ("list", INT),
           "rank_results": ("list", {"dp_rank": INT, "fpms": ("list", _FPM)})}  # fmt: skip
+_WARMUP_RECORD = {
+    "forward_index_start": NINT, "forward_index_end": NINT, "observed_forward_count": INT,
+    "completed_points_before": INT,
+}  # fmt: skip
 RANK_INT_SCHEMA: dict[str, Any] = {
     "schema_version": INT,
     "dp": {"rank": INT, "size": INT},
@@ -515,13 +521,7 @@ RANK_INT_SCHEMA: dict[str, Any] = {
         "execution_evidence": {"schema_version": INT},
         "producer": {"warmup_repetitions": INT, "measured_repetitions": INT, "max_rejected_repetitions": INT},
     },
-    "warmup_evidence": {
-        "records": (
-            "list",
-            {"forward_index_start": NINT, "forward_index_end": NINT, "observed_forward_count": INT,
-             "completed_points_before": INT},
-        )
-    },  # fmt: skip
+    "warmup_evidence": {"records": ("list", _WARMUP_RECORD)},
     "repetition_evidence": {"records": INT},
     "results": ("list", _ROW),
     "iteration_groups": ("list", _GROUP),
@@ -536,12 +536,14 @@ SIDECAR_INT_SCHEMA: dict[str, Any] = {
 def find_non_integer(obj: Any, schema: Mapping[str, Any], path: str = "", top: bool = False) -> tuple[str, Any] | None:
     """The first integer field (document order) of ``obj`` that is not a JSON integer (A-2).
 
-    Returns ``(field path, value)``.  FPMs, the bulk of an artifact, are first
-    tested by :func:`_fpm_ints_ok` / :func:`_raw_ints_ok` and walked only when
-    that test fails.
+    Returns ``(field path, value)``.  The verdict comes first from
+    :func:`integers_ok`; the document is walked in document order, for the
+    path, only when it reports a wrong field.
     """
+    if not isinstance(obj, dict) or integers_ok(obj, schema):
+        return None
     hit = _walk(obj, schema, top)
-    if hit is None:
+    if hit is None:  # pragma: no cover - integers_ok and _walk visit the same fields
         return None
     segments, value = hit
     out = path
@@ -550,64 +552,59 @@ def find_non_integer(obj: Any, schema: Mapping[str, Any], path: str = "", top: b
     return out, value
 
 
-def _point_ints_ok(p: Any) -> bool:
-    """Fast A-2 test of a point (see :func:`_fpm_ints_ok`)."""
-    if type(p) is not dict:
+def integers_ok(obj: dict[str, Any], schema: Mapping[str, Any]) -> bool:
+    """``True`` when no integer field of ``schema`` in the object ``obj`` breaks A-2.
+
+    The fields are visited in schema order (the verdict does not depend on
+    the order); the bulk shapes of an artifact (rows, groups, FPMs, raw
+    samples, warm-up records, sidecar lines) are first tried by a fast test
+    that reads the fields of their usual form at once and answers ``True``
+    only when every one of them is an integer — any other form, and every
+    wrong field, falls back to this generic visit.  A field the walk visits
+    is a present key of an object, every element of a list of integers, or a
+    field of an object element of a list of objects.
+    """
+    fast = _FAST.get(id(schema))
+    if fast is not None and fast(obj):
         return True
-    g = p.get
-    if type(g("benchmark_id", 0)) is not int or type(g("batch_size", 0)) is not int:
-        return False
-    if type(g("total_prefill_tokens", 0)) is not int or type(g("total_kv_read_tokens", 0)) is not int:
-        return False
-    for k in ("expected_capture_size", "padding_tokens"):
-        v = g(k)
-        if v is not None and type(v) is not int:
-            return False
-    rows = g("rows")
-    if type(rows) is list:
-        for r in rows:
-            if type(r) is list:
-                for x in r:
-                    if type(x) is not int:
-                        return False
-    return True
-
-
-def _row_ints_ok(row: dict[str, Any]) -> bool:
-    fpms = row.get("fpms")
-    if not _point_ints_ok(row.get("point")):
-        return False
-    if type(fpms) is list:
-        for f in fpms:
-            if type(f) is dict and not _retained_ints_ok(f):
+    get_ = obj.get
+    for key, spec in schema.items():
+        v = get_(key, ABSENT)
+        if v is ABSENT:
+            continue
+        if spec is INT:
+            if type(v) is not int:
                 return False
-    return True
-
-
-def _group_ints_ok(g: dict[str, Any]) -> bool:
-    if type(g.get("benchmark_id", 0)) is not int or not _point_ints_ok(g.get("point")):
-        return False
-    exp = g.get("expected_dp_ranks")
-    if type(exp) is list:
-        for x in exp:
-            if type(x) is not int:
+        elif spec is NINT:
+            if v is not None and type(v) is not int:
                 return False
-    rr = g.get("rank_results")
-    if type(rr) is list:
-        for res in rr:
-            if type(res) is dict:
-                if type(res.get("dp_rank", 0)) is not int:
-                    return False
-                fpms = res.get("fpms")
-                if type(fpms) is list:
-                    for f in fpms:
-                        if type(f) is dict and not _retained_ints_ok(f):
+        elif spec is ROWS:
+            if isinstance(v, list):
+                for row in v:
+                    if isinstance(row, list):
+                        for x in row:
+                            if type(x) is not int:
+                                return False
+        elif type(spec) is tuple:
+            if isinstance(v, list):
+                inner = spec[1]
+                if type(inner) is dict:
+                    for item in v:
+                        if isinstance(item, dict) and not integers_ok(item, inner):
                             return False
+                else:
+                    for item in v:
+                        if type(item) is not int:
+                            return False
+        elif isinstance(v, dict):
+            if not integers_ok(v, spec):
+                return False
     return True
 
 
 def _walk(obj: Any, schema: Mapping[str, Any], top: bool = False) -> tuple[list[str | int], Any] | None:
-    """:func:`find_non_integer` with the path as a reversed list of segments (built only on a hit)."""
+    """:func:`find_non_integer` in document order, with the path as a reversed list of segments;
+    elements of a list of objects that :func:`integers_ok` accepts are skipped."""
     if not isinstance(obj, dict):
         return None
     keys: Iterable[str] = obj
@@ -640,11 +637,8 @@ def _walk(obj: Any, schema: Mapping[str, Any], top: bool = False) -> tuple[list[
             if isinstance(value, list):
                 inner = spec[1]
                 if isinstance(inner, dict):
-                    fast = _FAST.get(id(inner))
                     for i, item in enumerate(value):
-                        if isinstance(item, dict):
-                            if fast is not None and fast(item):
-                                continue
+                        if isinstance(item, dict) and not integers_ok(item, inner):
                             hit = _walk(item, inner)
                             if hit is not None:
                                 hit[0].extend((i, key))
@@ -661,118 +655,199 @@ def _walk(obj: Any, schema: Mapping[str, Any], top: bool = False) -> tuple[list[
     return None
 
 
-_COUNT_KEYS = tuple(_COUNTS)
+# Fast tests of the bulk shapes: each reads the fields of the usual form at once
+# (missing keys or other types raise and answer False) and is True only when every
+# integer field of its schema in the object is an integer.
+
+_INT_TYPES = frozenset((int,))
+_SPKV = "sum_prefill_kv_tokens"  # absent from Dynamo's queued_requests; checked when present
+_MEASUREMENT_PARTS = itemgetter(
+    "schema_version", "dp_rank", "expected_internal_samples", "prompts", "preparation", "estimate", "raw_fpms"
+)
+_PREP_PARTS = itemgetter("completed_points_before", "warmup_records_before")
 
 
-_RAW_PARTS = itemgetter("version", "dp_rank", "counter_id", "scheduled_requests", "queued_requests", "benchmark_sample")
-_SCHED = itemgetter(*_COUNT_KEYS)
-_QUEUED = itemgetter("num_prefill_requests", "sum_prefill_tokens", "num_decode_requests", "sum_decode_kv_tokens")
-_INDICES = itemgetter("sample_index", "forward_index")
-_GRAPH = itemgetter("num_unpadded_tokens", "num_padded_tokens", "num_paddings")
-
-
-def _raw_ints_ok(f: dict[str, Any]) -> bool:
-    """:func:`_fpm_ints_ok` of a raw FPM in its complete form (the common case, about twice as fast)."""
-    try:
-        a, b, c, s, q, bs = _RAW_PARTS(f)
-        s1, s2, s3, s4, s5 = _SCHED(s)
-        q1, q2, q3, q4 = _QUEUED(q)
-        i1, i2 = _INDICES(bs)
-        g1, g2, g3 = _GRAPH(bs["cudagraph"])
-    except (KeyError, TypeError, ValueError):
-        return _fpm_ints_ok(f, False)
+def _counts_fast(f: dict[str, Any]) -> bool:
+    """``version``, ``dp_rank``, ``counter_id`` and the request counts of an FPM (raises on another form)."""
+    s, q = f["scheduled_requests"], f["queued_requests"]
     return (
-        type(a) is int and type(b) is int and type(c) is int
-        and type(s1) is int and type(s2) is int and type(s3) is int and type(s4) is int and type(s5) is int
-        and type(q1) is int and type(q2) is int and type(q3) is int and type(q4) is int
-        and type(i1) is int and type(i2) is int
-        and (g1 is None or type(g1) is int) and (g2 is None or type(g2) is int) and (g3 is None or type(g3) is int)
+        type(f["version"]) is int and type(f["dp_rank"]) is int and type(f["counter_id"]) is int
+        and type(s["num_prefill_requests"]) is int and type(s["sum_prefill_tokens"]) is int
+        and type(s["sum_prefill_kv_tokens"]) is int and type(s["num_decode_requests"]) is int
+        and type(s["sum_decode_kv_tokens"]) is int
+        and type(q["num_prefill_requests"]) is int and type(q["sum_prefill_tokens"]) is int
+        and type(q["num_decode_requests"]) is int and type(q["sum_decode_kv_tokens"]) is int
+        and type(q.get(_SPKV, 0)) is int
     )  # fmt: skip
 
 
-_RETAINED_PARTS = itemgetter(
-    "version", "dp_rank", "counter_id", "scheduled_requests", "queued_requests", "benchmark_measurement"
+def _raw_fast(f: dict[str, Any]) -> bool:
+    """A raw FPM (``_RAW_FPM``)."""
+    try:
+        bs = f["benchmark_sample"]
+        cg = bs["cudagraph"]
+        if not (_counts_fast(f) and type(bs["sample_index"]) is int and type(bs["forward_index"]) is int):
+            return False
+        g1, g2, g3 = cg["num_unpadded_tokens"], cg["num_padded_tokens"], cg["num_paddings"]
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return (g1 is None or type(g1) is int) and (g2 is None or type(g2) is int) and (g3 is None or type(g3) is int)
+
+
+def _measurement_fast(m: dict[str, Any]) -> bool:
+    """A ``benchmark_measurement`` (``_MEASUREMENT``) with its raw FPMs."""
+    try:
+        a, b, c, prompts, prep, est, raw = _MEASUREMENT_PARTS(m)
+        reqs, idx = prompts["requests"], est["raw_sample_indices"]
+        cpb, wrb = _PREP_PARTS(prep)
+    except (KeyError, TypeError):
+        return False
+    if not (
+        type(a) is int and type(b) is int and type(c) is int and type(cpb) is int
+        and (wrb is None or type(wrb) is int)
+        and type(reqs) is list and type(idx) is list and type(raw) is list
+    ):  # fmt: skip
+        return False
+    for x in idx:
+        if type(x) is not int:
+            return False
+    for q in reqs:
+        if type(q) is not dict or type(q.get("slot", 0)) is not int or type(q.get("num_tokens", 0)) is not int:
+            return False
+    for f in raw:  # _raw_fast, inlined: this loop holds most of an artifact's integers
+        if type(f) is not dict:
+            return False
+        try:
+            s, q, bs = f["scheduled_requests"], f["queued_requests"], f["benchmark_sample"]
+            cg = bs["cudagraph"]
+            g1, g2, g3 = cg["num_unpadded_tokens"], cg["num_padded_tokens"], cg["num_paddings"]
+            if not (
+                type(f["version"]) is int and type(f["dp_rank"]) is int and type(f["counter_id"]) is int
+                and type(s["num_prefill_requests"]) is int and type(s["sum_prefill_tokens"]) is int
+                and type(s["sum_prefill_kv_tokens"]) is int and type(s["num_decode_requests"]) is int
+                and type(s["sum_decode_kv_tokens"]) is int
+                and type(q["num_prefill_requests"]) is int and type(q["sum_prefill_tokens"]) is int
+                and type(q["num_decode_requests"]) is int and type(q["sum_decode_kv_tokens"]) is int
+                and type(q.get(_SPKV, 0)) is int
+                and type(bs["sample_index"]) is int and type(bs["forward_index"]) is int
+                and (g1 is None or type(g1) is int) and (g2 is None or type(g2) is int)
+                and (g3 is None or type(g3) is int)
+            ):  # fmt: skip
+                return False
+        except (KeyError, TypeError, AttributeError):
+            return False
+    return True
+
+
+def _fpm_fast(f: dict[str, Any]) -> bool:
+    """A retained FPM (``_FPM``: no ``benchmark_sample``, a ``benchmark_measurement``)."""
+    try:
+        m = f["benchmark_measurement"]
+        if not _counts_fast(f):
+            return False
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return "benchmark_sample" not in f and type(m) is dict and _measurement_fast(m)
+
+
+def _point_fast(p: dict[str, Any]) -> bool:
+    """A Dynamo point (``_POINT``)."""
+    g = p.get
+    if not (
+        type(g("benchmark_id", 0)) is int and type(g("batch_size", 0)) is int
+        and type(g("total_prefill_tokens", 0)) is int and type(g("total_kv_read_tokens", 0)) is int
+    ):  # fmt: skip
+        return False
+    for k in ("expected_capture_size", "padding_tokens"):
+        v = g(k)
+        if v is not None and type(v) is not int:
+            return False
+    rows = g("rows")
+    if isinstance(rows, list):
+        for r in rows:
+            if isinstance(r, list):
+                for x in r:
+                    if type(x) is not int:
+                        return False
+    return True
+
+
+def _fpms_fast(fpms: Any) -> bool:
+    if type(fpms) is not list:
+        return False
+    for f in fpms:
+        if type(f) is not dict or not _fpm_fast(f):
+            return False
+    return True
+
+
+def _row_fast(row: dict[str, Any]) -> bool:
+    """A result row (``_ROW``)."""
+    p = row.get("point")
+    return type(p) is dict and _point_fast(p) and _fpms_fast(row.get("fpms"))
+
+
+def _group_fast(g: dict[str, Any]) -> bool:
+    """An iteration group (``_GROUP``)."""
+    p, exp, rr = g.get("point"), g.get("expected_dp_ranks"), g.get("rank_results")
+    if type(g.get("benchmark_id", 0)) is not int or type(p) is not dict or not _point_fast(p):
+        return False
+    if type(exp) is not list or type(rr) is not list:
+        return False
+    for x in exp:
+        if type(x) is not int:
+            return False
+    for res in rr:
+        if type(res) is not dict or type(res.get("dp_rank", 0)) is not int or not _fpms_fast(res.get("fpms")):
+            return False
+    return True
+
+
+_RECORD_PARTS = itemgetter(
+    "forward_index_start", "forward_index_end", "observed_forward_count", "completed_points_before"
 )
 
 
-def _retained_ints_ok(f: dict[str, Any]) -> bool:
-    """:func:`_fpm_ints_ok` of a retained FPM in its complete form."""
+def _record_fast(rec: dict[str, Any]) -> bool:
+    """A warm-up record."""
     try:
-        a, b, c, s, q, m = _RETAINED_PARTS(f)
-        s1, s2, s3, s4, s5 = _SCHED(s)
-        q1, q2, q3, q4 = _QUEUED(q)
-    except (KeyError, TypeError, ValueError):
-        return _fpm_ints_ok(f, True)
-    return (
-        type(a) is int and type(b) is int and type(c) is int
-        and type(s1) is int and type(s2) is int and type(s3) is int and type(s4) is int and type(s5) is int
-        and type(q1) is int and type(q2) is int and type(q3) is int and type(q4) is int
-        and "benchmark_sample" not in f and (type(m) is not dict or _measurement_ints_ok(m))
-    )  # fmt: skip
-
-
-def _fpm_ints_ok(f: dict[str, Any], retained: bool) -> bool:
-    """Fast A-2 test of one FPM (the bulk of an artifact); ``False`` means "walk it for the path"."""
-    g = f.get
-    if type(g("version", 0)) is not int or type(g("dp_rank", 0)) is not int or type(g("counter_id", 0)) is not int:
+        a, b, c, d = _RECORD_PARTS(rec)
+    except KeyError:
         return False
-    for key in ("scheduled_requests", "queued_requests"):
-        c = g(key)
-        if c is not None:
-            if type(c) is not dict:
-                return True  # not an object: no integer field below it
-            cg = c.get
-            for k in _COUNT_KEYS:
-                if type(cg(k, 0)) is not int:
-                    return False
-    bs = g("benchmark_sample")
-    if type(bs) is dict:
-        if type(bs.get("sample_index", 0)) is not int or type(bs.get("forward_index", 0)) is not int:
+    return (a is None or type(a) is int) and (b is None or type(b) is int) and type(c) is int and type(d) is int
+
+
+_REP_PARTS = itemgetter("index", "fpm_count")
+
+
+def _line_fast(obj: dict[str, Any]) -> bool:
+    """A parsed sidecar line (``SIDECAR_INT_SCHEMA``)."""
+    reps = obj.get("repetitions")
+    if type(obj.get("benchmark_id", 0)) is not int or type(obj.get("dp_rank", 0)) is not int or type(reps) is not list:
+        return False
+    for r in reps:
+        if type(r) is not dict:
             return False
-        cg = bs.get("cudagraph")
-        if type(cg) is dict:
-            for k in ("num_unpadded_tokens", "num_padded_tokens", "num_paddings"):
-                v = cg.get(k)
-                if v is not None and type(v) is not int:
-                    return False
-    if retained:
-        m = g("benchmark_measurement")
-        if type(m) is dict:
-            return _measurement_ints_ok(m)
+        try:
+            a, b = _REP_PARTS(r)
+        except KeyError:
+            return False
+        if type(a) is not int or type(b) is not int or type(r.get("raw_sample_index", 0)) is not int:
+            return False
     return True
 
 
-def _measurement_ints_ok(m: dict[str, Any]) -> bool:
-    """Fast A-2 test of a ``benchmark_measurement`` (see :func:`_fpm_ints_ok`)."""
-    g = m.get
-    for k in ("schema_version", "dp_rank", "expected_internal_samples"):
-        if type(g(k, 0)) is not int:
-            return False
-    pr = g("prompts")
-    if type(pr) is dict:
-        reqs = pr.get("requests")
-        if type(reqs) is list:
-            for q in reqs:
-                if type(q) is dict and (type(q.get("slot", 0)) is not int or type(q.get("num_tokens", 0)) is not int):
-                    return False
-    prep = g("preparation")
-    if type(prep) is dict:
-        w = prep.get("warmup_records_before")
-        if type(prep.get("completed_points_before", 0)) is not int or (w is not None and type(w) is not int):
-            return False
-    est = g("estimate")
-    if type(est) is dict:
-        idx = est.get("raw_sample_indices")
-        if type(idx) is list:
-            for x in idx:
-                if type(x) is not int:
-                    return False
-    raw = g("raw_fpms")
-    if type(raw) is list:
-        for f in raw:
-            if type(f) is dict and not _raw_ints_ok(f):
-                return False
-    return True
+#: Fast tests by the schema they stand for (a ``False`` answer means "visit the fields").
+_FAST: dict[int, Callable[[dict[str, Any]], bool]] = {
+    id(_FPM): _fpm_fast,
+    id(_RAW_FPM): _raw_fast,
+    id(_MEASUREMENT): _measurement_fast,
+    id(_ROW): _row_fast,
+    id(_GROUP): _group_fast,
+    id(_POINT): _point_fast,
+    id(_WARMUP_RECORD): _record_fast,
+    id(SIDECAR_INT_SCHEMA): _line_fast,
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -787,41 +862,80 @@ def parse_line(line: bytes) -> Any:
         return ABSENT
 
 
-def _line_ints_ok(obj: Any) -> bool:
-    """Fast A-2 test of a parsed sidecar line."""
-    if type(obj) is not dict:
-        return True
-    if type(obj.get("benchmark_id", 0)) is not int or type(obj.get("dp_rank", 0)) is not int:
+_RANK_REST_SCHEMA = {k: v for k, v in RANK_INT_SCHEMA.items() if k not in ("results", "iteration_groups")}
+
+
+def _points_pass(view: CellView) -> bool:
+    """A-2's verdict for every rank and sidecar line; ``True`` when no integer field is wrong.
+
+    The rows and iteration groups — the bulk of the artifacts — are read
+    point by point over all ranks, and while a point's objects are at hand
+    the pass records the equalities that A-6 and A-8 compare later, in
+    ``view.memo``: ``"groups_equal"`` (the rank artifact whose
+    ``iteration_groups`` those of every rank equal, as A-6 compares them) and
+    ``"rows_equal"`` (rank → every row ``k`` has the point and the retained
+    FPM of group ``k``'s entry for that rank, as A-8 compares them).  Only
+    the verdict and these equalities are computed here; the rules keep their
+    own order and diagnostics.
+    """
+    ranks = view.ranks
+    docs = [r.doc for r in ranks]
+    if not docs or not all(d.__class__ is dict and integers_ok(d, _RANK_REST_SCHEMA) for d in docs):
         return False
-    reps = obj.get("repetitions")
-    if type(reps) is list:
-        for r in reps:
-            if type(r) is dict:
-                g = r.get
-                if (
-                    type(g("index", 0)) is not int
-                    or type(g("fpm_count", 0)) is not int
-                    or type(g("raw_sample_index", 0)) is not int
-                ):
-                    return False
+    results = [d.get("results") for d in docs]
+    groups = [d.get("iteration_groups") for d in docs]
+    n = len(results[0]) if results[0].__class__ is list else -1
+    if not all(x.__class__ is list and len(x) == n for x in (*results, *groups)):
+        # another form: the plain verdict, nothing recorded
+        if not all(integers_ok(d, RANK_INT_SCHEMA) for d in docs):
+            return False
+        return _lines_pass(view)
+    groups_equal = True
+    rows_equal = {r.rank: True for r in ranks}
+    for k in range(n):
+        g0 = groups[0][k]
+        for i, r in enumerate(ranks):
+            row, g = results[i][k], groups[i][k]
+            if isinstance(row, dict) and not integers_ok(row, _ROW):
+                return False
+            if isinstance(g, dict) and not integers_ok(g, _GROUP):
+                return False
+            if i and groups_equal and g != g0:
+                groups_equal = False
+            if rows_equal[r.rank]:
+                try:
+                    same_row = row["point"] == g["point"] and row["fpms"][0] == g["rank_results"][r.rank]["fpms"][0]
+                except (KeyError, IndexError, TypeError):
+                    same_row = False
+                if not same_row:
+                    rows_equal[r.rank] = False
+    if not _lines_pass(view):
+        return False
+    view.memo["groups_equal"] = docs[0] if groups_equal else None  # compared with this rank's groups
+    view.memo["rows_equal"] = rows_equal
     return True
 
 
-#: Fast tests by the schema they stand for (a ``False`` answer means "walk it").
-_FAST: dict[int, Callable[[dict[str, Any]], bool]] = {
-    id(_FPM): _retained_ints_ok,
-    id(_RAW_FPM): _raw_ints_ok,
-    id(_ROW): _row_ints_ok,
-    id(_GROUP): _group_ints_ok,
-}
+def _lines_pass(view: CellView) -> bool:
+    for r in view.ranks:
+        for line in r.sidecar or ():
+            obj = parse_line(line)
+            if isinstance(obj, dict) and not integers_ok(obj, SIDECAR_INT_SCHEMA):
+                return False
+    return True
 
 
 def a2_integers(view: CellView) -> Diagnostic | None:
     """A-2 [BEYOND]: every integer field is a JSON integer (not a bool, a float or a string).
 
     Fields are visited in document order, ``results`` before
-    ``iteration_groups``, then the rank's sidecar lines.
+    ``iteration_groups``, then the rank's sidecar lines; the first wrong
+    field is reported.  :func:`integers_ok` decides, point by point over the
+    ranks (:func:`_points_pass`), and only a refused artifact or line is
+    walked for the field's path.
     """
+    if _points_pass(view):
+        return None
     for r in view.ranks:
         hit = find_non_integer(r.doc, RANK_INT_SCHEMA, top=True)
         if hit is not None:
@@ -829,9 +943,7 @@ def a2_integers(view: CellView) -> Diagnostic | None:
         if r.sidecar is not None:
             for i, line in enumerate(r.sidecar):
                 obj = parse_line(line)
-                if obj is ABSENT:
-                    continue
-                if _line_ints_ok(obj):
+                if obj.__class__ is dict and _line_fast(obj):
                     continue
                 hit = find_non_integer(obj, SIDECAR_INT_SCHEMA, f"lines[{i}]")
                 if hit is not None:
@@ -925,8 +1037,11 @@ def a6_cross_rank(view: CellView) -> Diagnostic | None:
             if not (isinstance(v, str) and v):
                 return Diagnostic("A-6", f"native {key} must be a non-empty string, found {js(v)}: {r.path}", r.path)
     ref = view.ranks[0]
+    groups_equal = view.memo.get("groups_equal") is ref.doc  # A-2 compared them (see _points_pass)
     for r in view.ranks[1:]:
         for field in _EQUAL_FIELDS:
+            if groups_equal and field == "iteration_groups":
+                continue
             a, b = ref.doc, r.doc
             for k in field.split("."):
                 a, b = get(a, k), get(b, k)
@@ -972,10 +1087,14 @@ def a7_groups(view: CellView) -> Diagnostic | None:
 
 def a8_rows(view: CellView) -> Diagnostic | None:
     """A-8: one FPM per rank-point with the point's counter and the rank; each row equals its group."""
+    rows_equal = view.memo.get("rows_equal") or {}
     for r in view.ranks:
-        groups = {g["benchmark_id"]: g for g in r.doc["iteration_groups"]}
+        listed = r.doc["iteration_groups"]
+        groups = {g["benchmark_id"]: g for g in listed}
+        # A-2 found row k equal to group k (point and this rank's fpm): see _points_pass
+        compared = rows_equal.get(r.rank) is True
         seen: set[Any] = set()
-        for row in r.doc["results"]:
+        for k, row in enumerate(r.doc["results"]):
             bid = get(get(row, "point"), "benchmark_id")
             fpms = get(row, "fpms")
             if not isinstance(fpms, list) or len(fpms) != 1:
@@ -1002,8 +1121,10 @@ def a8_rows(view: CellView) -> Diagnostic | None:
                 or bid in seen
                 or not isinstance(gf, list)
                 or len(gf) != 1
-                or get(row, "point") != g.get("point", ABSENT)
-                or fpm != gf[0]
+                or (
+                    not (compared and g is listed[k])
+                    and (get(row, "point") != g.get("point", ABSENT) or fpm != gf[0])
+                )
             ):
                 return Diagnostic(
                     "A-8",
@@ -1400,6 +1521,35 @@ WARMUP_STATUS = ("running", "completed", "failed")
 VALIDATION_STATUS = ("not_performed", "passed", "failed")
 
 
+_WARMUP_PARTS = itemgetter(
+    "kind", "status", "validation", "forward_index_start", "forward_index_end", "observed_forward_count",
+    "completed_points_before",
+)  # fmt: skip
+
+
+def _warmup_records_pass(records: list[Any]) -> bool:
+    """The fast path of :func:`warmup_problem`: ``True`` only when every record passes its checks
+    with an integer forward range (a record without one is left to the full check)."""
+    prev_end: int | None = None
+    prev_points = 0
+    try:
+        for rec in records:
+            kind, st, val, start, end, count, cpb = _WARMUP_PARTS(rec)
+            vs, reason = val["status"], val.get("reason", "")
+            if not (
+                kind.__class__ is str and kind in WARMUP_KINDS and st.__class__ is str and st in WARMUP_STATUS
+                and vs.__class__ is str and vs in VALIDATION_STATUS and reason.__class__ is str
+                and count.__class__ is int and cpb.__class__ is int and cpb >= prev_points
+                and start.__class__ is int and end.__class__ is int and 0 <= start <= end and end - start == count
+                and (prev_end is None or start >= prev_end)
+            ):  # fmt: skip
+                return False
+            prev_end, prev_points = end, cpb
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return True
+
+
 def warmup_problem(ev: Any) -> str | None:
     """What is wrong with a ``warmup_evidence`` block (05 §4.4), or ``None``."""
     if not isinstance(ev, dict):
@@ -1411,6 +1561,8 @@ def warmup_problem(ev: Any) -> str | None:
         return f"records expected a list, found {js(records)}"
     if status == "unavailable" and records:
         return f"status unavailable with {len(records)} records"
+    if _warmup_records_pass(records):
+        return None
     prev_end: int | None = None
     prev_points = 0
     for i, rec in enumerate(records):
@@ -1514,6 +1666,13 @@ def a29_identity(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic
         return None
     point = get(row, "point")
     pk = _row_point_key(view, point) if isinstance(point, dict) else ABSENT
+    if bm.__class__ is dict:  # fast path: the three values exactly
+        sv, dr, key = bm.get("schema_version"), bm.get("dp_rank"), bm.get("point_key")
+        if (
+            sv.__class__ is int and sv == 1 and dr.__class__ is int and dr == rank.rank
+            and key.__class__ is str and key == pk
+        ):  # fmt: skip
+            return None
     for field, want in (("schema_version", 1), ("dp_rank", rank.rank), ("point_key", pk)):
         v = get(bm, field)
         if v is ABSENT or not same(v, want):
@@ -1604,11 +1763,11 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
             rank.path,
         )
     bid, worker = get(get(row, "point"), "benchmark_id"), get(fpm, "worker_id")
-    last = _raw_samples_pass(raw, bid, rank.rank, worker, rank.last_forward)
-    if last is not None:
-        rank.last_forward = last
+    passed = _raw_samples_pass(raw, bid, rank.rank, worker, rank.last_forward)
+    if passed is not None:
+        rank.last_forward, started = passed
         # every sample observed its graph dispatch; with a start time on each, A-36 has nothing to check
-        rank.scratch["started_and_observed"] = k if all(_start_of(x) is not None for x in raw) else None
+        rank.scratch["started_and_observed"] = k if started else None
         return None
     for i, s in enumerate(raw):
         w = get(s, "wall_time")
@@ -1677,65 +1836,68 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
     return None
 
 
-def _start_of(sample: dict[str, Any]) -> Any:
-    return sample["benchmark_sample"]["timing"].get("start_monotonic")
-
-
 _BASES = frozenset(("schedule_to_output", "inter_output"))
 _INF = math.inf
 
 
-def _raw_samples_pass(raw: list[Any], bid: Any, rank_id: int, worker: Any, last: int | None) -> int | None:
-    """The fast path of A-33: the last forward index when every raw sample passes, else ``None``
-    (then the rule's own loop finds the diagnostic)."""
+_A33_RAW = itemgetter("wall_time", "counter_id", "dp_rank", "worker_id", "benchmark_sample")
+_A33_SAMPLE = itemgetter("sample_index", "forward_index", "timing", "cudagraph")
+_A33_TIMING = itemgetter("basis", "end_monotonic")
+_A33_GRAPH = itemgetter("status", "runtime_mode", "num_unpadded_tokens", "num_padded_tokens", "num_paddings")
+
+
+def _raw_samples_pass(
+    raw: list[Any], bid: Any, rank_id: int, worker: Any, last: int | None
+) -> tuple[int | None, bool] | None:
+    """The fast path of A-33: ``(last forward index, every sample has a start time)`` when every
+    raw sample passes with an observed graph dispatch, else ``None`` (then the rule's own loop
+    finds the diagnostic)."""
     if type(bid) is not int or type(worker) is not str:
         return None
+    started = True
+    isclose = math.isclose
     try:
         for i, s in enumerate(raw):
-            w = s["wall_time"]
+            w, c, d, wk, bs = _A33_RAW(s)
             tw = type(w)
             if not ((tw is float or tw is int) and 0 < w < _INF):
                 return None
-            c, d = s["counter_id"], s["dp_rank"]
-            if type(c) is not int or c != bid or type(d) is not int or d != rank_id or s["worker_id"] != worker:
+            if type(c) is not int or c != bid or type(d) is not int or d != rank_id or wk != worker:
                 return None
-            bs = s["benchmark_sample"]
-            si, fi = bs["sample_index"], bs["forward_index"]
+            si, fi, t, g = _A33_SAMPLE(bs)
             if type(si) is not int or si != i or type(fi) is not int or fi < 0 or (last is not None and fi <= last):
                 return None
-            t = bs["timing"]
-            end, start = t["end_monotonic"], t.get("start_monotonic")
+            basis, end = _A33_TIMING(t)
             te = type(end)
-            if t["basis"] not in _BASES or not ((te is float or te is int) and -_INF < end < _INF):
+            if basis not in _BASES or not ((te is float or te is int) and -_INF < end < _INF):
                 return None
-            if start is not None:
-                ts = type(start)
-                if not (
-                    (ts is float or ts is int)
-                    and start <= end
-                    and math.isclose(end - start, w, rel_tol=1e-9, abs_tol=1e-9)
-                ):
-                    return None
-            g = bs["cudagraph"]
-            if g["status"] == "observed":
-                mode, unp, pad, pads = (
-                    g["runtime_mode"],
-                    g["num_unpadded_tokens"],
-                    g["num_padded_tokens"],
-                    g["num_paddings"],
-                )
-                if not (type(mode) is str and mode and type(unp) is int and type(pad) is int and type(pads) is int
-                        and pad >= unp >= 0 and pads == pad - unp):  # fmt: skip
-                    return None
+            start = t.get("start_monotonic")
+            if start is None:
+                started = False
             else:
+                ts = type(start)
+                if not ((ts is float or ts is int) and start <= end):
+                    return None
+                gap = end - start - w
+                if not -1e-9 <= gap <= 1e-9 and not isclose(end - start, w, rel_tol=1e-9, abs_tol=1e-9):
+                    return None
+            st, mode, unp, pad, pads = _A33_GRAPH(g)
+            if not (st == "observed" and type(mode) is str and mode and type(unp) is int and type(pad) is int
+                    and type(pads) is int and pad >= unp >= 0 and pads == pad - unp):  # fmt: skip
                 return None
             last = fi
     except (KeyError, TypeError, AttributeError):
         return None
-    return last
+    return last, started
 
 
 REDUCTIONS = ("single_step", "last_step", "adjacent_upper_median")
+
+
+@functools.lru_cache(maxsize=256)
+def _reduction_indices(method: str, count: int, expected: int) -> tuple[int, ...] | None:
+    want = reduction_indices(method, count, expected)
+    return None if want is None else tuple(want)
 
 
 def reduction_indices(method: str, count: int, expected: int) -> list[int] | None:
@@ -1758,7 +1920,7 @@ def a34_reduction(view: CellView, rank: RankView, k: int, row: Any) -> Diagnosti
     raw, exp = bm["raw_fpms"], bm["expected_internal_samples"]
     est = get(bm, "estimate")
     method, idx = get(est, "method"), get(est, "raw_sample_indices")
-    want = reduction_indices(method, len(raw), exp) if isinstance(method, str) else None
+    want = _reduction_indices(method, len(raw), exp) if method.__class__ is str and exp.__class__ is int else None
     if want is None:
         return Diagnostic(
             "A-34",
@@ -1766,10 +1928,11 @@ def a34_reduction(view: CellView, rank: RankView, k: int, row: Any) -> Diagnosti
             f"raw_samples={len(raw)}, expected_internal_samples={exp}" + sfx,
             rank.path,
         )
-    if idx.__class__ is not list or idx != want or not all(x.__class__ is int for x in idx):
+    if idx.__class__ is not list or tuple(idx) != want or not _INT_TYPES.issuperset(map(type, idx)):
         return Diagnostic(
             "A-34",
-            f"benchmark_measurement has inconsistent raw sample indices: expected {js(want)}, found {js(idx)}" + sfx,
+            f"benchmark_measurement has inconsistent raw sample indices: expected {js(list(want))}, found {js(idx)}"
+            + sfx,
             rank.path,
         )
     reduced = upper_median([raw[i]["wall_time"] for i in want])
@@ -1793,9 +1956,12 @@ def _warmup_prefix(rank: RankView, records: list[Any]) -> tuple[list[int], list[
         ok = True
         top = -1
         for rec in records:
-            end = get(rec, "forward_index_end")
+            if rec.__class__ is dict:
+                end, status = rec.get("forward_index_end"), rec.get("status")
+            else:
+                end, status = get(rec, "forward_index_end"), get(rec, "status")
             good = end.__class__ is int
-            ok = ok and good and get(rec, "status") != "running"
+            ok = ok and good and status != "running"
             if good and end > top:
                 top = end
             ends.append(top)

@@ -39,6 +39,12 @@ def strict(monkeypatch):
     monkeypatch.setattr(A, "STRICT", True)
 
 
+@pytest.fixture(autouse=True)
+def producer_dir(monkeypatch):
+    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
+
+
 @pytest.fixture
 def example():
     plan = M.dsv41_plan()

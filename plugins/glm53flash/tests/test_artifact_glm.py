@@ -50,6 +50,12 @@ def strict(monkeypatch):
     monkeypatch.setattr(A, "STRICT", True)
 
 
+@pytest.fixture(autouse=True)
+def producer_dir(monkeypatch):
+    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
+
+
 def check(host, plan, cell, files):
     return A.validate_files(host, cell, files, plan)
 
@@ -218,11 +224,160 @@ def test_validate_answers_only_its_contract():
     )
 
 
-def test_producer_files_when_installed_decide_the_digests(monkeypatch):
-    """05 §7.2: the expected record is built from the shipped producer files when they are installed."""
+# -- the producer files (05 §7.2, A-21) ----------------------------------------------------
+
+NO_FILES = (
+    "but this installation ships no producer files (set FPM_GLM53FLASH_PRODUCER_DIR or install them under "
+    "fpmcore_glm53flash/producer/)"
+)
+
+
+@pytest.fixture
+def no_package_files(monkeypatch, tmp_path):
+    """An installation whose package ships no ``producer/`` directory and no producer directory named."""
     from fpmcore_glm53flash import artifact_producer as P
 
-    monkeypatch.setattr(P, "_file_digest", lambda rel: hashlib.sha256(rel.encode()).hexdigest())
-    rec = P.expected_producer_record()
-    assert rec["overlay_sha256"] == hashlib.sha256(P.OVERLAY_FILE.encode()).hexdigest()
-    assert rec["runtime_source_manifest_sha256"] == hashlib.sha256(P.MANIFEST_FILE.encode()).hexdigest()
+    monkeypatch.delenv("FPM_GLM53FLASH_PRODUCER_DIR")
+    monkeypatch.setattr(P, "_package_dir", lambda: tmp_path / "no-producer")
+    return P
+
+
+def _copy_producer(to: Path) -> Path:
+    to.mkdir()
+    for p in M.PRODUCER_DIR.iterdir():
+        (to / p.name).write_bytes(p.read_bytes())
+    return to
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_without_producer_files_every_glm_artifact_is_refused(host, no_package_files, ranks):
+    """No digest is assumed: refused at the first digest field of A-21, runtime_source_manifest_sha256."""
+    plan, cell, files = M.glm_example(ranks)
+    rec = no_package_files.expected_producer_record()
+    assert (rec["runtime_source_manifest_sha256"], rec["overlay_sha256"]) == (None, None)
+    found = files["r0.json"]["producer"]["runtime_source_manifest_sha256"]
+    assert found == hashlib.sha256((M.PRODUCER_DIR / "runtime_source_manifest.json").read_bytes()).hexdigest()
+    (d,) = check(host, plan, cell, files).diagnostics
+    assert (d.rule, d.message) == (
+        "A-21",
+        "native glm-5.3-flash result lacks valid producer.runtime_source_manifest_sha256: expected the digest of "
+        f"the shipped runtime-source manifest, {NO_FILES}, found {found}: r0.json",
+    )
+
+
+def test_a_record_that_claims_no_digest_is_refused_too(host, no_package_files):
+    plan, cell, files = M.glm_example()
+    files["r0.json"]["producer"]["runtime_source_manifest_sha256"] = None
+    (d,) = check(host, plan, cell, files).diagnostics
+    assert d.message.endswith(f"{NO_FILES}, found null: r0.json")
+
+
+def test_package_producer_files_decide_the_digests(host, no_package_files, monkeypatch, tmp_path):
+    """Producer files installed under ``fpmcore_glm53flash/producer/`` are read when no directory is named."""
+    pkg = _copy_producer(tmp_path / "producer")
+    monkeypatch.setattr(no_package_files, "_package_dir", lambda: pkg)
+    rec = no_package_files.expected_producer_record()
+    assert rec["overlay_sha256"] == hashlib.sha256((pkg / "glm53flash_prefix_scheduler.py").read_bytes()).hexdigest()
+    assert rec["runtime_source_manifest_sha256"] == (
+        hashlib.sha256((pkg / "runtime_source_manifest.json").read_bytes()).hexdigest()
+    )
+    plan, cell, files = M.glm_example()
+    assert check(host, plan, cell, files).status == "accepted"
+    # a named producer directory takes precedence over the package data
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(tmp_path / "empty"))
+    (d,) = check(host, plan, cell, files).diagnostics
+    assert d.message == (
+        "native glm-5.3-flash result lacks valid producer.runtime_source_manifest_sha256: expected the digest of "
+        f"the shipped runtime-source manifest, but FPM_GLM53FLASH_PRODUCER_DIR={tmp_path / 'empty'} holds no "
+        f"readable runtime_source_manifest.json, found {files['r0.json']['producer']['runtime_source_manifest_sha256']}"
+        ": r0.json"
+    )
+
+
+def test_a_package_without_its_overlay_is_refused_at_overlay_sha256(host, no_package_files, monkeypatch, tmp_path):
+    pkg = _copy_producer(tmp_path / "producer")
+    (pkg / "glm53flash_prefix_scheduler.py").unlink()
+    monkeypatch.setattr(no_package_files, "_package_dir", lambda: pkg)
+    plan, cell, files = M.glm_example()
+    (diag,) = check(host, plan, cell, files).diagnostics
+    assert (diag.rule, diag.message) == (
+        "A-21",
+        "native glm-5.3-flash result lacks valid producer.overlay_sha256: expected the digest of the shipped "
+        "producer scheduler file, but the producer files installed under fpmcore_glm53flash/producer/ lack a "
+        f"readable glm53flash_prefix_scheduler.py, found {files['r0.json']['producer']['overlay_sha256']}: r0.json",
+    )
+
+
+def test_a_missing_overlay_is_refused_at_overlay_sha256(host, monkeypatch, tmp_path):
+    d = _copy_producer(tmp_path / "producer")
+    (d / "glm53flash_prefix_scheduler.py").unlink()
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(d))
+    plan, cell, files = M.glm_example()
+    (diag,) = check(host, plan, cell, files).diagnostics
+    assert (diag.rule, diag.message) == (
+        "A-21",
+        "native glm-5.3-flash result lacks valid producer.overlay_sha256: expected the digest of the shipped "
+        f"producer scheduler file, but FPM_GLM53FLASH_PRODUCER_DIR={d} holds no readable "
+        f"glm53flash_prefix_scheduler.py, found {files['r0.json']['producer']['overlay_sha256']}: r0.json",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("glm53flash_prefix_scheduler.py", "overlay_sha256"),
+        ("runtime_source_manifest.json", "runtime_source_manifest_sha256"),
+    ],
+)
+def test_a_comment_added_to_an_installed_producer_file_refuses_the_campaign(host, monkeypatch, tmp_path, name, field):
+    """05 §7.2: after any change of either file (a comment included) the earlier campaign is refused."""
+    d = _copy_producer(tmp_path / "producer")
+    plan, cell, files = M.glm_example()  # collected with the unedited files
+    with (d / name).open("ab") as f:
+        f.write(b"# edited after the campaign\n" if name.endswith(".py") else b" ")
+    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(d))
+    now = hashlib.sha256((d / name).read_bytes()).hexdigest()
+    was = files["r0.json"]["producer"][field]
+    assert now != was
+    (diag,) = check(host, plan, cell, files).diagnostics
+    assert (diag.rule, diag.message) == (
+        "A-21",
+        f"native glm-5.3-flash result lacks valid producer.{field}: expected {now}, found {was}: r0.json",
+    )
+
+
+def test_the_example_producer_is_a_labeled_stand_in():
+    """examples/artifacts/producer: the stand-in producer of the example campaign, not the Dynamo overlay."""
+    from fpmcore_glm53flash.artifact_producer import PORT_SOURCES
+
+    overlay = (M.PRODUCER_DIR / "glm53flash_prefix_scheduler.py").read_text()
+    assert "Stand-in for the GLM-5.3-Flash producer overlay" in overlay and "NOT the producer overlay" in overlay
+    man = json.loads((M.PRODUCER_DIR / "runtime_source_manifest.json").read_text())
+    assert man["stand_in"] is True and man["vllm"]["package_version"] == "0.33.0"
+    vllm_files = man["vllm"]["files"]
+    assert len(vllm_files) == 19 and len({f["path"] for f in vllm_files}) == 19  # 05 §7.1: 19 vLLM files
+    assert all(f["path"].startswith("vllm/") and A._HEX64.match(f["sha256"]) for f in vllm_files)
+    assert "vllm/v1/core/sched/scheduler.py" in {f["path"] for f in vllm_files}
+    dyn = man["dynamo"]
+    assert (dyn["revision"], dyn["distribution"]) == (
+        "9abd2ef0d908c4bb323e1b8956ea76a5772a1d41",
+        "ai-dynamo==1.7.0.dev20261109",
+    )
+    assert [f["path"] for f in dyn["files"]] == list(PORT_SOURCES)  # the 5 Dynamo files, not pinned here
+    assert all(f["sha256"] is None and f["pinned"] is False for f in dyn["files"])
+
+
+@pytest.mark.real
+def test_the_stand_in_manifest_pins_the_bytes_of_the_vllm_0_33_0_wheel():
+    """Each pinned vLLM file digest equals the installed vLLM 0.33.0 file (the oracle venv)."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs the real vLLM (tox -e vllm033-real)")
+    assert importlib.metadata.version("vllm") == "0.33.0"
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    man = json.loads((M.PRODUCER_DIR / "runtime_source_manifest.json").read_text())
+    for f in man["vllm"]["files"]:
+        assert hashlib.sha256((site / f["path"]).read_bytes()).hexdigest() == f["sha256"], f["path"]

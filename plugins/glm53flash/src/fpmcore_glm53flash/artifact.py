@@ -4,7 +4,7 @@ A GLM cell (Engram residency ``none``, 05 §6.3) is read with the general rules
 of :mod:`fpmcore.artifacts` plus the rules below, all in numeric order:
 
 * artifact level: A-18 (a protocol is required), A-21 (the producer record
-  against the producer this plugin version pins, :mod:`.artifact_producer`),
+  against the producer files of this installation, :mod:`.artifact_producer`),
   A-22 (the producer's vLLM is the collector's runtime), A-23 (seeded tokens,
   execution evidence, the exact protocol producer), A-25 (recorded warm-ups),
   A-26/A-27 (the Mamba prefill checkpoint across ranks and against the plan),
@@ -50,6 +50,7 @@ from fpmcore_glm53flash.artifact_producer import (
     PRODUCER_NAME,
     PROTOCOL_PRODUCER,
     expected_producer_record,
+    producer_files,
 )
 
 LABEL = "native glm-5.3-flash"
@@ -78,8 +79,14 @@ def _cell_value(view: CellView, key: str) -> Any:
 
 
 def a21_producer(view: CellView) -> Diagnostic | None:
-    """A-21 (GLM): the producer record equals the pinned producer; model and revision equal the cell's."""
-    expected = expected_producer_record()
+    """A-21 (GLM): the producer record equals the expected one; model and revision equal the cell's.
+
+    The expected digests come from the producer files of this installation
+    (:mod:`.artifact_producer`); a digest whose file is not installed refuses
+    every artifact at its field, naming the missing producer files.
+    """
+    shipped = producer_files()
+    expected = expected_producer_record(shipped)
 
     def bad(field: str, want: Any, v: Any, path: str) -> Diagnostic:
         return Diagnostic(
@@ -92,6 +99,8 @@ def a21_producer(view: CellView) -> Diagnostic | None:
         prod = get(r.doc, "producer")
         for field, want in expected.items():
             v = get(prod, field)
+            if want is None:  # the producer file is not installed: no value can be expected
+                return bad(field, shipped.missing(field), v, r.path)
             if v != want or type(v) is not type(want):
                 return bad(field, want, v, r.path)
         for field, form in (("model", None), ("model_revision", _HEX40)):
@@ -411,7 +420,8 @@ def line_problem(line: bytes, row: Any, rank: RankView) -> str | None:
             rsi, w = g("raw_sample_index", ABSENT), g("wall_time", ABSENT)
             if type(rsi) is not int or rsi != measured:
                 return f"raw_sample_index of repetition {j} expected {measured}, found {plain(rsi)}"
-            want = get(raw[measured], "wall_time") if measured < len(raw) else ABSENT
+            sample = raw[measured] if measured < len(raw) else ABSENT
+            want = sample.get("wall_time", ABSENT) if sample.__class__ is dict else ABSENT
             if w.__class__ is not want.__class__ or w != want or not is_number(w):
                 return f"measured wall_time of raw sample {measured} expected {plain(want)}, found {plain(w)}"
             measured += 1
