@@ -27,12 +27,15 @@ DEMO := out/demo
 GLM_PROFILE := $(DEMO)/glm53flash-tp4.fpm-profile.json
 
 # The main job on the embedded GLM-5.3-Flash TP 4 example: the dry-probe records
-# (examples/probes) -> import -> profile check -> plan -> replay of a trace.
+# (examples/probes) -> import -> profile check -> plan -> validation of the example
+# measurement run (examples/artifacts) -> replay of a trace.
 demo: env
 	$(FPM) plugins
 	$(FPM) import examples/probes/glm53flash-tp4 -o $(GLM_PROFILE)
 	$(FPM) profile check $(GLM_PROFILE)
 	$(FPM) plan $(GLM_PROFILE) --model glm53flash -o $(DEMO)/glm53flash-tp4.plan.json
+	FPM_GLM53FLASH_PRODUCER_DIR=examples/artifacts/producer \
+		$(FPM) validate examples/artifacts/glm53flash/run --plan examples/artifacts/glm53flash/plan.json
 	$(FPM) replay $(GLM_PROFILE) --trace examples/traces/glm-mixed-120.jsonl \
 		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay
 
