@@ -71,6 +71,16 @@ def views(rec: Record, layer: Layer) -> list[dict[str, Any]]:
     return v if isinstance(v, list) else []
 
 
+def packed_views(rec: Record) -> Iterator[tuple[Layer, dict[str, Any]]]:
+    """``(layer, view)`` of every view of a worker's packed allocations (I-83 … I-85)."""
+    if not rec.is_worker:
+        return
+    for layer in layers(rec):
+        if layer.packed:
+            for v in views(rec, layer):
+                yield layer, v
+
+
 def _stride(view: dict[str, Any], rec: Record) -> int:
     return view.get("kernel_block_stride", 0) if rec.hybrid else 0
 
@@ -176,16 +186,11 @@ def i82_coverage(ctx: Context, rec: Record) -> None:
 
 def i83_block_stride(ctx: Context, rec: Record) -> None:
     """I-83: the view's block stride times ``r`` (or the kernel stride) is the allocation's block stride."""
-    if not rec.is_worker:
-        return
-    for layer in layers(rec):
-        if not layer.packed:
-            continue
-        for v in views(rec, layer):
-            s = _stride(v, rec)
-            factor = _r(layer, v) if s == 0 else s
-            if v["stride_bytes"][v["block_axis"]] * factor != layer.alloc["block_stride"]:
-                raise Refusal("I-83", f"layer view block stride contradicts its allocation: {layer.name}")
+    for layer, v in packed_views(rec):
+        s = _stride(v, rec)
+        factor = _r(layer, v) if s == 0 else s
+        if v["stride_bytes"][v["block_axis"]] * factor != layer.alloc["block_stride"]:
+            raise Refusal("I-83", f"layer view block stride contradicts its allocation: {layer.name}")
 
 
 def _span(v: dict[str, Any]) -> int | None:
@@ -203,34 +208,24 @@ def _span(v: dict[str, Any]) -> int | None:
 
 def i84_axes(ctx: Context, rec: Record) -> None:
     """I-84: the view's axes do not overlap."""
-    if not rec.is_worker:
-        return
-    for layer in layers(rec):
-        if not layer.packed:
-            continue
-        for v in views(rec, layer):
-            sigma = _span(v)
-            if sigma is None or v["stride_bytes"][v["block_axis"]] < sigma:
-                raise Refusal("I-84", f"physical tensor dimensions overlap: {layer.name}")
+    for layer, v in packed_views(rec):
+        sigma = _span(v)
+        if sigma is None or v["stride_bytes"][v["block_axis"]] < sigma:
+            raise Refusal("I-84", f"physical tensor dimensions overlap: {layer.name}")
 
 
 def i85_extent(ctx: Context, rec: Record) -> None:
     """I-85: one pool block's slice of the view stays inside the layer page."""
-    if not rec.is_worker:
-        return
-    for layer in layers(rec):
-        if not layer.packed:
-            continue
-        for v in views(rec, layer):
-            ba = v["block_axis"]
-            extent = (
-                (v["storage_offset_bytes"] - layer.start)
-                + (_r(layer, v) - 1) * v["stride_bytes"][ba]
-                + sum((v["shape"][a] - 1) * v["stride_bytes"][a] for a in range(len(v["shape"])) if a != ba)
-                + v["element_size_bytes"]
-            )
-            if extent > layer.page:
-                raise Refusal("I-85", f"tensor view extent exceeds its cache spec page: {layer.name}")
+    for layer, v in packed_views(rec):
+        ba = v["block_axis"]
+        extent = (
+            (v["storage_offset_bytes"] - layer.start)
+            + (_r(layer, v) - 1) * v["stride_bytes"][ba]
+            + sum((v["shape"][a] - 1) * v["stride_bytes"][a] for a in range(len(v["shape"])) if a != ba)
+            + v["element_size_bytes"]
+        )
+        if extent > layer.page:
+            raise Refusal("I-85", f"tensor view extent exceeds its cache spec page: {layer.name}")
 
 
 def i86_dtype(ctx: Context, rec: Record) -> None:
