@@ -1145,14 +1145,6 @@ static int config_ok(const fpm_replay_config *cfg) {
     return table_ok(cfg);
 }
 
-#define NOSPC(cond)             \
-    do {                        \
-        if (cond) {             \
-            rc = FPM_ENOSPC;    \
-            goto done;          \
-        }                       \
-    } while (0)
-
 fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t n,
                           int32_t mode, fpm_replay_output *out) {
     if (cfg == NULL || out == NULL || n < 0 || (n > 0 && reqs == NULL)) return FPM_EINVAL;
@@ -1173,6 +1165,7 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
             return FPM_EINVAL;
     }
     out->nsteps = out->nsched = out->nevents = out->nheld = 0;
+    memset(&out->totals, 0, sizeof out->totals);
     out->error_code = 0;
     memset(out->err_i, 0, sizeof out->err_i);
     out->err_d = 0.0;
@@ -1284,18 +1277,24 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
             if (at > t) t = at;
         }
         double t_start = cfg->use_fixed_step ? (double)k * cfg->fixed_step_seconds : t;
-        NOSPC(out->nsteps >= out->steps_cap);
-        fpm_step_rec *sr = &out->steps[out->nsteps];
-        memset(sr, 0, sizeof *sr);
+        /* The step is built here and copied out when it completes; records
+         * beyond a buffer's capacity are counted, not written (FPM_ENOSPC). */
+        fpm_step_rec cur;
+        memset(&cur, 0, sizeof cur);
+        fpm_step_rec *sr = &cur;
+        int64_t step_preempted = 0, step_finished = 0;
         sr->event_off = out->nevents;
         sr->sched_off = out->nsched;
         sr->held_off = out->nheld;
 #define EVENT(kind_, idx_)                                  \
     do {                                                    \
-        NOSPC(out->nevents >= out->events_cap);             \
-        out->events[out->nevents].kind = (kind_);           \
-        out->events[out->nevents].req = (idx_);             \
+        if (out->nevents < out->events_cap) {               \
+            out->events[out->nevents].kind = (kind_);       \
+            out->events[out->nevents].req = (idx_);         \
+        }                                                   \
         out->nevents++;                                     \
+        step_preempted += (kind_) == FPM_EV_PREEMPTED;      \
+        step_finished += (kind_) == FPM_EV_FINISHED;        \
     } while (0)
         /* 1. arrivals */
         while (pend < n) {
@@ -1494,9 +1493,9 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
         }
         double t_end = t_start + dur;
         int stalled = nsched == 0 && !preempted && (nrun > 0 || wq_len > 0);
-        NOSPC(out->nsched + nsched > out->sched_cap);
-        for (int64_t s = 0; s < nsched; s++) {
-            fpm_sched_rec *x = &out->sched[out->nsched++];
+        for (int64_t s = 0; s < nsched; s++, out->nsched++) {
+            if (out->nsched >= out->sched_cap) continue;
+            fpm_sched_rec *x = &out->sched[out->nsched];
             x->req = sched_req[s];
             x->tokens = sched_n[s];
             x->computed_before = sched_c[s];
@@ -1539,15 +1538,24 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
         sr->waiting = wq_len;
         sr->used_bytes_end = used_bytes_of(&e);
         sr->used_blocks_end = used_blocks_of(&e);
-        NOSPC(out->nheld + nrun * (1 + G) > out->held_cap);
-        for (int64_t q = 0; q < nrun; q++) {
+        for (int64_t q = 0; q < nrun; q++, out->nheld += 1 + G) {
+            if (out->nheld > out->held_cap - (1 + G)) continue;
             int64_t *hp = &out->held[out->nheld];
             hp[0] = running[q];
             for (int gi = 0; gi < G; gi++) hp[1 + gi] = held_count(&e, &rs[running[q]], gi);
-            out->nheld += 1 + G;
         }
         sr->held_len = nrun;
+        if (out->nsteps < out->steps_cap) out->steps[out->nsteps] = cur;
         out->nsteps++;
+        /* R-35 aggregates of the completed steps */
+        fpm_replay_totals *tt = &out->totals;
+        if (out->nsteps == 1) tt->first_t_start = t_start;
+        tt->last_t_end = t_end;
+        tt->preemptions += step_preempted;
+        tt->peak_running = max64(tt->peak_running, nrun + step_finished);
+        tt->peak_used_bytes = max64(tt->peak_used_bytes, sr->used_bytes_scheduled);
+        tt->peak_used_blocks = max64(tt->peak_used_blocks, sr->used_blocks_scheduled);
+        tt->extrapolated_steps += extra != 0;
         k++;
         t = t_end;
         if (stalled) {
@@ -1572,6 +1580,9 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
         o->preemptions = rs[i].preemptions;
         o->prefix_hit_tokens = rs[i].hit;
     }
+    if (out->nsteps > out->steps_cap || out->nsched > out->sched_cap || out->nevents > out->events_cap ||
+        out->nheld > out->held_cap)
+        rc = FPM_ENOSPC;
 done:
     free(rs);
     free(hold);

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define FPM_ENOSPC 4 /* an output buffer is too small: grow it and call again */
+#define FPM_ENOSPC 4 /* an output buffer is too small: the counts say how large; call again */
 
 /* Group kinds. */
 #define FPM_KIND_FULL 0   /* attention, full history */
@@ -116,6 +116,20 @@ typedef struct {
     int64_t output_tokens, preemptions, prefix_hit_tokens;
 } fpm_request_rec;
 
+/* R-35 aggregates over the completed steps, filled whatever the buffer sizes. */
+typedef struct {
+    double first_t_start, last_t_end; /* of the first and the last step (0 without steps) */
+    int64_t preemptions;              /* FPM_EV_PREEMPTED events */
+    int64_t peak_running;             /* max over steps of running + requests finished in the step */
+    int64_t peak_used_bytes;          /* max used_bytes_scheduled */
+    int64_t peak_used_blocks;         /* max used_blocks_scheduled */
+    int64_t extrapolated_steps;
+} fpm_replay_totals;
+
+/* Caller-owned output.  A buffer may be NULL with capacity 0.  The engine
+ * always runs the whole trace: records past a capacity are counted but not
+ * written, so after FPM_ENOSPC nsteps/nsched/nevents/nheld are the sizes a
+ * complete call needs, and requests, totals and the error are complete. */
 typedef struct {
     fpm_step_rec *steps;
     int64_t steps_cap, nsteps;
@@ -129,12 +143,14 @@ typedef struct {
     int32_t error_code;
     int64_t err_i[5];
     double err_d;
+    fpm_replay_totals totals;
 } fpm_replay_output;
 
 /* Replay a whole trace (R-11 ... R-31).  Returns FPM_OK (also when the run
  * stopped with output.error_code set), FPM_EINVAL for an input out of range,
- * FPM_ENOMEM, or FPM_ENOSPC when a buffer is too small (the counts written so
- * far are kept; grow the buffers and call again). */
+ * FPM_ENOMEM, or FPM_ENOSPC when a step buffer is too small (every count is
+ * the full need: allocate that much and call again; a call with all step
+ * capacities 0 is a sizing pass). */
 fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
                           int32_t arrival_mode, fpm_replay_output *out);
 

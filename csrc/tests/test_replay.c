@@ -141,6 +141,44 @@ static void test_rv3(void) {
     free(o);
 }
 
+/* RV-3 again: the R-35 totals, a sizing pass without buffers, and short
+ * buffers (FPM_ENOSPC with the full counts; what fits is written as in a full run). */
+static void test_rv3_sizing_pass_and_totals(void) {
+    fpm_group g[2] = {grp(FPM_KIND_FULL, 4, 4, 0, 0, 0, 0), grp(FPM_KIND_WINDOW, 4, 4, 4, 0, 0, 0)};
+    fpm_replay_config c = cfg_of(g, 2, 24, 8);
+    fpm_replay_request r[2] = {rq(4, 6), rq(4, 6)};
+    outbuf *full = new_out();
+    CHECK(fpm_replay_run(&c, r, 2, FPM_ARRIVE_STEP, &full->out) == FPM_OK);
+    const fpm_replay_totals *t = &full->out.totals;
+    CHECK(t->first_t_start == 0.0 && t->last_t_end == 11.0);
+    CHECK(t->preemptions == 1 && t->peak_running == 2 && t->peak_used_bytes == 20 && t->peak_used_blocks == 5);
+    CHECK(t->extrapolated_steps == 0);
+
+    fpm_request_rec reqs[2];
+    fpm_replay_output size;
+    memset(&size, 0, sizeof size);
+    size.requests = reqs;
+    CHECK(fpm_replay_run(&c, r, 2, FPM_ARRIVE_STEP, &size) == FPM_ENOSPC);
+    CHECK(size.nsteps == 11 && size.nsched == full->out.nsched && size.nevents == full->out.nevents &&
+          size.nheld == full->out.nheld);
+    CHECK(memcmp(&size.totals, t, sizeof *t) == 0);
+    CHECK(memcmp(reqs, full->reqs, sizeof reqs) == 0);
+
+    outbuf *part = new_out();
+    part->out.steps_cap = 5;
+    part->out.sched_cap = 3;
+    part->out.held_cap = 7;
+    CHECK(fpm_replay_run(&c, r, 2, FPM_ARRIVE_STEP, &part->out) == FPM_ENOSPC);
+    CHECK(part->out.nsteps == 11 && part->out.nsched == full->out.nsched && part->out.nheld == full->out.nheld);
+    CHECK(memcmp(part->steps, full->steps, 5 * sizeof(fpm_step_rec)) == 0);
+    CHECK(memcmp(part->sched, full->sched, 3 * sizeof(fpm_sched_rec)) == 0);
+    CHECK(memcmp(part->held, full->held, 6 * sizeof(int64_t)) == 0); /* whole (1 + G) entries only */
+    CHECK(part->held[6] == 0);
+    CHECK(memcmp(part->reqs, full->reqs, 2 * sizeof(fpm_request_rec)) == 0);
+    free(part);
+    free(full);
+}
+
 /* RV-5: oversized chunk stops the replay with the numbers of the diagnostic. */
 static void test_rv5(void) {
     fpm_group g[1] = {grp(FPM_KIND_WINDOW, 4, 4, 4, 0, 0, 0)};
@@ -551,6 +589,7 @@ const fpm_test_case FPM_REPLAY_CASES[] = {
     {"replay_rv1_window", test_rv1},
     {"replay_rv2_full_window_conv", test_rv2},
     {"replay_rv3_preemption", test_rv3},
+    {"replay_rv3_sizing_pass_and_totals", test_rv3_sizing_pass_and_totals},
     {"replay_rv5_oversized", test_rv5},
     {"replay_rv11_state_resume", test_rv11},
     {"replay_rv14_glm_align", test_rv14},

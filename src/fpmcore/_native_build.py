@@ -88,6 +88,14 @@ typedef struct {
     int64_t output_tokens, preemptions, prefix_hit_tokens;
 } fpm_request_rec;
 typedef struct {
+    double first_t_start, last_t_end;
+    int64_t preemptions;
+    int64_t peak_running;
+    int64_t peak_used_bytes;
+    int64_t peak_used_blocks;
+    int64_t extrapolated_steps;
+} fpm_replay_totals;
+typedef struct {
     fpm_step_rec *steps;
     int64_t steps_cap, nsteps;
     fpm_sched_rec *sched;
@@ -100,6 +108,7 @@ typedef struct {
     int32_t error_code;
     int64_t err_i[5];
     double err_d;
+    fpm_replay_totals totals;
 } fpm_replay_output;
 fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
                           int32_t arrival_mode, fpm_replay_output *out);

@@ -49,3 +49,18 @@ def test_bench_plain_10k_requests_under_pressure(benchmark):
     assert result.summary["finished"] == 10_000
     assert result.summary["preemptions_total"] > 0
     benchmark.extra_info["steps"] = result.summary["steps"]
+
+
+def test_bench_plain_10k_step_records(benchmark):
+    """The same run with every R-34 step record built (``--steps``, ``--out``, ``--plot``)."""
+    pytest.importorskip("fpmcore._native")
+    cfg = config_from_profile(load_profile(ROOT / "examples/profiles/plain-llama8b-like.fpm-profile.json"))
+    trace = _pressure_trace(10_000)
+
+    def run_with_steps():
+        result = run_replay(cfg, trace, backend="c")
+        return result, list(result.steps)
+
+    result, steps = benchmark.pedantic(run_with_steps, rounds=3, iterations=1)
+    assert len(steps) == result.summary["steps"]
+    assert sum(len(s["preempted"]) for s in steps) == result.summary["preemptions_total"] > 0

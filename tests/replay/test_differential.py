@@ -147,8 +147,10 @@ def shared_traces(draw):
 
 
 def _outcome(cfg, tr, backend):
+    """Records, summary, diagnostic, and the raw steps and R-35 totals (the C engine counts those itself)."""
     r = run_replay(cfg, tr, backend=backend)
-    return r.steps, r.requests, r.summary, (r.error.rule, r.error.message) if r.error else None
+    return (r.steps, r.requests, r.summary, (r.error.rule, r.error.message) if r.error else None,
+            tuple(r.raw.steps), r.raw.totals)  # fmt: skip
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,10 @@ Engines.  The C library (``csrc/fpm_replay.c``, ``fpm_replay_run``) replays a
 whole trace in one call; the pure-Python reference
 (:mod:`fpmcore.replay.reference`, with :mod:`fpmcore.replay.prefix`) is its
 oracle and runs instead when ``FPMCORE_PUREPYTHON=1`` is set.  Both take the
-same checked :class:`ReplayConfig` and give identical records.
+same checked :class:`ReplayConfig` and give identical records.  The summary
+comes from the request records and the engine's R-35 totals; the R-34 step
+records (``result.steps``) are built only when read: the C backend then
+records the steps in a second call with exactly sized buffers.
 
 Prefix caching (R-36 … R-38) keeps vLLM's block identities: the free queue,
 reference counts, cached content keys, same-step Mamba states and eviction.

@@ -1,26 +1,47 @@
 """The C replay engine through cffi (``csrc/fpm_replay.c``).
 
 :func:`run_c` marshals a checked :class:`~fpmcore.replay.model.ReplayConfig`
-and the engine-form requests into the C structs, calls ``fpm_replay_run``
-once for the whole trace, and reads the output buffers back into a
-:class:`~fpmcore.replay.model.RawResult`.  Inputs are validated before they
-reach C (:func:`fpmcore.replay.config.check_config`, the trace and table
-parsers); a status other than ``FPM_OK`` is a programming error and raises.
+and the engine-form requests into the C structs and calls ``fpm_replay_run``
+for the whole trace.  The first call passes no step buffers (a sizing pass):
+it returns the request records, the stop error, the R-35 totals and the
+exact sizes of the step outputs.  The step records are read only when a
+caller asks for them (:class:`~fpmcore.replay.model.LazySteps`): a second
+call with buffers of exactly those sizes, unpacked column-wise from the
+buffers.  Inputs are validated before they reach C
+(:func:`fpmcore.replay.config.check_config`, the trace and table parsers); a
+status other than ``FPM_OK`` is a programming error and raises.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from fpmcore.replay.model import (
+    STEP_SCALARS,
+    LazySteps,
     RawError,
     RawRequest,
     RawResult,
-    RawStep,
+    RawTotals,
     ReplayConfig,
     ReplayRequest,
+    StepColumns,
 )
 
 FPM_OK = 0
 FPM_ENOSPC = 4
+
+#: The C fields read back and their memoryview formats ("q" int64, "d" double, "i" int32).
+_STEP_FORMAT = {"t_start": "d", "t_end": "d", "duration_s": "d", "extrapolated": "i"}
+_STEP_FIELDS = tuple((name, _STEP_FORMAT.get(name, "q")) for name in STEP_SCALARS) + (
+    ("sched_off", "q"), ("sched_len", "q"), ("event_off", "q"), ("event_len", "q"), ("held_off", "q"), ("held_len", "q"),
+)  # fmt: skip
+_REQUEST_FIELDS = (
+    ("status", "i"), ("reject_reason", "i"), ("reject_a", "q"), ("reject_b", "q"), ("arrival_time", "d"),
+    ("first_scheduled_time", "d"), ("first_token_time", "d"), ("finish_time", "d"), ("output_tokens", "q"),
+    ("preemptions", "q"), ("prefix_hit_tokens", "q"),
+)  # fmt: skip
+_WIDTH = {"q": 8, "d": 8, "i": 4}
 
 
 def _lib():  # imported lazily: FPMCORE_PUREPYTHON=1 runs without the build
@@ -36,20 +57,29 @@ def _check_ints(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> None:
             raise ValueError(f"request {r.request_id}: lengths out of the engine range")
 
 
-def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawResult:
-    """Run the whole trace in C (one ``fpm_replay_run`` call, retried with larger buffers)."""
-    ffi, lib = _lib()
-    _check_ints(cfg, reqs)
+def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, str], ...]) -> dict[str, list[Any]]:
+    """Fields of ``n`` C structs as Python lists, read in bulk through strided memoryviews."""
+    size = ffi.sizeof(ctype)
+    mem = memoryview(ffi.buffer(ptr, n * size) if n else b"").cast("B")
+    views: dict[str, memoryview] = {}
+    out: dict[str, list[Any]] = {}
+    for name, fmt in fields:
+        w = _WIDTH[fmt]
+        off = ffi.offsetof(ctype, name)
+        assert off % w == 0 and size % w == 0
+        if fmt not in views:
+            views[fmt] = mem.cast(fmt)
+        out[name] = views[fmt][off // w :: size // w].tolist()
+    return out
+
+
+def _marshal(ffi: Any, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> tuple[Any, Any, list[Any]]:
+    """The C config and request array (and the cdata they point into, to keep alive)."""
     G = len(cfg.groups)
     groups = ffi.new("fpm_group[]", G)
     for i, g in enumerate(cfg.groups):
-        groups[i].kind = g.kind
-        groups[i].block = g.block
-        groups[i].page = g.page
-        groups[i].window = g.window
-        groups[i].blocks_per_request = g.blocks_per_request
-        groups[i].checkpoint_blocks = g.checkpoint_blocks
-        groups[i].checkpoint_alignment = g.checkpoint_alignment
+        groups[i] = (g.kind, g.block, g.page, g.window, g.blocks_per_request, g.checkpoint_blocks,
+                     g.checkpoint_alignment)  # fmt: skip
     c = ffi.new("fpm_replay_config *")
     c.groups = groups
     c.ngroups = G
@@ -69,112 +99,77 @@ def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawR
     else:
         c.use_fixed_step = 0
         pre = ffi.new("fpm_prefill_row[]", max(len(cfg.table.prefill), 1))
-        for i, (b, t, k, w) in enumerate(cfg.table.prefill):
-            pre[i].batch_size, pre[i].total_prefill_tokens, pre[i].total_kv_read_tokens, pre[i].wall_time = b, t, k, w
+        for i, row in enumerate(cfg.table.prefill):
+            pre[i] = row
         dec = ffi.new("fpm_decode_row[]", max(len(cfg.table.decode), 1))
-        for i, (b, k, w) in enumerate(cfg.table.decode):
-            dec[i].batch_size, dec[i].total_kv_read_tokens, dec[i].wall_time = b, k, w
+        for i, row in enumerate(cfg.table.decode):
+            dec[i] = row
         c.prefill, c.nprefill = pre, len(cfg.table.prefill)
         c.decode, c.ndecode = dec, len(cfg.table.decode)
         keep += [pre, dec]
     n = len(reqs)
     rq = ffi.new("fpm_replay_request[]", max(n, 1))
-    nor = sum(len(r.origin) for r in reqs)
-    upto = ffi.new("int64_t[]", max(nor, 1))
-    okey = ffi.new("int64_t[]", max(nor, 1))
-    off = 0
+    upto_l: list[int] = []
+    key_l: list[int] = []
     for i, r in enumerate(reqs):
-        rq[i].prompt_len = r.prompt_len
-        rq[i].output_len = r.output_len
-        rq[i].arrival_step = r.arrival_step
-        rq[i].arrival_time = r.arrival_time
-        rq[i].own_key = r.own_key if r.own_key >= 0 else (1 << 40) + i
-        rq[i].origin_off = off
-        rq[i].origin_len = len(r.origin)
+        rq[i] = (r.prompt_len, r.output_len, r.arrival_step, r.arrival_time,
+                 r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(r.origin))  # fmt: skip
         for u, k in r.origin:
-            upto[off], okey[off] = u, k
-            off += 1
+            upto_l.append(u)
+            key_l.append(k)
+    nor = len(upto_l)
+    upto = ffi.new("int64_t[]", upto_l or [0])
+    okey = ffi.new("int64_t[]", key_l or [0])
     c.origin_upto, c.origin_key, c.norigin = upto, okey, nor
     keep += [upto, okey]
-    steps_cap = max(64, 4 * n + 16)
-    sched_cap = max(256, 8 * n)
-    events_cap = max(64, 4 * n)
-    held_cap = max(256, 8 * n * (1 + G))
-    while True:
-        out = ffi.new("fpm_replay_output *")
-        steps = ffi.new("fpm_step_rec[]", steps_cap)
-        sched = ffi.new("fpm_sched_rec[]", sched_cap)
-        events = ffi.new("fpm_event_rec[]", events_cap)
-        held = ffi.new("int64_t[]", held_cap)
-        rrec = ffi.new("fpm_request_rec[]", max(n, 1))
-        out.steps, out.steps_cap = steps, steps_cap
-        out.sched, out.sched_cap = sched, sched_cap
-        out.events, out.events_cap = events, events_cap
-        out.held, out.held_cap = held, held_cap
-        out.requests = rrec
-        st = lib.fpm_replay_run(c, rq, n, mode, out)
-        if st == FPM_OK:
-            break
-        if st != FPM_ENOSPC:
-            raise RuntimeError(f"fpm_replay_run failed with status {st}")
-        if out.nsteps >= steps_cap - 1:
-            steps_cap *= 4
-        if out.nsched >= sched_cap - n:
-            sched_cap *= 4
-        if out.nevents >= events_cap - 4 * n:
-            events_cap *= 4
-        if out.nheld >= held_cap - n * (1 + G):
-            held_cap *= 4
-    raw_steps = []
-    buf_sched = ffi.unpack(sched, out.nsched)
-    buf_events = ffi.unpack(events, out.nevents)
-    buf_held = ffi.unpack(held, out.nheld)
-    for s in ffi.unpack(steps, out.nsteps):
-        sch = tuple((x.req, x.tokens, x.computed_before) for x in buf_sched[s.sched_off : s.sched_off + s.sched_len])
-        ev = tuple((x.kind, x.req) for x in buf_events[s.event_off : s.event_off + s.event_len])
-        hl = []
-        for j in range(s.held_len):
-            base = s.held_off + j * (1 + G)
-            hl.append((buf_held[base], tuple(buf_held[base + 1 : base + 1 + G])))
-        raw_steps.append(
-            RawStep(
-                step=s.step,
-                t_start=s.t_start,
-                t_end=s.t_end,
-                duration_s=s.duration_s,
-                extrapolated=bool(s.extrapolated),
-                scheduled=sch,
-                num_prefill_requests=s.num_prefill_requests,
-                sum_prefill_tokens=s.sum_prefill_tokens,
-                sum_prefill_kv_tokens=s.sum_prefill_kv_tokens,
-                num_decode_requests=s.num_decode_requests,
-                sum_decode_kv_tokens=s.sum_decode_kv_tokens,
-                events=ev,
-                running=s.running,
-                waiting=s.waiting,
-                used_bytes_scheduled=s.used_bytes_scheduled,
-                used_bytes_end=s.used_bytes_end,
-                used_blocks_scheduled=s.used_blocks_scheduled,
-                used_blocks_end=s.used_blocks_end,
-                held=tuple(hl),
-            )
-        )
-    rr = tuple(
-        RawRequest(
-            status=x.status,
-            reject_reason=x.reject_reason,
-            reject_a=x.reject_a,
-            reject_b=x.reject_b,
-            arrival_time=x.arrival_time,
-            first_scheduled_time=x.first_scheduled_time,
-            first_token_time=x.first_token_time,
-            finish_time=x.finish_time,
-            output_tokens=x.output_tokens,
-            preemptions=x.preemptions,
-            prefix_hit_tokens=x.prefix_hit_tokens,
-        )
-        for x in ffi.unpack(rrec, n)
+    return c, rq, keep
+
+
+def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawResult:
+    """Run the whole trace in C: one sizing call; the step records on demand (a second, exactly sized call)."""
+    ffi, lib = _lib()
+    _check_ints(cfg, reqs)
+    c, rq, keep = _marshal(ffi, cfg, reqs)
+    n = len(reqs)
+    G = len(cfg.groups)
+    rrec = ffi.new("fpm_request_rec[]", max(n, 1))
+    out = ffi.new("fpm_replay_output *")  # zeroed: no step buffers, capacities 0
+    out.requests = rrec
+    st = lib.fpm_replay_run(c, rq, n, mode, out)
+    if st not in (FPM_OK, FPM_ENOSPC):
+        raise RuntimeError(f"fpm_replay_run failed with status {st}")
+    need = (out.nsteps, out.nsched, out.nevents, out.nheld)
+    inputs = (c, rq, keep)  # the config, the requests and every array they point into
+
+    def load() -> StepColumns:
+        c, rq, _arrays = inputs
+        alloc = ffi.new_allocator(should_clear_after_alloc=False)
+        o = ffi.new("fpm_replay_output *")
+        bufs = []
+        for field, ctype, count in (("steps", "fpm_step_rec[]", need[0]), ("sched", "fpm_sched_rec[]", need[1]),
+                                    ("events", "fpm_event_rec[]", need[2]), ("held", "int64_t[]", need[3])):
+            buf = alloc(ctype, count) if count else ffi.NULL
+            setattr(o, field, buf)
+            setattr(o, field + "_cap", count)
+            bufs.append(buf)
+        reqbuf = ffi.new("fpm_request_rec[]", max(n, 1))
+        o.requests = reqbuf
+        st2 = lib.fpm_replay_run(c, rq, n, mode, o)
+        if st2 != FPM_OK or (o.nsteps, o.nsched, o.nevents, o.nheld) != need:
+            raise RuntimeError(f"fpm_replay_run failed with status {st2} on the recording call")
+        return _step_columns(ffi, bufs, need, G)
+
+    totals = RawTotals(
+        first_t_start=out.totals.first_t_start,
+        last_t_end=out.totals.last_t_end,
+        preemptions=out.totals.preemptions,
+        peak_running=out.totals.peak_running,
+        peak_used_bytes=out.totals.peak_used_bytes,
+        peak_used_blocks=out.totals.peak_used_blocks,
+        extrapolated_steps=out.totals.extrapolated_steps,
     )
+    rc = _columns(ffi, rrec, "fpm_request_rec", n, _REQUEST_FIELDS)
+    requests = tuple(map(RawRequest, *(rc[name] for name, _ in _REQUEST_FIELDS)))
     err = None
     if out.error_code == 1:
         err = RawError(1, tuple(out.err_i[0:5]))
@@ -182,7 +177,34 @@ def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawR
         err = RawError(2, (out.err_i[0], out.err_d, out.err_i[1], out.err_i[2]))
     elif out.error_code == 3:
         err = RawError(3, (out.err_i[0],))
-    return RawResult(steps=tuple(raw_steps), requests=rr, error=err)
+    return RawResult(steps=LazySteps(out.nsteps, load), requests=requests, error=err, totals=totals)
+
+
+def _step_columns(ffi: Any, bufs: list[Any], need: tuple[int, int, int, int], G: int) -> StepColumns:
+    """Unpack the four output buffers of a recording call into :class:`StepColumns`."""
+    steps, sched, events, held = bufs
+    nsteps, nsched, nevents, nheld = need
+    sc = _columns(ffi, steps, "fpm_step_rec", nsteps, _STEP_FIELDS)
+    sr = _columns(ffi, sched, "fpm_sched_rec", nsched, (("req", "q"), ("tokens", "q"), ("computed_before", "q")))
+    ev = _columns(ffi, events, "fpm_event_rec", nevents, (("kind", "i"), ("req", "q")))
+    flat = memoryview(ffi.buffer(held, nheld * 8) if nheld else b"").cast("B").cast("q").tolist()
+    w = 1 + G
+    return StepColumns(
+        scalars={name: sc[name] for name in STEP_SCALARS},
+        sched_off=sc["sched_off"],
+        sched_len=sc["sched_len"],
+        sched_req=sr["req"],
+        sched_tokens=sr["tokens"],
+        sched_computed=sr["computed_before"],
+        event_off=sc["event_off"],
+        event_len=sc["event_len"],
+        event_kind=ev["kind"],
+        event_req=ev["req"],
+        held_off=[x // w for x in sc["held_off"]],
+        held_len=sc["held_len"],
+        held_req=flat[0::w],
+        held_counts=[flat[g::w] for g in range(1, w)],
+    )
 
 
 def align_stop_c(q) -> int:  # type: ignore[no-untyped-def]

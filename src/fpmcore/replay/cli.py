@@ -79,13 +79,13 @@ def _print_summary(ctx: Any, s: dict[str, Any], title: str) -> None:
 
 
 def _write_out(out_dir: Path, result: Any) -> None:
+    from fpmcore.jsonio import dumps_output  # compact JSON, one line each
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "replay-steps.jsonl", "w", encoding="utf-8") as f:
-        for s in result.steps:
-            f.write(json.dumps(s) + "\n")
-    with open(out_dir / "replay-requests.jsonl", "w", encoding="utf-8") as f:
-        for r in result.requests:
-            f.write(json.dumps(r) + "\n")
+    with open(out_dir / "replay-steps.jsonl", "wb") as f:
+        f.writelines(map(dumps_output, result.steps))
+    with open(out_dir / "replay-requests.jsonl", "wb") as f:
+        f.writelines(map(dumps_output, result.requests))
     (out_dir / "replay-summary.json").write_text(json.dumps(result.summary, indent=2) + "\n", encoding="utf-8")
 
 
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if ctx.json:
         doc: dict[str, Any] = {"summary": result.summary, "requests": result.requests}
         if args.steps:
-            doc["steps"] = result.steps
+            doc["steps"] = list(result.steps)
         if result.error is not None:
             doc["error"] = {"rule": result.error.rule, "message": result.error.message}
         ctx.emit_json(doc)

@@ -15,8 +15,8 @@ it cannot call Python per step.  A model plugin's rule (the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import attrs
 
@@ -28,11 +28,61 @@ from fpmcore.replay.reference import run_reference
 from fpmcore.replay.trace import Trace
 
 
+class StepRecords(Sequence[dict[str, Any]]):
+    """The R-34 step records of a run, built on first use.
+
+    ``len()`` is known at once; indexing, iteration or comparison build every
+    record (:func:`fpmcore.replay.records.step_records`) once.  ``list()`` it
+    for a plain list (e.g. to serialise it).
+    """
+
+    def __init__(self, cfg: ReplayConfig, ids: list[str], raw: RawResult) -> None:
+        self._args: tuple[ReplayConfig, list[str], RawResult] | None = (cfg, ids, raw)
+        self._n = len(raw.steps)
+        self._items: list[dict[str, Any]] | None = None
+
+    def _list(self) -> list[dict[str, Any]]:
+        if self._items is None:
+            assert self._args is not None
+            self._items = records.step_records(*self._args)
+            self._args = None
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self._list()[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepRecords):
+            return self._list() == other._list()
+        if isinstance(other, list):
+            return self._list() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<StepRecords: {self._n} steps{'' if self._items is not None else ', not built yet'}>"
+
+
 @attrs.frozen
 class ReplayResult:
-    """The records of one run (R-34, R-35) and the stop diagnostic, if the run stopped."""
+    """The records of one run (R-34, R-35) and the stop diagnostic, if the run stopped.
 
-    steps: list[dict[str, Any]]
+    ``steps`` is a :class:`StepRecords` sequence: the R-34 records are built
+    only when it is read; the summary never needs them.
+    """
+
+    steps: StepRecords
     requests: list[dict[str, Any]]
     summary: dict[str, Any]
     error: FpmError | None
@@ -163,8 +213,8 @@ def run_replay(
     reqs, mode = engine_requests(cfg, trace)
     raw, used = run_raw(cfg, reqs, mode, backend=backend, align_stop=align_stop)
     ids = [r.request_id for r in trace.requests]
-    steps = records.step_records(cfg, ids, raw)
+    steps = StepRecords(cfg, ids, raw)
     reqrecs = records.request_records(list(trace.requests), raw)
-    summ = records.summary(cfg, steps, reqrecs, raw)
+    summ = records.summary(cfg, reqrecs, raw)
     err = records.error_of(raw.error) if raw.error is not None else None
     return ReplayResult(steps=steps, requests=reqrecs, summary=summ, error=err, backend=used, raw=raw)

@@ -11,7 +11,10 @@ live in :mod:`fpmcore.replay.config`, :mod:`fpmcore.replay.trace` and
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import attrs
 
@@ -191,9 +194,197 @@ class RawError:
 
 
 @attrs.frozen
-class RawResult:
-    """What a backend returns: every step, every request, and the stop error if any."""
+class RawTotals:
+    """The R-35 aggregates over the completed steps (the C engine counts them as it runs)."""
 
-    steps: tuple[RawStep, ...]
+    first_t_start: float  #: ``t_start`` of the first step (0.0 without steps)
+    last_t_end: float  #: ``t_end`` of the last step (0.0 without steps)
+    preemptions: int  #: preemption events
+    peak_running: int  #: max over steps of ``running`` + requests finished in the step
+    peak_used_bytes: int  #: max ``used_bytes_scheduled``
+    peak_used_blocks: int  #: max ``used_blocks_scheduled``
+    extrapolated_steps: int
+
+
+def totals_of(steps: Sequence[RawStep]) -> RawTotals:
+    """:class:`RawTotals` of a list of steps (the reference's way; the C engine's must agree)."""
+    return RawTotals(
+        first_t_start=steps[0].t_start if steps else 0.0,
+        last_t_end=steps[-1].t_end if steps else 0.0,
+        preemptions=sum(1 for s in steps for k, _ in s.events if k == EV_PREEMPTED),
+        peak_running=max((s.running + sum(1 for k, _ in s.events if k == EV_FINISHED) for s in steps), default=0),
+        peak_used_bytes=max((s.used_bytes_scheduled for s in steps), default=0),
+        peak_used_blocks=max((s.used_blocks_scheduled for s in steps), default=0),
+        extrapolated_steps=sum(1 for s in steps if s.extrapolated),
+    )
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while records are built in bulk.
+
+    Building millions of small, acyclic lists and dicts would otherwise
+    trigger full collections over an ever larger heap, which costs more than
+    the building itself.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+#: The per-step scalar fields of :class:`RawStep`, in :class:`StepColumns` order.
+STEP_SCALARS = (
+    "step", "t_start", "t_end", "duration_s", "extrapolated", "num_prefill_requests", "sum_prefill_tokens",
+    "sum_prefill_kv_tokens", "num_decode_requests", "sum_decode_kv_tokens", "running", "waiting",
+    "used_bytes_scheduled", "used_bytes_end", "used_blocks_scheduled", "used_blocks_end",
+)  # fmt: skip
+
+
+@attrs.frozen
+class StepColumns:
+    """Every step as columns: the form the step records are built from in bulk.
+
+    ``scalars`` maps each name of :data:`STEP_SCALARS` to one value per step.
+    Step ``i`` scheduled ``sched_*[sched_off[i] : sched_off[i] + sched_len[i]]``,
+    had the events ``event_*[event_off[i] : …]`` and ended with the running
+    requests ``held_req[held_off[i] : …]``; ``held_counts[g][j]`` is the
+    blocks that entry ``j`` holds in group ``g``.
+    """
+
+    scalars: dict[str, list[Any]]
+    sched_off: list[int]
+    sched_len: list[int]
+    sched_req: list[int]
+    sched_tokens: list[int]
+    sched_computed: list[int]
+    event_off: list[int]
+    event_len: list[int]
+    event_kind: list[int]
+    event_req: list[int]
+    held_off: list[int]
+    held_len: list[int]
+    held_req: list[int]
+    held_counts: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.sched_off)
+
+    def step(self, i: int) -> RawStep:
+        """Step ``i`` as a :class:`RawStep`."""
+        so, eo, ho = self.sched_off[i], self.event_off[i], self.held_off[i]
+        se, ee, he = so + self.sched_len[i], eo + self.event_len[i], ho + self.held_len[i]
+        kw = {name: col[i] for name, col in self.scalars.items()}
+        kw["extrapolated"] = bool(kw["extrapolated"])
+        return RawStep(
+            scheduled=tuple(zip(self.sched_req[so:se], self.sched_tokens[so:se], self.sched_computed[so:se])),
+            events=tuple(zip(self.event_kind[eo:ee], self.event_req[eo:ee])),
+            held=tuple(zip(self.held_req[ho:he], zip(*(g[ho:he] for g in self.held_counts)))),
+            **kw,
+        )
+
+
+def columns_of(steps: Sequence[RawStep], ngroups: int) -> StepColumns:
+    """:class:`StepColumns` of a list of steps of a pool with ``ngroups`` cache groups."""
+    c = StepColumns({name: [getattr(s, name) for s in steps] for name in STEP_SCALARS},
+                    [], [], [], [], [], [], [], [], [], [], [], [], [[] for _ in range(ngroups)])  # fmt: skip
+    for s in steps:
+        c.sched_off.append(len(c.sched_req))
+        c.sched_len.append(len(s.scheduled))
+        for r, n, cb in s.scheduled:
+            c.sched_req.append(r)
+            c.sched_tokens.append(n)
+            c.sched_computed.append(cb)
+        c.event_off.append(len(c.event_kind))
+        c.event_len.append(len(s.events))
+        for k, r in s.events:
+            c.event_kind.append(k)
+            c.event_req.append(r)
+        c.held_off.append(len(c.held_req))
+        c.held_len.append(len(s.held))
+        for r, h in s.held:
+            c.held_req.append(r)
+            for g, n in zip(c.held_counts, h, strict=True):
+                g.append(n)
+    return c
+
+
+class LazySteps(Sequence[RawStep]):
+    """The steps of a run, read on first use.
+
+    The C backend knows the number of steps after its first call; the step
+    columns (``load()``) come from the output buffers only when a caller
+    asks for them.
+    """
+
+    def __init__(self, n: int, load: Callable[[], StepColumns]) -> None:
+        self._n = n
+        self._load: Callable[[], StepColumns] | None = load
+        self._cols: StepColumns | None = None
+
+    def columns(self, keep: bool = True) -> StepColumns:
+        """The steps as :class:`StepColumns`; loaded once and kept, or with ``keep=False`` loaded
+        for one use (the step records are built from them once: no second copy stays in memory)."""
+        if self._cols is not None:
+            return self._cols
+        assert self._load is not None
+        with gc_paused():
+            cols = self._load()
+        if len(cols) != self._n:
+            raise RuntimeError(f"replay engine returned {len(cols)} steps, expected {self._n}")
+        if keep:
+            self._cols, self._load = cols, None
+        return cols
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> RawStep: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[RawStep, ...]: ...
+    def __getitem__(self, i: int | slice) -> RawStep | tuple[RawStep, ...]:
+        cols = self.columns()
+        if isinstance(i, slice):
+            return tuple(cols.step(j) for j in range(*i.indices(self._n)))
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("step index out of range")
+        return cols.step(i)
+
+    def __iter__(self) -> Iterator[RawStep]:
+        cols = self.columns()
+        return (cols.step(j) for j in range(self._n))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<LazySteps: {self._n} steps>"
+
+
+def step_columns(steps: Sequence[RawStep], ngroups: int, keep: bool = True) -> StepColumns:
+    """The columns of a backend's steps: read from the C buffers, or built from :class:`RawStep` values."""
+    return steps.columns(keep) if isinstance(steps, LazySteps) else columns_of(steps, ngroups)
+
+
+@attrs.frozen
+class RawResult:
+    """What a backend returns: every step, every request, the stop error if any, and the R-35 totals.
+
+    ``steps`` is a tuple (reference) or a :class:`LazySteps` (C backend);
+    ``totals`` defaults to :func:`totals_of` the steps.
+    """
+
+    steps: Sequence[RawStep]
     requests: tuple[RawRequest, ...]
     error: RawError | None = None
+    totals: RawTotals = attrs.field(default=attrs.Factory(lambda self: totals_of(self.steps), takes_self=True))

@@ -1,7 +1,10 @@
 """Step records, request records and the summary (06 R-34, R-35, R-10).
 
 Both backends return a :class:`~fpmcore.replay.model.RawResult`; this module
-formats it, so the two can differ only in what they compute.
+formats it, so the two can differ only in what they compute.  The summary
+reads the run's totals (:class:`~fpmcore.replay.model.RawTotals`) and the
+request records; the step records are built in bulk from
+:class:`~fpmcore.replay.model.StepColumns`, only when asked for.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ from fpmcore.replay.model import (
     REJ_INPUT_SEQUENCE,
     REJ_PROMPT,
     ST_FINISHED,
+    STEP_SCALARS,
     RawError,
     RawResult,
     ReplayConfig,
+    StepColumns,
+    gc_paused,
+    step_columns,
 )
 
 SUMMARY_SCHEMA = "fpmcore.replay.summary/v1"
@@ -75,37 +82,53 @@ def reject_reason(code: int, a: int, b: int, request_id: str) -> str | None:
 
 
 def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict[str, Any]]:
-    """R-34 records, one per step."""
+    """R-34 records, one per step, built from the step columns in bulk."""
+    with gc_paused():
+        return _step_records(cfg, ids, step_columns(raw.steps, len(cfg.groups), keep=False))
+
+
+def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dict[str, Any]]:
     bm = cfg.block_mode
     usable = cfg.usable_blocks
+    name = ids.__getitem__
+    scheduled = list(map(list, zip(map(name, c.sched_req), c.sched_tokens, c.sched_computed)))
+    ev_name = list(map(name, c.event_req))
+    ev_kind = c.event_kind
+    held_name = list(map(name, c.held_req))
+    held_blocks = list(map(list, zip(*c.held_counts)))
+    v = c.scalars
     out = []
-    for s in raw.steps:
-        ev = {k: [ids[i] for kk, i in s.events if kk == k] for k in (EV_ADMITTED, EV_PREEMPTED, EV_FINISHED, EV_REJECTED)}
+    for (step, t_start, t_end, duration, extra, npre, spt, spkv, ndec, sdkv, running, waiting, ubs, ube, ublks, ublke,
+         so, sl, eo, el, ho, hl) in zip(*(v[k] for k in STEP_SCALARS), c.sched_off, c.sched_len, c.event_off,
+                                       c.event_len, c.held_off, c.held_len):  # fmt: skip
+        ev: tuple[list[str], list[str], list[str], list[str]] = ([], [], [], [])
+        for j in range(eo, eo + el):  # EV_ADMITTED, EV_PREEMPTED, EV_FINISHED, EV_REJECTED
+            ev[ev_kind[j]].append(ev_name[j])
         out.append(
             {
-                "step": s.step,
-                "t_start": s.t_start,
-                "t_end": s.t_end,
-                "duration_s": s.duration_s,
-                "extrapolated": s.extrapolated,
-                "scheduled": [[ids[i], n, c] for i, n, c in s.scheduled],
-                "num_prefill_requests": s.num_prefill_requests,
-                "sum_prefill_tokens": s.sum_prefill_tokens,
-                "sum_prefill_kv_tokens": s.sum_prefill_kv_tokens,
-                "num_decode_requests": s.num_decode_requests,
-                "sum_decode_kv_tokens": s.sum_decode_kv_tokens,
+                "step": step,
+                "t_start": t_start,
+                "t_end": t_end,
+                "duration_s": duration,
+                "extrapolated": bool(extra),
+                "scheduled": scheduled[so : so + sl],
+                "num_prefill_requests": npre,
+                "sum_prefill_tokens": spt,
+                "sum_prefill_kv_tokens": spkv,
+                "num_decode_requests": ndec,
+                "sum_decode_kv_tokens": sdkv,
                 "admitted": ev[EV_ADMITTED],
                 "preempted": ev[EV_PREEMPTED],
                 "finished": ev[EV_FINISHED],
                 "rejected": ev[EV_REJECTED],
-                "running": s.running,
-                "waiting": s.waiting,
-                "used_bytes_scheduled": s.used_bytes_scheduled,
-                "used_bytes_end": s.used_bytes_end,
-                "used_blocks_scheduled": s.used_blocks_scheduled if bm else None,
-                "used_blocks_end": s.used_blocks_end if bm else None,
-                "free_blocks": usable - s.used_blocks_end if bm else None,
-                "held_blocks_end": {ids[i]: list(h) for i, h in s.held} if bm else None,
+                "running": running,
+                "waiting": waiting,
+                "used_bytes_scheduled": ubs,
+                "used_bytes_end": ube,
+                "used_blocks_scheduled": ublks if bm else None,
+                "used_blocks_end": ublke if bm else None,
+                "free_blocks": usable - ublke if bm else None,
+                "held_blocks_end": dict(zip(held_name[ho : ho + hl], held_blocks[ho : ho + hl])) if bm else None,
             }
         )
     return out
@@ -224,30 +247,28 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
     }
 
 
-def summary(cfg: ReplayConfig, steps: list[dict[str, Any]], requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
-    """R-35 summary."""
+def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
+    """R-35 summary, from the request records and the run's totals (no step record is needed)."""
     fin = [r for r in requests if r["status"] == "finished"]
-    makespan = (raw.steps[-1].t_end - raw.steps[0].t_start) if raw.steps else 0.0
+    tot = raw.totals
+    nsteps = len(raw.steps)
+    makespan = (tot.last_t_end - tot.first_t_start) if nsteps else 0.0
     out_tokens = sum(r["output_tokens"] for r in requests)
-    peak_running = 0
-    for s in raw.steps:
-        admitted_after = s.running + sum(1 for k, _ in s.events if k == EV_FINISHED)
-        peak_running = max(peak_running, admitted_after)
     return {
         "schema": SUMMARY_SCHEMA,
         "requests": len(requests),
         "finished": len(fin),
         "rejected": sum(1 for r in requests if r["status"] == "rejected"),
-        "steps": len(steps),
+        "steps": nsteps,
         "makespan_s": makespan,
-        "preemptions_total": sum(len(s["preempted"]) for s in steps),
-        "peak_running": peak_running,
-        "peak_used_bytes": max((s.used_bytes_scheduled for s in raw.steps), default=0),
-        "peak_used_blocks": max((s.used_blocks_scheduled for s in raw.steps), default=0) if cfg.block_mode else None,
+        "preemptions_total": tot.preemptions,
+        "peak_running": tot.peak_running,
+        "peak_used_bytes": tot.peak_used_bytes,
+        "peak_used_blocks": tot.peak_used_blocks if cfg.block_mode else None,
         "capacity_bytes": cfg.capacity_bytes,
         "usable_blocks": cfg.usable_blocks if cfg.block_mode else None,
         **sizing(cfg),
-        "extrapolated_steps": sum(1 for s in raw.steps if s.extrapolated),
+        "extrapolated_steps": tot.extrapolated_steps,
         "output_tokens_per_s": out_tokens / makespan if makespan > 0 else None,
         "ttft_s": _stats([r["ttft_s"] for r in fin]),
         "tpot_s": _stats([r["tpot_s"] for r in fin if r["tpot_s"] is not None]),
