@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,35 +23,16 @@ from fpmcore.cli import Context
 from fpmcore.errors import FpmError
 from fpmcore.plugins import PluginHost
 
+from tests.artifact_support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("strict", "producer_dir")
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "artifacts"
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_artifacts"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
-M = _load_tool()
-
-
-@pytest.fixture(scope="module")
-def host():
-    return PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setattr(A, "STRICT", True)
-
-
-@pytest.fixture(autouse=True)
-def producer_dir(monkeypatch):
-    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
-    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
 
 
 def run_validate(host, capsys, *argv, as_json=False):

@@ -6,8 +6,6 @@ Benchmarks are disabled by default (``--benchmark-disable`` runs the body once);
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,18 +15,10 @@ import fpmcore_dsv41
 import fpmcore_glm53flash
 from fpmcore.plugins import PluginHost
 
+from tests.artifact_support import M
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_artifacts"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-M = _load_tool()
 H = 2176
 
 

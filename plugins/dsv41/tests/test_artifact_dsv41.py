@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,37 +10,17 @@ import pytest
 import fpmcore.artifacts as A
 import fpmcore_dsv41
 import fpmcore_glm53flash
-from fpmcore.plugins import PluginHost
 from fpmcore_dsv41 import artifact as D
+
+from tests.artifact_support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("strict", "producer_dir")
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_artifacts"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
-M = _load_tool()
-
-
-@pytest.fixture(scope="module")
-def host():
-    return PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setattr(A, "STRICT", True)
-
-
-@pytest.fixture(autouse=True)
-def producer_dir(monkeypatch):
-    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
-    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
 
 
 @pytest.fixture

@@ -10,50 +10,26 @@ named rule with the exact diagnostic.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import fpmcore.artifacts as A
-import fpmcore_dsv41
 import fpmcore_glm53flash
 from fpmcore import ProducerContract
-from fpmcore.plugins import PluginHost
 from fpmcore_glm53flash import artifact as G
 from fpmcore_glm53flash.artifact_producer import expected_producer_record
+
+from tests.artifact_support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("strict", "producer_dir")
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_artifacts"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
-M = _load_tool()
-
-
-@pytest.fixture(scope="module")
-def host():
-    return PluginHost(autoload=False, plugins=[fpmcore_glm53flash, fpmcore_dsv41], environ={})
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    """A rule that raises is a bug: let it raise instead of becoming a diagnostic."""
-    monkeypatch.setattr(A, "STRICT", True)
-
-
-@pytest.fixture(autouse=True)
-def producer_dir(monkeypatch):
-    """Read GLM artifacts with the producer files of the example campaign (05 §7.2)."""
-    monkeypatch.setenv("FPM_GLM53FLASH_PRODUCER_DIR", str(M.PRODUCER_DIR))
 
 
 def check(host, plan, cell, files):
