@@ -94,10 +94,15 @@ def fpm_observe_cache_groups(
 
     :param runtime: the running runtime as an exact pin, ``"vllm==0.33.0"``.
         Return ``None`` unless it is one of your targets.
-    :param source: the live objects, by name: ``"vllm_config"``,
-        ``"kv_cache_config"``, ``"kv_cache_specs"`` (layer name → spec),
-        ``"kv_caches"`` (layer name → tensor, absent before allocation),
-        ``"scheduler"`` (optional) and ``"launch"`` (the launch manifest).
+    :param source: the live objects and the probe's context, by name:
+        ``"vllm_config"``, ``"kv_cache_config"``, ``"launch"`` (the launch
+        manifest, 02 §2.2), ``"kind"`` (``"worker"`` or ``"scheduler"``),
+        ``"dp_rank"``; for a scheduler record ``"scheduler"``; for a worker,
+        when the cache is allocated, ``"kv_caches"`` (layer name → the views
+        bound to the layer) and ``"model_runner"``; optional
+        ``"available_cache_bytes"``, ``"hardware"``, ``"lifecycle"``,
+        ``"model"``, ``"image"``, ``"source_revision"``, ``"error"``.  A runtime
+        plugin documents the exact set it reads.
     :param phase: ``"prefill"`` or ``"decode"``.
     :param rank: the TP rank the record describes.
     :returns: the ``fpmcore-runtime-observation/v1`` record (02 §3) as a
