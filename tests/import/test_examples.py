@@ -1,7 +1,7 @@
 """The embedded probe examples (``examples/probes/``) import ``complete`` as layout-level evidence.
 
 The examples are *dry* probes written by ``tools/regen_probes.py`` with the
-real vLLM 0.33.0 (and the 0.27.0 record form): vLLM planned the cache but
+real vLLM 0.33.0 (``vllm-0.27.0-plain``: the real vLLM 0.27.0): vLLM planned the cache but
 allocated no tensor, so every worker says ``lifecycle.measurement:
 "cache_planned"`` and lists the tensor evidence in ``unresolved_fields``.
 The import accepts exactly that (``fpmcore.importer``: I-19 and I-20 for dry
@@ -160,7 +160,8 @@ def test_gdn_hybrid_example(imported):
 
 
 def test_vllm_027_plain_example(imported):
-    """A vLLM 0.27.0 record (02 §3.14): one group, no prefix-caching evidence, no startup check."""
+    """A vLLM 0.27.0 record planned by vLLM 0.27.0 (02 §3.14): one group, no prefix-caching evidence, no
+    startup check; 9,536 blocks = 20,000,000,000 // (32 layers x 65,536), vLLM 0.27.0's get_num_blocks."""
     code, doc = imported["vllm-0.27.0-plain"]
     res, mem, prov = _profile(imported, "vllm-0.27.0-plain")
     assert doc["profile"]["deployments"][0]["backend_version"] == "0.27.0"

@@ -64,3 +64,16 @@ def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, A
     from fpmcore_vllm027.normalize import normalize
 
     return normalize(record)
+
+
+@hookimpl
+def fpm_dry_probe(
+    runtime: str, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+) -> dict[str, Any] | None:
+    """Plan a MODEL.json with vLLM 0.27.0's own cache planning on CPU and write its evidence (02 §2, §3.14)."""
+    if runtime != RUNTIME:
+        return None
+    from fpmcore_vllm027.probe import dry_probe, prepare_environment
+
+    prepare_environment()
+    return dry_probe(model_path, out_dir, tp=tp, caching=caching, configuration=configuration)

@@ -8,16 +8,23 @@ no ``state``/``layer_specs``/``spec_fields``, ``startup_blocks_per_request``
 The ``source`` mapping has the keys of the vLLM 0.33.0 observer
 (``kind``, ``dp_rank``, ``launch``, ``vllm_config``, ``kv_cache_config``,
 ``kv_caches``, ``scheduler``, ``available_cache_bytes``, ``hardware``,
-``lifecycle``, ``model``, ``image``, ``source_revision``) and one more:
+``lifecycle``, ``model``, ``image``, ``source_revision``), holding vLLM
+0.27.0's own objects: the process must run vLLM 0.27.0.
 
-``runtime_version``
-    the vLLM version the record names when the objects come from another
-    installed vLLM than 0.27.0.  The record then renders vLLM 0.27.0's
-    allocation form from that planning: vLLM 0.27.0 allocates one tensor per
-    layer (``KVCacheTensor(size, shared_by)``), which a layer-outer plan of a
-    later vLLM holds as well; its ``runtime.source_files`` are the pinned
-    hashes of the vLLM 0.27.0 files below.  ``fpm`` uses this for the
-    embedded example of a vLLM 0.27.0 record (examples/probes).
+**Allocations.**  vLLM 0.27.0's ``KVCacheTensor`` is ``(size, shared_by,
+offset, block_stride)`` (vllm/v1/kv_cache_interface.py).  Each tensor is one
+allocation; ``layers`` is its ``shared_by`` list (one layer of each group,
+vllm/v1/core/kv_cache_utils.py ``get_kv_cache_config_from_groups``) and
+``offset`` its ``offset``.  A tensor of vLLM's packed plan
+(``block_stride > 0``: every tensor aliases one backing of
+``block_stride × num_blocks`` bytes) is a **packed** allocation with that
+``block_stride``.  Any other tensor is a separate ``torch.zeros(size)``
+(gpu_model_runner ``_allocate_kv_cache_tensors``) that the attention backend
+views in its own shape: with the views, ``block_stride`` is the slot when
+every view walks the blocks on its outermost axis in whole slots (packed),
+else 0 (whole); without views (a dry probe) it is 0 (whole), as vLLM plans it
+(``block_stride`` 0, "not packed"): a separate allocation whose blocks only
+the views place (02 §3.14, I-76).
 
 vLLM and torch are imported inside the functions only.
 """
@@ -91,16 +98,13 @@ class _Unresolved(list):
         return value
 
 
-def _runtime(source: Mapping[str, Any], version: str, emulated: bool, unresolved: _Unresolved) -> dict[str, Any]:
-    if emulated:
-        files: dict[str, Any] = dict(SOURCE_FILES)
-        revision = SOURCE_REVISION
-    else:
-        import vllm
+def _runtime(source: Mapping[str, Any], version: str, unresolved: _Unresolved) -> dict[str, Any]:
+    """02 §3.2: the installed vLLM's version, revision, image and the hashes of the files the observer reads."""
+    import vllm
 
-        root = os.path.dirname(os.path.dirname(os.path.abspath(vllm.__file__)))
-        files = {rel: _sha256_file(os.path.join(root, rel)) for rel in SOURCE_FILES}
-        revision = source.get("source_revision")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(vllm.__file__)))
+    files = {rel: _sha256_file(os.path.join(root, rel)) for rel in SOURCE_FILES}
+    revision = source.get("source_revision")
     return {
         "framework": "vllm",
         "version": version,
@@ -216,12 +220,11 @@ def _block_axis(tensor: Any, n: int) -> int:
     return max(axes, key=lambda a: tensor.stride(a)) if axes else 0
 
 
-def _worker_cache(source: Mapping[str, Any], emulated: bool, unresolved: _Unresolved) -> dict[str, Any]:
+def _worker_cache(source: Mapping[str, Any], unresolved: _Unresolved) -> dict[str, Any]:
     kcc = source["kv_cache_config"]
     n = kcc.num_blocks
     kv_caches = source.get("kv_caches")
     groups = list(kcc.kv_cache_groups)
-    page_of = {name: g.kv_cache_spec.page_size_bytes for g in groups for name in g.layer_names}
 
     storages: dict[tuple[str, int], dict[str, Any]] = {}
 
@@ -266,40 +269,30 @@ def _worker_cache(source: Mapping[str, Any], emulated: bool, unresolved: _Unreso
                     unresolved.value(f"cache.layer_views.{name}", None)
 
     allocations: list[dict[str, Any]] = []
-    for tensor in kcc.kv_cache_tensors:
-        shared_by = getattr(tensor, "shared_by", None)
-        if shared_by is not None:
-            parts = [(list(shared_by), int(tensor.size))]
-        elif emulated and tensor.block_stride <= tensor.layer_stride:
-            # vLLM 0.27.0 allocates one tensor of page x num_blocks per layer
-            parts = [([name], int(tensor.block_stride) * n) for name in tensor.layers]
-        else:
-            raise ValueError(
-                "vLLM 0.27.0 allocates one tensor per layer: a block-outer plan has no vLLM 0.27.0 form"
-            )
-        for layers, size in parts:
-            first = _tensors_of(kv_caches.get(layers[0])) if kv_caches is not None else []
-            slot = size // n
-            packed = bool(first) and all(
-                v["block_axis"] == 0 and v["stride_bytes"][0] == slot for v in layer_views.get(layers[0], [])
-            )
-            if first:
-                block_stride: int | None = slot if packed else 0
-            elif shared_by is None:  # emulated: one contiguous page per block and layer
-                block_stride = slot if slot == max(page_of[name] for name in layers) else None
-            else:
-                block_stride = None
-            k = len(allocations)
-            allocations.append(
-                {
-                    "storage_id": unresolved.value(f"cache.allocations[{k}].storage_id", storage_id(first[0]) if first else None),
-                    "size": size,
-                    "layers": layers,
-                    "layer_stride": None,
-                    "block_stride": unresolved.value(f"cache.allocations[{k}].block_stride", block_stride),
-                    "offset": 0,
-                }
-            )
+    for k, tensor in enumerate(kcc.kv_cache_tensors):
+        layers = list(tensor.shared_by)
+        size = int(tensor.size)
+        slot = size // n if n else 0
+        planned = int(getattr(tensor, "block_stride", 0) or 0)
+        first = _tensors_of(kv_caches.get(layers[0])) if kv_caches is not None else []
+        views = [v for name in layers for v in layer_views.get(name, [])]
+        if planned > 0:  # vLLM's packed plan: the block stride is planned
+            block_stride = planned
+        elif views:  # a separate tensor: the backend's views say whether each block is one contiguous slot
+            packed = all(v["block_axis"] == 0 and v["stride_bytes"][0] == slot for v in views)
+            block_stride = slot if packed else 0
+        else:  # a separate tensor, no views yet: whole, as vLLM plans it (block_stride 0 = not packed)
+            block_stride = 0
+        allocations.append(
+            {
+                "storage_id": unresolved.value(f"cache.allocations[{k}].storage_id", storage_id(first[0]) if first else None),
+                "size": size,
+                "layers": layers,
+                "layer_stride": None,
+                "block_stride": block_stride,
+                "offset": int(getattr(tensor, "offset", 0) or 0),
+            }
+        )
     records = list(storages.values())
     return {
         "num_blocks": n,
@@ -354,10 +347,9 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int) -> dict[st
     """One record of the vLLM 0.27.0 shape (02 §3.14) from live vLLM objects."""
     import vllm
 
-    version = source.get("runtime_version") or vllm.__version__
+    version = vllm.__version__
     if version != FRAMEWORK_VERSION:
-        raise RuntimeError(f"the vllm_027 observer writes vLLM {FRAMEWORK_VERSION} records; got vLLM {version}")
-    emulated = vllm.__version__ != FRAMEWORK_VERSION
+        raise RuntimeError(f"the vllm_027 observer needs vLLM {FRAMEWORK_VERSION}; this process runs vLLM {version}")
     kind = source.get("kind", "worker")
     manifest = source["launch"]
     vc = source["vllm_config"]
@@ -384,7 +376,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int) -> dict[st
             "kind": kind,
             "rank": {"dp": dp, "tp": rank, "pp": 0} if kind == "worker" else {"dp": dp, "tp": None, "pp": None},
         },
-        "runtime": _runtime(source, version, emulated, unresolved),
+        "runtime": _runtime(source, version, unresolved),
         "observer": _observer(),
         "launch": manifest["launch"],
         "model": {k: (unresolved.value(f"model.{k}", model.get(k)) if k != "loaded_config_commit" else model.get(k))
@@ -399,7 +391,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int) -> dict[st
             "capture_completed": bool(flags.get("capture_completed", False)),
         }
         record["hardware"] = _hardware(source, unresolved)
-        record["cache"] = _worker_cache(source, emulated, unresolved)
+        record["cache"] = _worker_cache(source, unresolved)
     else:
         record["lifecycle"] = {"measurement": "scheduler_initialized", "cache_initialized": bool(flags.get("cache_initialized", True))}
         record["cache"] = _scheduler_cache(source)
