@@ -9,16 +9,18 @@ of MODEL.json.  No model is loaded and no KV cache tensor is allocated: the
 worker records list the tensor evidence (storages, views, attention groups,
 model runner) and the hardware in ``unresolved_fields``, and their
 ``lifecycle`` says ``measurement: "cache_planned"`` with
-``cache_initialized``, ``warmup_completed`` and ``capture_completed`` false.  Everything else is read from vLLM's objects by
-the observer (:mod:`fpmcore_vllm033.observe`).  ``fpm import`` accepts such an
-attempt as layout-level evidence (``fpmcore.importer``, I-113).
+``cache_initialized``, ``warmup_completed`` and ``capture_completed``
+false.  Everything else is read from vLLM's objects by the observer
+(:mod:`fpmcore_vllm033.observe`).  ``fpm import`` accepts such an attempt as
+layout-level evidence (``fpmcore.importer``, I-113).
 
 The runtime of a dry run is the installed vLLM distribution: the launch's
 ``deployment.image`` and every record's ``runtime.image`` are
 ``local/vllm-cpu-dry-run@sha256:<d>`` and ``runtime.source_revision`` is
 ``<d>``, where ``<d>`` is the SHA-256 of the distribution's ``RECORD`` file
 (the hashes of every installed file; the wheel names only a short commit), so
-the same installed wheel always gives the same bytes (:func:`installed_digest`).
+the same installed wheel always gives the same bytes
+(:func:`fpmcore.dryprobe.installed_digest`).
 
 MODEL.json is the format of the vLLM oracle harness (see
 ``examples/probes/README.md``): ``max_model_len``,
@@ -28,105 +30,57 @@ MODEL.json is the format of the vLLM oracle harness (see
 optional ``launch`` merged over the default launch (02 §2.2).  The specs are
 those of **one** TP rank: shard the shapes for the TP size.
 
-vLLM and torch are imported inside the functions.  The process needs
-``VLLM_TARGET_DEVICE=cpu`` before vLLM is imported; :func:`prepare_environment`
-sets it (and keeps the hub offline).
+MODEL.json reading, the evidence folder and the dry-run image are fpmcore's
+own formats, the same for every vLLM release, and live in
+:mod:`fpmcore.dryprobe`; this module holds what touches vLLM 0.33.0's
+objects: the specs, the engine core's planning calls and the summary.  vLLM
+and torch are imported inside the functions.  The process needs
+``VLLM_TARGET_DEVICE=cpu`` before vLLM is imported;
+:func:`fpmcore.dryprobe.prepare_environment` sets it (and keeps the hub
+offline).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import os
-import re
-import tempfile
 from collections.abc import Callable, Mapping
 from fractions import Fraction
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+from fpmcore import dryprobe
+from fpmcore.dryprobe import (  # noqa: F401  (read from this module by the plugin's tests and tools)
+    ModelJsonError,
+    prepare_environment,
+    scheduler_source,
+    stub_config_bytes,
+)
 from fpmcore_vllm033 import observe
-
-INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
-MANIFEST_SCHEMA = "fpmcore-runtime-probe-launch/v1"
-PHASES = ("prefill", "decode")
-
-#: Environment vLLM needs on a CPU-only machine, set before it is imported.
-ENVIRONMENT = {
-    "VLLM_TARGET_DEVICE": "cpu",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "VLLM_LOGGING_LEVEL": "ERROR",
-}
 
 #: vLLM's default layout preference when MODEL.json pins none.
 DEFAULT_LAYOUTS = ("LBNHC", "LBHNC", "BLNHC", "BLHNC", "BHLNC", "LHBNC")
 
-#: The model configuration the planning loads: a small Llama ``config.json``
-#: so that vLLM's real ``ModelConfig`` can be built offline.  No weights are
-#: read and no cache spec comes from it; the specs come from MODEL.json.
-STUB_MODEL_CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 8192,
-    "intermediate_size": 512,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "head_dim": 64,
-    "num_hidden_layers": 2,
-    "vocab_size": 32000,
-    "max_position_embeddings": 1 << 22,
-    "rms_norm_eps": 1e-5,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
-
-_DTYPES = {
-    "float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
-    "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "uint8": "uint8",
-    "int8": "int8", "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn",
-    "fp8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-}  # fmt: skip
-
-
-
-#: The image name of a dry run; its digest is :func:`installed_digest`.
-DRY_RUN_IMAGE = "local/vllm-cpu-dry-run"
-
-
-def installed_digest(distribution: str = "vllm") -> str:
-    """SHA-256 of the installed distribution's ``RECORD`` file (deterministic for one installed wheel)."""
-    from importlib import metadata
-
-    dist = metadata.distribution(distribution)
-    for f in dist.files or ():
-        if f.name == "RECORD" and f.parent.name.endswith(".dist-info"):
-            return hashlib.sha256(Path(str(f.locate())).read_bytes()).hexdigest()
-    raise RuntimeError(f"the installed {distribution} distribution has no RECORD file")
-
-
-def dry_run_image(digest: str) -> str:
-    """The image of a dry run (02 §2.2 form ``<registry/name>@sha256:<64 hex>``)."""
-    return f"{DRY_RUN_IMAGE}@sha256:{digest}"
-
-
-class ModelJsonError(ValueError):
-    """MODEL.json cannot be planned; the message names the key and the value."""
-
-
-def prepare_environment() -> None:
-    """Set the CPU environment vLLM needs, unless the caller set it already."""
-    for key, value in ENVIRONMENT.items():
-        os.environ.setdefault(key, value)
-
-
-def stub_config_bytes() -> bytes:
-    """The bytes of the staged ``config.json`` (deterministic)."""
-    return (json.dumps(STUB_MODEL_CONFIG, indent=1, sort_keys=True) + "\n").encode()
+#: The ``cache`` options of MODEL.json that vLLM 0.33.0's ``CacheConfig`` takes (when not null).
+CACHE_KEYS = (
+    "cache_dtype",
+    "gpu_memory_utilization",
+    "mamba_block_size",
+    "mamba_page_size_padded",
+    "prefix_match_unit",
+    "prefix_cache_retention_interval",
+    "num_gpu_blocks_override",
+    "enable_mamba_shared_prefix_checkpoint",
+    "prefix_caching_hash_algo",
+)
+#: The ``scheduler`` options of MODEL.json that vLLM 0.33.0's ``SchedulerConfig`` takes.
+SCHEDULER_KEYS = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "long_prefill_token_threshold",
+    "scheduler_reserve_full_isl",
+    "watermark",
+    "policy",
+)
 
 
 # --------------------------------------------------------------------------
@@ -137,10 +91,7 @@ def stub_config_bytes() -> bytes:
 def _dtype(value: Any) -> Any:
     import torch
 
-    name = _DTYPES.get(str(value).lower())
-    if name is None:
-        raise ModelJsonError(f"unknown dtype {value!r}; known: {', '.join(sorted(_DTYPES))}")
-    return getattr(torch, name)
+    return getattr(torch, dryprobe.dtype_name(value))
 
 
 def has_mamba(model: Mapping[str, Any]) -> bool:
@@ -151,81 +102,31 @@ def build_vllm_config(model: Mapping[str, Any], *, tp: int, caching: bool, model
     """The engine core's ``VllmConfig`` before cache planning."""
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
 
-    max_model_len = int(model["max_model_len"])
-    cache = dict(model.get("cache", {}))
-    sched = dict(model.get("scheduler", {}))
-    async_scheduling = sched.pop("async_scheduling", None)
+    opts = dryprobe.config_options(model, caching=caching, cache_keys=CACHE_KEYS, scheduler_keys=SCHEDULER_KEYS)
     model_config = ModelConfig(
         model=model_dir,
         skip_tokenizer_init=True,
-        max_model_len=max_model_len,
+        max_model_len=opts.max_model_len,
         dtype=model.get("model_dtype", "bfloat16"),
         seed=0,
     )
-    cache_kwargs: dict[str, Any] = {
-        "block_size": int(cache.pop("block_size", 16)),
-        "enable_prefix_caching": caching,
-    }
-    for key in (
-        "cache_dtype",
-        "gpu_memory_utilization",
-        "mamba_block_size",
-        "mamba_page_size_padded",
-        "prefix_match_unit",
-        "prefix_cache_retention_interval",
-        "num_gpu_blocks_override",
-        "enable_mamba_shared_prefix_checkpoint",
-        "prefix_caching_hash_algo",
-    ):
-        if cache.get(key) is not None:
-            cache_kwargs[key] = cache[key]
     if not caching:  # vLLM accepts mamba_block_size only with prefix caching
-        cache_kwargs.pop("mamba_block_size", None)
-    sched_kwargs: dict[str, Any] = {
-        "max_model_len": max_model_len,
-        "is_encoder_decoder": False,
-        "enable_chunked_prefill": True,
-    }
-    for key in (
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "long_prefill_token_threshold",
-        "scheduler_reserve_full_isl",
-        "watermark",
-        "policy",
-    ):
-        if key in sched:
-            sched_kwargs[key] = sched[key]
+        opts.cache_kwargs.pop("mamba_block_size", None)
     vllm_config = VllmConfig(
         model_config=model_config,
-        cache_config=CacheConfig(**cache_kwargs),
-        scheduler_config=SchedulerConfig(**sched_kwargs),
+        cache_config=CacheConfig(**opts.cache_kwargs),
+        scheduler_config=SchedulerConfig(**opts.scheduler_kwargs),
         parallel_config=ParallelConfig(tensor_parallel_size=tp),
     )
-    if async_scheduling is not None:
+    if opts.async_scheduling is not None:
         # The CPU platform forces synchronous scheduling; restore the GPU value.
-        vllm_config.scheduler_config.async_scheduling = bool(async_scheduling)
+        vllm_config.scheduler_config.async_scheduling = bool(opts.async_scheduling)
     if has_mamba(model):
         # vLLM's own derivation of mamba_cache_mode / mamba_block_size from prefix caching
         from vllm.model_executor.models.config import MambaModelConfig
 
         MambaModelConfig.verify_and_update_config(vllm_config)
     return vllm_config
-
-
-def _layer_names(entry: Mapping[str, Any]) -> list[str]:
-    if "names" in entry:
-        return list(entry["names"])
-    template = entry["name"]
-    if "indices" in entry:
-        indices = list(entry["indices"])
-    elif "range" in entry:
-        indices = list(range(*entry["range"]))
-    elif "count" in entry:
-        indices = list(range(int(entry["count"])))
-    else:
-        return [template]
-    return [template.format(i=i) for i in indices]
 
 
 def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
@@ -236,9 +137,7 @@ def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
 
     fields = dict(spec_json)
     type_name = fields.pop("type", None)
-    cls = getattr(kvi, str(type_name), None)
-    if not (isinstance(cls, type) and issubclass(cls, kvi.KVCacheSpec)):
-        raise ModelJsonError(f"spec type {type_name!r} is not a KVCacheSpec of vllm.v1.kv_cache_interface")
+    cls = dryprobe.spec_class(kvi, kvi.KVCacheSpec, type_name)
     cc = vllm_config.cache_config
     if "dtype" in fields:
         fields["dtype"] = _dtype(fields["dtype"])
@@ -268,31 +167,15 @@ def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
             fields["mamba_cache_mode"] = cc.mamba_cache_mode
     elif fields.get("block_size", "auto") == "auto":
         fields["block_size"] = cc.block_size
-    try:
-        return cls(**fields)
-    except TypeError as exc:
-        raise ModelJsonError(f"spec {type_name}: {exc}") from None
+    return dryprobe.construct_spec(cls, type_name, fields)
 
 
 def build_layer_specs(model: Mapping[str, Any], vllm_config: Any) -> dict[str, Any]:
-    """``{layer name: spec}`` in model registration order (layer index, then entry order)."""
-    rows = []
-    for entry_idx, entry in enumerate(model["layers"]):
-        spec = build_spec(entry["spec"], vllm_config)
-        for name_idx, name in enumerate(_layer_names(entry)):
-            match = re.search(r"layers\.(\d+)\.", name)
-            rows.append((int(match.group(1)) if match else 10**9, entry_idx, name_idx, name, spec))
-    if model.get("sort_by_layer_index", True):
-        rows.sort(key=lambda r: r[:3])
-    specs: dict[str, Any] = {}
-    for *_, name, spec in rows:
-        if name in specs:
-            raise ModelJsonError(f"duplicate layer name {name}")
-        specs[name] = spec
-    return specs
+    """``{layer name: spec}`` in model registration order (:func:`fpmcore.dryprobe.layer_specs`)."""
+    return dryprobe.layer_specs(model, lambda spec_json: build_spec(spec_json, vllm_config))
 
 
-def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> SimpleNamespace:
+def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> dryprobe.DryPlan:
     """The engine core's cache planning of vLLM 0.33.0 (vllm/v1/engine/core.py:251-372), on CPU.
 
     Returns the engine core's ``vllm_config``, a copy of it as the workers
@@ -354,7 +237,7 @@ def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) ->
         hash_block_size=hash_block_size,
         log_stats=False,
     )
-    return SimpleNamespace(
+    return dryprobe.DryPlan(
         vllm_config=vc,
         worker_vllm_config=worker_vc,
         layer_specs=layer_specs,
@@ -368,24 +251,15 @@ def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) ->
 
 
 # --------------------------------------------------------------------------
-# launch, sources, files
+# launch, sources
 # --------------------------------------------------------------------------
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def kv_label(kv_cache_dtype: str, model_dtype: str) -> str | None:
     """The profile label of a KV cache dtype (02 I-32)."""
-    if kv_cache_dtype == "auto":
-        return {"torch.bfloat16": "bfloat16", "torch.float16": "half"}.get(model_dtype)
     from fpmcore_vllm033.rules import KV_DTYPE_LABELS
 
-    return KV_DTYPE_LABELS.get(kv_cache_dtype)
+    return dryprobe.kv_label(kv_cache_dtype, model_dtype, KV_DTYPE_LABELS)
 
 
 def default_launch(
@@ -398,123 +272,24 @@ def default_launch(
     image: str | None = None,
     revision: str = "unpinned",
 ) -> dict:
-    """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
+    """The launch (02 §2.2) of a dry probe (:func:`fpmcore.dryprobe.default_launch`).
 
-    Identity, precision and deployment are inputs of the probe, not
-    observations: give them in MODEL.json's ``launch`` to match a deployment.
-    ``tp`` is always the probe's, and ``deployment.image`` always the dry
-    run's ``image`` (the runtime that planned, I-26).  ``revision`` is the
-    default ``identity.model_revision``: :func:`dry_probe` pins it to the
-    SHA-256 of the MODEL.json bytes, the description that was planned.
+    ``revision`` is the default ``identity.model_revision``: :func:`dry_probe`
+    pins it to the SHA-256 of the MODEL.json bytes, the description that was planned.
     """
-    cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
-    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype)) or str(cc.cache_dtype)
-    launch = {
-        "identity": {
-            "model": configuration,
-            "model_revision": revision,
-            "architecture": "unknown",
-            "num_experts": 0,
-            "framework": "vllm",
-            "framework_version": version,
-            "gpu": "cpu",
-        },
-        "topology": {"tp": tp, "pp": 1, "dp": 1, "moe_tp": 1, "moe_ep": 1, "cp": 1},
-        "precision": {
-            "gemm_quant_mode": "bfloat16",
-            "moe_quant_mode": "bfloat16",
-            "fmha_quant_mode": label,
-            "kvcache_quant_mode": label,
-            "comm_quant_mode": "half",
-            "moe_backend": "auto",
-            "attention_backend": "auto",
-            "enable_wideep": False,
-            "enable_eplb": False,
-        },
-        "collection": {
-            "max_model_len": vllm_config.model_config.max_model_len,
-            "max_num_batched_tokens": sc.max_num_batched_tokens,
-            "max_num_seqs": sc.max_num_seqs,
-            "gpu_memory_utilization": cc.gpu_memory_utilization,
-            "async_scheduling": False,
-            "enforce_eager": bool(vllm_config.model_config.enforce_eager),
-            "warmup_iterations": 0,
-            "mamba_cache_mode_override": None,
-        },
-        "model_config": {"path": "model-config.json", "sha256": hashlib.sha256(stub_config_bytes()).hexdigest()},
-        "deployment": {"executor": "kubernetes", "image": image or DRY_RUN_IMAGE},
-    }
-    launch = _merge(launch, model.get("launch") or {})
-    launch["topology"]["tp"] = tp
-    if image is not None:
-        launch["deployment"]["image"] = image
-    return launch
+    from fpmcore_vllm033.rules import KV_DTYPE_LABELS
 
-
-def dumps(document: Any) -> bytes:
-    """The bytes of one evidence file: strict JSON, one-space indent, final newline."""
-    return (json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    """Write atomically; an existing file is a failure (02 §2.3)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        raise FileExistsError(f"{path} exists; a probe never overwrites evidence")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    return dryprobe.default_launch(
+        model, vllm_config, configuration=configuration, tp=tp, version=version,
+        image=image, revision=revision, kv_labels=KV_DTYPE_LABELS,
+    )  # fmt: skip
 
 
 def worker_source(
-    p: SimpleNamespace, manifest: Mapping[str, Any], rank: int, model_identity: Mapping, digest: str | None = None
+    p: dryprobe.DryPlan, manifest: Mapping[str, Any], rank: int, model_identity: Mapping, digest: str | None = None
 ) -> dict:
-    """What a dry-run worker exposes: planned, no tensors, no model runner, no GPU."""
-    return {
-        "kind": "worker",
-        "dp_rank": 0,
-        "launch": manifest,
-        "vllm_config": p.worker_vllm_config,
-        "kv_cache_config": p.worker_configs[rank],
-        "kv_cache_specs": p.layer_specs,
-        "kv_caches": None,
-        "available_cache_bytes": p.available_memory_bytes,
-        "hardware": None,
-        "lifecycle": {
-            "measurement": "cache_planned",
-            "cache_initialized": False,
-            "warmup_completed": False,
-            "capture_completed": False,
-        },
-        "model": dict(model_identity),
-        **_runtime_source(digest),
-    }
-
-
-def _runtime_source(digest: str | None) -> dict[str, Any]:
-    """``image`` and ``source_revision`` of a dry run: the installed distribution's digest."""
-    if digest is None:
-        return {"image": None}
-    return {"image": dry_run_image(digest), "source_revision": digest}
-
-
-def scheduler_source(
-    p: SimpleNamespace, manifest: Mapping[str, Any], model_identity: Mapping, digest: str | None = None
-) -> dict:
-    """What the engine core exposes right after its scheduler is built."""
-    return {
-        "kind": "scheduler",
-        "dp_rank": 0,
-        "launch": manifest,
-        "vllm_config": p.vllm_config,
-        "kv_cache_config": p.scheduler_config,
-        "scheduler": p.scheduler,
-        "lifecycle": {"cache_initialized": True},
-        "model": dict(model_identity),
-        **_runtime_source(digest),
-    }
+    """What a dry-run worker exposes (:func:`fpmcore.dryprobe.worker_source`), with the planned layer specs."""
+    return dryprobe.worker_source(p, manifest, rank, model_identity, digest, extra={"kv_cache_specs": p.layer_specs})
 
 
 Observer = Callable[..., dict[str, Any]]
@@ -535,142 +310,35 @@ def dry_probe(
     Writes ``observations.json``, ``model-config.json`` (the staged model
     configuration the planning loaded) and, per phase,
     ``<attempt>/<phase>/launch-manifest.json`` and one record per worker rank
-    and scheduler.  ``observer`` is the record writer (default: this
-    plugin's :func:`fpmcore_vllm033.observe.build_record`);
-    ``framework_version`` is the version the launch pins (default: the
-    installed vLLM's).  Returns a summary of what vLLM planned, per phase.
+    and scheduler (:func:`fpmcore.dryprobe.write_dry_probe`).  ``observer``
+    is the record writer (default: this plugin's
+    :func:`fpmcore_vllm033.observe.build_record`); ``framework_version`` is
+    the version the launch pins (default: the installed vLLM's).  Returns a
+    summary of what vLLM planned, per phase.
     """
     prepare_environment()
     import vllm
 
-    model_path, out = Path(model_path), Path(out_dir)
-    raw = model_path.read_bytes()
-    model = json.loads(raw)
-    if not isinstance(model, dict) or not isinstance(model.get("layers"), list):
-        raise ModelJsonError(f"{model_path}: MODEL.json must be an object with a 'layers' list")
-    for key in ("max_model_len", "available_memory_bytes"):
-        if not isinstance(model.get(key), int) or isinstance(model.get(key), bool):
-            raise ModelJsonError(f"{model_path}: '{key}' must be an integer; got {model.get(key)!r}")
-    if tp < 1:
-        raise ModelJsonError(f"--tp must be at least 1; got {tp}")
-    if (out / "observations.json").exists():
-        raise FileExistsError(f"{out / 'observations.json'} exists; a probe never overwrites evidence")
-    observer = observer or observe.build_record
     version = framework_version or vllm.__version__
-    configuration = configuration or model.get("configuration") or model_path.stem
-    mode = "on" if caching else "off"
-    digest = installed_digest()
-    attempt = f"cpu-dry-tp{tp}-caching-{mode}-{hashlib.sha256(raw).hexdigest()[:8]}"
 
-    config_bytes = stub_config_bytes()
-    files: dict[Path, bytes] = {Path("model-config.json"): config_bytes}  # written once everything is planned
-    summary: dict[str, Any] = {"configuration": configuration, "attempt_id": attempt, "phases": {}}
-    phases: dict[str, Any] = {}
-    launch = None
-    with tempfile.TemporaryDirectory(prefix="fpm-dry-model-") as model_dir:
-        Path(model_dir, "config.json").write_bytes(config_bytes)
-        for phase in PHASES:
-            p = plan(model, tp=tp, caching=caching, model_dir=model_dir)
-            if launch is None:
-                launch = default_launch(
-                    model, p.vllm_config, configuration=configuration, tp=tp, version=version,
-                    image=dry_run_image(digest), revision=hashlib.sha256(raw).hexdigest(),
-                )  # fmt: skip
-            identity = {
-                "path": launch["identity"]["model"],
-                "revision": launch["identity"]["model_revision"],
-                "config_sha256": hashlib.sha256(config_bytes).hexdigest(),
-                "loaded_config_commit": None,
-            }
-            workers = [{"dp_rank": 0, "tp_rank": t, "pp_rank": 0} for t in range(tp)]
-            manifest = {
-                "schema_version": MANIFEST_SCHEMA,
-                "attempt_id": attempt,
-                "configuration": configuration,
-                "phase": phase,
-                "launch": launch,
-                "expected_ranks": {"workers": workers, "schedulers": [{"dp_rank": 0}]},
-            }
-            folder = Path(attempt, phase)
-            manifest_bytes = dumps(manifest)
-            files[folder / "launch-manifest.json"] = manifest_bytes
-            artifacts = []
-            records = [
-                observer(worker_source(p, manifest, t, identity, digest), phase=phase, rank=t) for t in range(tp)
-            ]
-            records.append(observer(scheduler_source(p, manifest, identity, digest), phase=phase, rank=0))
-            for record in records:
-                rel = folder / observe.record_file_name(record)
-                data = dumps(record)
-                files[rel] = data
-                artifacts.append({"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "kind": "observation"})
-            if phase == PHASES[0]:
-                artifacts.append(
-                    {
-                        "path": "model-config.json",
-                        "sha256": hashlib.sha256(config_bytes).hexdigest(),
-                        "kind": "model_config",
-                    }
-                )
-            phases[phase] = {
-                "launch_manifest": {
-                    "path": (folder / "launch-manifest.json").as_posix(),
-                    "sha256": hashlib.sha256(manifest_bytes).hexdigest(),
-                },
-                "artifacts": artifacts,
-            }
-            summary["phases"][phase] = plan_summary(p)
-    index = {
-        "schema_version": INDEX_SCHEMA,
-        "configurations": {
-            configuration: {
-                "launch": launch,
-                "active_attempt_id": attempt,
-                "attempts": [{"attempt_id": attempt, "phases": phases}],
-            }
-        },
-    }
-    files[Path("observations.json")] = dumps(index)
-    clash = [str(out / rel) for rel in files if (out / rel).exists()]
-    if clash:
-        raise FileExistsError(f"{clash[0]} exists; a probe never overwrites evidence")
-    for rel, data in files.items():  # the index last: a folder without it holds no evidence
-        _write_new(out / rel, data)
-    return summary
+    def launch(model: Mapping[str, Any], p: dryprobe.DryPlan, **kw: Any) -> dict:
+        return default_launch(model, p.vllm_config, version=version, **kw)
+
+    return dryprobe.write_dry_probe(
+        model_path, out_dir, tp=tp, caching=caching, configuration=configuration, plan=plan, launch=launch,
+        observer=observer or observe.build_record, summarize=plan_summary, worker_source=worker_source,
+    )  # fmt: skip
 
 
-def plan_summary(p: SimpleNamespace) -> dict[str, Any]:
-    """What vLLM planned, read from its objects (for the command's report)."""
+def plan_summary(p: dryprobe.DryPlan) -> dict[str, Any]:
+    """What vLLM planned, read from its objects (for the command's report; :func:`fpmcore.dryprobe.plan_summary`)."""
     from vllm.v1.core.kv_cache_planning import _pool_bytes_per_block
 
-    vc, sc = p.vllm_config, p.scheduler_config
-    worker = p.worker_configs[0]
-    groups = []
-    for gid, (wg, sg) in enumerate(zip(worker.kv_cache_groups, sc.kv_cache_groups, strict=True)):
-        spec = sg.kv_cache_spec
-        groups.append(
-            {
-                "group_id": gid,
-                "spec_class": type(wg.kv_cache_spec).__name__,
-                "layer_class": type(spec).__name__,
-                "num_layers": len(wg.layer_names),
-                "block_size": spec.block_size,
-                "group_page_bytes": wg.kv_cache_spec.page_size_bytes,
-                "startup_blocks_per_request": observe.cdiv(
-                    spec.max_memory_usage_bytes(vc), spec.page_size_bytes
-                ),
-            }
-        )
-    return {
-        "kv_cache_layout": vc.cache_config.kv_cache_layout,
-        "enable_prefix_caching": bool(vc.cache_config.enable_prefix_caching),
-        "mamba_cache_mode": vc.cache_config.mamba_cache_mode,
-        "groups": groups,
-        "pool_page_bytes": _pool_bytes_per_block(vc, worker.kv_cache_groups),
-        "num_blocks": sc.num_blocks,
-        "free_blocks": p.scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
-        "scheduler_block_size": p.block_size,
-        "hash_block_size": p.hash_block_size,
-        "kv_cache_max_concurrency": vc.cache_config.kv_cache_max_concurrency,
-        "kv_cache_size_tokens": vc.cache_config.kv_cache_size_tokens,
-    }
+    vc = p.vllm_config
+    return dryprobe.plan_summary(
+        p,
+        pool_page_bytes=_pool_bytes_per_block(vc, p.worker_configs[0].kv_cache_groups),
+        kv_cache_layout=vc.cache_config.kv_cache_layout,
+        mamba_cache_mode=vc.cache_config.mamba_cache_mode,
+        startup_blocks=lambda spec: observe.cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes),
+    )
