@@ -229,13 +229,21 @@ def test_runtime_identity_of_a_dry_run():
         "3dac3ac06070985ca98b252505c35a104292674ffdb96bbe1e7c27f1dc488302")  # fmt: skip
 
 
-def test_installed_digest_is_the_record_hash():
-    """The digest of an installed distribution is the SHA-256 of its ``RECORD`` file (here: attrs)."""
-    from importlib import metadata
-
-    (record,) = [f for f in metadata.distribution("attrs").files if f.name == "RECORD"]
-    expected = hashlib.sha256(Path(str(record.locate())).read_bytes()).hexdigest()
-    assert dryprobe.installed_digest("attrs") == expected
+def test_installed_digest_covers_the_wheel_content_only(tmp_path, monkeypatch):
+    """The digest hashes the RECORD lines of the shipped files: console scripts (their shebang names the
+    environment) and install-time bytecode are left out, so two installations of one wheel agree."""
+    shipped = ["pkg/__init__.py,sha256=AAAA,10", "pkg/mod.py,sha256=BBBB,20", "pkg-1.0.dist-info/METADATA,sha256=CCCC,30"]
+    expected = hashlib.sha256(("\n".join(sorted(shipped)) + "\n").encode()).hexdigest()
+    for venv, extra in (("a", ["../../../bin/pkg,sha256=SCRIPT_A,99"]),
+                        ("b", ["../../../bin/pkg,sha256=SCRIPT_B,77", "pkg/__pycache__/mod.cpython-311.pyc,,"])):
+        site = tmp_path / venv
+        info = site / "pkg-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+        (info / "RECORD").write_text("\n".join([*extra, *reversed(shipped), "pkg-1.0.dist-info/RECORD,,"]) + "\n")
+        monkeypatch.syspath_prepend(str(site))
+        assert dryprobe.installed_digest("pkg") == expected
+        monkeypatch.undo()
 
 
 # --------------------------------------------------------------------------

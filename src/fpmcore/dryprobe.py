@@ -143,12 +143,24 @@ def stub_config_bytes() -> bytes:
 
 
 def installed_digest(distribution: str = "vllm") -> str:
-    """SHA-256 of the installed distribution's ``RECORD`` file (deterministic for one installed wheel)."""
+    """SHA-256 of the wheel content of the installed distribution, the same in every environment.
+
+    It hashes the sorted ``RECORD`` lines of the files the wheel ships with
+    their digests: entries outside ``site-packages`` (console scripts, whose
+    shebang names the environment) and entries without a digest (bytecode
+    written at install time, ``RECORD`` itself) are left out, so two
+    installations of one wheel give one digest.
+    """
     from importlib import metadata
 
     for f in metadata.distribution(distribution).files or ():
         if f.name == "RECORD" and f.parent.name.endswith(".dist-info"):
-            return hashlib.sha256(Path(str(f.locate())).read_bytes()).hexdigest()
+            lines = Path(str(f.locate())).read_text(encoding="utf-8").splitlines()
+            kept = sorted(
+                line for line in lines
+                if not line.startswith("../") and line.split(",")[1:2] not in ([], [""])
+            )  # fmt: skip
+            return hashlib.sha256(("\n".join(kept) + "\n").encode()).hexdigest()
     raise RuntimeError(f"the installed {distribution} distribution has no RECORD file")
 
 
