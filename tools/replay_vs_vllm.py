@@ -15,8 +15,8 @@ per group, waiting count and free blocks.
 
     .venv/bin/python tools/replay_vs_vllm.py --traces 240 [--seed 0] [--backend c|python] [--json OUT]
 
-``$FPM_ORACLE_PY`` names the oracle's python (default
-``~/.cache/fpm-oracle/venv/bin/python``).  Exit 0 when every trace inside
+``$FPM_ORACLE_PY`` names the oracle's python (default: this interpreter
+when it has vLLM, else ``~/.cache/fpm-oracle/venv/bin/python``).  Exit 0 when every trace inside
 the envelope of R-40 matches.  Traces with prefix caching on in which vLLM
 preempts a request (a resumed request hits its own cached blocks, which the
 replay models but R-39 does not claim as verified) are outside the envelope and
@@ -42,7 +42,16 @@ from fpmcore.replay import make_config, run_replay  # noqa: E402
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
 from fpmcore.replay.trace import from_sched_json  # noqa: E402
 
-ORACLE_PY = os.environ.get("FPM_ORACLE_PY", str(Path.home() / ".cache/fpm-oracle/venv/bin/python"))
+def _default_oracle_python() -> str:
+    """This interpreter when it has vLLM (tox -e vllm033-real), else the oracle's venv."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    return str(Path.home() / ".cache/fpm-oracle/venv/bin/python")
+
+
+ORACLE_PY = os.environ.get("FPM_ORACLE_PY") or _default_oracle_python()
 BLOCK = 16
 
 

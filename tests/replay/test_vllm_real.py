@@ -24,7 +24,10 @@ pytestmark = pytest.mark.real
 
 
 def _oracle_ready() -> bool:
-    py = os.environ.get("FPM_ORACLE_PY", str(Path.home() / ".cache/fpm-oracle/venv/bin/python"))
+    py = os.environ.get("FPM_ORACLE_PY") or (
+        sys.executable if importlib.util.find_spec("vllm") is not None
+        else str(Path.home() / ".cache/fpm-oracle/venv/bin/python")
+    )
     oracle_dir = Path(os.environ.get("FPM_ORACLE_DIR", str(ROOT / "tools")))
     if not Path(py).exists() or not (oracle_dir / "vllm_oracle.py").exists():
         return False
