@@ -729,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--trace", help="a step-exact JSONL trace (06 R-32) to run")
     src.add_argument("--random-trace", type=int, metavar="SEED", help="run a random trace with shared prefixes")
     ap.add_argument("--requests", type=int, default=16, help="requests of --random-trace (default 16)")
+    ap.add_argument("--prompt-max", type=int, default=600, help="longest prompt of --random-trace (default 600)")
+    ap.add_argument("--output-max", type=int, default=48, help="longest output of --random-trace (default 48)")
     ap.add_argument("--steps-out", help="write the step records as JSONL")
     ap.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
     args = ap.parse_args(argv)
@@ -741,7 +743,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace:
             requests = read_trace(args.trace)
         elif args.random_trace is not None:
-            requests = random_trace(args.random_trace, args.requests, args.max_model_len)
+            requests = random_trace(args.random_trace, args.requests, args.max_model_len,
+                                    prompt_max=args.prompt_max, output_max=args.output_max)
     except (OSError, ValueError) as exc:
         print(f"live_engine.py: error: {exc}", file=sys.stderr)
         return 2
@@ -750,7 +753,15 @@ def main(argv: list[str] | None = None) -> int:
         kv_cache_space_gib=args.kv_cache_space, num_blocks=args.num_blocks, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
     )
-    engine = start_engine(options)
+    try:
+        engine = start_engine(options)
+    except KeyboardInterrupt:
+        print("live_engine.py: interrupted while the engine was starting", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the engine's own reason, on one line
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"live_engine.py: error: the engine failed to start: {type(exc).__name__}: {reason}", file=sys.stderr)
+        return 2
     report: dict[str, Any] = {"schema": 1}
     try:
         report["engine"] = engine.summary()

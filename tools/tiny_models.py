@@ -14,10 +14,10 @@
     a Qwen3-Next-like hybrid: 3 Gated DeltaNet layers and 1 full-attention
     layer, every MLP a sparse MoE with a shared expert: a ``MambaSpec`` group
     and a ``FullAttentionSpec`` group;
-``qwen2-swa``
-    a Qwen2-like model whose last two of four layers use sliding-window
-    attention (window 64 tokens): a ``FullAttentionSpec`` group and a
-    ``SlidingWindowSpec`` group.
+``llama-swa``
+    a Llama whose layers alternate full and sliding-window attention (window
+    64 tokens, as Gemma 3 or Mistral interleave them): a ``FullAttentionSpec``
+    group and a ``SlidingWindowSpec`` group.
 
 The same kind and seed always give byte-identical files (``config.json``,
 ``model.safetensors``, the tokenizer files): the weights come from the
@@ -54,7 +54,7 @@ VOCAB_SIZE = 512
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 #: The context every model is configured for (``max_position_embeddings``).
 MAX_POSITIONS = 4096
-#: The sliding window of the ``qwen2-swa`` kind, in tokens.
+#: The sliding window of the ``llama-swa`` kind, in tokens.
 SLIDING_WINDOW = 64
 
 #: The fixed corpus the BPE merges are learnt from (any bytes still encode: the
@@ -175,18 +175,24 @@ def qwen3_next_config(eos_id: int) -> Any:
     )
 
 
-def qwen2_swa_config(eos_id: int) -> Any:
-    from transformers import Qwen2Config
+def llama_swa_config(eos_id: int) -> Any:
+    """Llama with interleaved sliding-window layers (vLLM's Llama reads ``layer_types`` and ``sliding_window``).
 
-    return Qwen2Config(
+    vLLM 0.32.0's Qwen2 refuses a sliding window on only some layers
+    (vllm/model_executor/models/qwen2.py: ``max_window_layers`` must equal the
+    layer count), so the mixed model is a Llama.
+    """
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
         hidden_size=256,
         intermediate_size=512,
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
-        use_sliding_window=True,
+        head_dim=64,
+        layer_types=["full_attention", "sliding_attention", "full_attention", "sliding_attention"],
         sliding_window=SLIDING_WINDOW,
-        max_window_layers=2,
         **_common(eos_id),
     )
 
@@ -195,7 +201,10 @@ def qwen2_swa_config(eos_id: int) -> Any:
 KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
     "llama": (llama_config, "LlamaForCausalLM: 4 full-attention layers"),
     "qwen3-next": (qwen3_next_config, "Qwen3NextForCausalLM: 3 Gated DeltaNet + 1 full-attention layer, MoE"),
-    "qwen2-swa": (qwen2_swa_config, f"Qwen2ForCausalLM: 2 full-attention + 2 sliding-window ({SLIDING_WINDOW}) layers"),
+    "llama-swa": (
+        llama_swa_config,
+        f"LlamaForCausalLM: 2 full-attention layers interleaved with 2 sliding-window ({SLIDING_WINDOW}) layers",
+    ),
 }
 
 
