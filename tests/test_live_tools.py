@@ -1,0 +1,87 @@
+"""The live-engine tools without an engine: their command lines refuse bad input before importing torch or vLLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tools" / "tiny_models.py"
+LIVE = ROOT / "tools" / "live_engine.py"
+
+
+def _run(script: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=60)
+
+
+def test_tiny_models_help_needs_no_torch():
+    proc = _run(TINY, "--help")
+    assert proc.returncode == 0
+    for kind in ("llama", "llama-swa", "qwen3-next"):
+        assert kind in proc.stdout
+
+
+def test_tiny_models_refuses_an_unknown_kind():
+    proc = _run(TINY, "gpt2", "-o", "x")
+    assert proc.returncode == 2
+    assert "invalid choice: 'gpt2'" in proc.stderr
+
+
+def test_tiny_models_refuses_a_non_empty_directory(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    proc = _run(TINY, "llama", "-o", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"tiny_models.py: error: {tmp_path} exists and is not an empty directory"
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_tiny_models_names_a_missing_package(tmp_path):
+    # a torch that is not installed: the import fails as it would in a venv without it
+    fake = tmp_path / "site"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    proc = _run(TINY, "llama", "-o", str(tmp_path / "out"), env={"PYTHONPATH": str(fake)})
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tiny_models: error: torch is not installed")
+    assert not (tmp_path / "out").exists()
+
+
+def test_live_engine_refuses_a_folder_that_is_not_a_model(tmp_path):
+    proc = _run(LIVE, str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"live_engine.py: error: {tmp_path} is not a model directory (no config.json)"
+
+
+def test_live_engine_refuses_a_trace_without_arrival_steps(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"request_id": "a", "arrival_time": 0.0, "prompt_len": 4, "output_len": 2}) + "\n")
+    proc = _run(LIVE, str(tmp_path), "--trace", str(trace))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"live_engine.py: error: {trace}:1: not a step-exact trace line")
+
+
+def test_live_engine_prompts_copy_prefixes_and_differ_elsewhere():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import live_engine as le
+    finally:
+        sys.path.pop(0)
+    reqs = [le.TraceRequest("a", 0, 300, 4), le.TraceRequest("b", 1, 200, 4, prefix_of="a", prefix_of_len=150),
+            le.TraceRequest("c", 1, 100, 4, prefix_of="b", prefix_of_len=100)]
+    p = le.make_prompts(reqs, vocab=512, seed=0, exclude={509, 510, 511})
+    assert [len(p[r]) for r in "abc"] == [300, 200, 100]
+    assert p["b"][:150] == p["a"][:150] and p["b"][150] != p["a"][150] or p["b"][150:] != p["a"][150:200]
+    assert p["c"] == p["a"][:100]
+    assert all(t < 509 for t in p["a"] + p["b"])
+    assert le.make_prompts(reqs, vocab=512, seed=0, exclude={509, 510, 511}) == p
+    # random traces name only earlier requests as their prefix source
+    trace = le.random_trace(5, 40, 1024)
+    seen: set[str] = set()
+    for r in trace:
+        assert r.prefix_of is None or r.prefix_of in seen
+        seen.add(r.request_id)
