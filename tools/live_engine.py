@@ -68,23 +68,20 @@ ENVIRONMENT = {
 }
 
 
-def prepare_environment(kv_cache_space_gib: float | None = None) -> None:
-    """Set :data:`ENVIRONMENT` (without overriding the caller's ``OMP_NUM_THREADS``) and the CPU KV space.
+def prepare_environment() -> None:
+    """Set :data:`ENVIRONMENT` (without overriding the caller's ``OMP_NUM_THREADS``).
 
-    ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is what the CPU worker hands to cache
-    planning (vllm/v1/worker/cpu_worker.py ``determine_available_memory``).
+    ``VLLM_CPU_KVCACHE_SPACE`` is removed: vLLM 0.32.0 reads it as whole GiB
+    and lets it override ``kv_cache_memory_bytes``
+    (vllm/platforms/cpu.py:323-326), which is how the KV space is passed here
+    (:meth:`EngineOptions.llm_kwargs`), to the byte.
     """
     for key, value in ENVIRONMENT.items():
-        if key in ("OMP_NUM_THREADS", "VLLM_LOGGING_LEVEL"):
+        if key == "OMP_NUM_THREADS":
             os.environ.setdefault(key, value)
         else:
             os.environ[key] = value
-    if kv_cache_space_gib is not None:
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = _gib_text(kv_cache_space_gib)
-
-
-def _gib_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
 
 
 # --------------------------------------------------------------------------
@@ -116,6 +113,9 @@ class EngineOptions:
             "enable_prefix_caching": self.caching,
             "seed": self.seed,
             "enforce_eager": self.enforce_eager,
+            # what the CPU worker hands to cache planning
+            # (vllm/v1/worker/cpu_worker.py:213-228, determine_available_memory)
+            "kv_cache_memory_bytes": int(self.kv_cache_space_gib * (1 << 30)),
         }
         if self.num_blocks is not None:
             kw["num_gpu_blocks_override"] = self.num_blocks
@@ -287,7 +287,7 @@ def _capture_raw_kv_caches(sink: dict[str, Any]):
 
 def start_engine(options: EngineOptions) -> LiveEngine:
     """Start an in-process engine for ``options.model``; its live objects."""
-    prepare_environment(options.kv_cache_space_gib)
+    prepare_environment()
     name = Path(options.model).name
     with _progress(f"starting vLLM engine for {name}"):
         import vllm
@@ -719,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--kv-cache-space", type=float, default=1.0, metavar="GIB",
-                    help="VLLM_CPU_KVCACHE_SPACE in GiB (default 1)")
+                    help="KV cache memory in GiB (kv_cache_memory_bytes; default 1)")
     ap.add_argument("--num-blocks", type=int, default=None, metavar="N",
                     help="num_gpu_blocks_override: force a small pool (memory pressure, preemptions)")
     ap.add_argument("--max-num-seqs", type=int, default=None)
