@@ -14,7 +14,7 @@ LIVE = ROOT / "tools" / "live_engine.py"
 
 
 def _run(script: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(script), *args], check=False, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=60)
 
 

@@ -52,7 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 #: Environment of an in-process CPU engine, set before vLLM (and torch) is imported.
 ENVIRONMENT = {
@@ -316,7 +316,7 @@ def shutdown_engine(llm: Any) -> dict[str, Any]:
         from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
         cleanup_dist_env_and_memory()
-    except Exception as exc:  # pragma: no cover - reported, never raised
+    except Exception as exc:  # noqa: BLE001 - reported, never raised: the engine is already down
         print(f"live_engine: cleanup of the distributed state failed: {exc}", file=sys.stderr)
     children = [p.pid for p in multiprocessing.active_children()]
     threads = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
@@ -540,7 +540,7 @@ class StepRecorder:
         self._orig_step_fn = self.core.step_fn
         self._orig_schedule = self.sched.schedule
 
-    def __enter__(self) -> StepRecorder:
+    def __enter__(self) -> Self:
         def schedule(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
             out = self._orig_schedule(*args, **kwargs)
@@ -561,7 +561,7 @@ class StepRecorder:
         self.core.step_fn = step_fn
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.core.step_fn = self._orig_step_fn
         self.sched.schedule = self._orig_schedule
 
@@ -702,6 +702,88 @@ def step_time_by_shape(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 
 
 # --------------------------------------------------------------------------
+# the same trace through fpmcore's replay
+# --------------------------------------------------------------------------
+
+
+def replay_config(summary: Mapping[str, Any]) -> Any:
+    """fpmcore's replay configuration of the engine's own cache plan and scheduler settings (06 R-1, R-40).
+
+    Needs fpmcore importable (this worktree's ``src``); groups of other
+    classes than full attention, sliding window and Mamba raise ``ValueError``.
+    """
+    from fpmcore.replay import make_config
+    from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_WINDOW, GroupSpec
+
+    groups = []
+    for i, g in enumerate(summary["groups"]):
+        name, block, page = f"runtime_group_{i}", g["block_size"], g["page_size_bytes"]
+        if g["class"] == "FullAttentionSpec":
+            groups.append(GroupSpec(name, KIND_FULL, block, page))
+        elif g["class"] == "SlidingWindowSpec":
+            groups.append(GroupSpec(name, KIND_WINDOW, block, page, window=g["sliding_window"]))
+        elif g["class"] == "MambaSpec":
+            groups.append(GroupSpec(name, KIND_MAMBA, block, page, blocks_per_request=1 + g["num_speculative_blocks"],
+                                    checkpoint_blocks=g["num_prefill_checkpoint_blocks"] or 0,
+                                    checkpoint_alignment=g["prefill_checkpoint_alignment"] or 0))
+        else:
+            raise ValueError(f"no replay group kind for {g['class']}")
+    pages = {g.page for g in groups}
+    if len(pages) != 1:
+        raise ValueError(f"groups of different pages {sorted(pages)} share one pool")
+    sc = summary["scheduler_config"]
+    caching = bool(summary["cache_config"]["enable_prefix_caching"])
+    return make_config(
+        groups,
+        (summary["num_blocks"] - 1) * pages.pop(),  # the null block is not usable
+        max_num_batched_tokens=sc["max_num_batched_tokens"],
+        max_num_seqs=sc["max_num_seqs"],
+        max_model_len=summary["options"]["max_model_len"],
+        reserve_full_isl=bool(sc["scheduler_reserve_full_isl"]),
+        watermark=float(sc["watermark"] or 0.0),
+        prefix_caching=caching,
+        hash_block_size=summary["hash_block_size"] if caching else 0,
+        fixed_step_seconds=1.0,
+    )
+
+
+def trace_lines(requests: Sequence[TraceRequest]) -> list[str]:
+    """The replay's JSONL trace lines (06 R-32) of ``requests``."""
+    lines = []
+    for r in requests:
+        d: dict[str, Any] = {"request_id": r.request_id, "arrival_step": r.arrival_step,
+                             "prompt_len": r.prompt_len, "output_len": r.output_len}
+        if r.prefix_of is not None:
+            d.update(prefix_of=r.prefix_of, prefix_of_len=r.prefix_of_len)
+        if r.shared_prefix_id is not None:
+            d.update(shared_prefix_id=r.shared_prefix_id, shared_prefix_len=r.shared_prefix_len)
+        lines.append(json.dumps(d))
+    return lines
+
+
+def compare_with_replay(summary: Mapping[str, Any], requests: Sequence[TraceRequest],
+                        steps: Sequence[Mapping[str, Any]]) -> str | None:
+    """Replay ``requests`` with fpmcore and compare every step with the live ``steps``; the first difference.
+
+    The comparison is ``tools/replay_vs_vllm.py``'s (06 R-40): tokens
+    scheduled per request in batch order, preemptions, running requests and
+    their held blocks per group, waiting count and free blocks.
+    """
+    from fpmcore.replay import run_replay
+    from fpmcore.replay.trace import parse_trace_lines
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from replay_vs_vllm import compare
+    finally:
+        sys.path.pop(0)
+    out = run_replay(replay_config(summary), parse_trace_lines(trace_lines(requests)))
+    if out.error is not None:
+        return f"replay stopped: {out.error}"
+    return compare(out.steps, [dict(s) for s in steps])
+
+
+# --------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------
 
@@ -728,6 +810,11 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--trace", help="a step-exact JSONL trace (06 R-32) to run")
     src.add_argument("--random-trace", type=int, metavar="SEED", help="run a random trace with shared prefixes")
+    ap.add_argument("--traces", type=int, default=1, metavar="K",
+                    help="with --random-trace: K traces (seeds SEED … SEED+K-1) on one engine, "
+                         "the prefix cache reset between them")
+    ap.add_argument("--compare-replay", action="store_true",
+                    help="replay every trace with fpmcore (this worktree's src) and compare every step")
     ap.add_argument("--requests", type=int, default=16, help="requests of --random-trace (default 16)")
     ap.add_argument("--prompt-max", type=int, default=600, help="longest prompt of --random-trace (default 600)")
     ap.add_argument("--output-max", type=int, default=48, help="longest output of --random-trace (default 48)")
@@ -758,7 +845,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("live_engine.py: interrupted while the engine was starting", file=sys.stderr)
         return 2
-    except Exception as exc:  # the engine's own reason, on one line
+    except Exception as exc:  # noqa: BLE001 - vLLM fails start-up with many types; its reason on one line
         reason = " ".join(str(exc).split()) or type(exc).__name__
         print(f"live_engine.py: error: the engine failed to start: {type(exc).__name__}: {reason}", file=sys.stderr)
         return 2
@@ -766,14 +853,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report["engine"] = engine.summary()
         if requests is not None:
-            print(f"stepping {len(requests)} requests …", file=sys.stderr, flush=True)
-            run = run_trace(engine, requests)
-            report["trace"] = trace_stats(run)
-            report["step_times"] = step_time_by_shape(run["steps"])
+            traces = [requests]
+            if args.random_trace is not None:
+                traces += [random_trace(args.random_trace + k, args.requests, args.max_model_len,
+                                        prompt_max=args.prompt_max, output_max=args.output_max)
+                           for k in range(1, args.traces)]
+            all_steps: list[dict[str, Any]] = []
+            report["traces"] = []
+            for k, reqs in enumerate(traces):
+                if k:
+                    engine.llm.reset_prefix_cache()
+                print(f"stepping trace {k + 1}/{len(traces)}: {len(reqs)} requests …", file=sys.stderr, flush=True)
+                run = run_trace(engine, reqs)
+                stats = trace_stats(run)
+                if args.compare_replay:
+                    stats["replay_difference"] = compare_with_replay(report["engine"], reqs, run["steps"])
+                report["traces"].append(stats)
+                all_steps += [{"trace": k, **s} for s in run["steps"]]
+            report["trace"] = report["traces"][0]
+            report["step_times"] = step_time_by_shape(all_steps)
             if args.steps_out:
                 with open(args.steps_out, "w") as fh:
-                    for s in run["steps"]:
-                        fh.write(json.dumps(s) + "\n")
+                    fh.writelines(json.dumps(s) + "\n" for s in all_steps)
     finally:
         report["shutdown"] = engine.shutdown()
     if args.json:
@@ -783,12 +884,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{e['model']}: num_blocks {e['num_blocks']}, block {e['block_size']}, hash block "
               f"{e['hash_block_size']}, concurrency {e['cache_config']['kv_cache_max_concurrency']}, "
               f"groups {[(g['class'], g['block_size'], g['page_size_bytes']) for g in e['groups']]}", file=sys.stderr)
-        if "trace" in report:
-            print(f"trace: {report['trace']}", file=sys.stderr)
+        for k, stats in enumerate(report.get("traces", [])):
+            print(f"trace {k + 1}: {stats}", file=sys.stderr)
         print(f"shutdown: {report['shutdown']}", file=sys.stderr)
     sys.stdout.flush()
     left = report["shutdown"]
-    return 1 if left["children"] or left["non_daemon_threads"] else 0
+    if left["children"] or left["non_daemon_threads"]:
+        return 1
+    return 1 if any(t.get("replay_difference") for t in report.get("traces", [])) else 0
 
 
 if __name__ == "__main__":
