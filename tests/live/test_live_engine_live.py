@@ -56,3 +56,28 @@ def test_a_trace_under_pressure_preempts_hits_prefixes_and_shuts_down(model_dirs
     assert all(0 <= s["free_blocks"] <= 11 for s in steps)
     # a request is running with blocks in the single group, or not listed
     assert all(len(v) == 1 and v[0] >= 1 for s in steps for v in s["held"].values())
+    # fpmcore's replay of the same trace with the engine's own plan takes the same steps (06 R-40)
+    assert le.compare_with_replay(summary, requests, steps) is None
+
+
+def test_the_hybrid_model_steps_like_the_replay_with_align_mode_hits(model_dirs, live_engine):
+    le = live_engine
+    # 4 groups (3 Gated DeltaNet, 1 attention) of 384-token blocks; 40 blocks hold a few requests
+    engine = le.start_engine(le.EngineOptions(model=str(model_dirs["qwen3-next"]), dtype="bfloat16",
+                                              max_model_len=2048, num_blocks=40, enforce_eager=True))
+    try:
+        summary = engine.summary()
+        assert summary["coordinator"] == "HybridKVCacheCoordinator"
+        assert summary["cache_config"]["mamba_cache_mode"] == "align"
+        assert [g["block_size"] for g in summary["groups"]] == [384] * 4
+        assert {g["page_size_bytes"] for g in summary["groups"]} == {196608}
+        requests = le.random_trace(2, 12, 2048, prompt_max=1500, output_max=16)
+        run = le.run_trace(engine, requests)
+    finally:
+        left = engine.shutdown()
+    assert left == {"children": [], "non_daemon_threads": []}
+    stats = le.trace_stats(run)
+    assert stats["finished"] == 12
+    assert stats["preemptions"] >= 1
+    assert stats["prefix_hit_tokens"] % 384 == 0 and stats["prefix_hit_tokens"] > 0
+    assert le.compare_with_replay(summary, requests, run["steps"]) is None
