@@ -867,7 +867,12 @@ def main(argv: list[str] | None = None) -> int:
                 run = run_trace(engine, reqs)
                 stats = trace_stats(run)
                 if args.compare_replay:
-                    stats["replay_difference"] = compare_with_replay(report["engine"], reqs, run["steps"])
+                    from fpmcore.errors import FpmError
+
+                    try:
+                        stats["replay_difference"] = compare_with_replay(report["engine"], reqs, run["steps"])
+                    except (FpmError, ValueError) as exc:  # a configuration the replay does not model
+                        stats["replay_refused"] = str(exc)
                 report["traces"].append(stats)
                 all_steps += [{"trace": k, **s} for s in run["steps"]]
             report["trace"] = report["traces"][0]
