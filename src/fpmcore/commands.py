@@ -24,6 +24,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.planning", "plan_command"),
     ("fpmcore.artifacts", "validate_command"),
     ("fpmcore.replay.cli", "replay_command"),
+    ("fpmcore.sweep.command", "sweep_command"),
 )
 
 

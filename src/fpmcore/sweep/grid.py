@@ -1,0 +1,311 @@
+"""The sweep grid (TOML or JSON) and its expansion into tasks.
+
+A grid names the inputs and the settings to vary::
+
+    {"profiles": ["examples/profiles/glm53flash-tp4.fpm-profile.json"],
+     "traces": ["examples/traces/glm-mixed-120.jsonl"],
+     "settings": {"max_num_seqs": [8, 16, 32], "max_num_batched_tokens": [4096, 8192]}}
+
+``profiles``
+    profile files, or campaign folders (a folder holding ``profile.json`` and
+    optionally ``table.json``); required.
+``traces``
+    trace files (R-32, or the oracle's SCHED.json), or generator objects
+    (:mod:`fpmcore.sweep.traces`); required.
+``tables``
+    FPM latency tables (R-27); ``null`` in the list means no table (1 s per
+    step).  Without ``tables``, a campaign folder's ``table.json`` is used
+    for its profile, and a profile file runs without a table.
+``settings``
+    ``fpm replay`` settings (:mod:`fpmcore.sweep.settings`), each a list of
+    values (a single value is a list of one): the sweep runs their cross
+    product.
+``runs``
+    instead of ``settings``: the listed setting combinations only, each an
+    object of settings.
+
+The tasks are the cross product profiles × traces × tables × settings, in
+that order (settings vary fastest, in the order the grid lists them).  A
+relative path is looked up next to the grid file first, then in the current
+folder.  Everything is read and checked before the first run: unreadable or
+invalid inputs, unknown settings, bad values, and settings that the replay
+refuses for a profile (R-1, R-3) are one-line diagnostics.
+
+Each task is keyed by the SHA-256 of the canonical JSON of its profile digest
+(``profile_sha256``, 01 §9.2), trace digest (SHA-256 of its JSONL form),
+table digest (SHA-256 of its canonical rows) and settings: ``--resume`` skips
+a task whose key has a row, whatever the files are called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fpmcore.errors import FpmError
+from fpmcore.sweep import traces as gen
+from fpmcore.sweep.settings import Setting, check_mapping, check_settings, config_kwargs, replay_settings
+
+RULE = "sweep"
+_KEYS = ("profiles", "traces", "tables", "settings", "runs")
+
+
+@attrs.frozen
+class Input:
+    """One parsed input: a profile, a trace or a table, with its label and digest."""
+
+    kind: str
+    label: str
+    digest: str
+    value: Any = attrs.field(repr=False, eq=False)
+
+
+@attrs.frozen
+class Task:
+    """One replay of the sweep: its inputs (by digest), its settings and its key."""
+
+    index: int
+    key: str
+    profile: str
+    trace: str
+    table: str | None
+    settings: Mapping[str, Any] = attrs.field(eq=False)
+
+
+@attrs.frozen
+class Sweep:
+    """An expanded grid: the parsed inputs by digest, the tasks, the swept axes."""
+
+    inputs: Mapping[str, Input] = attrs.field(repr=False)
+    tasks: tuple[Task, ...]
+    axes: tuple[str, ...]
+    settings: Mapping[str, Setting] = attrs.field(repr=False)
+
+    def label(self, digest: str | None) -> str | None:
+        return None if digest is None else self.inputs[digest].label
+
+
+def _err(msg: str, where: str) -> FpmError:
+    return FpmError(RULE, msg, where)
+
+
+def read_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The grid document: TOML for ``*.toml``, strict JSON otherwise."""
+    from fpmcore.jsonio import JsonError, loads
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise _err(f"cannot read grid: {exc.strerror}", str(p)) from None
+    if p.suffix.lower() == ".toml":
+        try:
+            doc = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise _err(f"grid is not valid TOML: {exc}", str(p)) from None
+    else:
+        try:
+            doc = loads(data, where=str(p))
+        except JsonError as exc:
+            raise _err(f"grid is not strict JSON: {exc.message}", str(p)) from None
+    if not isinstance(doc, dict):
+        raise _err("grid must be an object with profiles, traces and settings", str(p))
+    return doc
+
+
+def _resolve(name: str, base: Path, where: str) -> Path:
+    p = Path(name)
+    if p.is_absolute():
+        return p
+    for candidate in (base / p, p):
+        if candidate.exists():
+            return candidate
+    raise _err(f"no such file or folder: {name}", where)
+
+
+def _digest_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load_profile(path: Path, label: str) -> Input:
+    from fpmcore.profile import load_profile, profile_digest
+
+    profile = load_profile(path)
+    return Input("profile", label, profile_digest(profile), profile)
+
+
+def _load_table(path: Path, label: str) -> Input:
+    from fpmcore.jsonio import digest
+    from fpmcore.replay import load_table
+    from fpmcore.replay.table import table_rows
+
+    table = load_table(path)
+    return Input("table", label, digest(table_rows(table)), table)
+
+
+def _trace_input(trace: Any, label: str) -> Input:
+    return Input("trace", label, _digest_bytes(trace.dumps().encode("utf-8")), trace)
+
+
+def _list(doc: Mapping[str, Any], key: str, where: str, *, required: bool) -> list[Any]:
+    if key not in doc:
+        if required:
+            raise _err(f"grid has no {key}", where)
+        return []
+    value = doc[key]
+    if not isinstance(value, list) or not value:
+        raise _err(f"grid {key} must be a non-empty list, found {json.dumps(value)}", where)
+    return value
+
+
+def _setting_lists(doc: Mapping[str, Any], settings: Mapping[str, Setting], where: str) -> list[dict[str, Any]]:
+    if "settings" in doc and "runs" in doc:
+        raise _err("grid gives both settings and runs; give one", where)
+    if "runs" in doc:
+        runs = _list(doc, "runs", where, required=True)
+        out = []
+        for i, run in enumerate(runs):
+            if not isinstance(run, dict):
+                raise _err(f"grid runs[{i}] must be an object of settings, found {json.dumps(run)}", where)
+            out.append(check_settings(run, settings, f"{where}: runs[{i}]"))
+        return out
+    grid = doc.get("settings", {})
+    if not isinstance(grid, dict):
+        raise _err(f"grid settings must be an object of lists, found {json.dumps(grid)}", where)
+    names, lists = [], []
+    for name, values in grid.items():
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise _err(f"setting {name} has an empty list of values", where)
+        checked = [check_settings({name: v}, settings, where)[name] for v in values]
+        names.append(name)
+        lists.append(checked)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists)]
+
+
+def task_key(profile: str, trace: str, table: str | None, settings: Mapping[str, Any]) -> str:
+    """The resume key of a task (see the module docstring)."""
+    from fpmcore.jsonio import digest
+
+    return digest({"profile": profile, "trace": trace, "table": table, "settings": dict(settings)})
+
+
+def build_config(profile: Any, table: Any, values: Mapping[str, Any], settings: Mapping[str, Setting]) -> Any:
+    """The replay configuration of one task, as ``fpm replay`` builds it from the same options."""
+    from fpmcore.replay import config_from_profile
+
+    kwargs = config_kwargs(values, settings)
+    deployment = kwargs.pop("deployment", 0)
+    if not 0 <= deployment < len(profile.deployments):
+        raise FpmError("R-1", f"profile has no deployment {deployment}")
+    return config_from_profile(profile, deployment, table=table, **kwargs)
+
+
+def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -> Sweep:
+    """Read, check and expand a grid file into a :class:`Sweep` (no replay runs)."""
+    where = str(path)
+    doc = read_grid(path) if doc is None else doc
+    base = Path(path).parent
+    unknown = sorted(set(doc) - set(_KEYS))
+    if unknown:
+        raise _err(f"unknown grid key {unknown[0]!r}; grid keys are: {', '.join(_KEYS)}", where)
+    settings = replay_settings()
+    check_mapping(settings)
+    inputs: dict[str, Input] = {}
+
+    def keep(item: Input) -> str:
+        inputs.setdefault(item.digest, item)
+        return item.digest
+
+    # profiles, with the table of a campaign folder
+    profiles: list[tuple[str, str | None]] = []
+    for i, name in enumerate(_list(doc, "profiles", where, required=True)):
+        if not isinstance(name, str) or not name:
+            raise _err(f"grid profiles[{i}] must be a path, found {json.dumps(name)}", where)
+        p = _resolve(name, base, where)
+        campaign_table = None
+        if p.is_dir():
+            if not (p / "profile.json").is_file():
+                raise _err(f"campaign folder {name} has no profile.json", where)
+            if (p / "table.json").is_file():
+                campaign_table = keep(_load_table(p / "table.json", f"{name}/table.json"))
+            p = p / "profile.json"
+        profiles.append((keep(_load_profile(p, name)), campaign_table))
+    # traces
+    trace_digests: list[str] = []
+    for i, item in enumerate(_list(doc, "traces", where, required=True)):
+        if isinstance(item, str) and item:
+            from fpmcore.replay import load_trace
+
+            trace_digests.append(keep(_trace_input(load_trace(_resolve(item, base, where)), item)))
+        elif isinstance(item, dict):
+            from fpmcore.replay.trace import parse_trace_lines
+
+            for spec in gen.check_generator(item, f"{where}: traces[{i}]"):
+                label = gen.label(spec)
+                trace = parse_trace_lines(gen.generate_lines(spec), label)
+                trace_digests.append(keep(_trace_input(trace, label)))
+        else:
+            raise _err(f"grid traces[{i}] must be a path or a generator object, found {json.dumps(item)}", where)
+    # tables
+    tables: list[str | None] | None = None
+    if "tables" in doc:
+        tables = []
+        for i, name in enumerate(_list(doc, "tables", where, required=True)):
+            if name is None:
+                tables.append(None)
+            elif isinstance(name, str) and name:
+                tables.append(keep(_load_table(_resolve(name, base, where), name)))
+            else:
+                raise _err(f"grid tables[{i}] must be a path or null, found {json.dumps(name)}", where)
+    combos = _setting_lists(doc, settings, where)
+    # the cross product, each configuration checked once before any run
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    checked: set[str] = set()
+    for profile, campaign_table in profiles:
+        for trace in trace_digests:
+            for table in tables if tables is not None else [campaign_table]:
+                for values in combos:
+                    key = task_key(profile, trace, table, values)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    conf = task_key(profile, "", table, values)
+                    if conf not in checked:
+                        checked.add(conf)
+                        try:
+                            build_config(inputs[profile].value, None if table is None else inputs[table].value,
+                                         values, settings)  # fmt: skip
+                        except FpmError as exc:
+                            shown = json.dumps(values, sort_keys=True)
+                            raise _err(
+                                f"profile {inputs[profile].label} with settings {shown}: {exc.message} [{exc.rule}]",
+                                where,
+                            ) from None
+                    tasks.append(Task(len(tasks), key, profile, trace, table, values))
+    axes = _axes(tasks, [n for n in settings if any(n in t.settings for t in tasks)])
+    return Sweep(inputs=inputs, tasks=tuple(tasks), axes=axes, settings=settings)
+
+
+def _axes(tasks: Sequence[Task], setting_names: Sequence[str]) -> tuple[str, ...]:
+    """The axes that take more than one value: ``profile``, ``trace``, ``table`` and setting names."""
+    out = []
+    for axis in ("profile", "trace", "table"):
+        if len({getattr(t, axis) for t in tasks}) > 1:
+            out.append(axis)
+    for name in setting_names:
+        if len({json.dumps(t.settings.get(name)) for t in tasks}) > 1:
+            out.append(name)
+    return tuple(out)
+
+
+__all__ = ["Input", "Sweep", "Task", "build_config", "expand", "read_grid", "task_key"]

@@ -1,0 +1,158 @@
+"""Generated traces: Poisson arrivals at given rates with length distributions.
+
+A grid's ``traces`` list may hold, besides trace files, generator objects::
+
+    {"generate": "poisson", "rate": [1, 2, 4], "requests": 200, "seed": 7,
+     "prompt_len": {"dist": "lognormal", "median": 4000, "sigma": 0.6, "min": 16, "max": 60000},
+     "output_len": {"dist": "uniform", "min": 64, "max": 512}}
+
+``rate`` (requests per second, a number or a list: one trace per rate),
+``requests`` (count), ``prompt_len`` and ``output_len`` are required; ``seed``
+defaults to 0 and ``name`` to ``poisson``.  A length is an integer (every
+request the same) or a distribution:
+
+``{"dist": "uniform", "min": a, "max": b}``
+    an integer drawn uniformly from ``a … b`` (both included);
+``{"dist": "lognormal", "median": m, "sigma": s, "min": a, "max": b}``
+    ``round(m · exp(s · N(0, 1)))`` clamped to ``[a, b]`` (``min`` defaults
+    to 1, ``max`` to no bound);
+``{"dist": "choice", "values": [v, …]}``
+    one of the values, each equally likely.
+
+The generator is Python's ``random.Random(seed)``: for each request in order
+it draws the gap to the previous arrival (``expovariate(rate)``, the first
+request arrives after one gap), then the prompt length, then the output
+length.  Arrival times are rounded to microseconds.  The same object gives
+the same trace on every machine and in every worker, and its digest (the
+trace's JSONL bytes) keys the results like a file's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore.errors import FpmError
+
+RULE = "sweep"
+_KEYS = {"generate", "name", "rate", "requests", "seed", "prompt_len", "output_len"}
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bad(msg: str, where: str) -> FpmError:
+    return FpmError(RULE, msg, where)
+
+
+def check_length(spec: Any, field: str, where: str) -> Any:
+    """A length distribution, checked (see the module docstring)."""
+    if _int(spec):
+        if spec < 1:
+            raise _bad(f"{field} must be >= 1, found {spec}", where)
+        return spec
+    if not isinstance(spec, Mapping):
+        raise _bad(f"{field} must be an integer or a distribution object, found {json.dumps(spec)}", where)
+    dist = spec.get("dist")
+    allowed = {"uniform": {"dist", "min", "max"}, "lognormal": {"dist", "median", "sigma", "min", "max"},
+               "choice": {"dist", "values"}}  # fmt: skip
+    if dist not in allowed:
+        raise _bad(f"{field}: dist must be uniform, lognormal or choice, found {json.dumps(dist)}", where)
+    unknown = sorted(set(spec) - allowed[dist])
+    if unknown:
+        raise _bad(f"{field}: unknown field {unknown[0]} of a {dist} distribution", where)
+    if dist == "choice":
+        values = spec.get("values")
+        if not isinstance(values, list) or not values or not all(_int(v) and v >= 1 for v in values):
+            raise _bad(f"{field}: values must be a non-empty list of integers >= 1, found {json.dumps(values)}", where)
+        return dict(spec)
+    lo, hi = spec.get("min", 1 if dist == "lognormal" else None), spec.get("max")
+    if dist == "uniform" and (lo is None or hi is None):
+        raise _bad(f"{field}: a uniform distribution needs min and max", where)
+    for name, v in (("min", lo), ("max", hi)):
+        if v is not None and (not _int(v) or v < 1):
+            raise _bad(f"{field}: {name} must be an integer >= 1, found {json.dumps(v)}", where)
+    if lo is not None and hi is not None and lo > hi:
+        raise _bad(f"{field}: min {lo} exceeds max {hi}", where)
+    if dist == "lognormal":
+        for name in ("median", "sigma"):
+            v = spec.get(name)
+            if not _num(v) or v <= 0 and name == "median" or v < 0:
+                raise _bad(f"{field}: {name} must be a finite positive number, found {json.dumps(v)}", where)
+    return dict(spec)
+
+
+def _draw(rng: random.Random, spec: Any) -> int:
+    if isinstance(spec, int):
+        return spec
+    dist = spec["dist"]
+    if dist == "uniform":
+        return rng.randint(spec["min"], spec["max"])
+    if dist == "choice":
+        return spec["values"][rng.randrange(len(spec["values"]))]
+    value = round(spec["median"] * math.exp(spec["sigma"] * rng.gauss(0.0, 1.0)))
+    value = max(value, spec.get("min", 1))
+    if spec.get("max") is not None:
+        value = min(value, spec["max"])
+    return int(value)
+
+
+def check_generator(spec: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    """A generator object, checked and expanded: one spec per rate."""
+    if spec.get("generate") != "poisson":
+        raise _bad(f"a generated trace needs \"generate\": \"poisson\", found {json.dumps(spec.get('generate'))}", where)
+    unknown = sorted(set(spec) - _KEYS)
+    if unknown:
+        raise _bad(f"generated trace: unknown field {unknown[0]}", where)
+    for key in ("rate", "requests", "prompt_len", "output_len"):
+        if key not in spec:
+            raise _bad(f"generated trace: missing field {key}", where)
+    rates = spec["rate"] if isinstance(spec["rate"], list) else [spec["rate"]]
+    if not rates or not all(_num(r) and r > 0 for r in rates):
+        raise _bad(f"generated trace: rate must be a positive number or a list of them, found {json.dumps(spec['rate'])}", where)
+    n = spec["requests"]
+    if not _int(n) or n < 1:
+        raise _bad(f"generated trace: requests must be an integer >= 1, found {json.dumps(n)}", where)
+    seed = spec.get("seed", 0)
+    if not _int(seed):
+        raise _bad(f"generated trace: seed must be an integer, found {json.dumps(seed)}", where)
+    name = spec.get("name", "poisson")
+    if not isinstance(name, str) or not name:
+        raise _bad(f"generated trace: name must be a non-empty string, found {json.dumps(name)}", where)
+    prompt = check_length(spec["prompt_len"], "prompt_len", where)
+    output = check_length(spec["output_len"], "output_len", where)
+    return [
+        {"name": name, "rate": r, "requests": n, "seed": seed, "prompt_len": prompt, "output_len": output}
+        for r in rates
+    ]
+
+
+def label(spec: Mapping[str, Any]) -> str:
+    """How rows name a generated trace: ``poisson(rate=2,requests=200,seed=7)``."""
+    return f"{spec['name']}(rate={spec['rate']:g},requests={spec['requests']},seed={spec['seed']})"
+
+
+def generate_lines(spec: Mapping[str, Any]) -> list[str]:
+    """The JSONL lines (R-32) of one expanded generator spec."""
+    rng = random.Random(spec["seed"])
+    rate = float(spec["rate"])
+    t = 0.0
+    lines = []
+    for i in range(spec["requests"]):
+        t += rng.expovariate(rate)
+        prompt = _draw(rng, spec["prompt_len"])
+        output = _draw(rng, spec["output_len"])
+        line = {"request_id": f"r{i:06d}", "arrival_time": round(t, 6), "prompt_len": prompt, "output_len": output}
+        lines.append(json.dumps(line))
+    return lines
+
+
+__all__ = ["check_generator", "check_length", "generate_lines", "label"]
