@@ -134,7 +134,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     with ResultsWriter(args.output, keep) as out, ctx.progress("sweep", total=len(sweep.tasks)) as bar:
         done = len(sweep.tasks) - len(todo)
         if done:
-            ctx.err.print(f"resuming: {done} of {len(sweep.tasks)} runs have rows in {args.output}", highlight=False)
+            ctx.err.print(f"resuming: {done} of {len(sweep.tasks)} runs have rows in {args.output}",
+                          highlight=False, soft_wrap=True)  # fmt: skip
         progress = bar.add_task(f"sweep of {len(sweep.tasks)} runs ({args.engine})", total=len(sweep.tasks),
                                 completed=done)  # fmt: skip
         for outcome in engines.run_tasks(sweep, todo, engine=args.engine, workers=args.workers, address=args.address):
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
                 failed += not outcome.get("lost")
                 err = row["error"]
                 ctx.err.print(f"fpm: {_describe(row)} failed: {err['message']} [{err['rule']}]",
-                              markup=False, highlight=False)  # fmt: skip
+                              markup=False, highlight=False, soft_wrap=True)  # fmt: skip
             bar.advance(progress)
     final = [{**rows[t.key], "task": t.index} for t in sweep.tasks if t.key in rows]
     if args.plot:
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         note += f"; {lost} lost (--resume runs them again)"
     if args.plot:
         note += f"; plot written to {args.plot}"
-    ctx.err.print(note, highlight=False)
+    ctx.err.print(note, highlight=False, soft_wrap=True)
     return 1 if errors or lost else 0
 
 

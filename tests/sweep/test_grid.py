@@ -1,0 +1,183 @@
+"""Reading and expanding a sweep grid: inputs, campaign folders, generated traces, keys, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+
+import pytest
+
+from fpmcore.errors import FpmError
+from fpmcore.replay.trace import parse_trace_lines
+from fpmcore.sweep import traces as gen
+from fpmcore.sweep.grid import expand, task_key
+from fpmcore.testing import run_fpm
+from tests.sweep.support import ACCEPTANCE, GLM, GLM_TABLE, GLM_TRACE, ISSUE_GRID, PLAIN, ROOT, write_grid
+
+
+def test_the_issue_grid_expands_as_written(monkeypatch):
+    monkeypatch.chdir(ROOT)  # its paths name examples/ from the repository root
+    sweep = expand(ISSUE_GRID)
+    assert [dict(t.settings) for t in sweep.tasks] == [
+        {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)]
+    assert sweep.axes == ("max_num_seqs", "max_num_batched_tokens")
+    assert len({t.key for t in sweep.tasks}) == 6
+    assert {t.table for t in sweep.tasks} == {None}
+
+
+def test_the_acceptance_grid_is_profiles_x_traces_x_settings(tmp_path):
+    sweep = expand(write_grid(tmp_path / "g.json", ACCEPTANCE))
+    assert len(sweep.tasks) == 24
+    assert sweep.axes == ("profile", "trace", "max_num_seqs", "max_num_batched_tokens")
+    first = sweep.tasks[0]
+    assert (sweep.label(first.profile), sweep.label(first.trace)) == (str(GLM), str(GLM_TRACE))
+    assert sweep.label(sweep.tasks[12].profile) == str(PLAIN)  # settings vary fastest, then traces, then profiles
+
+
+def test_keys_are_the_digests_of_the_inputs_not_their_names(tmp_path):
+    """Copies of the inputs under other names give the same keys (what --resume skips by)."""
+    for src in (GLM, GLM_TRACE, GLM_TABLE):
+        shutil.copy(src, tmp_path / src.name)
+    grid = {"profiles": [GLM.name], "traces": [GLM_TRACE.name], "tables": [GLM_TABLE.name],
+            "settings": {"max_num_seqs": [8]}}
+    a = expand(write_grid(tmp_path / "g.json", grid)).tasks[0]
+    b = expand(write_grid(tmp_path / "h.json", {**grid, "profiles": [str(GLM)]})).tasks[0]
+    assert a.key == b.key
+    from fpmcore.profile import load_profile, profile_digest
+
+    assert a.profile == profile_digest(load_profile(GLM))
+    assert a.key == task_key(a.profile, a.trace, a.table, {"max_num_seqs": 8})
+    c = expand(write_grid(tmp_path / "i.json", {**grid, "settings": {"max_num_seqs": [9]}})).tasks[0]
+    assert c.key != a.key
+
+
+def test_relative_paths_are_found_next_to_the_grid_first(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    shutil.copy(GLM, tmp_path / "sub" / "p.json")
+    grid = write_grid(tmp_path / "sub" / "g.json", {"profiles": ["p.json"], "traces": [str(GLM_TRACE)]})
+    monkeypatch.chdir(tmp_path)
+    assert expand(grid).tasks[0].table is None
+    with pytest.raises(FpmError, match="no such file or folder: missing.json"):
+        expand(write_grid(tmp_path / "sub" / "g.json", {"profiles": ["missing.json"], "traces": [str(GLM_TRACE)]}))
+
+
+def test_a_campaign_folder_gives_its_profile_and_table(tmp_path):
+    camp = tmp_path / "campaign"
+    camp.mkdir()
+    shutil.copy(GLM, camp / "profile.json")
+    shutil.copy(GLM_TABLE, camp / "table.json")
+    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": ["campaign"], "traces": [str(GLM_TRACE)]}))
+    (task,) = sweep.tasks
+    assert sweep.label(task.profile) == "campaign" and sweep.label(task.table) == "campaign/table.json"
+    # the grid's tables win over the campaign's; null is "no table"
+    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": ["campaign"], "traces": [str(GLM_TRACE)],
+                                                    "tables": [None]}))
+    assert sweep.tasks[0].table is None
+    (camp / "profile.json").unlink()
+    with pytest.raises(FpmError, match="campaign folder campaign has no profile.json"):
+        expand(tmp_path / "g.json")
+
+
+def test_runs_list_a_subset(tmp_path):
+    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
+                                                    "runs": [{"max_num_seqs": 8}, {"max_num_batched_tokens": 4096}]}))
+    assert [dict(t.settings) for t in sweep.tasks] == [{"max_num_seqs": 8}, {"max_num_batched_tokens": 4096}]
+
+
+def test_toml_and_json_grids_are_the_same_sweep(tmp_path):
+    toml = tmp_path / "g.toml"
+    toml.write_text(f'profiles = ["{GLM}"]\ntraces = ["{GLM_TRACE}"]\n[settings]\nmax_num_seqs = [8, 16]\n')
+    js = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
+                                          "settings": {"max_num_seqs": [8, 16]}})
+    assert [t.key for t in expand(toml).tasks] == [t.key for t in expand(js).tasks]
+
+
+@pytest.mark.parametrize("grid,message", [
+    ({"profiles": [], "traces": ["x"]}, "grid profiles must be a non-empty list, found []"),
+    ({"traces": ["x"]}, "grid has no profiles"),
+    ({"profiles": ["P"], "traces": ["T"], "setting": {}}, "unknown grid key 'setting'; grid keys are: profiles, traces, tables, settings, runs"),
+    ({"profiles": ["P"], "traces": ["T"], "settings": {}, "runs": []}, "grid gives both settings and runs; give one"),
+    ({"profiles": ["P"], "traces": ["T"], "settings": {"max_num_seqs": []}}, "setting max_num_seqs has an empty list of values"),
+    ({"profiles": ["P"], "traces": [7]}, "grid traces[0] must be a path or a generator object, found 7"),
+    ({"profiles": ["P"], "traces": ["T"], "settings": {"deployment": [1]}}, "profile P with settings {\"deployment\": 1}: profile has no deployment 1 [R-1]"),
+])  # fmt: skip
+def test_grid_refusals(tmp_path, grid, message):
+    grid = json.loads(json.dumps(grid).replace('"P"', json.dumps(str(GLM))).replace('"T"', json.dumps(str(GLM_TRACE))))
+    path = write_grid(tmp_path / "g.json", grid)
+    r = run_fpm("sweep", str(path), "-o", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2
+    assert r.stderr == f"fpm: {path}: {message.replace('profile P', f'profile {GLM}')} [sweep]\n"
+
+
+def test_a_grid_with_duplicate_keys_or_nan_is_refused(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text('{"profiles": ["a"], "profiles": ["b"]}')
+    r = run_fpm("sweep", str(path), "-o", str(tmp_path / "r.jsonl"))
+    assert (r.exit_code, r.stderr) == (2, f"fpm: {path}: grid is not strict JSON: duplicate key 'profiles' [sweep]\n")
+
+
+# -- generated traces -------------------------------------------------------------------------------
+
+
+SPEC = {"generate": "poisson", "rate": [2, 8], "requests": 4000, "seed": 11,
+        "prompt_len": {"dist": "lognormal", "median": 3000, "sigma": 0.5, "min": 100, "max": 20000},
+        "output_len": {"dist": "uniform", "min": 16, "max": 256}}
+
+
+def test_generated_traces_are_poisson_at_the_given_rates_with_the_given_lengths():
+    specs = gen.check_generator(SPEC, "g")
+    assert [s["rate"] for s in specs] == [2, 8]
+    for spec in specs:
+        trace = parse_trace_lines(gen.generate_lines(spec))
+        times = [r.arrival_time for r in trace.requests]
+        gaps = [b - a for a, b in zip([0.0] + times, times)]
+        # exponential gaps: mean 1/rate, standard deviation 1/rate (4,000 samples: within 5 %)
+        assert statistics.fmean(gaps) == pytest.approx(1 / spec["rate"], rel=0.05)
+        assert statistics.pstdev(gaps) == pytest.approx(1 / spec["rate"], rel=0.05)
+        prompts = [r.prompt_len for r in trace.requests]
+        assert min(prompts) >= 100 and max(prompts) <= 20000
+        assert statistics.median(prompts) == pytest.approx(3000, rel=0.05)
+        outs = [r.output_len for r in trace.requests]
+        assert (min(outs), max(outs)) == (16, 256)
+        assert statistics.fmean(outs) == pytest.approx(136, rel=0.03)
+
+
+def test_generated_traces_are_seeded():
+    a = gen.generate_lines(gen.check_generator(SPEC, "g")[0])
+    assert a == gen.generate_lines(gen.check_generator(SPEC, "g")[0])
+    assert a != gen.generate_lines(gen.check_generator({**SPEC, "seed": 12}, "g")[0])
+    # a generated trace in another worker process is the same trace: the key is its digest
+    script = ("import json,sys; from fpmcore.sweep import traces as g; "
+              "print(json.dumps(g.generate_lines(g.check_generator(json.loads(sys.argv[1]), 'g')[0])))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(SPEC)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONHASHSEED": "123"})  # fmt: skip
+    assert json.loads(out.stdout) == a
+
+
+def test_generated_traces_in_a_grid(tmp_path):
+    spec = {**SPEC, "requests": 50, "rate": [1, 4]}
+    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [spec]}))
+    assert [sweep.label(t.trace) for t in sweep.tasks] == [
+        "poisson(rate=1,requests=50,seed=11)", "poisson(rate=4,requests=50,seed=11)"]
+    assert sweep.axes == ("trace",)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"generate": "uniform"}, 'a generated trace needs "generate": "poisson", found "uniform"'),
+    ({"rate": 0}, "generated trace: rate must be a positive number or a list of them, found 0"),
+    ({"requests": 0}, "generated trace: requests must be an integer >= 1, found 0"),
+    ({"prompt_len": {"dist": "uniform", "min": 5}}, "prompt_len: a uniform distribution needs min and max"),
+    ({"prompt_len": {"dist": "uniform", "min": 9, "max": 5}}, "prompt_len: min 9 exceeds max 5"),
+    ({"output_len": {"dist": "choice", "values": []}}, "output_len: values must be a non-empty list of integers >= 1, found []"),
+    ({"output_len": 0}, "output_len must be >= 1, found 0"),
+    ({"burst": 1}, "generated trace: unknown field burst"),
+])  # fmt: skip
+def test_generator_refusals(change, message):
+    with pytest.raises(FpmError) as exc:
+        gen.check_generator({**SPEC, **change}, "g")
+    assert exc.value.message == message

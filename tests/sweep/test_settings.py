@@ -1,0 +1,97 @@
+"""The sweep's settings are fpm replay's options, read from its parser; bad ones are refused before any run."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from fpmcore.errors import FpmError
+from fpmcore.sweep import settings as S
+from fpmcore.sweep.grid import build_config, expand
+from fpmcore.testing import run_fpm
+from tests.sweep.support import GLM, GLM_TRACE, write_grid
+
+
+def _replay_dests() -> set[str]:
+    from fpmcore.replay.cli import configure
+
+    p = argparse.ArgumentParser(add_help=False)
+    configure(p)
+    return {a.dest for a in p._actions if a.option_strings}
+
+
+def test_every_replay_option_is_a_setting_or_an_axis_or_an_output():
+    names = set(S.replay_settings())
+    assert names == _replay_dests() - S.NOT_SETTINGS
+    assert {"max_num_seqs", "max_num_batched_tokens", "prefix_caching", "no_reserve_full_isl", "deployment"} <= names
+    S.check_mapping(S.replay_settings())  # each maps to config_from_profile
+
+
+def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_sweep(monkeypatch, tmp_path):
+    """A new replay option (here --watermark, a parameter of config_from_profile) is settable and reaches the config."""
+    import fpmcore.replay.cli as replay_cli
+
+    original = replay_cli.configure
+
+    def configure(p):
+        original(p)
+        p.add_argument("--watermark", type=float, default=0.0, help="fraction of pool blocks kept free (R-20)")
+
+    monkeypatch.setattr(replay_cli, "configure", configure)
+    settings = S.replay_settings()
+    assert settings["watermark"].kind == "value"
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
+                                            "settings": {"watermark": [0, 0.25]}})
+    sweep = expand(grid)
+    cfgs = [build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings) for t in sweep.tasks]
+    assert [c.watermark for c in cfgs] == [0.0, 0.25]
+    # R-3 is checked before any run: a watermark of 1 is refused with the replay's own diagnostic
+    write_grid(grid, {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"watermark": [0.5, 1]}})
+    with pytest.raises(FpmError, match=r"watermark must be in \[0, 1\): found 1.0 \[R-3\]"):
+        expand(grid)
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("max_num_seqs", 8.0, "setting max_num_seqs (--max-num-seqs): must be a positive integer, got '8.0', found 8.0"),
+    ("max_num_seqs", "8", "setting max_num_seqs (--max-num-seqs) takes a number, found \"8\""),
+    ("max_num_seqs", True, "setting max_num_seqs (--max-num-seqs): bad value true"),
+    ("max_num_seqs", 0, "setting max_num_seqs (--max-num-seqs): must be a positive integer, got '0', found 0"),
+    ("prefix_caching", True, 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found true'),
+    ("prefix_caching", "yes", 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found "yes"'),
+    ("no_reserve_full_isl", 1, "setting no_reserve_full_isl (--no-reserve-full-isl) takes true or false, found 1"),
+    ("deployment", [0], "setting deployment (--deployment): bad value [0]"),
+])  # fmt: skip
+def test_a_bad_value_is_refused_in_one_line_before_any_run(tmp_path, name, value, message):
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
+                                            "settings": {name: [value]}})
+    out = tmp_path / "r.jsonl"
+    r = run_fpm("sweep", str(grid), "-o", str(out))
+    assert r.exit_code == 2
+    assert r.stderr == f"fpm: {grid}: {message} [sweep]\n"
+    assert not out.exists()
+
+
+def test_an_unknown_setting_names_the_known_ones(tmp_path):
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
+                                            "settings": {"max_num_seq": [8]}})
+    r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1
+    assert "unknown setting 'max_num_seq'; fpm replay's settings are: deployment, max_num_seqs," in r.stderr
+
+
+def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "runs": [
+        {"max_num_seqs": 5, "max_num_batched_tokens": 2048, "prefix_caching": "on", "no_reserve_full_isl": True},
+        {"prefix_caching": "off"},
+    ]})  # fmt: skip
+    sweep = expand(grid)
+    a, b = (build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings) for t in sweep.tasks)
+    assert (a.max_num_seqs, a.max_num_batched_tokens, a.prefix_caching, a.reserve_full_isl) == (5, 2048, True, False)
+    # unset options keep fpm replay's defaults: the profile's max_batch_size and max_num_tokens, the gate on
+    profile = sweep.inputs[sweep.tasks[1].profile].value
+    res = profile.deployments[0].resources
+    assert (b.max_num_seqs, b.max_num_batched_tokens, b.prefix_caching, b.reserve_full_isl) == (
+        res.max_batch_size, res.max_num_tokens, False, True)
+    assert a.hash_block_size == 2176  # RV-8: the GLM TP 4 attention block, with prefix caching on
