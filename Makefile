@@ -12,7 +12,7 @@ STAMP := $(VENV)/.fpmcore-installed
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
-.PHONY: env demo test test-python test-c bench clean
+.PHONY: env demo test test-python test-c docs bench clean
 
 env: $(STAMP)
 
@@ -40,6 +40,10 @@ demo: env
 		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay
 
 test: env test-c test-python
+
+# The docs site (docs/, mkdocs.yml) with warnings as errors; tests/test_docs.py builds it in the suite too.
+docs: env
+	$(PY) -m mkdocs build --strict -d out/site
 
 test-python: env
 	$(PY) -m pytest -q
