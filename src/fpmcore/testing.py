@@ -12,6 +12,9 @@ with ``-p fpmcore.testing``.  It provides:
     a fixture (and a plain function) running ``fpm`` in-process:
     ``run_fpm("plugins", "--json", env={"FPM_PLUGINS": "glm53flash"})``
     returns :class:`FpmResult` ``(exit_code, stdout, stderr)``.
+:func:`check_plugin`
+    the conformance suite every plugin runs against itself:
+    ``assert check_plugin("fpmcore_mymodel") == []`` (see :mod:`fpmcore.conformance`).
 """
 
 from __future__ import annotations
@@ -93,5 +96,12 @@ def run_fpm_fixture() -> Callable[..., FpmResult]:
     return run_fpm
 
 
-__all__ = ["FpmResult", "fpm_host", "make_host", "run_fpm", "run_fpm_fixture"]
+def check_plugin(plugin: Any) -> list[str]:
+    """The conformance problems of a plugin (a module or its import name); empty when it conforms."""
+    from fpmcore.conformance import check_plugin as check
+
+    return check(plugin)
+
+
+__all__ = ["FpmResult", "check_plugin", "fpm_host", "make_host", "run_fpm", "run_fpm_fixture"]
 

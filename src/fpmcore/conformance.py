@@ -1,0 +1,268 @@
+"""The conformance suite every plugin runs against itself (``fpmcore.testing.check_plugin``).
+
+:func:`check_plugin` returns a list of problems, one line each, empty when the
+plugin conforms.  It checks, in order:
+
+1. **Plugin info.**  ``fpm_plugin_info`` exists and returns a complete
+   :class:`~fpmcore.hooktypes.PluginInfo`: a non-blank id, kind ``runtime`` or
+   ``model``, at least one target (a runtime plugin's targets are exact pins
+   ``name==version``), a summary, and the hook API version this fpmcore
+   supports (:data:`~fpmcore.hooktypes.API_VERSION`).  When the plugin is
+   installed, its entry point in ``fpmcore.plugins`` is named after its id.
+2. **Registration.**  A host with only this plugin loads it with status
+   ``ok`` (no unknown hook, no clash).
+3. **No runtime at import.**  In a fresh interpreter where importing
+   ``vllm`` or ``torch`` fails, the module imports and answers
+   ``fpm_plugin_info``, and neither name is imported.
+4. **Well-typed hooks on shared cases.**  Each hook the plugin implements is
+   called through the host's typed facade (which checks the return types) on
+   the shared cases below; a value of the wrong type or an exception other
+   than a refusal (:class:`~fpmcore.errors.FpmError`) is a problem.  Besides
+   the facade's checks: an align stop stays in ``0 … num_new_tokens``; a point
+   plan's points are JSON values whose count matches ``counts``, its digest is
+   64 lowercase hex digits; a chosen producer contract is one the plugin
+   registers; every command has a help text and so does each of its options.
+
+Shared cases: :data:`ALIGN_QUERIES` for ``fpm_align_stop``, the two profiles of
+``fpmcore/data/conformance-*.fpm-profile.json`` (a GLM-like hybrid and a plain
+dense model) for ``fpm_generate_points``, :data:`RESIDENCIES` for
+``fpm_choose_producer_contract``, an empty cell for ``fpm_validate_artifact``,
+:data:`SPEC_CLASSES` for ``fpm_classify_spec`` and the plugin's own pins for
+``fpm_runtime_rules``.  The hooks that need a live runtime or recorded evidence
+(``fpm_observe_cache_groups``, ``fpm_dry_probe``, ``fpm_normalize_record``)
+are left to the plugin's own tests with its fixtures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import (
+    API_VERSION,
+    AlignStopQuery,
+    CliCommand,
+    ExecutionIdentity,
+    PluginInfo,
+    PointPlan,
+    ProducerContract,
+)
+
+DATA = Path(__file__).parent / "data"
+
+#: ``fpm_align_stop`` cases: first chunks, middle chunks, final chunks, with and without a checkpoint rule.
+ALIGN_QUERIES: tuple[AlignStopQuery, ...] = tuple(
+    AlignStopQuery(start=start, num_new_tokens=k, prompt_len=prompt, num_tokens=prompt, block_size=block,
+                   hash_block_size=block, max_num_batched_tokens=budget, checkpoint_alignment=align)
+    for block, budget in ((16, 64), (2176, 8192))
+    for prompt in (1, block - 1, block, 3 * block + 5, 10_000)
+    for start in sorted({0, block, (prompt - 1) // block * block})
+    if start < prompt
+    for k in sorted({1, min(budget, prompt - start), min(block + 1, prompt - start)})
+    for align in (None, 16)
+)  # fmt: skip
+
+#: Engram residencies of ``fpm_choose_producer_contract`` cases (the known ones and one nobody claims).
+RESIDENCIES = ("none", "hbm_tp_sharded", "host_offload", "conformance-unclaimed")
+
+#: vLLM cache spec classes of ``fpm_classify_spec`` cases (and one no runtime knows).
+SPEC_CLASSES = tuple(f"vllm.v1.kv_cache_interface.{c}" for c in (
+    "FullAttentionSpec", "SlidingWindowSpec", "MambaSpec", "ChunkedLocalAttentionSpec", "MLAAttentionSpec",
+    "CrossAttentionSpec", "ConformanceUnknownSpec",
+))  # fmt: skip
+
+_PIN = re.compile(r"^[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _module(plugin: ModuleType | str) -> ModuleType:
+    return importlib.import_module(plugin) if isinstance(plugin, str) else plugin
+
+
+def check_info(module: ModuleType) -> tuple[PluginInfo | None, list[str]]:
+    """Clause 1: the plugin info and, when installed, the entry point's name."""
+    fn = getattr(module, "fpm_plugin_info", None)
+    if fn is None:
+        return None, ["fpm_plugin_info: not implemented (every plugin says who it is)"]
+    try:
+        info = fn()
+    except Exception as exc:
+        return None, [f"fpm_plugin_info: raised {type(exc).__name__}: {exc}"]
+    if not isinstance(info, PluginInfo):
+        return None, [f"fpm_plugin_info: returned {type(info).__name__}; expected PluginInfo"]
+    problems = []
+    if info.kind not in ("runtime", "model"):
+        problems.append(f"plugin info: kind must be runtime or model, found {info.kind!r}")
+    if not info.targets or not all(isinstance(t, str) and t.strip() for t in info.targets):
+        problems.append(f"plugin info: targets must be non-blank strings, found {info.targets!r}")
+    elif info.kind == "runtime":
+        problems += [f"plugin info: runtime target {t!r} is not an exact pin name==version"
+                     for t in info.targets if not _PIN.match(t)]  # fmt: skip
+    if not info.summary.strip():
+        problems.append("plugin info: no summary (fpm plugins show prints it)")
+    if info.api_version != API_VERSION:
+        problems.append(f"plugin info: hook API {info.api_version} is not supported; this fpmcore provides {API_VERSION}")
+    for ep in metadata.entry_points(group="fpmcore.plugins"):
+        if ep.value.split(":")[0] == module.__name__ and ep.name != info.id:
+            problems.append(f"entry point {ep.name!r} names plugin id {info.id!r}; name the entry point after the id")
+    return info, problems
+
+
+_NO_RUNTIME = r"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("vllm", "torch"):
+            raise ImportError(f"conformance: {name} must not be imported at module level")
+        return None
+sys.meta_path.insert(0, Block())
+module = __import__(sys.argv[1], fromlist=["*"])
+module.fpm_plugin_info()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "torch"))
+if loaded:
+    raise SystemExit("imported at module level: " + ", ".join(loaded))
+"""
+
+
+def check_no_runtime_import(module_name: str) -> list[str]:
+    """Clause 3: the module imports and answers without vLLM or torch (in a fresh interpreter)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports from
+    r = subprocess.run([sys.executable, "-c", _NO_RUNTIME, module_name], capture_output=True, text=True,
+                       timeout=120, env=env)  # fmt: skip
+    if r.returncode == 0:
+        return []
+    last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
+    return [f"import without vLLM and torch failed: {last}"]
+
+
+def _call(problems: list[str], what: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except FpmError as exc:
+        if type(exc) is not FpmError:  # a PluginError: the facade found a wrong value
+            problems.append(f"{what}: {exc.message}")
+        return None
+    except Exception as exc:
+        problems.append(f"{what}: raised {type(exc).__name__}: {exc}")
+        return None
+
+
+def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: list[str]) -> None:
+    from fpmcore.jsonio import canonical_bytes
+
+    if "fpm_align_stop" in hooks:
+        before = len(problems)
+        for model in info.targets:
+            for q in ALIGN_QUERIES:  # the facade checks the type and 0 <= n <= num_new_tokens
+                _call(problems, f"fpm_align_stop({model!r}, {q})",
+                      lambda q=q, m=model: host.hooks.align_stop(model=m, query=q))  # fmt: skip
+                if len(problems) > before:  # one wrong answer says enough
+                    break
+    if "fpm_generate_points" in hooks:
+        from fpmcore.planning import resolve_limits
+        from fpmcore.profile import load_profile
+
+        for path in sorted(DATA.glob("conformance-*.fpm-profile.json")):
+            profile = load_profile(path)
+            limits = resolve_limits(profile, 0)
+            for model in info.targets:
+                what = f"fpm_generate_points({model!r}, {path.name})"
+                plan = _call(problems, what, lambda m=model, p=profile, lim=limits: host.hooks.generate_points(
+                    model=m, profile=p, deployment=0, limits=lim))
+                if not isinstance(plan, PointPlan):
+                    continue
+                try:
+                    canonical_bytes([dict(p) for p in plan.points] + [dict(p) for p in plan.smoke])
+                except (TypeError, ValueError) as exc:
+                    problems.append(f"{what}: points are not JSON values: {exc}")
+                if not all(isinstance(v, int) and not isinstance(v, bool) for v in plan.counts.values()):
+                    problems.append(f"{what}: counts must be integers, found {dict(plan.counts)}")
+                elif sum(plan.counts.values()) != len(plan.points):
+                    problems.append(f"{what}: counts {dict(plan.counts)} do not add up to {len(plan.points)} points")
+                if not isinstance(plan.digest, str) or not _HEX64.match(plan.digest):
+                    problems.append(f"{what}: digest must be 64 lowercase hex digits, found {plan.digest!r}")
+    own: list[ProducerContract] = []
+    if "fpm_producer_contracts" in hooks:
+        own = [c for plugin, c in _call(problems, "fpm_producer_contracts", host.hooks.producer_contracts) or []
+               if plugin == info.id]  # fmt: skip
+    if "fpm_choose_producer_contract" in hooks:
+        for residency in RESIDENCIES:
+            identity = ExecutionIdentity("c" * 64, "full", residency, "text")
+            hit = _call(problems, f"fpm_choose_producer_contract({residency!r})",
+                        lambda i=identity: host.hooks.choose_producer_contract(identity=i))  # fmt: skip
+            if hit is not None and hit[1] not in own:
+                problems.append(f"fpm_choose_producer_contract({residency!r}): chose {hit[1].name}, "
+                                "which the plugin does not register through fpm_producer_contracts")  # fmt: skip
+    if "fpm_validate_artifact" in hooks:
+        for contract in own:
+            _call(problems, f"fpm_validate_artifact({contract.name}, empty cell)",
+                  lambda c=contract: host.hooks.validate_artifact(contract=c, cell={}, files={}, plan={}))  # fmt: skip
+
+
+def _check_runtime_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: list[str]) -> None:
+    for pin in info.targets:
+        if "fpm_classify_spec" in hooks:
+            for cls in SPEC_CLASSES:
+                _call(problems, f"fpm_classify_spec({pin}, {cls})",
+                      lambda c=cls, p=pin: host.hooks.classify_spec(runtime=p, spec_class=c, spec={}))  # fmt: skip
+        if "fpm_runtime_rules" in hooks:
+            _call(problems, f"fpm_runtime_rules({pin})", lambda p=pin: host.hooks.runtime_rules(runtime=p))
+
+
+def _check_commands(module: ModuleType, problems: list[str]) -> None:
+    fn = module.fpm_cli_commands
+    commands = _call(problems, "fpm_cli_commands", fn)
+    if commands is None:
+        return
+    if not isinstance(commands, list) or not all(isinstance(c, CliCommand) for c in commands):
+        problems.append(f"fpm_cli_commands: must return a list of CliCommand, found {commands!r}")
+        return
+    for command in commands:
+        if not command.help.strip():
+            problems.append(f"fpm_cli_commands: command {command.name!r} has no help")
+        parser = argparse.ArgumentParser(prog=f"fpm {command.name}")
+        if _call(problems, f"fpm_cli_commands: configure {command.name!r}", lambda c=command, p=parser: c.configure(p)
+                 ) is None and parser._actions:  # fmt: skip
+            for action in parser._actions:
+                if action.option_strings and not isinstance(action, argparse._HelpAction) and not action.help:
+                    problems.append(f"fpm_cli_commands: option {'/'.join(action.option_strings)} of "
+                                    f"{command.name!r} has no help")  # fmt: skip
+
+
+def check_plugin(plugin: ModuleType | str) -> list[str]:
+    """Every problem of ``plugin`` (a module or its import name), one line each; empty when it conforms."""
+    from fpmcore.testing import make_host
+
+    module = _module(plugin)
+    info, problems = check_info(module)
+    if info is None:
+        return problems
+    # an installed plugin is loaded through its entry point, as fpm loads it; a module on its own directly
+    eps = [ep.name for ep in metadata.entry_points(group="fpmcore.plugins") if ep.value.split(":")[0] == module.__name__]
+    host = make_host(entry_points=tuple(eps)) if eps else make_host(module)
+    record = next((r for r in host.records if r.id == info.id), None)
+    if record is None or record.status != "ok":
+        reason = "not loaded" if record is None else f"{record.status}: {record.error}"
+        return problems + [f"registration: {reason}"]
+    problems += check_no_runtime_import(module.__name__)
+    hooks = set(record.hooks)
+    if info.kind == "model":
+        _check_model_hooks(host, info, hooks, problems)
+    else:
+        _check_runtime_hooks(host, info, hooks, problems)
+    if "fpm_cli_commands" in hooks:
+        _check_commands(module, problems)
+    return problems
+
+
+__all__ = ["ALIGN_QUERIES", "RESIDENCIES", "SPEC_CLASSES", "check_info", "check_no_runtime_import", "check_plugin"]
