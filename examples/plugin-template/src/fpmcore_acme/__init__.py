@@ -1,0 +1,71 @@
+"""fpmcore model plugin for Acme Hybrid 7B (``acme``): a template for third-party plugins.
+
+Acme Hybrid 7B is a made-up hybrid of attention and Mamba layers, served by
+vLLM in Mamba align mode without a prefill checkpoint.  This module is what
+the entry point names: it holds only the hook implementations, each a few
+lines that answer ``None`` for other models and hand the work to
+:mod:`fpmcore_acme.rules` (plain functions, easy to test on their own).
+
+Hooks implemented (see fpmcore's hook reference):
+
+``fpm_plugin_info``               who the plugin is
+``fpm_align_stop``                where the runtime stops a prefill chunk of this model
+``fpm_generate_points``           the benchmark points of this model (``fpm plan --model acme-hybrid-7b``)
+``fpm_producer_contracts``        the producer contract the plugin owns
+``fpm_choose_producer_contract``  which collection cells it claims
+
+Never import vLLM or torch here: ``fpm --help`` and ``fpm plugins`` must work
+without a runtime (the conformance suite checks it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fpmcore import API_VERSION, AlignStopQuery, ExecutionIdentity, PlanLimits, PluginInfo, PointPlan, ProducerContract
+from fpmcore import hookimpl
+
+if TYPE_CHECKING:
+    from fpmcore.profile import FpmModelProfile
+
+#: The plugin id (the entry point's name) and the model ids it answers for.
+PLUGIN_ID = "acme"
+MODEL_IDS = ("acme-hybrid-7b", "acme/Hybrid-7B")
+
+#: Cells whose Engram residency is ``host_offload`` are produced by Acme's eager producer.
+CONTRACT = ProducerContract(name="acme_eager", execution_mode="eager", residency="host_offload",
+                            label="acme-hybrid-7b")
+
+
+@hookimpl
+def fpm_plugin_info() -> PluginInfo:
+    return PluginInfo(id=PLUGIN_ID, kind="model", targets=MODEL_IDS, api_version=API_VERSION,
+                      summary="Acme Hybrid 7B: align stop at block boundaries, prefill/decode points, eager contract")
+
+
+@hookimpl
+def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
+    if model not in MODEL_IDS:
+        return None
+    from fpmcore_acme.rules import align_stop
+
+    return align_stop(query)
+
+
+@hookimpl
+def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan | None:
+    if model not in MODEL_IDS:
+        return None
+    from fpmcore_acme.rules import generate_points
+
+    return generate_points(limits)
+
+
+@hookimpl
+def fpm_producer_contracts() -> list[ProducerContract]:
+    return [CONTRACT]
+
+
+@hookimpl
+def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
+    return CONTRACT if identity.engram_residency == CONTRACT.residency else None
