@@ -11,13 +11,17 @@ reference that each worker resolves once.
 ``local`` (the default)
     a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers``
     processes (default: one per core), started with ``spawn`` so that no
-    thread or lock of the parent is inherited.  At most ``4 × workers``
+    thread or lock of the parent is inherited (a script that calls
+    :func:`run_tasks` with this engine needs the ``if __name__ == "__main__":``
+    guard, as every ``spawn`` user does).  At most ``4 × workers``
     tasks are in flight.  When a worker process dies, the tasks in flight are
     reported as *lost* (``"lost": True``): they get no row, and ``--resume``
     runs them again.
 ``ray``
     the same tasks as Ray tasks (``ray.init(address=...)``; a local Ray
-    instance with ``workers`` CPUs when no address is given).  Ray is the
+    instance with ``workers`` CPUs when no address is given), in batches of up
+    to 16 tasks per Ray call (:func:`ray_batch_size`) so that Ray's cost per
+    call (about 3 ms here) is shared.  Ray is the
     optional extra ``fpmcore[ray]`` and is imported only here.
 """
 
@@ -81,7 +85,13 @@ def run_local(sweep: Sweep, tasks: Sequence[Task], workers: int) -> Iterator[dic
                 if task is None:
                     exhausted = True
                     break
-                running[pool.submit(run_task, task)] = task
+                try:
+                    running[pool.submit(run_task, task)] = task
+                except BrokenProcessPool as exc:  # the pool broke before this task went in: it and the rest are lost
+                    for t in [task, *todo]:
+                        yield _lost(t, f"a worker process died ({exc}); --resume runs this task again")
+                    exhausted = True
+                    break
             if not running:
                 return
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -112,18 +122,23 @@ def _import_ray() -> Any:
 _RAY_LOADED: list[str] = []
 
 
-def _ray_task(task: Task, sweep_id: str, refs: list[Any]) -> dict[str, Any]:
-    """Body of one Ray task: resolve the inputs once per worker and sweep, then run the task."""
+def _ray_batch(tasks: list[Task], sweep_id: str, refs: list[Any]) -> list[dict[str, Any]]:
+    """Body of one Ray task: resolve the inputs once per worker and sweep, then run a batch of tasks."""
     if _RAY_LOADED != [sweep_id]:
         import ray
 
         set_inputs(ray.get(refs[0]))
         _RAY_LOADED[:] = [sweep_id]
-    return run_task(task)
+    return [run_task(task) for task in tasks]
+
+
+def ray_batch_size(tasks: int, cpus: int) -> int:
+    """Tasks per Ray task: about 8 batches per CPU, at most 16 tasks, so that Ray's per-call cost is shared."""
+    return max(1, min(16, tasks // (8 * max(cpus, 1))))
 
 
 def run_ray(sweep: Sweep, tasks: Sequence[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
-    """The tasks as Ray tasks, as they finish."""
+    """The tasks as Ray tasks (in small batches), as they finish."""
     ray = _import_ray()
     if not tasks:
         return
@@ -137,30 +152,33 @@ def run_ray(sweep: Sweep, tasks: Sequence[Task], workers: int | None, address: s
         except Exception as exc:
             raise FpmError("sweep", f"cannot start or reach Ray at {address or 'a local instance'}: {exc}") from None
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_batch)
         refs = [ray.put(_values(sweep))]
         sweep_id = uuid.uuid4().hex
         cpus = int(ray.cluster_resources().get("CPU", 1))
-        window = 4 * max(cpus, 1)
-        todo = iter(tasks)
-        running: dict[Any, Task] = {}
+        size = ray_batch_size(len(tasks), cpus)
+        batches = iter([list(tasks[i : i + size]) for i in range(0, len(tasks), size)])
+        window = 2 * max(cpus, 1)
+        running: dict[Any, list[Task]] = {}
         exhausted = False
         while True:
             while not exhausted and len(running) < window:
-                task = next(todo, None)
-                if task is None:
+                batch = next(batches, None)
+                if batch is None:
                     exhausted = True
                     break
-                running[remote.remote(task, sweep_id, refs)] = task
+                running[remote.remote(batch, sweep_id, refs)] = batch
             if not running:
                 return
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
-                task = running.pop(ref)
+                batch = running.pop(ref)
                 try:
-                    yield ray.get(ref)
+                    outcomes = ray.get(ref)
                 except Exception as exc:  # the worker died or the cluster went away
-                    yield _lost(task, f"the Ray task failed ({type(exc).__name__}); --resume runs this task again")
+                    why = f"the Ray task failed ({type(exc).__name__}); --resume runs this task again"
+                    outcomes = [_lost(task, why) for task in batch]
+                yield from outcomes
     finally:
         if started:
             ray.shutdown()
@@ -180,4 +198,4 @@ def run_tasks(
     raise FpmError("sweep", f"unknown engine {engine!r}; engines are: {', '.join(ENGINES)}")
 
 
-__all__ = ["ENGINES", "default_workers", "run_local", "run_ray", "run_serial", "run_tasks"]
+__all__ = ["ENGINES", "default_workers", "ray_batch_size", "run_local", "run_ray", "run_serial", "run_tasks"]
