@@ -148,8 +148,8 @@ def cli_parser() -> argparse.ArgumentParser:
 def cli_page() -> str:
     parser = cli_parser()
     out = ["# Command-line reference", "",
-           "Generated from `fpm`'s argument parser: every command and every option of fpmcore itself "
-           "(plugins add theirs through `fpm_cli_commands`).", ""]  # fmt: skip
+           ("Generated from `fpm`'s argument parser: every command and every option of fpmcore itself "
+            "(plugins add theirs through `fpm_cli_commands`)."), ""]  # fmt: skip
     out += _parser_section(parser, "fpm", 2)
     return "\n".join(out)
 
@@ -182,15 +182,15 @@ def schemas_page() -> str:
         return ["```json", json.dumps(schema, indent=2, ensure_ascii=False), "```", ""]
 
     out = ["# JSON Schemas", "",
-           "Generated from the declarations the readers use. The readers check more than a schema can say "
-           "(every P-, I-, R- rule with its diagnostic); the schemas describe the shapes.", ""]  # fmt: skip
+           ("Generated from the declarations the readers use. The readers check more than a schema can say "
+            "(every P-, I-, R- rule with its diagnostic); the schemas describe the shapes."), ""]  # fmt: skip
     out += ["## Profile", "", "`fpm schema profile` prints it.", ""] + block(profile_json_schema())
     out += ["## Runtime observation record", "", "`fpm schema record` prints it.", ""] + block(record_json_schema())
     out += ["## Trace line", "", "One line of a JSONL trace (06 R-32, R-33).", ""] + block(trace_schema())
     out += ["## Sweep results row", "", "One line of `fpm sweep`'s results file; keys: "
             + ", ".join(f"`{k}`" for k in ROW_KEYS) + " (see the sweeping guide).", ""]
-    out += ["The plan file and the measurement artifacts have no single declaration yet: their rules are "
-            "documented in the specification chapters 04 and 05 and enforced by `fpm plan` and `fpm validate`.", ""]
+    out += [("The plan file and the measurement artifacts have no single declaration yet: their rules are "
+             "documented in the specification chapters 04 and 05 and enforced by `fpm plan` and `fpm validate`."), ""]
     return "\n".join(out)
 
 

@@ -97,8 +97,8 @@ def test_each_kind_of_problem_is_found(plugin_module, replacements, problem):
 def test_a_plugin_that_imports_torch_at_module_level_is_found(plugin_module, tmp_path):
     (tmp_path / "torch.py").write_text("")  # even an importable torch must not be imported by the plugin
     problems = check_plugin(plugin_module(prefix="import torch  # noqa\n"))
-    assert problems == ["import without vLLM and torch failed: ImportError: conformance: torch must not be "
-                        "imported at module level"]
+    assert problems == [("import without vLLM and torch failed: ImportError: conformance: torch must not be "
+                         "imported at module level")]
 
 
 def test_the_shared_profiles_are_the_examples():

@@ -138,16 +138,16 @@ def check_no_runtime_import(module_name: str) -> list[str]:
     """Clause 3: the module imports and answers without vLLM or torch (in a fresh interpreter)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports from
     r = subprocess.run([sys.executable, "-c", _NO_RUNTIME, module_name], capture_output=True, text=True,
-                       timeout=120, env=env)  # fmt: skip
+                       timeout=120, env=env, check=False)  # fmt: skip
     if r.returncode == 0:
         return []
     last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
     return [f"import without vLLM and torch failed: {last}"]
 
 
-def _call(problems: list[str], what: str, fn: Callable[[], Any]) -> Any:
+def _call(problems: list[str], what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return fn()
+        return fn(*args, **kwargs)
     except FpmError as exc:
         if type(exc) is not FpmError:  # a PluginError: the facade found a wrong value
             problems.append(f"{what}: {exc.message}")
@@ -164,8 +164,7 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
         before = len(problems)
         for model in info.targets:
             for q in ALIGN_QUERIES:  # the facade checks the type and 0 <= n <= num_new_tokens
-                _call(problems, f"fpm_align_stop({model!r}, {q})",
-                      lambda q=q, m=model: host.hooks.align_stop(model=m, query=q))  # fmt: skip
+                _call(problems, f"fpm_align_stop({model!r}, {q})", host.hooks.align_stop, model=model, query=q)
                 if len(problems) > before:  # one wrong answer says enough
                     break
     if "fpm_generate_points" in hooks:
@@ -177,8 +176,8 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
             limits = resolve_limits(profile, 0)
             for model in info.targets:
                 what = f"fpm_generate_points({model!r}, {path.name})"
-                plan = _call(problems, what, lambda m=model, p=profile, lim=limits: host.hooks.generate_points(
-                    model=m, profile=p, deployment=0, limits=lim))
+                plan = _call(problems, what, host.hooks.generate_points, model=model, profile=profile, deployment=0,
+                             limits=limits)  # fmt: skip
                 if not isinstance(plan, PointPlan):
                     continue
                 try:
@@ -198,25 +197,25 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
     if "fpm_choose_producer_contract" in hooks:
         for residency in RESIDENCIES:
             identity = ExecutionIdentity("c" * 64, "full", residency, "text")
-            hit = _call(problems, f"fpm_choose_producer_contract({residency!r})",
-                        lambda i=identity: host.hooks.choose_producer_contract(identity=i))  # fmt: skip
+            hit = _call(problems, f"fpm_choose_producer_contract({residency!r})", host.hooks.choose_producer_contract,
+                        identity=identity)  # fmt: skip
             if hit is not None and hit[1] not in own:
                 problems.append(f"fpm_choose_producer_contract({residency!r}): chose {hit[1].name}, "
                                 "which the plugin does not register through fpm_producer_contracts")  # fmt: skip
     if "fpm_validate_artifact" in hooks:
         for contract in own:
-            _call(problems, f"fpm_validate_artifact({contract.name}, empty cell)",
-                  lambda c=contract: host.hooks.validate_artifact(contract=c, cell={}, files={}, plan={}))  # fmt: skip
+            _call(problems, f"fpm_validate_artifact({contract.name}, empty cell)", host.hooks.validate_artifact,
+                  contract=contract, cell={}, files={}, plan={})  # fmt: skip
 
 
 def _check_runtime_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: list[str]) -> None:
     for pin in info.targets:
         if "fpm_classify_spec" in hooks:
             for cls in SPEC_CLASSES:
-                _call(problems, f"fpm_classify_spec({pin}, {cls})",
-                      lambda c=cls, p=pin: host.hooks.classify_spec(runtime=p, spec_class=c, spec={}))  # fmt: skip
+                _call(problems, f"fpm_classify_spec({pin}, {cls})", host.hooks.classify_spec, runtime=pin,
+                      spec_class=cls, spec={})  # fmt: skip
         if "fpm_runtime_rules" in hooks:
-            _call(problems, f"fpm_runtime_rules({pin})", lambda p=pin: host.hooks.runtime_rules(runtime=p))
+            _call(problems, f"fpm_runtime_rules({pin})", host.hooks.runtime_rules, runtime=pin)
 
 
 def _check_commands(module: ModuleType, problems: list[str]) -> None:
@@ -231,7 +230,7 @@ def _check_commands(module: ModuleType, problems: list[str]) -> None:
         if not command.help.strip():
             problems.append(f"fpm_cli_commands: command {command.name!r} has no help")
         parser = argparse.ArgumentParser(prog=f"fpm {command.name}")
-        if _call(problems, f"fpm_cli_commands: configure {command.name!r}", lambda c=command, p=parser: c.configure(p)
+        if _call(problems, f"fpm_cli_commands: configure {command.name!r}", command.configure, parser
                  ) is None and parser._actions:  # fmt: skip
             for action in parser._actions:
                 if action.option_strings and not isinstance(action, argparse._HelpAction) and not action.help:

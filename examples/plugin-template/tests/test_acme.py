@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 import fpmcore_acme
+import pytest
+from fpmcore_acme.rules import align_stop
+
 from fpmcore import AlignStopQuery, ExecutionIdentity
 from fpmcore.conformance import DATA
 from fpmcore.testing import check_plugin
-from fpmcore_acme.rules import align_stop
 
 #: A hybrid profile shipped with fpmcore (GLM-5.3-Flash TP 4: block 2,176, budget 8,192, max_model_len 1,048,576).
 PROFILE = str(DATA / "conformance-hybrid.fpm-profile.json")

@@ -251,8 +251,8 @@ def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -
 
             for spec in gen.check_generator(item, f"{where}: traces[{i}]"):
                 label = gen.label(spec)
-                trace = parse_trace_lines(gen.generate_lines(spec), label)
-                trace_digests.append(keep(_trace_input(trace, label)))
+                generated = parse_trace_lines(gen.generate_lines(spec), label)
+                trace_digests.append(keep(_trace_input(generated, label)))
         else:
             raise _err(f"grid traces[{i}] must be a path or a generator object, found {json.dumps(item)}", where)
     # tables

@@ -19,6 +19,7 @@ order) and shows the swept axes, the objective and the constrained metrics.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,7 +89,7 @@ def parse_constraint(text: str) -> Constraint:
         bound = float(m.group(3))
     except ValueError:
         raise FpmError(RULE, f"--constraint {text!r}: {m.group(3)!r} is not a number") from None
-    if bound != bound or bound in (float("inf"), float("-inf")):
+    if not math.isfinite(bound):
         raise FpmError(RULE, f"--constraint {text!r}: the bound must be finite")
     return Constraint(m.group(1), m.group(2), bound)
 

@@ -83,10 +83,12 @@ def check_length(spec: Any, field: str, where: str) -> Any:
     if lo is not None and hi is not None and lo > hi:
         raise _bad(f"{field}: min {lo} exceeds max {hi}", where)
     if dist == "lognormal":
-        for name in ("median", "sigma"):
-            v = spec.get(name)
-            if not _num(v) or v <= 0 and name == "median" or v < 0:
-                raise _bad(f"{field}: {name} must be a finite positive number, found {json.dumps(v)}", where)
+        median: Any = spec.get("median")
+        sigma: Any = spec.get("sigma")
+        if not _num(median) or median <= 0:
+            raise _bad(f"{field}: median must be a finite number > 0, found {json.dumps(median)}", where)
+        if not _num(sigma) or sigma < 0:
+            raise _bad(f"{field}: sigma must be a finite number >= 0, found {json.dumps(sigma)}", where)
     return dict(spec)
 
 
@@ -97,7 +99,7 @@ def _draw(rng: random.Random, spec: Any) -> int:
     if dist == "uniform":
         return rng.randint(spec["min"], spec["max"])
     if dist == "choice":
-        return spec["values"][rng.randrange(len(spec["values"]))]
+        return int(spec["values"][rng.randrange(len(spec["values"]))])
     value = round(spec["median"] * math.exp(spec["sigma"] * rng.gauss(0.0, 1.0)))
     value = max(value, spec.get("min", 1))
     if spec.get("max") is not None:

@@ -22,8 +22,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fpmcore import API_VERSION, AlignStopQuery, ExecutionIdentity, PlanLimits, PluginInfo, PointPlan, ProducerContract
-from fpmcore import hookimpl
+from fpmcore import (
+    API_VERSION,
+    AlignStopQuery,
+    ExecutionIdentity,
+    PlanLimits,
+    PluginInfo,
+    PointPlan,
+    ProducerContract,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
     from fpmcore.profile import FpmModelProfile
