@@ -65,11 +65,18 @@ class ResultsWriter:
     def __init__(self, path: str | os.PathLike[str], keep: int) -> None:
         """Open ``path`` for appending after its first ``keep`` bytes (a torn tail is cut away)."""
         self.path = Path(path)
+        created = not self.path.exists()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.ftruncate(self._fd, keep)
             os.lseek(self._fd, keep, os.SEEK_SET)
             os.fsync(self._fd)
+            if created:  # the file's name is durable too
+                folder = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(folder)
+                finally:
+                    os.close(folder)
         except BaseException:
             os.close(self._fd)
             raise
