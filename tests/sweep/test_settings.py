@@ -25,7 +25,7 @@ def test_every_replay_option_is_a_setting_or_an_axis_or_an_output():
     names = set(S.replay_settings())
     assert names == _replay_dests() - S.NOT_SETTINGS
     assert {"max_num_seqs", "max_num_batched_tokens", "prefix_caching", "no_reserve_full_isl", "deployment"} <= names
-    S.check_mapping(S.replay_settings())  # each maps to config_from_profile
+    assert S.unmapped(S.replay_settings()) == []  # each maps to a parameter of config_from_profile
 
 
 def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_sweep(monkeypatch, tmp_path):
@@ -95,3 +95,22 @@ def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
     assert (b.max_num_seqs, b.max_num_batched_tokens, b.prefix_caching, b.reserve_full_isl) == (
         res.max_batch_size, res.max_num_tokens, False, True)
     assert a.hash_block_size == 2176  # RV-8: the GLM TP 4 attention block, with prefix caching on
+
+
+def test_an_option_without_a_config_parameter_is_refused_only_when_used(monkeypatch, tmp_path):
+    import fpmcore.replay.cli as replay_cli
+
+    original = replay_cli.configure
+
+    def configure(p):
+        original(p)
+        p.add_argument("--color", choices=("auto", "never"), default="auto", help="how the summary is printed")
+
+    monkeypatch.setattr(replay_cli, "configure", configure)
+    assert S.unmapped(S.replay_settings()) == ["color"]
+    base = {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)]}
+    assert len(expand(write_grid(tmp_path / "g.json", {**base, "settings": {"max_num_seqs": [8]}})).tasks) == 1
+    with pytest.raises(FpmError) as exc:
+        expand(write_grid(tmp_path / "g.json", {**base, "settings": {"color": ["never"]}}))
+    assert exc.value.message == ("setting color (--color) has no parameter of config_from_profile; "
+                                 "the sweep cannot apply it")

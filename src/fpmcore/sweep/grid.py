@@ -52,7 +52,7 @@ import attrs
 
 from fpmcore.errors import FpmError
 from fpmcore.sweep import traces as gen
-from fpmcore.sweep.settings import Setting, check_mapping, check_settings, config_kwargs, replay_settings
+from fpmcore.sweep.settings import Setting, check_settings, config_kwargs, replay_settings
 
 RULE = "sweep"
 _KEYS = ("profiles", "traces", "tables", "settings", "runs")
@@ -218,7 +218,6 @@ def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -
     if unknown:
         raise _err(f"unknown grid key {unknown[0]!r}; grid keys are: {', '.join(_KEYS)}", where)
     settings = replay_settings()
-    check_mapping(settings)
     inputs: dict[str, Input] = {}
 
     def keep(item: Input) -> str:

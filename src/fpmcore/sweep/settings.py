@@ -17,8 +17,8 @@ choices for a choice option, ``true``/``false`` for a flag.
 :func:`fpmcore.replay.config_from_profile` the way ``fpm replay`` does: an
 option whose ``dest`` is a parameter passes its value (``"on"``/``"off"``
 become booleans), a flag ``--no-X`` passes ``X=False``, ``deployment`` is the
-deployment index.  A replay option with no counterpart is refused before any
-run (:func:`check_mapping`).
+deployment index.  A replay option with no counterpart (:func:`unmapped`; the
+suite expects none) is refused when a grid names it, before any run.
 """
 
 from __future__ import annotations
@@ -117,6 +117,9 @@ def check_settings(values: Mapping[str, Any], settings: Mapping[str, Setting], w
         if setting is None:
             known = ", ".join(settings)
             raise FpmError(RULE, f"unknown setting {name!r}; fpm replay's settings are: {known}", where)
+        if unmapped({name: setting}):
+            raise FpmError(RULE, f"setting {name} ({setting.option}) has no parameter of config_from_profile; "
+                                 "the sweep cannot apply it", where)  # fmt: skip
         out[name] = setting.check(value, where)
     return out
 
@@ -127,12 +130,11 @@ def _parameters() -> set[str]:
     return set(inspect.signature(config_from_profile).parameters)
 
 
-def check_mapping(settings: Mapping[str, Setting]) -> None:
-    """Every setting maps to a parameter of ``config_from_profile`` (else the sweep cannot apply it)."""
+def unmapped(settings: Mapping[str, Setting]) -> list[str]:
+    """Settings with no parameter of ``config_from_profile`` to go to (the suite expects none)."""
     params = _parameters()
-    for s in settings.values():
-        if s.name not in params and not (s.name.startswith("no_") and s.name[3:] in params):
-            raise FpmError(RULE, f"fpm replay option {s.option} has no counterpart in config_from_profile")
+    return [s.name for s in settings.values()
+            if s.name not in params and not (s.name.startswith("no_") and s.name[3:] in params)]  # fmt: skip
 
 
 def config_kwargs(values: Mapping[str, Any], settings: Mapping[str, Setting]) -> dict[str, Any]:
@@ -150,4 +152,4 @@ def config_kwargs(values: Mapping[str, Any], settings: Mapping[str, Setting]) ->
     return kwargs
 
 
-__all__ = ["NOT_SETTINGS", "Setting", "check_mapping", "check_settings", "config_kwargs", "replay_settings"]
+__all__ = ["NOT_SETTINGS", "Setting", "check_settings", "config_kwargs", "replay_settings", "unmapped"]
