@@ -139,10 +139,9 @@ def _parser_section(parser: argparse.ArgumentParser, title: str, level: int) -> 
 
 def cli_parser() -> argparse.ArgumentParser:
     """``fpm``'s parser with fpmcore's own commands (no third-party plugin)."""
-    from fpmcore.cli import build_parser
-    from fpmcore.plugins import PluginHost
+    from fpmcore.cli import build_host, build_parser
 
-    return build_parser(PluginHost(autoload=False, environ={}))
+    return build_parser(build_host(autoload=False, environ={}))
 
 
 def cli_page() -> str:

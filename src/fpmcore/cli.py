@@ -4,8 +4,10 @@ Global options come before the subcommand::
 
     fpm [--version] [--debug] [--plugin ID]... [--disable-plugin ID]... COMMAND ...
 
-Subcommands are contributed through the ``fpm_cli_commands`` hook; fpmcore's
-own come from the built-in plugin :mod:`fpmcore.commands`.
+Subcommands are contributed through the ``fpm_cli_commands`` hook.  The
+command line builds the plugin host (:func:`build_host`) and registers
+fpmcore's own commands in it as the built-in plugin :mod:`fpmcore.commands`,
+the way any plugin's commands come in: the host itself knows no command.
 
 Exit codes: 0 ok; 1 the operation's verdict is negative (an invalid
 profile, an incomplete import, a refused artifact); 2 bad usage or
@@ -22,64 +24,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import fpmcore
+from fpmcore import commands
+from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
+from fpmcore.plugins import PluginHost
 
-EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
-
-
-def _width(stream: Any) -> int | None:
-    """Terminals keep their width; files and pipes get 160 columns, so tables stay readable."""
-    try:
-        return None if stream.isatty() else 160
-    except (AttributeError, ValueError):
-        return 160
+#: The built-in plugins the command line registers before any other plugin.
+BUILTIN_PLUGINS: tuple[object, ...] = (commands,)
 
 
-class Context:
-    """What a subcommand's ``run(args, ctx)`` gets.
+def build_host(**kwargs: Any) -> PluginHost:
+    """The plugin host of ``fpm``: the built-in commands plugin, then the plugins ``kwargs`` select.
 
-    ``host``: the :class:`~fpmcore.plugins.PluginHost`; ``out``/``err``: rich
-    consoles on stdout/stderr (created on first use); ``json``: ``--json``
-    was given; ``debug``: ``--debug`` was given.
+    ``kwargs`` are those of :class:`~fpmcore.plugins.PluginHost` (``plugins``,
+    ``autoload``, ``enable``, ``disable``, ``strict``, ``environ``).
     """
-
-    def __init__(self, host: Any, *, json: bool, debug: bool) -> None:
-        self.host = host
-        self.json = json
-        self.debug = debug
-        self._out = self._err = None
-
-    @property
-    def out(self) -> Any:
-        if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(file=sys.stdout, width=_width(sys.stdout))
-        return self._out
-
-    @property
-    def err(self) -> Any:
-        if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(file=sys.stderr, width=_width(sys.stderr))
-        return self._err
-
-    def emit_json(self, document: dict[str, Any]) -> None:
-        """Write one JSON document to stdout (``"schema": 1`` first)."""
-        from fpmcore.jsonio import dumps_output
-
-        sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
-        sys.stdout.flush()
-
-    def progress(self, description: str, total: int | None) -> Any:
-        """A rich progress bar on stderr, disabled when stderr is not a terminal."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        return Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=self.err, disable=not sys.stderr.isatty(), transient=True,
-        )  # fmt: skip
+    return PluginHost(builtins=BUILTIN_PLUGINS, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,7 +62,7 @@ def _global_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser(host: Any) -> argparse.ArgumentParser:
+def build_parser(host: PluginHost) -> argparse.ArgumentParser:
     """The full parser: global options plus every registered subcommand."""
     parser = _Parser(
         prog="fpm",
@@ -123,13 +83,11 @@ def build_parser(host: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, host: Any = None) -> int:
+def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -> int:
     """Run ``fpm`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     ``host`` replaces the plugin host built from the environment (tests).
     """
-    from fpmcore.plugins import PluginHost
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         early, _ = _global_parser().parse_known_args(argv)
@@ -137,7 +95,7 @@ def main(argv: Sequence[str] | None = None, *, host: Any = None) -> int:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     if host is None:  # FPM_STRICT_PLUGINS=1 raises from here, with the plugin's traceback
-        host = PluginHost(enable=early.plugin, disable=early.disable_plugin)
+        host = build_host(enable=early.plugin, disable=early.disable_plugin)
     try:
         args = build_parser(host).parse_args(argv)
     except _UsageError as exc:

@@ -1,5 +1,8 @@
 """fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``.
 
+The command line (:func:`fpmcore.cli.build_host`) registers this module in
+the plugin host it builds; the host itself imports no command.
+
 ``fpm plugins``, ``fpm profile check``, ``fpm schema``, and the pipelines'
 commands (``import``, ``probe``, ``plan``, ``validate``, ``replay``), each
 defined beside its pipeline.  Heavy modules are imported only when a command
@@ -12,10 +15,10 @@ import argparse
 import importlib
 from typing import Any
 
-from fpmcore.cli import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context
+from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
-from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo
 from fpmcore.hookspecs import hookimpl
+from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo
 
 #: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
 PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (

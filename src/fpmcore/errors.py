@@ -8,7 +8,7 @@ shows a traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.diagnostics import Diagnostic
 
 
 class FpmError(Exception):

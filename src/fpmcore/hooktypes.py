@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import attrs
 
+from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.
 API_VERSION = 1
@@ -257,18 +259,6 @@ class ProducerContract:
     residency: str = attrs.field(validator=_nonblank)
     label: str = ""
     protocol_producer: str | None = None
-
-
-@attrs.frozen
-class Diagnostic:
-    """One finding: the rule id, the message, and where (path, record, field)."""
-
-    rule: str
-    message: str
-    where: str = ""
-
-    def render(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
 
 
 @attrs.frozen

@@ -1,12 +1,13 @@
 """The plugin host: loading, records, selection.
 
-Loading order: the built-in plugins of fpmcore itself, then the plugin
+Loading order: the built-in plugins the caller passes (the command line
+registers fpmcore's own commands, :mod:`fpmcore.commands`), then the plugin
 objects a caller passes (tests, embedding), then every entry point of the
-group ``fpmcore.plugins``.  Each load and registration is wrapped: a plugin
-that fails to import, implements an unknown hook, answers ``fpm_plugin_info``
-wrongly or targets another hook API is recorded with its status and the
-error text, and the host goes on.  ``FPM_STRICT_PLUGINS=1`` re-raises
-instead.
+group ``fpmcore.plugins``.  The host imports no command line.  Each load and
+registration is wrapped: a plugin that fails to import, implements an unknown
+hook, answers ``fpm_plugin_info`` wrongly or targets another hook API is
+recorded with its status and the error text, and the host goes on.
+``FPM_STRICT_PLUGINS=1`` re-raises instead.
 
 Environment (read once, when the host is built):
 
@@ -93,6 +94,8 @@ class PluginHost:
     :param disable: ids not to load (``--disable-plugin``).
     :param strict: re-raise plugin failures (default: ``FPM_STRICT_PLUGINS=1``).
     :param environ: the environment to read (default ``os.environ``).
+    :param builtins: fpmcore's own plugin objects (``kind="builtin"``),
+        registered first and never disabled.
 
     ``host.hooks`` is the typed facade (:class:`fpmcore.hooks.Hooks`).
     """
@@ -106,7 +109,7 @@ class PluginHost:
         disable: Iterable[str] = (),
         strict: bool | None = None,
         environ: Mapping[str, str] | None = None,
-        builtins: bool = True,
+        builtins: Iterable[object] = (),
     ) -> None:
         from fpmcore.hooks import Hooks
 
@@ -120,10 +123,8 @@ class PluginHost:
         self.autoload = (not _env_flag(env, "FPM_DISABLE_PLUGIN_AUTOLOAD")) if autoload is None else autoload
         self._records: dict[str, PluginRecord] = {}
         self.hooks = Hooks(self)
-        if builtins:
-            from fpmcore import commands
-
-            self._load(commands, distribution="fpmcore", version=None, builtin=True)
+        for obj in builtins:
+            self._load(obj, distribution="fpmcore", version=None, builtin=True)
         for obj in plugins:
             self._load(obj, distribution=None, version=None)
         self._load_entry_points()

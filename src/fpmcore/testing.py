@@ -6,8 +6,8 @@ with ``-p fpmcore.testing``.  It provides:
 ``fpm_host``
     a factory fixture: ``fpm_host(*plugin_objects, entry_points=("vllm_033",))``
     builds a :class:`~fpmcore.plugins.PluginHost` with exactly those plugins
-    (plus fpmcore's built-ins) and no autoload, independent of the
-    environment.
+    (plus fpmcore's built-in commands, as ``fpm`` builds it) and no
+    autoload, independent of the environment.
 ``run_fpm``
     a fixture (and a plain function) running ``fpm`` in-process:
     ``run_fpm("plugins", "--json", env={"FPM_PLUGINS": "glm53flash"})``
@@ -22,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 import pytest
 
+from fpmcore.cli import build_host
 from fpmcore.plugins import PluginHost
 
 
@@ -80,8 +80,8 @@ def run_fpm(*argv: str, env: Mapping[str, str | None] | None = None, host: Plugi
 
 
 def make_host(*plugins: object, entry_points: tuple[str, ...] = (), **kwargs: Any) -> PluginHost:
-    """A host with exactly ``plugins`` and the named installed entry points; no autoload."""
-    return PluginHost(plugins=plugins, autoload=False, enable=entry_points, environ={}, **kwargs)
+    """A host like ``fpm``'s (fpmcore's built-in commands) with exactly ``plugins`` and the named entry points; no autoload."""
+    return build_host(plugins=plugins, autoload=False, enable=entry_points, environ={}, **kwargs)
 
 
 @pytest.fixture

@@ -146,7 +146,7 @@ def test_hook_through_the_plugin_host(glm):
     import fpmcore_vllm033
     from fpmcore_vllm033 import probe
 
-    host = PluginHost(plugins=[fpmcore_vllm033], autoload=False, builtins=False)
+    host = PluginHost(plugins=[fpmcore_vllm033], autoload=False)
     source = probe.scheduler_source(glm[0], MANIFEST, MODEL)
     assert host.pm.hook.fpm_observe_cache_groups(runtime="vllm==0.27.0", source=source, phase="prefill", rank=0) is None
     rec = host.pm.hook.fpm_observe_cache_groups(runtime="vllm==0.33.0", source=source, phase="prefill", rank=0)
