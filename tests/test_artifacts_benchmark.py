@@ -29,8 +29,8 @@ def glm_record() -> dict:
 
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
     profile = load_profile(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json")
-    plan = host.hooks.generate_points(
-        model="glm53flash", profile=profile, deployment=0, limits=PlanLimits(8192, 1048576, H, H)
+    plan = host.hooks.model("glm53flash").generate_points(
+        profile=profile, deployment=0, limits=PlanLimits(8192, 1048576, H, H)
     )
     return dict(plan.report["plan_record"])
 

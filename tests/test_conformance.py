@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from fpmcore.hooktypes import API_VERSION
 from fpmcore.testing import check_plugin
 
 GOOD = '''
@@ -75,7 +76,7 @@ def test_a_good_plugin_conforms(plugin_module):
     ([('summary="a plugin of the conformance tests"', 'summary=""')],
      "plugin info: no summary (fpm plugins show prints it)"),
     ([("api_version=API_VERSION", "api_version=API_VERSION + 1")],
-     "plugin info: hook API 2 is not supported; this fpmcore provides 1"),
+     f"plugin info: hook API {API_VERSION + 1} is not supported; this fpmcore provides {API_VERSION}"),
     ([('kind="model", targets=("conf-model",)', 'kind="runtime", targets=("vllm-0.33",)')],
      "plugin info: runtime target 'vllm-0.33' is not an exact pin name==version"),
     ([("return query.num_new_tokens", "return query.num_new_tokens + 1")],

@@ -13,6 +13,7 @@ from fpmcore import (
     CliCommand,
     Diagnostic,
     ExecutionIdentity,
+    HashBlockQuery,
     PlanLimits,
     PluginInfo,
     PointPlan,
@@ -92,29 +93,51 @@ def test_observe_cache_groups(fpm_host):
     seen = {}
 
     def observe(runtime, source, phase, rank):
-        if runtime != "vllm==9.9.9":
-            return None
-        seen.update(phase=phase, rank=rank)
+        seen.update(runtime=runtime, phase=phase, rank=rank)
         return {"schema_version": "fpmcore-runtime-observation/v1", "groups": len(source["kv_cache_config"])}
 
-    host = fpm_host(_plugin("obs", "runtime", ("vllm==9.9.9",), fpm_observe_cache_groups=observe))
-    rec = host.hooks.observe_cache_groups(runtime="vllm==9.9.9", source={"kv_cache_config": [1, 2]},
-                                          phase="decode", rank=3)  # fmt: skip
-    assert rec["groups"] == 2 and seen == {"phase": "decode", "rank": 3}
-    with pytest.raises(FpmError, match="no runtime plugin observes vllm==1.0.0"):
-        host.hooks.observe_cache_groups(runtime="vllm==1.0.0", source={}, phase="decode", rank=0)
+    host = fpm_host(_plugin("obs", "runtime", ("vllm==9.9.9",), fpm_observe_cache_groups=observe),
+                    _plugin("quiet", "runtime", ("vllm==8.8.8",)))  # fmt: skip
+    rec = host.hooks.runtime("vllm==9.9.9").observe_cache_groups(source={"kv_cache_config": [1, 2]},
+                                                                 phase="decode", rank=3)  # fmt: skip
+    assert rec["groups"] == 2 and seen == {"runtime": "vllm==9.9.9", "phase": "decode", "rank": 3}
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==1\.0\.0; installed runtime plugins: "
+                                       r"obs \(vllm==9\.9\.9\), quiet \(vllm==8\.8\.8\)"):
+        host.hooks.runtime("vllm==1.0.0")
+    with pytest.raises(FpmError, match="runtime plugin 'quiet' does not implement fpm_observe_cache_groups for vllm==8.8.8"):
+        host.hooks.runtime("vllm==8.8.8").observe_cache_groups(source={}, phase="decode", rank=0)
+
+
+def test_runtime_hooks_reach_only_the_selected_plugin(fpm_host):
+    """Selected once from the pin: another runtime plugin's implementation is never called."""
+    calls = []
+
+    def classify(plugin_id):
+        def fn(runtime, spec_class, spec):
+            calls.append((plugin_id, runtime))
+            return SpecClassification("attention")
+        return fn
+
+    host = fpm_host(_plugin("a", "runtime", ("vllm==1.0.0",), fpm_classify_spec=classify("a")),
+                    _plugin("b", "runtime", ("vllm==2.0.0", "vllm==2.0.1"), fpm_classify_spec=classify("b")))  # fmt: skip
+    runtime = host.hooks.runtime("vllm==2.0.1")
+    assert (runtime.plugin, runtime.pin, runtime.version) == ("b", "vllm==2.0.1", "2.0.1")
+    assert runtime.classify_spec(spec_class="X", spec={}) == SpecClassification("attention")
+    host.hooks.runtime("vllm==1.0.0").classify_spec(spec_class="X", spec={})
+    assert calls == [("b", "vllm==2.0.1"), ("a", "vllm==1.0.0")]
 
 
 def test_normalize_record_and_wrong_return_type_names_the_plugin(fpm_host):
-    good = _plugin("good", "runtime", ("vllm==9.9.9",),
-                   fpm_normalize_record=lambda runtime, record: {**record, "n": 1} if runtime == "vllm==9.9.9" else None)
-    bad = _plugin("bad", "runtime", ("vllm==8.8.8",),
-                  fpm_normalize_record=lambda runtime, record: [record] if runtime == "vllm==8.8.8" else None)
-    host = fpm_host(good, bad)
-    assert host.hooks.normalize_record(runtime="vllm==9.9.9", record={"a": 0}) == {"a": 0, "n": 1}
-    assert host.hooks.normalize_record(runtime="vllm==7.7.7", record={}) is None
+    good = _plugin("good", "runtime", ("vllm==9.9.9",), fpm_normalize_record=lambda record: {**record, "n": 1})
+    bad = _plugin("bad", "runtime", ("vllm==8.8.8",), fpm_normalize_record=lambda record: [record])
+    plain = _plugin("plain", "runtime", ("vllm==7.7.7",))
+    host = fpm_host(good, bad, plain)
+    assert host.hooks.runtime("vllm==9.9.9").normalize_record(record={"a": 0}) == {"a": 0, "n": 1}
+    record = {"a": 0}
+    default = host.hooks.runtime("vllm==7.7.7").normalize_record(record=record)  # no implementation: the default
+    assert default == record and default is not record
     with pytest.raises(PluginError) as info:
-        host.hooks.normalize_record(runtime="vllm==8.8.8", record={})
+        host.hooks.runtime("vllm==8.8.8").normalize_record(record={})
     assert info.value.message == "plugin 'bad' returned list from fpm_normalize_record; expected dict"
 
 
@@ -124,21 +147,23 @@ def test_a_plugin_exception_is_wrapped_with_its_name(fpm_host):
 
     host = fpm_host(_plugin("boom", "runtime", ("vllm==9.9.9",), fpm_classify_spec=boom))
     with pytest.raises(PluginError) as info:
-        host.hooks.classify_spec(runtime="vllm==9.9.9", spec_class="X", spec={})
+        host.hooks.runtime("vllm==9.9.9").classify_spec(spec_class="X", spec={})
     assert info.value.message == "plugin 'boom' failed in fpm_classify_spec: KeyError: 'fields'"
 
 
 def test_classify_spec_through_the_runtime_plugins(fpm_host):
     host = fpm_host(entry_points=("vllm_027", "vllm_033"))
     mamba = "vllm.v1.kv_cache_interface.MambaSpec"
-    assert host.hooks.classify_spec(runtime="vllm==0.33.0", spec_class=mamba, spec={}) == SpecClassification("state")
-    old = host.hooks.classify_spec(runtime="vllm==0.27.0", spec_class=mamba, spec={})
+    new = host.hooks.runtime("vllm==0.33.0").classify_spec(spec_class=mamba, spec={})
+    assert new == SpecClassification("state")
+    old = host.hooks.runtime("vllm==0.27.0").classify_spec(spec_class=mamba, spec={})
     assert old.kind == "unsupported"
-    assert host.hooks.classify_spec(runtime="vllm==0.33.1", spec_class=mamba, spec={}) is None
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.33\.1; installed runtime plugins: "):
+        host.hooks.runtime("vllm==0.33.1")
 
 
 def _rules_plugin(plugin_id: str, pin: str, rules: object):
-    return _plugin(plugin_id, "runtime", (pin,), fpm_runtime_rules=lambda runtime: rules if runtime == pin else None)
+    return _plugin(plugin_id, "runtime", (pin,), fpm_runtime_rules=lambda: rules)
 
 
 def test_runtime_rules_through_the_host(fpm_host):
@@ -150,13 +175,18 @@ def test_runtime_rules_through_the_host(fpm_host):
         state_family=lambda cls: "ring" if cls.endswith(".Ring") else None,
         startup_blocks=lambda cls, fields, block, lim: (-(-lim.max_model_len // block), f"cdiv({lim.max_model_len}, {block})"),
     )  # fmt: skip
-    host = fpm_host(_rules_plugin("rt", "vllm==9.9.9", rules))
-    got = host.hooks.runtime_rules(runtime="vllm==9.9.9")
+    host = fpm_host(_rules_plugin("rt", "vllm==9.9.9", rules), _plugin("bare", "runtime", ("vllm==1.0.0",)))
+    got = host.hooks.runtime("vllm==9.9.9").rules()
     assert (got.version, got.hybrid_evidence, dict(got.kv_dtype_labels)) == ("9.9.9", True, {"fp9": "fp8"})
     assert (got.state_family("m.Ring"), got.state_family("m.Full")) == ("ring", None)
     assert got.startup_blocks("m.Full", {}, 16, StartupLimits(1000, 8192)) == (63, "cdiv(1000, 16)")
     assert got.classify_plain is None and got.prefix_cacheable("m.Full", {}) is True
-    assert host.hooks.runtime_rules(runtime="vllm==1.0.0") is None
+    # the defaults of the omitted rules: C-2 one batch per stage, I-97 the scheduler block, no nullable setting
+    assert got.in_flight_batches(2, True, "v2") == 2 and got.nullable_settings == frozenset()
+    query = HashBlockQuery((16, 32), (True, True), (), 32, True, None)
+    assert got.hash_block_size(query) == 32
+    # a runtime plugin that gives no rules is read with the defaults
+    assert host.hooks.runtime("vllm==1.0.0").rules() == RuntimeRules(version="1.0.0")
     with pytest.raises(ValueError, match="version must be a non-blank string"):
         RuntimeRules(version=" ")
 
@@ -171,24 +201,31 @@ def test_runtime_rules_are_checked_and_name_the_plugin(fpm_host):
         _rules_plugin("labels", "vllm==3.0.0", RuntimeRules(version="3.0.0", kv_dtype_labels={"fp8": 8})),
         _rules_plugin("loose", "vllm==4.0.0", RuntimeRules(
             version="4.0.0", state_family=lambda cls: "conv", prefix_cacheable=lambda cls, fields: 1,
-            startup_blocks=lambda cls, fields, block, lim: 5, classify_plain=lambda cls: "attention")),
+            startup_blocks=lambda cls, fields, block, lim: 5, classify_plain=lambda cls: "attention",
+            in_flight_batches=lambda pp, asynchronous, runner: 0, hash_block_size=lambda query: 16.0)),
+        _rules_plugin("nulls", "vllm==5.0.0", RuntimeRules(version="5.0.0", nullable_settings={"a.b.c"})),
     )  # fmt: skip
     cases = [
         ("vllm==1.0.0", "plugin 'dicty' returned dict from fpm_runtime_rules; expected RuntimeRules"),
         ("vllm==2.0.0", "plugin 'elsewhere' returned rules for version 2.0.1 from fpm_runtime_rules; expected 2.0.0"),
         ("vllm==3.0.0", "plugin 'labels' returned a non-string KV dtype label from fpm_runtime_rules: 'fp8': 8"),
-    ]
+        ("vllm==5.0.0", "plugin 'nulls' returned a nullable setting that is not '<section>.<key>' or '<key>' "
+                        "from fpm_runtime_rules: 'a.b.c'"),
+    ]  # fmt: skip
     for pin, message in cases:
         with pytest.raises(PluginError) as info:
-            host.hooks.runtime_rules(runtime=pin)
+            host.hooks.runtime(pin).rules()
         assert info.value.message == message
-    loose = host.hooks.runtime_rules(runtime="vllm==4.0.0")
+    loose = host.hooks.runtime("vllm==4.0.0").rules()
     calls = [
         (lambda: loose.state_family("m.X"), "returned str from fpm_runtime_rules.state_family; expected 'mamba', 'ring' or None"),
         (lambda: loose.prefix_cacheable("m.X", {}), "returned int from fpm_runtime_rules.prefix_cacheable; expected bool"),
         (lambda: loose.startup_blocks("m.X", {}, 16, StartupLimits(1, 1)),
          "returned int from fpm_runtime_rules.startup_blocks; expected (int, str) or None"),
         (lambda: loose.classify_plain("m.X"), "returned str from fpm_runtime_rules.classify_plain; expected SpecClassification"),
+        (lambda: loose.in_flight_batches(1, False, None), "returned 0 from fpm_runtime_rules.in_flight_batches; expected a positive int"),
+        (lambda: loose.hash_block_size(HashBlockQuery((16,), (True,), (), 16, True, None)),
+         "returned float from fpm_runtime_rules.hash_block_size; expected int or str"),
     ]  # fmt: skip
     for call, message in calls:
         with pytest.raises(PluginError) as info:
@@ -201,8 +238,8 @@ def test_runtime_rules_of_the_runtime_plugins(fpm_host):
     from fpmcore.hooktypes import StartupLimits
 
     host = fpm_host(entry_points=("vllm_027", "vllm_033"))
-    new = host.hooks.runtime_rules(runtime="vllm==0.33.0")
-    old = host.hooks.runtime_rules(runtime="vllm==0.27.0")
+    new = host.hooks.runtime("vllm==0.33.0").rules()
+    old = host.hooks.runtime("vllm==0.27.0").rules()
     assert (new.version, new.hybrid_evidence, old.version, old.hybrid_evidence) == ("0.33.0", True, "0.27.0", False)
     mamba = "vllm.v1.kv_cache_interface.MambaSpec"
     fields = {"num_speculative_blocks": 0, "num_prefill_checkpoint_blocks": 1}
@@ -210,39 +247,48 @@ def test_runtime_rules_of_the_runtime_plugins(fpm_host):
     assert new.startup_blocks(mamba, fields, 2176, limits) == (3, "align mode: 2 + 0 speculative + 1 checkpoint")
     assert old.startup_blocks(mamba, fields, 2176, limits) is None
     assert (new.state_family(mamba), old.state_family(mamba)) == ("mamba", None)
-    assert host.hooks.runtime_rules(runtime="vllm==0.33.1") is None
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.33\.1"):
+        host.hooks.runtime("vllm==0.33.1").rules()
 
 
 def test_align_stop_range_is_checked(fpm_host):
     q = AlignStopQuery(start=0, num_new_tokens=100, prompt_len=100, num_tokens=100, block_size=16,
                        hash_block_size=16, max_num_batched_tokens=100, checkpoint_alignment=None)  # fmt: skip
     host = fpm_host(
-        _plugin("good", targets=("good",), fpm_align_stop=lambda model, query: 96 if model == "good" else None),
-        _plugin("greedy", targets=("greedy",), fpm_align_stop=lambda model, query: 101 if model == "greedy" else None),
-        _plugin("boolish", targets=("boolish",), fpm_align_stop=lambda model, query: True if model == "boolish" else None),
-    )
-    assert host.hooks.align_stop(model="good", query=q) == 96
+        _plugin("good", targets=("good",),
+                fpm_align_stop=lambda runtime, query: 96 if runtime == "vllm==9.9.9" else None),
+        _plugin("greedy", targets=("greedy",), fpm_align_stop=lambda query: 101),
+        _plugin("boolish", targets=("boolish",), fpm_align_stop=lambda query: True),
+    )  # fmt: skip
+    assert host.hooks.model("good").align_stop(runtime="vllm==9.9.9", query=q) == 96
+    assert host.hooks.model("good").align_stop_rule("vllm==9.9.9")(q) == 96
+    with pytest.raises(FpmError, match=r"no model plugin implements the align-stop rule for 'good' on vllm==1\.0\.0 "
+                                       r"\(model plugin 'good' gives none\)"):
+        host.hooks.model("good").align_stop(runtime="vllm==1.0.0", query=q)
     with pytest.raises(PluginError, match=r"plugin 'greedy' returned 101 from fpm_align_stop; expected 0..100"):
-        host.hooks.align_stop(model="greedy", query=q)
+        host.hooks.model("greedy").align_stop(runtime="vllm==9.9.9", query=q)
     with pytest.raises(PluginError, match="plugin 'boolish' returned bool from fpm_align_stop; expected int"):
-        host.hooks.align_stop(model="boolish", query=q)
-    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'other'"):
-        host.hooks.align_stop(model="other", query=q)
+        host.hooks.model("boolish").align_stop(runtime="vllm==9.9.9", query=q)
+    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'other' on vllm==9.9.9: "
+                                       "no model plugin for 'other'"):
+        host.hooks.model("other").align_stop(runtime="vllm==9.9.9", query=q)
 
 
 def test_generate_points(fpm_host):
     profile = load_profile("examples/profiles/glm53flash-tp4.fpm-profile.json")
 
     def points(model, profile, deployment, limits):
-        if model != "toy":
-            return None
         n = profile.deployments[deployment].resources.max_num_tokens // limits.block_size
-        return PointPlan(points=[{"n": n}], counts={"prefill": 1, "decode": 0}, dropped={}, digest="0" * 64, smoke=[])
+        return PointPlan(points=[{"n": n, "model": model}], counts={"prefill": 1, "decode": 0}, dropped={},
+                         digest="0" * 64, smoke=[])  # fmt: skip
 
-    host = fpm_host(_plugin("toy", targets=("toy",), fpm_generate_points=points))
-    plan = host.hooks.generate_points(model="toy", profile=profile, deployment=0,
-                                      limits=PlanLimits(8192, 1_048_576, 2048, 2048))  # fmt: skip
-    assert plan.points == ({"n": 4},)
+    host = fpm_host(_plugin("toy", targets=("toy", "acme/Toy-1"), fpm_generate_points=points))
+    plan = host.hooks.model("acme/Toy-1").generate_points(profile=profile, deployment=0,
+                                                          limits=PlanLimits(8192, 1_048_576, 2048, 2048))  # fmt: skip
+    assert plan.points == ({"n": 4, "model": "acme/Toy-1"},)
+    with pytest.raises(FpmError, match="no model plugin generates points for 'nobody': no model plugin for 'nobody'"):
+        host.hooks.model("nobody").generate_points(profile=profile, deployment=0,
+                                                   limits=PlanLimits(8192, 1_048_576, 2048, 2048))  # fmt: skip
 
 
 def test_choose_producer_contract_through_the_model_plugins(fpm_host):
@@ -316,19 +362,18 @@ def test_broken_cli_commands_cost_the_plugin_not_the_cli(fpm_host):
 
 def test_dry_probe(fpm_host, tmp_path):
     def probe(runtime, model_path, out_dir, tp, caching, configuration):
-        if runtime != "vllm==9.9.9":
-            return None
         return {"ranks": tp, "caching": caching, "configuration": configuration or Path(model_path).stem}
 
     from pathlib import Path
 
-    host = fpm_host(_plugin("prober", "runtime", ("vllm==9.9.9",), fpm_dry_probe=probe))
-    summary = host.hooks.dry_probe(runtime="vllm==9.9.9", model_path="m/glm.json", out_dir=str(tmp_path), tp=4,
-                                   caching=False, configuration=None)  # fmt: skip
+    host = fpm_host(_plugin("prober", "runtime", ("vllm==9.9.9",), fpm_dry_probe=probe),
+                    _plugin("noprobe", "runtime", ("vllm==0.33.1",)))  # fmt: skip
+    summary = host.hooks.runtime("vllm==9.9.9").dry_probe(model_path="m/glm.json", out_dir=str(tmp_path), tp=4,
+                                                          caching=False, configuration=None)  # fmt: skip
     assert summary == {"ranks": 4, "caching": False, "configuration": "glm"}
-    with pytest.raises(FpmError, match="no runtime plugin offers a dry probe for vllm==0.33.1"):
-        host.hooks.dry_probe(runtime="vllm==0.33.1", model_path="m.json", out_dir=str(tmp_path), tp=1,
-                             caching=True, configuration=None)  # fmt: skip
+    with pytest.raises(FpmError, match="runtime plugin 'noprobe' does not implement fpm_dry_probe for vllm==0.33.1"):
+        host.hooks.runtime("vllm==0.33.1").dry_probe(model_path="m.json", out_dir=str(tmp_path), tp=1,
+                                                     caching=True, configuration=None)  # fmt: skip
 
 
 def test_producer_contract_registrations(fpm_host):
@@ -348,3 +393,64 @@ def test_a_second_registration_of_a_residency_fails_that_plugin(fpm_host):
     assert rec.status == "failed"
     assert rec.error == "producer contract for engram residency none is registered twice: rival, glm53flash"
     assert host.record("rival").status == "ok"
+
+
+# ---------------------------------------------------------------------------
+# pluggy's wrappers and tracing see the facade's calls
+# ---------------------------------------------------------------------------
+
+
+class _Wrapper:
+    """A model plugin that only wraps: a new-style wrapper of a runtime hook, an old-style one of a model hook."""
+
+    @hookimpl
+    def fpm_plugin_info(self):
+        return PluginInfo(id="wrap", kind="model", targets=("wrap",), api_version=API_VERSION)
+
+    @hookimpl(wrapper=True)
+    def fpm_classify_spec(self, spec_class):
+        result = yield
+        return SpecClassification("attention", windowed=True) if spec_class.endswith("Window") else result
+
+    @hookimpl(hookwrapper=True)
+    def fpm_align_stop(self, query):
+        outcome = yield
+        outcome.force_result(min(outcome.get_result(), query.block_size * 4))
+
+
+def test_wrappers_run_around_the_selected_plugin(fpm_host):
+    """``wrapper=True`` and ``hookwrapper=True`` implementations of another plugin wrap the bound call."""
+    q = AlignStopQuery(start=0, num_new_tokens=100, prompt_len=100, num_tokens=100, block_size=16,
+                       hash_block_size=16, max_num_batched_tokens=100, checkpoint_alignment=None)  # fmt: skip
+    host = fpm_host(_Wrapper(), _plugin("good", targets=("good",), fpm_align_stop=lambda query: 96),
+                    entry_points=("vllm_033",))  # fmt: skip
+    assert host.record("wrap").status == "ok"
+    assert host.hooks.implementers("fpm_classify_spec") == ["vllm_033"]  # a wrapper is not an implementation
+    runtime = host.hooks.runtime("vllm==0.33.0")
+    mamba, window = "vllm.v1.kv_cache_interface.MambaSpec", "vllm.v1.kv_cache_interface.Window"
+    assert runtime.classify_spec(spec_class=mamba, spec={}) == SpecClassification("state")
+    # vLLM 0.33.0 has no class named Window (unsupported); the wrapper rewrites the answer
+    assert runtime.classify_spec(spec_class=window, spec={}) == SpecClassification("attention", windowed=True)
+    assert host.hooks.model("good").align_stop(runtime="vllm==0.33.0", query=q) == 64  # 96 clipped to 4 x 16
+
+
+def test_tracing_and_call_monitoring_see_the_calls(fpm_host):
+    """``pm.enable_tracing`` writes each call; ``add_hookcall_monitoring`` sees the one plugin it is bound to."""
+    host = fpm_host(entry_points=("vllm_027", "vllm_033"))
+    lines: list[str] = []
+    seen: list[tuple[str, list[str], str]] = []
+    host.pm.trace.root.setwriter(lines.append)
+    undo_trace = host.pm.enable_tracing()
+    undo_monitor = host.pm.add_hookcall_monitoring(
+        lambda name, impls, kwargs: seen.append((name, [i.plugin_name for i in impls], kwargs.get("runtime"))),
+        lambda outcome, name, impls, kwargs: None,
+    )
+    try:
+        rules = host.hooks.runtime("vllm==0.27.0").rules()
+    finally:
+        undo_monitor()
+        undo_trace()
+    assert rules.version == "0.27.0" and rules.hybrid_evidence is False
+    assert seen == [("fpm_runtime_rules", ["vllm_027"], "vllm==0.27.0")]
+    text = "".join(lines)
+    assert "fpm_runtime_rules" in text and "finish fpm_runtime_rules -->" in text

@@ -204,7 +204,7 @@ def test_plugins_show(run_fpm):
     assert result.exit_code == 0
     doc = result.json()["plugin"]
     assert doc["summary"].startswith("vLLM 0.33.0")
-    assert doc["module"] == "fpmcore_vllm033"
+    assert doc["module"] == "fpmcore_vllm033:plugin"  # the entry point names the plugin object
     human = run_fpm("plugins", "show", "vllm_033")
     assert "fpmcore-vllm033" in human.stdout
     missing = run_fpm("plugins", "show", "nope")
@@ -230,3 +230,14 @@ def test_plugins_and_help_import_neither_vllm_nor_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "IMPORTED []" in out.stdout
+
+
+def test_a_passed_plugin_object_stands_over_its_entry_point():
+    """A plugin object passed to the host keeps its record: the entry point of the same id is not loaded over it."""
+    import fpmcore_glm53flash
+
+    from fpmcore.plugins import PluginHost
+
+    host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
+    assert (host.record("glm53flash").status, host.record("dsv41").status) == ("ok", "disabled")
+    assert host.select_model("zai-org/GLM-5.3-Flash").id == "glm53flash"

@@ -6,9 +6,9 @@ one MODEL.json of ``tools/probe_models/``.  Each example is planned by the
 real vLLM release its records name, on CPU:
 
 * the vLLM 0.33.0 examples in this interpreter, which needs vLLM 0.33.0 and
-  the ``vllm_033`` plugin (the oracle venv, /work/shared/oracle/setup.sh);
+  the ``vllm_033`` plugin (``tox -e vllm033-real``);
 * ``vllm-0.27.0-plain`` by the ``vllm_027`` plugin's dry probe
-  (:func:`fpmcore_vllm027.probe.dry_probe`) in an interpreter with vLLM
+  (``fpmcore_vllm027.plugin.dry_probe``) in an interpreter with vLLM
   0.27.0 and the ``vllm_027`` plugin: ``--vllm027-python`` (default
   ``$FPM_VLLM027_PYTHON``, else ``~/.cache/fpm-vllm027/venv/bin/python``,
   built as tox.ini's ``vllm027-real`` env installs it); this interpreter
@@ -65,10 +65,9 @@ DEFAULT_VLLM027_PYTHON = Path.home() / ".cache" / "fpm-vllm027" / "venv" / "bin"
 #: Runs the vllm_027 dry probe in the vLLM 0.27.0 interpreter: argv model, out, tp, caching, configuration.
 _VLLM027_SNIPPET = """
 import json, sys
-from fpmcore_vllm027.probe import dry_probe, prepare_environment
-prepare_environment()
+from fpmcore_vllm027 import plugin
 model, out, tp, caching, configuration = sys.argv[1:]
-summary = dry_probe(model, out, tp=int(tp), caching=caching == "on", configuration=configuration)
+summary = plugin.dry_probe(model, out, tp=int(tp), caching=caching == "on", configuration=configuration)
 print(json.dumps(summary))
 """
 
@@ -86,14 +85,13 @@ def generate(name: str, out_dir: Path, *, vllm027_python: Path = DEFAULT_VLLM027
     """Write example ``name`` into the empty folder ``out_dir``; return the planning summary."""
     ex = EXAMPLE_SET[name]
     if ex.runtime == "vllm_033":
-        from fpmcore_vllm033 import probe
+        from fpmcore_vllm033 import plugin
 
-        return probe.dry_probe(MODELS / ex.model, out_dir, tp=ex.tp, caching=ex.caching, configuration=name)
+        return plugin.dry_probe(MODELS / ex.model, out_dir, tp=ex.tp, caching=ex.caching, configuration=name)
     if _installed_vllm() == "0.27.0":
-        from fpmcore_vllm027.probe import dry_probe, prepare_environment
+        from fpmcore_vllm027 import plugin
 
-        prepare_environment()
-        return dry_probe(MODELS / ex.model, out_dir, tp=ex.tp, caching=ex.caching, configuration=name)
+        return plugin.dry_probe(MODELS / ex.model, out_dir, tp=ex.tp, caching=ex.caching, configuration=name)
     if not Path(vllm027_python).exists():
         raise SystemExit(f"{name}: needs an interpreter with vLLM 0.27.0; {vllm027_python} does not exist "
                          "(build it as tox.ini [testenv:vllm027-real] does, or pass --vllm027-python)")  # fmt: skip

@@ -1,7 +1,9 @@
 """The conformance suite every plugin runs against itself (``fpmcore.testing.check_plugin``).
 
 :func:`check_plugin` returns a list of problems, one line each, empty when the
-plugin conforms.  It checks, in order:
+plugin conforms.  The plugin is named as its entry point names it: a module
+(``"fpmcore_mymodel"``) or an object of a module (``"fpmcore_vllm033:plugin"``),
+or given as that module or object.  It checks, in order:
 
 1. **Plugin info.**  ``fpm_plugin_info`` exists and returns a complete
    :class:`~fpmcore.hooktypes.PluginInfo`: a non-blank id, kind ``runtime`` or
@@ -15,15 +17,18 @@ plugin conforms.  It checks, in order:
    ``vllm`` or ``torch`` fails, the module imports and answers
    ``fpm_plugin_info``, and neither name is imported.
 4. **Well-typed hooks on shared cases.**  Each hook the plugin implements is
-   called through the host's typed facade (which checks the return types) on
-   the shared cases below; a value of the wrong type or an exception other
-   than a refusal (:class:`~fpmcore.errors.FpmError`) is a problem.  Besides
+   called through the host's typed facade (which selects the plugin and checks
+   the return types) on the shared cases below; a value of the wrong type or an
+   exception other than a refusal (:class:`~fpmcore.errors.FpmError`) is a problem.  Besides
    the facade's checks: an align stop stays in ``0 … num_new_tokens``; a point
    plan's points are JSON values whose count matches ``counts``, its digest is
    64 lowercase hex digits; a chosen producer contract is one the plugin
    registers; every command has a help text and so does each of its options.
 
-Shared cases: :data:`ALIGN_QUERIES` for ``fpm_align_stop``, the two profiles of
+Shared cases: :data:`ALIGN_QUERIES` for ``fpm_align_stop``, asked for every
+runtime pin an installed runtime plugin targets and for :data:`UNMODELLED_PIN`
+(a model plugin answers for the runtimes whose align rule it models, and
+``None`` for the others), the two profiles of
 ``fpmcore/data/conformance-*.fpm-profile.json`` (a GLM-like hybrid and a plain
 dense model) for ``fpm_generate_points``, :data:`RESIDENCIES` for
 ``fpm_choose_producer_contract``, an empty cell for ``fpm_validate_artifact``,
@@ -72,6 +77,9 @@ ALIGN_QUERIES: tuple[AlignStopQuery, ...] = tuple(
     for align in (None, 16)
 )  # fmt: skip
 
+#: A runtime pin no plugin targets: an align-stop rule must refuse it (``None``), not fail.
+UNMODELLED_PIN = "conformance==unmodelled"
+
 #: Engram residencies of ``fpm_choose_producer_contract`` cases (the known ones and one nobody claims).
 RESIDENCIES = ("none", "hbm_tp_sharded", "host_offload", "conformance-unclaimed")
 
@@ -85,13 +93,24 @@ _PIN = re.compile(r"^[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _module(plugin: ModuleType | str) -> ModuleType:
-    return importlib.import_module(plugin) if isinstance(plugin, str) else plugin
+def _resolve(plugin: object | str) -> tuple[object, str]:
+    """The plugin and the name an entry point gives it: ``module`` or ``module:attribute``."""
+    if isinstance(plugin, str):
+        module_name, _, attribute = plugin.partition(":")
+        module = importlib.import_module(module_name)
+        return (getattr(module, attribute) if attribute else module), plugin
+    if isinstance(plugin, ModuleType):
+        return plugin, plugin.__name__
+    for name, module in list(sys.modules.items()):  # an object: the module attribute that holds it
+        for attribute, value in list(vars(module).items()) if isinstance(module, ModuleType) else ():
+            if value is plugin:
+                return plugin, f"{name}:{attribute}"
+    raise ValueError(f"{plugin!r} is no attribute of an imported module; name it 'module:attribute'")
 
 
-def check_info(module: ModuleType) -> tuple[PluginInfo | None, list[str]]:
-    """Clause 1: the plugin info and, when installed, the entry point's name."""
-    fn = getattr(module, "fpm_plugin_info", None)
+def check_info(plugin: object, name: str = "") -> tuple[PluginInfo | None, list[str]]:
+    """Clause 1: the plugin info and, when installed, the entry point's name (``name``: as :func:`_resolve` gives it)."""
+    fn = getattr(plugin, "fpm_plugin_info", None)
     if fn is None:
         return None, ["fpm_plugin_info: not implemented (every plugin says who it is)"]
     try:
@@ -113,9 +132,14 @@ def check_info(module: ModuleType) -> tuple[PluginInfo | None, list[str]]:
     if info.api_version != API_VERSION:
         problems.append(f"plugin info: hook API {info.api_version} is not supported; this fpmcore provides {API_VERSION}")
     for ep in metadata.entry_points(group="fpmcore.plugins"):
-        if ep.value.split(":")[0] == module.__name__ and ep.name != info.id:
+        if _names(ep.value, name) and ep.name != info.id:
             problems.append(f"entry point {ep.name!r} names plugin id {info.id!r}; name the entry point after the id")
     return info, problems
+
+
+def _names(value: str, name: str) -> bool:
+    """An entry point value ``module[:attribute]`` names the plugin ``name``."""
+    return value == name or (":" not in name and value.split(":")[0] == name)
 
 
 _NO_RUNTIME = r"""
@@ -126,8 +150,9 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError(f"conformance: {name} must not be imported at module level")
         return None
 sys.meta_path.insert(0, Block())
-module = __import__(sys.argv[1], fromlist=["*"])
-module.fpm_plugin_info()
+name, _, attribute = sys.argv[1].partition(":")
+module = __import__(name, fromlist=["*"])
+(getattr(module, attribute) if attribute else module).fpm_plugin_info()
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "torch"))
 if loaded:
     raise SystemExit("imported at module level: " + ", ".join(loaded))
@@ -135,7 +160,7 @@ if loaded:
 
 
 def check_no_runtime_import(module_name: str) -> list[str]:
-    """Clause 3: the module imports and answers without vLLM or torch (in a fresh interpreter)."""
+    """Clause 3: the module (``module[:attribute]``) imports and answers without vLLM or torch (in a fresh interpreter)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports from
     r = subprocess.run([sys.executable, "-c", _NO_RUNTIME, module_name], capture_output=True, text=True,
                        timeout=120, env=env, check=False)  # fmt: skip
@@ -162,11 +187,13 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
 
     if "fpm_align_stop" in hooks:
         before = len(problems)
-        for model in info.targets:
-            for q in ALIGN_QUERIES:  # the facade checks the type and 0 <= n <= num_new_tokens
-                _call(problems, f"fpm_align_stop({model!r}, {q})", host.hooks.align_stop, model=model, query=q)
-                if len(problems) > before:  # one wrong answer says enough
-                    break
+        cases = [(model, pin, q) for model in info.targets for pin in (*_runtime_pins(), UNMODELLED_PIN)
+                 for q in ALIGN_QUERIES]  # fmt: skip
+        for model, pin, q in cases:  # the facade checks the type and 0 <= n <= num_new_tokens
+            _call(problems, f"fpm_align_stop({model!r}, {pin}, {q})", host.hooks.model(model).align_stop,
+                  runtime=pin, query=q)  # fmt: skip
+            if len(problems) > before:  # one wrong answer says enough
+                break
     if "fpm_generate_points" in hooks:
         from fpmcore.planning import resolve_limits
         from fpmcore.profile import load_profile
@@ -176,7 +203,7 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
             limits = resolve_limits(profile, 0)
             for model in info.targets:
                 what = f"fpm_generate_points({model!r}, {path.name})"
-                plan = _call(problems, what, host.hooks.generate_points, model=model, profile=profile, deployment=0,
+                plan = _call(problems, what, host.hooks.model(model).generate_points, profile=profile, deployment=0,
                              limits=limits)  # fmt: skip
                 if not isinstance(plan, PointPlan):
                     continue
@@ -208,18 +235,27 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
                   contract=contract, cell={}, files={}, plan={})  # fmt: skip
 
 
+def _runtime_pins() -> list[str]:
+    """Every runtime pin an installed runtime plugin targets."""
+    from fpmcore.cli import build_host
+
+    return sorted({t for r in build_host(environ={}).active("runtime") for t in r.targets})
+
+
 def _check_runtime_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: list[str]) -> None:
     for pin in info.targets:
+        runtime = _call(problems, f"runtime selection ({pin})", host.hooks.runtime, pin)
+        if runtime is None:
+            continue
         if "fpm_classify_spec" in hooks:
             for cls in SPEC_CLASSES:
-                _call(problems, f"fpm_classify_spec({pin}, {cls})", host.hooks.classify_spec, runtime=pin,
-                      spec_class=cls, spec={})  # fmt: skip
+                _call(problems, f"fpm_classify_spec({pin}, {cls})", runtime.classify_spec, spec_class=cls, spec={})
         if "fpm_runtime_rules" in hooks:
-            _call(problems, f"fpm_runtime_rules({pin})", host.hooks.runtime_rules, runtime=pin)
+            _call(problems, f"fpm_runtime_rules({pin})", runtime.rules)
 
 
-def _check_commands(module: ModuleType, problems: list[str]) -> None:
-    fn = module.fpm_cli_commands
+def _check_commands(plugin: object, problems: list[str]) -> None:
+    fn = getattr(plugin, "fpm_cli_commands")
     commands = _call(problems, "fpm_cli_commands", fn)
     if commands is None:
         return
@@ -238,30 +274,32 @@ def _check_commands(module: ModuleType, problems: list[str]) -> None:
                                     f"{command.name!r} has no help")  # fmt: skip
 
 
-def check_plugin(plugin: ModuleType | str) -> list[str]:
-    """Every problem of ``plugin`` (a module or its import name), one line each; empty when it conforms."""
-    from fpmcore.testing import make_host
+def check_plugin(plugin: object | str) -> list[str]:
+    """Every problem of ``plugin`` (a module or object, or its ``module[:attribute]`` name), one line each; empty when it conforms."""
+    from fpmcore.cli import build_host
 
-    module = _module(plugin)
-    info, problems = check_info(module)
+    obj, name = _resolve(plugin)
+    info, problems = check_info(obj, name)
     if info is None:
         return problems
-    # an installed plugin is loaded through its entry point, as fpm loads it; a module on its own directly
-    eps = [ep.name for ep in metadata.entry_points(group="fpmcore.plugins") if ep.value.split(":")[0] == module.__name__]
-    host = make_host(entry_points=tuple(eps)) if eps else make_host(module)
+    # an installed plugin is loaded through its entry point, as fpm loads it; one on its own directly
+    eps = tuple(ep.name for ep in metadata.entry_points(group="fpmcore.plugins") if _names(ep.value, name))
+    kw: dict[str, Any] = {"enable": eps} if eps else {"plugins": (obj,)}
+    host = build_host(autoload=False, environ={}, **kw)
     record = next((r for r in host.records if r.id == info.id), None)
     if record is None or record.status != "ok":
         reason = "not loaded" if record is None else f"{record.status}: {record.error}"
         return problems + [f"registration: {reason}"]
-    problems += check_no_runtime_import(module.__name__)
+    problems += check_no_runtime_import(name)
     hooks = set(record.hooks)
     if info.kind == "model":
         _check_model_hooks(host, info, hooks, problems)
     else:
         _check_runtime_hooks(host, info, hooks, problems)
     if "fpm_cli_commands" in hooks:
-        _check_commands(module, problems)
+        _check_commands(obj, problems)
     return problems
 
 
-__all__ = ["ALIGN_QUERIES", "RESIDENCIES", "SPEC_CLASSES", "check_info", "check_no_runtime_import", "check_plugin"]
+__all__ = ["ALIGN_QUERIES", "RESIDENCIES", "SPEC_CLASSES", "UNMODELLED_PIN", "check_info", "check_no_runtime_import",
+           "check_plugin"]

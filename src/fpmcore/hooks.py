@@ -1,17 +1,43 @@
-"""The typed facade over ``pm.hook``: how core code calls plugins.
+"""The typed facade over pluggy: how core code calls plugins.
 
-Each method calls one hook of :mod:`fpmcore.hookspecs` with keyword
-arguments, in pluggy's order (last registered first), and checks what each
-plugin returned.  A wrong return type, or an exception other than
+Every call goes through pluggy: a hook caller of ``pm.hook``, bound to one
+plugin with ``pm.subset_hook_caller`` (:meth:`Hooks.caller`), so that
+``@hookimpl(wrapper=True)`` and ``hookwrapper`` implementations run around
+it and ``pm.trace`` / ``pm.add_hookcall_monitoring`` see it.  Binding a call
+to one plugin removes the *other plugins that implement the hook*; plugins
+that only wrap it stay in.  Who is called:
+
+* the **runtime hooks** (:class:`RuntimeHooks`, ``host.hooks.runtime(pin)``)
+  only the runtime plugin selected once from the exact pin its
+  ``PluginInfo.targets`` names (:meth:`fpmcore.plugins.PluginHost.select_runtime`);
+* the **model hooks** (:class:`ModelHooks`, ``host.hooks.model(model)``)
+  only the model plugin selected once from the model id
+  (:meth:`fpmcore.plugins.PluginHost.select_model`);
+* ``fpm_validate_artifact`` each plugin in pluggy's call order until one
+  answers (:meth:`Hooks.first`);
+* the collecting hooks each plugin in turn (:meth:`Hooks.each`), so that the
+  host knows which plugin gave which answer.
+
+So the plugin that answered is always known, and one checker
+(:func:`check`, driven by the table :data:`RETURNS`) validates every answer:
+a wrong type or value, or an exception other than
 :class:`~fpmcore.errors.FpmError` (a legitimate refusal, passed through),
 becomes a :class:`~fpmcore.errors.PluginError` that names the plugin and the
-hook.
+hook.  An exception raised by another plugin's wrapper is reported under the
+plugin the call was bound to.
+
+Why bound calls: pluggy reports a call's outcome, not which implementation
+gave it, and a wrapper the host registered would see the same.  Selecting
+the owner first (by pin, by model id) and binding the call to it keeps
+pluggy's own dispatch, wrappers and tracing, and makes the answering plugin
+known.  For the hooks asked of several plugins in turn (``fpm_validate_artifact``
+and the collecting hooks) a wrapper runs once per plugin asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -22,6 +48,7 @@ from fpmcore.hooktypes import (
     Diagnostic,
     ExecutionIdentity,
     PlanLimits,
+    PluginInfo,
     PointPlan,
     ProducerContract,
     RuntimeRules,
@@ -29,185 +56,267 @@ from fpmcore.hooktypes import (
 )
 
 if TYPE_CHECKING:
-    from fpmcore.plugins import PluginHost
+    import pluggy
+
     from fpmcore.profile import FpmModelProfile
 
 
-def _type_name(expected: type | tuple[type, ...]) -> str:
-    if isinstance(expected, tuple):
-        return " or ".join(t.__name__ for t in expected)
-    return expected.__name__
+class _Selected(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class HostView(Protocol):
+    """What the facade needs of its host (:class:`fpmcore.plugins.PluginHost`)."""
+
+    pm: pluggy.PluginManager
+
+    def plugin_failed(self, plugin: str, error: str, exc: BaseException) -> None:
+        """Record that ``plugin`` broke at run time (``FPM_STRICT_PLUGINS=1``: re-raise ``exc``)."""
+
+    def select_runtime(self, pin: str) -> _Selected: ...
+
+    def select_model(self, model: str) -> _Selected: ...
+
+
+# --------------------------------------------------------------------------
+# what each hook must return: the table and its one checker
+# --------------------------------------------------------------------------
+
+#: ``problem(value, name, kwargs)``: what is wrong with an answer of the right
+#: type to the call ``name(**kwargs)`` (``"returned … from <name>; expected …"``), or ``None``.
+ValueCheck = Callable[[Any, str, Mapping[str, Any]], "str | None"]
+
+
+@attrs.frozen
+class Expect:
+    """What one hook (or one function of :class:`~fpmcore.hooktypes.RuntimeRules`) must return.
+
+    ``types`` the accepted types (a ``bool`` is never an ``int``);
+    ``text`` how a message names them; ``items`` what each item of a list
+    must be; ``problem`` a check of the value beyond its type (see
+    :data:`ValueCheck`); ``none`` whether ``None`` is an answer (rules
+    functions; a hook's ``None`` always means "no answer").
+    """
+
+    types: tuple[type, ...]
+    text: str = ""
+    items: Expect | None = None
+    problem: ValueCheck | None = None
+    none: bool = False
+
+    @property
+    def expected(self) -> str:
+        return self.text or " or ".join(t.__name__ for t in self.types)
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def _align_range(n: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
+    k = kwargs["query"].num_new_tokens
+    return None if 0 <= n <= k else f"returned {n} from {name}; expected 0..{k}"
+
+
+def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
+    version = kwargs["runtime"].rpartition("==")[2]
+    if rules.version != version:
+        return f"returned rules for version {rules.version} from {name}; expected {version}"
+    for key, label in rules.kv_dtype_labels.items():
+        if not isinstance(key, str) or not isinstance(label, str):
+            return f"returned a non-string KV dtype label from {name}: {key!r}: {label!r}"
+    for setting in rules.nullable_settings:
+        if not isinstance(setting, str) or setting.count(".") > 1:
+            return f"returned a nullable setting that is not '<section>.<key>' or '<key>' from {name}: {setting!r}"
+    return None
+
+
+def _one_of(*values: str) -> ValueCheck:
+    def problem(value: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
+        return None if value in values else f"returned {type(value).__name__} from {name}; expected {_join(values)} or None"
+
+    return problem
+
+
+def _join(values: tuple[str, ...]) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def _startup(v: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
+    ok = len(v) == 2 and type(v[0]) is int and isinstance(v[1], str)
+    return None if ok else f"returned tuple from {name}; expected (int, str) or None"
+
+
+def _positive(v: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
+    return None if v > 0 else f"returned {v} from {name}; expected a positive int"
+
+
+#: The one table of what every hook returns (``None`` always means "no answer").
+RETURNS: dict[str, Expect] = {
+    "fpm_plugin_info": Expect((PluginInfo,)),
+    "fpm_observe_cache_groups": Expect((dict,)),
+    "fpm_dry_probe": Expect((dict,)),
+    "fpm_normalize_record": Expect((dict,)),
+    "fpm_classify_spec": Expect((SpecClassification,)),
+    "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
+    "fpm_align_stop": Expect((int,), problem=_align_range),
+    "fpm_generate_points": Expect((PointPlan,)),
+    "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
+    "fpm_choose_producer_contract": Expect((ProducerContract,)),
+    "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
+    "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
+}
+
+
+#: What each function of :class:`~fpmcore.hooktypes.RuntimeRules` returns; the
+#: facade checks every answer, naming the plugin and ``fpm_runtime_rules.<function>``.
+RULE_RETURNS: dict[str, Expect] = {
+    "classify_plain": Expect((SpecClassification,)),
+    "state_family": Expect((str,), "'mamba', 'ring' or None", none=True, problem=_one_of("mamba", "ring")),
+    "prefix_cacheable": Expect((bool,)),
+    "startup_blocks": Expect((tuple,), "(int, str) or None", none=True, problem=_startup),
+    "in_flight_batches": Expect((int,), problem=_positive),
+    "hash_block_size": Expect((int, str), "int or str"),
+}
+
+
+def check(plugin: str, name: str, value: Any, expect: Expect, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Return ``value`` when it is what ``expect`` asks for, else raise the :class:`PluginError` naming ``plugin`` and ``name``.
+
+    This is the one place answers are validated: every hook's answer
+    (:data:`RETURNS`) and every answer of a runtime's rules (:data:`RULE_RETURNS`).
+    """
+    if value is None and expect.none:
+        return value
+    if not _is(value, expect.types):
+        raise PluginError(
+            "plugins", f"plugin '{plugin}' returned {type(value).__name__} from {name}; expected {expect.expected}"
+        )
+    if expect.items is not None:
+        for item in value:
+            check(plugin, name, item, expect.items)
+    if expect.problem is not None:
+        problem = expect.problem(value, name, kwargs or {})
+        if problem is not None:
+            raise PluginError("plugins", f"plugin '{plugin}' {problem}")
+    return value
+
+
+def _guarded_rules(plugin: str, rules: RuntimeRules) -> RuntimeRules:
+    """``rules`` with each function wrapped so that a wrong answer names the plugin (:data:`RULE_RETURNS`).
+
+    An exception passes through unchanged: the functions read record values,
+    and the import turns a value of another JSON type into its rule's
+    diagnostic (02 §1).
+    """
+
+    def guard(field: str) -> Callable[..., Any]:
+        fn = getattr(rules, field)
+        name = f"fpm_runtime_rules.{field}"
+
+        def call(*args: Any) -> Any:
+            return check(plugin, name, fn(*args), RULE_RETURNS[field])
+
+        return call
+
+    changes = {field: guard(field) for field in RULE_RETURNS if getattr(rules, field) is not None}
+    return attrs.evolve(rules, **changes)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------
+# the facade
+# --------------------------------------------------------------------------
+
+
+def _wraps(impl: Any) -> bool:
+    return bool(impl.wrapper or impl.hookwrapper)
 
 
 class Hooks:
     """Typed calls of every hook; ``host.hooks`` is the instance of a host."""
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: HostView) -> None:
         self._host = host
 
     # -- machinery ------------------------------------------------------------------
 
-    def _results(self, name: str, kwargs: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
-        """Yield ``(plugin id, result)`` of every implementation, in call order."""
+    def implementers(self, name: str) -> list[str]:
+        """Ids of the plugins that implement hook ``name`` (wrappers not counted), in registration order."""
         caller = getattr(self._host.pm.hook, name)
-        for impl in reversed(caller.get_hookimpls()):
-            args = [kwargs[a] for a in impl.argnames]
-            try:
-                value = impl.function(*args)
-            except FpmError:
-                raise
-            except Exception as exc:
-                raise PluginError(
-                    "plugins", f"plugin '{impl.plugin_name}' failed in {name}: {type(exc).__name__}: {exc}"
-                ) from exc
-            yield impl.plugin_name, value
+        return [impl.plugin_name for impl in caller.get_hookimpls() if not _wraps(impl)]
 
-    @staticmethod
-    def _check(plugin: str, name: str, value: Any, expected: type | tuple[type, ...]) -> Any:
-        if not isinstance(value, expected) or isinstance(value, bool) and expected is int:
-            raise PluginError(
-                "plugins",
-                f"plugin '{plugin}' returned {type(value).__name__} from {name}; expected {_type_name(expected)}",
-            )
-        return value
+    def caller(self, name: str, plugin: str) -> Any:
+        """pluggy's caller of hook ``name`` bound to ``plugin``: the other plugins that implement it removed.
 
-    def _first(self, name: str, expected: type | tuple[type, ...], **kwargs: Any) -> tuple[str, Any] | None:
-        for plugin, value in self._results(name, kwargs):
+        Plugins that only wrap the hook stay in, so their wrappers run around
+        ``plugin``'s implementation.
+        """
+        pm = self._host.pm
+        others = {impl.plugin for impl in getattr(pm.hook, name).get_hookimpls()
+                  if impl.plugin_name != plugin and not _wraps(impl)}  # fmt: skip
+        return pm.subset_hook_caller(name, others)
+
+    def call(self, name: str, plugin: str, **kwargs: Any) -> Any:
+        """The checked answer of ``plugin`` to hook ``name`` (``None``: it gave none), called through pluggy."""
+        caller = self.caller(name, plugin)
+        try:
+            result = caller(**kwargs)
+        except FpmError:
+            raise
+        except Exception as exc:
+            raise PluginError("plugins", f"plugin '{plugin}' failed in {name}: {type(exc).__name__}: {exc}") from exc
+        if not caller.spec.opts.get("firstresult"):  # a collecting hook: the list of the answers given
+            if len(result) > 1:
+                raise PluginError("plugins", f"plugin '{plugin}' gave {len(result)} answers to {name}; expected one")
+            result = result[0] if result else None
+        if result is None:
+            return None
+        return check(plugin, name, result, RETURNS[name], kwargs)
+
+    def first(self, name: str, **kwargs: Any) -> tuple[str, Any] | None:
+        """``(plugin, answer)`` of the first plugin, in pluggy's call order, that answers hook ``name``."""
+        for plugin in reversed(self.implementers(name)):
+            value = self.call(name, plugin, **kwargs)
             if value is not None:
-                return plugin, self._check(plugin, name, value, expected)
+                return plugin, value
         return None
 
-    def _collect(self, name: str, expected: type | tuple[type, ...], **kwargs: Any) -> list[tuple[str, Any]]:
-        return [
-            (plugin, self._check(plugin, name, value, expected))
-            for plugin, value in self._results(name, kwargs)
-            if value is not None
-        ]
+    def each(self, name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """``(plugin, answer)`` of every plugin that answers hook ``name``, in registration order."""
+        found = []
+        for plugin in self.implementers(name):
+            value = self.call(name, plugin, **kwargs)
+            if value is not None:
+                found.append((plugin, value))
+        return found
 
-    # -- runtime hooks ------------------------------------------------------------------
+    # -- selection ------------------------------------------------------------------
 
-    def observe_cache_groups(
-        self, *, runtime: str, source: Mapping[str, Any], phase: str, rank: int
-    ) -> dict[str, Any]:
-        """The record of :func:`~fpmcore.hookspecs.fpm_observe_cache_groups`; raises when no plugin observes ``runtime``."""
-        hit = self._first("fpm_observe_cache_groups", dict, runtime=runtime, source=source, phase=phase, rank=rank)
-        if hit is None:
-            raise FpmError("plugins", f"no runtime plugin observes {runtime}")
-        return hit[1]
+    def runtime(self, pin: str) -> RuntimeHooks:
+        """The runtime hooks of ``pin`` (``vllm==0.33.0``), bound to the one runtime plugin that targets it.
 
-    def dry_probe(
-        self, *, runtime: str, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
-    ) -> dict[str, Any]:
-        """The summary of :func:`~fpmcore.hookspecs.fpm_dry_probe`; raises when no plugin probes ``runtime``."""
-        hit = self._first(
-            "fpm_dry_probe", dict, runtime=runtime, model_path=model_path, out_dir=out_dir, tp=tp,
-            caching=caching, configuration=configuration,
-        )  # fmt: skip
-        if hit is None:
-            raise FpmError("plugins", f"no runtime plugin offers a dry probe for {runtime}")
-        return hit[1]
-
-    def normalize_record(self, *, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The normalized record, or ``None`` when no plugin normalizes records of ``runtime``."""
-        hit = self._first("fpm_normalize_record", dict, runtime=runtime, record=record)
-        return None if hit is None else hit[1]
-
-    def classify_spec(self, *, runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
-        """The classification, or ``None`` when no plugin classifies specs of ``runtime``."""
-        hit = self._first("fpm_classify_spec", SpecClassification, runtime=runtime, spec_class=spec_class, spec=spec)
-        return None if hit is None else hit[1]
-
-    def runtime_rules(self, *, runtime: str) -> RuntimeRules | None:
-        """The :class:`~fpmcore.hooktypes.RuntimeRules` of ``runtime``, or ``None`` when no plugin gives them.
-
-        The rules must be for the pin's version, and their labels strings.  Each
-        of their functions is wrapped so that an answer of the wrong type names
-        the plugin, like a hook's.  An exception passes through unchanged: the
-        functions read record values, and the import turns a value of another
-        JSON type into its rule's diagnostic (02 §1).
+        Raises :class:`~fpmcore.errors.FpmError` when no plugin, or more than
+        one, targets ``pin``.
         """
-        hit = self._first("fpm_runtime_rules", RuntimeRules, runtime=runtime)
-        if hit is None:
-            return None
-        plugin, rules = hit
-        name = "fpm_runtime_rules"
-        version = runtime.rpartition("==")[2]
-        if rules.version != version:
-            raise PluginError(
-                "plugins",
-                f"plugin '{plugin}' returned rules for version {rules.version} from {name}; expected {version}",
-            )
-        for key, label in rules.kv_dtype_labels.items():
-            if not isinstance(key, str) or not isinstance(label, str):
-                raise PluginError(
-                    "plugins", f"plugin '{plugin}' returned a non-string KV dtype label from {name}: {key!r}: {label!r}"
-                )
+        return RuntimeHooks(self, self._host.select_runtime(pin).id, pin)
 
-        def guard(field: str, ok: Callable[[Any], bool], expected: str) -> Callable[..., Any]:
-            fn = getattr(rules, field)
+    def model(self, model: str) -> ModelHooks:
+        """The model hooks of ``model``, bound to the one model plugin whose id or targets name it.
 
-            def call(*args: Any) -> Any:
-                value = fn(*args)
-                if not ok(value):
-                    raise PluginError(
-                        "plugins",
-                        f"plugin '{plugin}' returned {type(value).__name__} from {name}.{field}; expected {expected}",
-                    )
-                return value
+        When no plugin (or more than one) claims ``model``, each hook of the
+        answer raises :class:`~fpmcore.errors.FpmError` saying what it lacks and why.
+        """
+        try:
+            return ModelHooks(self, self._host.select_model(model).id, model)
+        except FpmError as exc:
+            return ModelHooks(self, None, model, unselected=exc.message)
 
-            return call
-
-        def startup(v: Any) -> bool:
-            return v is None or (
-                isinstance(v, tuple) and len(v) == 2 and type(v[0]) is int and isinstance(v[1], str)
-            )
-
-        return attrs.evolve(
-            rules,
-            classify_plain=None if rules.classify_plain is None else guard(
-                "classify_plain", lambda v: isinstance(v, SpecClassification), "SpecClassification"),
-            state_family=guard("state_family", lambda v: v in (None, "mamba", "ring"), "'mamba', 'ring' or None"),
-            prefix_cacheable=guard("prefix_cacheable", lambda v: isinstance(v, bool), "bool"),
-            startup_blocks=guard("startup_blocks", startup, "(int, str) or None"),
-        )  # fmt: skip
-
-    # -- model hooks ------------------------------------------------------------------
-
-    def align_stop(self, *, model: str, query: AlignStopQuery) -> int:
-        """Tokens the runtime schedules of ``query``'s chunk (04 G-6); raises when no plugin answers."""
-        hit = self._first("fpm_align_stop", int, model=model, query=query)
-        if hit is None:
-            raise FpmError("plugins", f"no model plugin implements the align-stop rule for '{model}'")
-        plugin, n = hit
-        if not 0 <= n <= query.num_new_tokens:
-            raise PluginError(
-                "plugins",
-                f"plugin '{plugin}' returned {n} from fpm_align_stop; expected 0..{query.num_new_tokens}",
-            )
-        return n
-
-    def align_stop_rule(self, model: str) -> Callable[[AlignStopQuery], int]:
-        """The align-stop rule of ``model`` as a function of one query (for loops)."""
-        return lambda query: self.align_stop(model=model, query=query)
-
-    def generate_points(
-        self, *, model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits
-    ) -> PointPlan:
-        """The point plan of ``model``; raises when no plugin plans it."""
-        hit = self._first(
-            "fpm_generate_points", PointPlan, model=model, profile=profile, deployment=deployment, limits=limits
-        )
-        if hit is None:
-            raise FpmError("plugins", f"no model plugin generates points for '{model}'")
-        return hit[1]
+    # -- model plugins: contracts and artifacts ------------------------------------------
 
     def producer_contracts(self) -> list[tuple[str, ProducerContract]]:
         """``(plugin id, contract)`` of every registered producer contract."""
-        found: list[tuple[str, ProducerContract]] = []
-        for plugin, contracts in self._collect("fpm_producer_contracts", list):
-            for contract in contracts:
-                found.append((plugin, self._check(plugin, "fpm_producer_contracts", contract, ProducerContract)))
-        return found
+        return [(plugin, c) for plugin, contracts in self.each("fpm_producer_contracts") for c in contracts]
 
     def protocol_owner(self, producer_name: str) -> ProducerContract | None:
         """The registered contract whose ``protocol_producer`` is ``producer_name`` (A-17)."""
@@ -221,13 +330,20 @@ class Hooks:
     ) -> tuple[str, ProducerContract] | None:
         """``(plugin id, contract)`` of a cell (05 §6.3), or ``None`` without a configuration-bound identity.
 
+        A plugin that implements ``fpm_choose_producer_contract`` claims what
+        it answers; one that does not claims its registered contracts
+        (``fpm_producer_contracts``) whose residency is the identity's.
         Nobody claiming the residency is A-14; two plugins claiming it is the
         conflict diagnostic of 05 §6.3.
         """
         if not identity.configuration_bound:
             return None
-        claims = self._collect("fpm_choose_producer_contract", ProducerContract, identity=identity)
         residency = identity.engram_residency
+        claims = self.each("fpm_choose_producer_contract", identity=identity)
+        choosers = set(self.implementers("fpm_choose_producer_contract"))
+        # the hook's default: a plugin that does not implement it claims by the residency of its registrations
+        claims += [(plugin, c) for plugin, c in self.producer_contracts()
+                   if plugin not in choosers and c.residency == residency]  # fmt: skip
         if not claims:
             raise FpmError(
                 "A-14", f"native execution identity cell has no audited producer contract: {residency}", where
@@ -248,30 +364,135 @@ class Hooks:
         plan: Mapping[str, Any],
     ) -> list[Diagnostic]:
         """The diagnostics of a cell under ``contract`` (empty: accepted); raises when no plugin owns it."""
-        hit = self._first("fpm_validate_artifact", list, contract=contract, cell=cell, files=files, plan=plan)
+        hit = self.first("fpm_validate_artifact", contract=contract, cell=cell, files=files, plan=plan)
         if hit is None:
             raise FpmError("plugins", f"no model plugin validates artifacts of contract {contract.name}")
-        plugin, diags = hit
-        for d in diags:
-            self._check(plugin, "fpm_validate_artifact", d, Diagnostic)
-        return diags
+        return list(hit[1])
 
     # -- command line -------------------------------------------------------------------
 
     def cli_commands(self) -> list[tuple[str, CliCommand]]:
-        """``(plugin id, command)`` of every subcommand, in registration order (built-ins first)."""
+        """``(plugin id, command)`` of every subcommand, in registration order (built-ins first).
+
+        A plugin whose ``fpm_cli_commands`` fails loses its commands, not the
+        command line: the host marks it failed (``fpm plugins`` shows why) and
+        the other plugins' commands are returned.
+        """
         found: list[tuple[str, CliCommand]] = []
-        caller = self._host.pm.hook.fpm_cli_commands
-        for impl in caller.get_hookimpls():  # registration order: built-ins first
+        for plugin in self.implementers("fpm_cli_commands"):
             try:
-                commands = self._check(impl.plugin_name, "fpm_cli_commands", impl.function(), list)
-                for command in commands:
-                    self._check(impl.plugin_name, "fpm_cli_commands", command, CliCommand)
-            except Exception as exc:
-                # A plugin whose commands are broken loses its commands, not the CLI.
-                if self._host.strict:
-                    raise
-                self._host.mark_failed(impl.plugin_name, f"fpm_cli_commands: {type(exc).__name__}: {exc}")
+                commands = self.call("fpm_cli_commands", plugin) or []
+            except PluginError as exc:
+                cause = exc.__cause__ or exc  # what the plugin raised, or the wrong answer
+                self._host.plugin_failed(plugin, f"fpm_cli_commands: {type(cause).__name__}: {cause}", cause)
                 continue
-            found.extend((impl.plugin_name, c) for c in commands)
+            found.extend((plugin, c) for c in commands)
         return found
+
+
+class RuntimeHooks:
+    """The runtime hooks of one runtime pin, dispatched only to the runtime plugin selected for it.
+
+    ``plugin`` is that plugin's id and ``pin`` the exact pin
+    (``vllm==0.33.0``) every hook gets as its ``runtime`` argument.
+    """
+
+    def __init__(self, hooks: Hooks, plugin: str, pin: str) -> None:
+        self._hooks = hooks
+        self.plugin = plugin
+        self.pin = pin
+
+    def __repr__(self) -> str:
+        return f"RuntimeHooks(plugin={self.plugin!r}, pin={self.pin!r})"
+
+    @property
+    def version(self) -> str:
+        """The pin's version (``0.33.0`` of ``vllm==0.33.0``)."""
+        return self.pin.rpartition("==")[2]
+
+    def _call(self, name: str, **kwargs: Any) -> Any:
+        return self._hooks.call(name, self.plugin, runtime=self.pin, **kwargs)
+
+    def _missing(self, name: str) -> FpmError:
+        return FpmError("plugins", f"runtime plugin '{self.plugin}' does not implement {name} for {self.pin}")
+
+    def observe_cache_groups(self, *, source: Mapping[str, Any], phase: str, rank: int) -> dict[str, Any]:
+        """The record of :func:`~fpmcore.hookspecs.fpm_observe_cache_groups`."""
+        record = self._call("fpm_observe_cache_groups", source=source, phase=phase, rank=rank)
+        if record is None:
+            raise self._missing("fpm_observe_cache_groups")
+        return record  # type: ignore[no-any-return]
+
+    def dry_probe(
+        self, *, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+    ) -> dict[str, Any]:
+        """The summary of :func:`~fpmcore.hookspecs.fpm_dry_probe`."""
+        summary = self._call(
+            "fpm_dry_probe", model_path=model_path, out_dir=out_dir, tp=tp, caching=caching,
+            configuration=configuration,
+        )  # fmt: skip
+        if summary is None:
+            raise self._missing("fpm_dry_probe")
+        return summary  # type: ignore[no-any-return]
+
+    def normalize_record(self, *, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The record in the form the import rules read; by default a new top-level dict of its values."""
+        normalized = self._call("fpm_normalize_record", record=record)
+        return dict(record) if normalized is None else normalized
+
+    def classify_spec(self, *, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
+        """The classification of ``spec_class``, or ``None`` when the plugin gives none."""
+        return self._call("fpm_classify_spec", spec_class=spec_class, spec=spec)  # type: ignore[no-any-return]
+
+    def rules(self) -> RuntimeRules:
+        """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.
+
+        The rules must be for the pin's version and their labels strings.
+        Each of their functions is wrapped so that an answer of the wrong
+        type names the plugin, like a hook's (:data:`RULE_RETURNS`).
+        """
+        rules = self._call("fpm_runtime_rules")
+        if rules is None:
+            return RuntimeRules(version=self.version)
+        return _guarded_rules(self.plugin, rules)
+
+
+class ModelHooks:
+    """The model hooks of one model id, dispatched only to the model plugin selected for it.
+
+    ``plugin`` is that plugin's id, or ``None`` when none was selected
+    (``unselected`` says why; every hook then raises).
+    """
+
+    def __init__(self, hooks: Hooks, plugin: str | None, model: str, *, unselected: str = "") -> None:
+        self._hooks = hooks
+        self.plugin = plugin
+        self.model = model
+        self._unselected = unselected
+
+    def __repr__(self) -> str:
+        return f"ModelHooks(plugin={self.plugin!r}, model={self.model!r})"
+
+    def _call(self, name: str, lacking: str, **kwargs: Any) -> Any:
+        if self.plugin is None:
+            raise FpmError("plugins", f"{lacking}: {self._unselected}")
+        answer = self._hooks.call(name, self.plugin, model=self.model, **kwargs)
+        if answer is None:
+            raise FpmError("plugins", f"{lacking} (model plugin '{self.plugin}' gives none)")
+        return answer
+
+    def align_stop(self, *, runtime: str, query: AlignStopQuery) -> int:
+        """Tokens ``runtime`` schedules of ``query``'s chunk (04 G-6); raises when the plugin has no rule for it."""
+        lacking = f"no model plugin implements the align-stop rule for '{self.model}' on {runtime}"
+        return self._call("fpm_align_stop", lacking, runtime=runtime, query=query)  # type: ignore[no-any-return]
+
+    def align_stop_rule(self, runtime: str) -> Callable[[AlignStopQuery], int]:
+        """The align-stop rule of the model on ``runtime`` as a function of one query (for loops)."""
+        return lambda query: self.align_stop(runtime=runtime, query=query)
+
+    def generate_points(self, *, profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan:
+        """The point plan of the model; raises when the plugin plans none."""
+        lacking = f"no model plugin generates points for '{self.model}'"
+        return self._call(  # type: ignore[no-any-return]
+            "fpm_generate_points", lacking, profile=profile, deployment=deployment, limits=limits
+        )

@@ -9,16 +9,34 @@ arguments and never relies on defaults, so no spec has any.
 Two calling conventions are used:
 
 *first-result*
-    The host stops at the first implementation that returns something other
-    than ``None``.  Implementations return ``None`` for inputs that are not
-    theirs (another runtime version, another model).
+    One answer.  The **runtime hooks** go only to the runtime plugin the host
+    selected for the runtime pin (the one plugin whose
+    :class:`~fpmcore.hooktypes.PluginInfo` ``targets`` names the record's,
+    profile's or installed pin exactly), the **model hooks** (align stop,
+    points) only to the model plugin selected for the model id; so an
+    implementation never returns ``None`` to say "not my runtime" or "not my
+    model".  ``fpm_validate_artifact`` is asked of each model plugin in
+    pluggy's order until one answers; there ``None`` means "not my contract".
 *collecting*
     Every implementation is called; the host gets one answer per plugin and
     knows which plugin gave it.
 
-Core code never calls ``pm.hook`` directly: :class:`fpmcore.hooks.Hooks` is the
-typed facade that calls these hooks, checks what each plugin returned and
-names the plugin that returned something wrong.
+**The runtime argument.**  Every runtime hook gets ``runtime``, the exact pin
+(``"vllm==0.33.0"``) the plugin was selected for.  It stays in the specs
+because one plugin may target several pins (``PluginInfo.targets``) and tell
+them apart; a plugin with one pin ignores it (an implementation may leave the
+argument out of its signature).  No implementation compares it with its own
+pin to decline a call: the host never calls a runtime plugin for a pin it
+does not target.
+
+Core code never calls ``pm.hook`` itself: :class:`fpmcore.hooks.Hooks` is the
+typed facade.  It calls these hooks through pluggy (``pm.subset_hook_caller``
+bound to the selected plugin, so hook wrappers, ``pm.trace`` and
+``pm.add_hookcall_monitoring`` apply), checks what each plugin returned
+against one table (:data:`fpmcore.hooks.RETURNS`) and names the plugin and
+the hook when an answer is wrong or an implementation raises.  A plugin may
+wrap any hook (``@hookimpl(wrapper=True)``); a wrapper of a runtime or model
+hook runs around the selected plugin's implementation.
 
 Version- and model-specific knowledge lives behind these hooks: the host never
 names a vLLM version or a model.
@@ -92,8 +110,8 @@ def fpm_observe_cache_groups(
     the run allocates them, after the tensors exist).  Imports of vLLM and
     torch belong inside the implementation, never at module level.
 
-    :param runtime: the running runtime as an exact pin, ``"vllm==0.33.0"``.
-        Return ``None`` unless it is one of your targets.
+    :param runtime: the running runtime as an exact pin, ``"vllm==0.33.0"``:
+        one of your targets.
     :param source: the live objects and the probe's context, by name:
         ``"vllm_config"``, ``"kv_cache_config"``, ``"launch"`` (the launch
         manifest, 02 §2.2), ``"kind"`` (``"worker"`` or ``"scheduler"``),
@@ -106,14 +124,13 @@ def fpm_observe_cache_groups(
     :param phase: ``"prefill"`` or ``"decode"``.
     :param rank: the TP rank the record describes.
     :returns: the ``fpmcore-runtime-observation/v1`` record (02 §3) as a
-        JSON-ready dict, or ``None``.
+        JSON-ready dict: the attrs record of :mod:`fpmcore.record`, unstructured
+        with :func:`fpmcore.record.record_to_json`.
 
     Example::
 
         @hookimpl
-        def fpm_observe_cache_groups(runtime, source, phase, rank):
-            if runtime != "vllm==0.33.0":
-                return None
+        def fpm_observe_cache_groups(source, phase, rank):
             from fpmcore_vllm033.observe import build_record   # imports vllm lazily
             return build_record(source, phase=phase, rank=rank)
     """
@@ -131,8 +148,8 @@ def fpm_dry_probe(
     and phase, tensors marked as not allocated).  The runtime is imported
     inside the implementation.
 
-    :param runtime: the installed runtime as an exact pin, ``"vllm==0.33.0"``;
-        return ``None`` unless it is one of your targets.
+    :param runtime: the installed runtime as an exact pin, ``"vllm==0.33.0"``:
+        one of your targets.
     :param model_path: the MODEL.json layer-spec description (one TP rank's view).
     :param out_dir: the evidence folder to write.
     :param tp: tensor-parallel size (one worker record per rank).
@@ -143,7 +160,7 @@ def fpm_dry_probe(
 
     Example::
 
-        >>> host.hooks.dry_probe(runtime="vllm==0.33.0", model_path="glm.json",
+        >>> host.hooks.runtime("vllm==0.33.0").dry_probe(model_path="glm.json",
         ...     out_dir="out/glm", tp=4, caching=True, configuration=None)["phases"]["prefill"]["num_blocks"]
         13697
     """
@@ -154,22 +171,22 @@ def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, A
     """Import side of *observe cache groups*: one record of your version → normalized form.  *First-result*.
 
     The import calls it for every record before its rules run, so that a
-    plugin can fill in what its version writes differently (02 §3.14: a
-    vLLM 0.27.0 record has no hybrid evidence, ``startup_blocks_per_request``
-    is ``null``).  Never import vLLM here.
+    plugin whose observer writes something differently from 02 §3 can put it
+    in the form the rules read.  **Optional**: a plugin whose records already
+    have that form leaves it out, and the host's default stands (a new
+    top-level dict holding the record's values, ``dict(record)``).  Never
+    import vLLM here.
 
-    :param runtime: the record's runtime pin, ``"vllm==0.27.0"``.
+    :param runtime: the record's runtime pin, ``"vllm==0.27.0"``: one of your targets.
     :param record: the parsed record (do not mutate it).
-    :returns: a new dict in the form the import rules read, or ``None`` when
-        ``runtime`` is not yours.
+    :returns: a new dict in the form the import rules read, or ``None`` for
+        the default.
 
     Example::
 
         @hookimpl
-        def fpm_normalize_record(runtime, record):
-            if runtime != "vllm==0.27.0":
-                return None
-            return {**record, "hybrid_evidence": False}
+        def fpm_normalize_record(record):
+            return {**record, "error": record.get("error")}   # an observer that left out a null key
     """
 
 
@@ -183,18 +200,18 @@ def fpm_classify_spec(
     exact versions it targets, and answers ``"unsupported"`` with a reason
     for classes it does not model.
 
-    :param runtime: the record's runtime pin, ``"vllm==0.33.0"``; return
-        ``None`` unless it is one of your targets.
+    :param runtime: the record's runtime pin, ``"vllm==0.33.0"``: one of your targets.
     :param spec_class: the fully qualified class name as recorded,
         ``"vllm.v1.kv_cache_interface.MambaSpec"``.
     :param spec: the recorded spec fields (02 §3.7 ``fields``); may be empty.
-    :returns: a :class:`~fpmcore.hooktypes.SpecClassification` or ``None``.
+    :returns: a :class:`~fpmcore.hooktypes.SpecClassification` (``None`` is
+        read as "unsupported: no class table").
 
     Example::
 
-        >>> host.hooks.classify_spec(runtime="vllm==0.33.0",
+        >>> host.hooks.runtime("vllm==0.33.0").classify_spec(
         ...     spec_class="vllm.v1.kv_cache_interface.MambaSpec", spec={})
-        SpecClassification(kind='state', windowed=False, uniform=False, reason=None)
+        SpecClassification(kind='state', windowed=False, composite=False, reason=None)
     """
 
 
@@ -205,20 +222,21 @@ def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
     The import (02, 03) asks it for the hybrid gate (I-22: every installed
     pin, to learn which versions import hybrid evidence) and, after the
     plugin gate (I-25), once for the record's version: KV dtype labels
-    (I-32), the class table of records without hybrid evidence (02 §5.1),
-    the state family of a spec class, the ``prefix_cacheable`` class rule
-    (I-44) and the startup reservation of one spec (03 C-1, I-61, stage K).
-    A runtime plugin that returns ``None`` for its own pin is read with the
-    defaults of :class:`~fpmcore.hooktypes.RuntimeRules`.  Never import vLLM here.
+    (I-32), the settings the runtime leaves ``null`` (I-28), the class table
+    of records without hybrid evidence (02 §5.1), the state family of a spec
+    class, the ``prefix_cacheable`` class rule (I-44), the startup
+    reservation of one spec (03 C-1, I-61, stage K), the in-flight batches
+    (03 C-2) and the hash block size (I-97).  A runtime plugin that returns
+    ``None`` is read with the defaults of
+    :class:`~fpmcore.hooktypes.RuntimeRules`.  Never import vLLM here.
 
-    :param runtime: a runtime pin, ``"vllm==0.33.0"``; return ``None``
-        unless it is one of your targets.
+    :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
     :returns: a :class:`~fpmcore.hooktypes.RuntimeRules` whose ``version``
         is the pin's, or ``None``.
 
     Example::
 
-        >>> rules = host.hooks.runtime_rules(runtime="vllm==0.33.0")
+        >>> rules = host.hooks.runtime("vllm==0.33.0").rules()
         >>> rules.hybrid_evidence, rules.kv_dtype_labels["fp8_e4m3"]
         (True, 'fp8')
         >>> rules.startup_blocks("vllm.v1.kv_cache_interface.MambaSpec",
@@ -234,21 +252,27 @@ def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
 
 
 @hookspec(firstresult=True)
-def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
+def fpm_align_stop(model: str, runtime: str, query: AlignStopQuery) -> int | None:
     """*Align stop*: how many tokens of a proposed prefill chunk the runtime schedules.  *First-result*.
 
-    The planner (04) and the replay engine (06 R-§4) call it wherever the
-    runtime would apply its Mamba align split (04 G-1).
+    The runtime's align rule as the model meets it: the Mamba align split
+    (04 G-1) is the runtime's scheduler rule, applied to the model's groups,
+    so the answer depends on both.  Whoever stands in for the runtime's
+    scheduler (the replay engine, 06 R-§4; a planner that asks through the
+    host) calls it wherever the runtime would split a chunk.
 
-    :param model: the model id the deployment runs (``"glm53flash"``);
-        return ``None`` unless it is yours.
+    :param model: the model id the deployment runs (``"glm53flash"``): one of your targets.
+    :param runtime: the runtime pin the deployment runs (``"vllm==0.33.0"``,
+        the profile's ``backend_version`` as a pin).  Return ``None`` when
+        you know no align rule of that runtime for the model: the caller
+        then refuses, naming the model and the runtime.
     :param query: one evaluation, :class:`~fpmcore.hooktypes.AlignStopQuery`.
     :returns: the tokens to schedule, ``0 ≤ n ≤ query.num_new_tokens``
         (0: cannot schedule the request in this step, 04 G-6).
 
     Example::
 
-        >>> host.hooks.align_stop(model="glm53flash", query=AlignStopQuery(
+        >>> host.hooks.model("glm53flash").align_stop(runtime="vllm==0.33.0", query=AlignStopQuery(
         ...     start=0, num_new_tokens=8192, prompt_len=8192, num_tokens=8192,
         ...     block_size=2176, hash_block_size=2176,
         ...     max_num_batched_tokens=8192, checkpoint_alignment=None))
@@ -262,8 +286,7 @@ def fpm_generate_points(
 ) -> PointPlan | None:
     """*Point generation*: the benchmark points to measure for a model.  *First-result*.
 
-    :param model: the model id asked for (``fpm plan --model glm53flash``);
-        return ``None`` unless it is yours.
+    :param model: the model id asked for (``fpm plan --model glm53flash``): one of your targets.
     :param profile: the accepted :class:`~fpmcore.profile.FpmModelProfile`.
     :param deployment: index of the deployment in ``profile.deployments``.
     :param limits: the resolved :class:`~fpmcore.hooktypes.PlanLimits`.
@@ -272,7 +295,7 @@ def fpm_generate_points(
 
     Example::
 
-        >>> plan = host.hooks.generate_points(model="glm53flash", profile=p,
+        >>> plan = host.hooks.model("glm53flash").generate_points(profile=p,
         ...     deployment=0, limits=PlanLimits(8192, 1048576, 2176, 2176))
         >>> dict(plan.counts)
         {'prefill': 496, 'decode': 81}
@@ -310,6 +333,11 @@ def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContrac
     every model plugin: nobody claiming a configuration-bound identity gives
     A-14 (``native execution identity cell has no audited producer contract:
     <residency>``); two plugins claiming it give the conflict diagnostic.
+
+    **Optional**: a plugin that does not implement it claims, by default, its
+    registered contracts (:func:`fpm_producer_contracts`) whose ``residency``
+    is the identity's Engram residency.  Implement it to claim by more than
+    the residency.
 
     :param identity: the cell's :class:`~fpmcore.hooktypes.ExecutionIdentity`.
     :returns: a :class:`~fpmcore.hooktypes.ProducerContract`, or ``None``
@@ -361,8 +389,11 @@ def fpm_cli_commands() -> list[CliCommand]:
     """Add subcommands to ``fpm``.  *Collecting*.
 
     fpmcore's own subcommands are registered through this hook too, by the
-    built-in plugin :mod:`fpmcore.commands`.  A name claimed twice keeps the
-    first registration; the second plugin is reported in ``fpm plugins``.
+    built-in plugin :mod:`fpmcore.commands` that the command line registers
+    first (:func:`fpmcore.cli.build_host`).  A name claimed twice keeps the
+    first registration.  A plugin whose implementation raises or returns
+    anything but a list of :class:`~fpmcore.hooktypes.CliCommand` loses its
+    commands (``fpm plugins`` shows it ``failed``); the command line stays.
 
     :returns: a list of :class:`~fpmcore.hooktypes.CliCommand`.
 

@@ -19,7 +19,14 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.
-API_VERSION = 1
+#:
+#: 2: runtime hooks reach only the runtime plugin selected for the pin, model
+#: hooks only the model plugin selected for the model; ``fpm_align_stop``
+#: takes the runtime pin; :attr:`SpecClassification.composite` replaces
+#: ``uniform``; :class:`RuntimeRules` gains ``nullable_settings``,
+#: ``in_flight_batches`` and ``hash_block_size``; ``fpm_normalize_record`` is
+#: optional.
+API_VERSION = 2
 
 PluginKind = Literal["runtime", "model", "builtin"]
 CacheKind = Literal["attention", "state", "unsupported"]
@@ -59,18 +66,19 @@ class PluginInfo:
 
 @attrs.frozen
 class SpecClassification:
-    """The answer of ``fpm_classify_spec`` for one vLLM cache spec class.
+    """The answer of ``fpm_classify_spec`` for one cache spec class of a runtime.
 
     ``kind`` is ``"attention"`` or ``"state"`` (02 §5), or ``"unsupported"``
-    with ``reason`` saying why.  ``windowed`` is true for the window classes
-    (``SlidingWindowSpec``, ``SlidingWindowMLASpec``).  ``uniform`` is true for
-    ``UniformTypeKVCacheSpecs``: the group takes the one kind of its inner
-    specs, so the caller classifies those instead.
+    with ``reason`` saying why.  ``windowed`` is true for a class whose
+    layers keep a sliding window of tokens.  ``composite`` is true for a class
+    that holds one spec per layer instead of describing the layers itself: a
+    group of it takes the one kind of its per-layer specs (I-42), so the
+    caller classifies those instead (vLLM's ``UniformTypeKVCacheSpecs`` is one).
     """
 
     kind: CacheKind = attrs.field(validator=attrs.validators.in_(("attention", "state", "unsupported")))
     windowed: bool = False
-    uniform: bool = False
+    composite: bool = False
     reason: str | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -112,6 +120,41 @@ def _no_startup_blocks(
     return None
 
 
+def _one_batch_per_stage(pp: int, async_scheduling: bool, model_runner: Any) -> int:
+    return pp
+
+
+@attrs.frozen
+class HashBlockQuery:
+    """What the hash block size rule (02 I-97) reads of a scheduler record and its groups.
+
+    ``block_sizes``            the cache groups' block sizes, in group order;
+    ``prefix_cacheable``       each group's ``prefix_cacheable``, in group order;
+    ``layer_specs``            ``(spec class, fields)`` of every layer spec of the
+                               groups (the worker's view), in group and layer order;
+    ``scheduler_block_size``   the scheduler block size (I-96: the setting for one
+                               group, else the lcm of the group blocks);
+    ``enable_prefix_caching``  the recorded prefix-caching switch;
+    ``prefix_match_unit``      the recorded ``cache.prefix_match_unit`` (``None``: unset);
+    ``recorded``               the hash block size the scheduler recorded, for the
+                               text of a refusal (the resolution never reads it).
+
+    The values are the record's, checked by the earlier stages.
+    """
+
+    block_sizes: tuple[int, ...]
+    prefix_cacheable: tuple[bool, ...]
+    layer_specs: tuple[tuple[Any, Mapping[str, Any]], ...]
+    scheduler_block_size: int
+    enable_prefix_caching: bool
+    prefix_match_unit: Any
+    recorded: Any = None
+
+
+def _scheduler_block(query: HashBlockQuery) -> int | str:
+    return query.scheduler_block_size
+
+
 @attrs.frozen
 class RuntimeRules:
     """The answer of ``fpm_runtime_rules``: what the import knows of one runtime version besides its class table.
@@ -145,6 +188,22 @@ class RuntimeRules:
         the formula being the text I-61 prints, or ``None`` when the record
         does not give what the formula needs.  ``limits`` is a
         :class:`StartupLimits`.
+    ``nullable_settings``
+        I-28: the settings (``"<section>.<key>"``, or ``"<key>"`` for a
+        top-level one) that the runtime leaves ``null`` although 02 §3.4
+        types them; a record of this runtime may hold ``null`` there.
+        Default: none.
+    ``in_flight_batches(pp, async_scheduling, model_runner)``
+        03 C-2: the runtime's ``max_concurrent_batches`` for the record's
+        pipeline size, scheduling mode and ``settings.model_runner``; the
+        in-flight tokens ``T`` are that times ``max_num_batched_tokens``.
+        Default: ``pp`` (one batch in flight per pipeline stage).
+    ``hash_block_size(query)``
+        I-97: the prefix-hash block size the runtime resolves for the
+        scheduler's groups (a :class:`HashBlockQuery`), or, as a string, why
+        the runtime would not start with them (I-97 prints it after
+        ``scheduler block sizes contradict its cache groups:``).  Default:
+        the scheduler block size.
     """
 
     version: str = attrs.field(validator=_nonblank)
@@ -161,6 +220,13 @@ class RuntimeRules:
     )
     startup_blocks: Callable[[str, Mapping[str, Any], Any, StartupLimits], tuple[int, str] | None] = attrs.field(
         default=_no_startup_blocks, validator=attrs.validators.is_callable()
+    )
+    nullable_settings: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    in_flight_batches: Callable[[int, bool, Any], int] = attrs.field(
+        default=_one_batch_per_stage, validator=attrs.validators.is_callable()
+    )
+    hash_block_size: Callable[[HashBlockQuery], int | str] = attrs.field(
+        default=_scheduler_block, validator=attrs.validators.is_callable()
     )
 
 

@@ -103,8 +103,8 @@ def _in(where: str, fn: Any, *args: Any) -> Any:
 
 
 def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits) -> PointPlan:
-    """Ask the model plugin for the point list (``fpm_generate_points``)."""
-    return host.hooks.generate_points(model=model, profile=profile, deployment=deployment, limits=limits)
+    """Ask the model plugin of ``model`` for the point list (``fpm_generate_points``)."""
+    return host.hooks.model(model).generate_points(profile=profile, deployment=deployment, limits=limits)
 
 
 def limits_dict(limits: PlanLimits) -> dict[str, int]:

@@ -3,11 +3,12 @@
 Loading order: the built-in plugins the caller passes (the command line
 registers fpmcore's own commands, :mod:`fpmcore.commands`), then the plugin
 objects a caller passes (tests, embedding), then every entry point of the
-group ``fpmcore.plugins``.  The host imports no command line.  Each load and
-registration is wrapped: a plugin that fails to import, implements an unknown
-hook, answers ``fpm_plugin_info`` wrongly or targets another hook API is
-recorded with its status and the error text, and the host goes on.
-``FPM_STRICT_PLUGINS=1`` re-raises instead.
+group ``fpmcore.plugins`` whose name is not the id of a plugin already
+loaded.  The host imports no command line.  Each load and registration is
+wrapped: a plugin that fails to import, implements an unknown hook, answers
+``fpm_plugin_info`` wrongly or targets another hook API is recorded with its
+status and the error text, and the host goes on.  ``FPM_STRICT_PLUGINS=1``
+re-raises instead.
 
 Environment (read once, when the host is built):
 
@@ -37,6 +38,7 @@ import pluggy
 
 from fpmcore import hookspecs
 from fpmcore.errors import FpmError, PluginError
+from fpmcore.hooks import Hooks
 from fpmcore.hooktypes import API_VERSION, PluginInfo
 
 GROUP = "fpmcore.plugins"
@@ -111,8 +113,6 @@ class PluginHost:
         environ: Mapping[str, str] | None = None,
         builtins: Iterable[object] = (),
     ) -> None:
-        from fpmcore.hooks import Hooks
-
         env = os.environ if environ is None else environ
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
@@ -154,6 +154,8 @@ class PluginHost:
             if ep.name in seen:  # the same distribution found twice on sys.path
                 continue
             seen.add(ep.name)
+            if ep.name in self._records:  # a plugin object the caller passed has this id: it stands
+                continue
             dist = ep.dist.name if ep.dist is not None else None
             version = ep.dist.version if ep.dist is not None else None
             reason = self._disabled_reason(ep.name, entry_point=True)
@@ -226,28 +228,30 @@ class PluginHost:
     def _check_contract_registrations(self) -> None:
         """05 §6.3: one plugin per Engram residency; a second registration fails its plugin."""
         owner: dict[str, str] = {}
-        for impl in self.pm.hook.fpm_producer_contracts.get_hookimpls():  # registration order
-            plugin = impl.plugin_name
+        for plugin in self.hooks.implementers("fpm_producer_contracts"):  # registration order
             try:
-                contracts = impl.function()
-                residencies = [c.residency for c in contracts]
-            except Exception as exc:
-                if self.strict:
-                    raise
-                self.mark_failed(plugin, f"fpm_producer_contracts: {_describe(exc)}")
+                contracts = self.hooks.call("fpm_producer_contracts", plugin) or []
+            except PluginError as exc:
+                cause = exc.__cause__ or exc
+                self.plugin_failed(plugin, f"fpm_producer_contracts: {_describe(cause)}", cause)
                 continue
+            residencies = [c.residency for c in contracts]
             clash = next((r for r in residencies if r in owner), None)
             if clash is not None:
                 message = f"producer contract for engram residency {clash} is registered twice: {owner[clash]}, {plugin}"
-                if self.strict:
-                    raise PluginError("A-14", message)
-                self.mark_failed(plugin, message)
+                self.plugin_failed(plugin, message, PluginError("A-14", message))
                 continue
             for r in residencies:
                 owner[r] = plugin
 
     @staticmethod
     def _plugin_info(obj: object) -> PluginInfo:
+        """The plugin's own answer to ``fpm_plugin_info``, read before it is registered.
+
+        This is the one hook the host calls outside pluggy: its answer (the
+        plugin id and hook API) decides whether, and under which name, the
+        plugin is registered at all.
+        """
         fn = getattr(obj, "fpm_plugin_info", None)
         if fn is None:
             raise PluginError("plugins", "does not implement fpm_plugin_info")
@@ -258,6 +262,12 @@ class PluginHost:
 
     def _record(self, record: PluginRecord) -> None:
         self._records[record.id] = record
+
+    def plugin_failed(self, plugin_id: str, error: str, exc: BaseException) -> None:
+        """A loaded plugin broke at run time: re-raise ``exc`` under ``FPM_STRICT_PLUGINS=1``, else mark it failed."""
+        if self.strict:
+            raise exc
+        self.mark_failed(plugin_id, error)
 
     def mark_failed(self, plugin_id: str, error: str) -> None:
         """Record that a loaded plugin broke at run time, and stop calling it."""

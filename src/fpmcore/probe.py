@@ -2,8 +2,8 @@
 
 The host side only: it finds the installed runtime (its distribution version,
 read from package metadata without importing it), selects the runtime plugin
-that targets that exact pin (:meth:`fpmcore.plugins.PluginHost.select_runtime`)
-and asks the plugin (``fpm_dry_probe``) to plan MODEL.json and write the
+that targets that exact pin (``host.hooks.runtime(pin)``)
+and asks that plugin (``fpm_dry_probe``) to plan MODEL.json and write the
 evidence folder (02 §2: ``observations.json``, one launch manifest per phase,
 one record per rank and phase).  The host names no runtime version and never
 imports the runtime.
@@ -88,13 +88,13 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     load_path(args.model)  # unreadable or not strict JSON: a diagnostic naming the file, exit 2
     pin = f"{FRAMEWORK}=={version}"
     try:
-        record = ctx.host.select_runtime(pin)
+        runtime = ctx.host.hooks.runtime(pin)  # the one plugin that targets the installed pin
     except FpmError as exc:
         ctx.err.print(f"fpm probe: {exc.message} [{exc.rule}]", markup=False)
         return EXIT_USAGE
     try:
-        summary = ctx.host.hooks.dry_probe(
-            runtime=pin, model_path=args.model, out_dir=args.output, tp=args.tp,
+        summary = runtime.dry_probe(
+            model_path=args.model, out_dir=args.output, tp=args.tp,
             caching=args.caching == "on", configuration=args.configuration,
         )  # fmt: skip
     except PluginError as exc:
@@ -108,9 +108,9 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             return EXIT_USAGE
         raise
     if ctx.json:
-        ctx.emit_json({"command": "probe", "runtime": pin, "plugin": record.id, "output": args.output, **summary})
+        ctx.emit_json({"command": "probe", "runtime": pin, "plugin": runtime.plugin, "output": args.output, **summary})
     else:
-        _print_summary(ctx, pin, record.id, args.output, summary)
+        _print_summary(ctx, pin, runtime.plugin, args.output, summary)
     return EXIT_OK
 
 

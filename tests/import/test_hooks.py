@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import fpm_import_glm_fixture as G
 import pytest
 
-import fpm_import_glm_fixture as G
 
+@pytest.mark.parametrize("pin,plugin", [("vllm==0.33.0", "vllm_033"), ("vllm==0.27.0", "vllm_027")])
+def test_normalize_record_hook(host, pin, plugin):
+    """``fpm_normalize_record``: a new mapping with the record's content, from the plugin of the pin only.
 
-@pytest.mark.parametrize("pin,other", [("vllm==0.33.0", "vllm==0.27.0"), ("vllm==0.27.0", "vllm==0.33.0")])
-def test_normalize_record_hook(host, pin, other):
-    """``fpm_normalize_record``: a new mapping with the record's content; another plugin's pin is not answered."""
+    Neither runtime plugin normalizes (their records have the form the rules
+    read), so the host's default stands; a pin no plugin targets has no runtime.
+    """
+    from fpmcore.errors import FpmError
+
+    assert "fpm_normalize_record" not in host.record(plugin).hooks
     record = G.record("prefill", "worker", 0)
-    out = host.hooks.normalize_record(runtime=pin, record=record)
-    assert out == record and out is not record
-    assert host.hooks.normalize_record(runtime="vllm==0.33.1", record=record) is None
+    runtime = host.hooks.runtime(pin)
+    out = runtime.normalize_record(record=record)
+    assert runtime.plugin == plugin and out == record and out is not record
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.33\.1"):
+        host.hooks.runtime("vllm==0.33.1")
 
 
 def test_services_select_runtime_by_exact_version(services):
@@ -31,11 +39,12 @@ def test_normalization_is_applied(evidence, run_import, host):
     from fpmcore.testing import make_host
 
     class Marker:
-        """A normalization that breaks the records: the import must then refuse them."""
+        """A wrapper of the normalization that breaks the records: the import must then refuse them."""
 
-        @hookimpl(tryfirst=True)
+        @hookimpl(wrapper=True)
         def fpm_normalize_record(self, runtime, record):
-            out = dict(record)
+            normalized = yield
+            out = dict(normalized if normalized is not None else record)
             out["settings"] = dict(record["settings"], speculative={"num_speculative_tokens": 1})
             return out
 

@@ -36,9 +36,12 @@ def test_align_stop(start, k, prompt, expected):
 
 def test_the_host_calls_the_align_stop_for_the_model_ids_only(fpm_host):
     host = fpm_host(fpmcore_acme)
-    assert host.hooks.align_stop(model="acme/Hybrid-7B", query=_query(0, 8192, 10_000)) == 6528
+    q = _query(0, 8192, 10_000)
+    assert host.hooks.model("acme/Hybrid-7B").align_stop(runtime="vllm==0.33.0", query=q) == 6528
     with pytest.raises(Exception, match="no model plugin implements the align-stop rule for 'other'"):
-        host.hooks.align_stop(model="other", query=_query(0, 8192, 10_000))
+        host.hooks.model("other").align_stop(runtime="vllm==0.33.0", query=q)
+    with pytest.raises(Exception, match="align-stop rule for 'acme-hybrid-7b' on vllm==0.27.0"):
+        host.hooks.model("acme-hybrid-7b").align_stop(runtime="vllm==0.27.0", query=q)
 
 
 def test_fpm_plan_uses_the_plugin_points(run_fpm, fpm_host):

@@ -97,13 +97,13 @@ def test_checkpoint_position_g3() -> None:
     assert checkpoint_position(10000, B) == 8704
 
 
-def test_hook_answers_glm_only() -> None:
-    """``fpm_align_stop``: the hookspec's example (6,528) for GLM, ``None`` for another model."""
+def test_hook_answers_for_the_runtimes_it_models() -> None:
+    """``fpm_align_stop``: the hookspec's example (6,528) on vLLM 0.33.0, ``None`` on a runtime whose rule it lacks."""
     q = AlignStopQuery(start=0, num_new_tokens=8192, prompt_len=8192, num_tokens=8192, block_size=B,
                        hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=None)
-    assert fpm_align_stop(model="glm53flash", query=q) == 6528
-    assert fpm_align_stop(model="zai-org/GLM-5.3-Flash", query=q) == 6528
-    assert fpm_align_stop(model="dsv41", query=q) is None
+    assert fpm_align_stop(runtime="vllm==0.33.0", query=q) == 6528
+    assert fpm_align_stop(runtime="vllm==0.27.0", query=q) is None
+    assert fpm_align_stop(runtime="vllm==0.33.1", query=q) is None
 
 
 @given(
@@ -129,11 +129,17 @@ def test_closed_form_g7(prefix_blocks: int, n: int, block: int, alignment: int |
 
 
 def test_hook_through_the_plugin_host() -> None:
-    """The installed entry point answers ``host.hooks.align_stop`` (AS-3 with and without the checkpoint)."""
+    """The installed entry point answers through the host, by either model id (AS-3 with and without the checkpoint)."""
+    from fpmcore.errors import FpmError
     from fpmcore.testing import make_host
 
-    host = make_host(entry_points=("glm53flash",))
-    for alignment, expected in ((16, 4352), (None, 2176)):
-        q = AlignStopQuery(start=0, num_new_tokens=4352, prompt_len=4352, num_tokens=4352, block_size=B,
-                           hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=alignment)
-        assert host.hooks.align_stop(model="glm53flash", query=q) == expected
+    host = make_host(entry_points=("glm53flash", "dsv41"))
+    for model in ("glm53flash", "zai-org/GLM-5.3-Flash"):
+        for alignment, expected in ((16, 4352), (None, 2176)):
+            q = AlignStopQuery(start=0, num_new_tokens=4352, prompt_len=4352, num_tokens=4352, block_size=B,
+                               hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=alignment)
+            assert host.hooks.model(model).align_stop(runtime="vllm==0.33.0", query=q) == expected
+    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'glm53flash' on vllm==0.27.0"):
+        host.hooks.model("glm53flash").align_stop(runtime="vllm==0.27.0", query=q)
+    with pytest.raises(FpmError, match=r"'dsv41' on vllm==0\.33\.0 \(model plugin 'dsv41' gives none\)"):
+        host.hooks.model("dsv41").align_stop(runtime="vllm==0.33.0", query=q)

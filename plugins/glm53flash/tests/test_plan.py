@@ -236,13 +236,18 @@ def test_record_g25(both) -> None:
 
 
 def test_hook_generates_for_glm_only() -> None:
-    """``fpm_generate_points``: a PointPlan for GLM ids, ``None`` for another model."""
+    """``fpm_generate_points``: a PointPlan for GLM; the host asks no other model's plugin."""
+    from fpmcore.errors import FpmError
+    from fpmcore.testing import make_host
+
     profile = parse_profile(PROFILE.read_bytes())
-    pp = fpm_generate_points(model="glm53flash", profile=profile, deployment=0, limits=TP4)
+    pp = fpm_generate_points(profile=profile, deployment=0, limits=TP4)
     assert isinstance(pp, PointPlan)
     assert dict(pp.counts) == {"prefill": 496, "decode": 81}
     assert dict(pp.dropped) == {"align_split": 0, "token_budget": 16, "capacity": 0}
-    assert fpm_generate_points(model="dsv41", profile=profile, deployment=0, limits=TP4) is None
+    host = make_host(entry_points=("glm53flash", "dsv41"))
+    with pytest.raises(FpmError, match=r"no model plugin generates points for 'dsv41' \(model plugin 'dsv41' gives none\)"):
+        host.hooks.model("dsv41").generate_points(profile=profile, deployment=0, limits=TP4)
 
 
 def test_limits_override_the_profile_g9() -> None:
@@ -270,12 +275,12 @@ def test_two_deployments_take_the_smallest_pool_g10() -> None:
 
 
 def test_hook_through_the_plugin_host() -> None:
-    """``host.hooks.generate_points`` reaches the installed plugin: the Triton list, 537 points."""
+    """``host.hooks.model(...).generate_points`` reaches the installed plugin: the Triton list, 537 points."""
     from fpmcore.testing import make_host
 
     host = make_host(entry_points=("glm53flash",))
     profile = parse_profile(json.dumps(profile_data(checkpoint=False)))
-    pp = host.hooks.generate_points(model="glm53flash", profile=profile, deployment=0, limits=TP4)
+    pp = host.hooks.model("glm53flash").generate_points(profile=profile, deployment=0, limits=TP4)
     assert dict(pp.counts) == {"prefill": 456, "decode": 81}
     assert pp.digest == DIGEST[False]
     assert len(pp.smoke) == 4

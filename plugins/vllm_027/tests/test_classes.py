@@ -16,8 +16,8 @@ def host():
 
 
 def test_full_and_sliding_window_are_attention(host):
-    full = host.hooks.classify_spec(runtime="vllm==0.27.0", spec_class=M + "FullAttentionSpec", spec={})
-    window = host.hooks.classify_spec(runtime="vllm==0.27.0", spec_class=M + "SlidingWindowSpec", spec={})
+    full = host.hooks.runtime("vllm==0.27.0").classify_spec(spec_class=M + "FullAttentionSpec", spec={})
+    window = host.hooks.runtime("vllm==0.27.0").classify_spec(spec_class=M + "SlidingWindowSpec", spec={})
     assert (full.kind, full.windowed) == ("attention", False)
     assert (window.kind, window.windowed) == ("attention", True)
 
@@ -25,10 +25,14 @@ def test_full_and_sliding_window_are_attention(host):
 @pytest.mark.parametrize("name", ["MambaSpec", "MLAAttentionSpec", "CircularBufferSpec",
                                   "UniformTypeKVCacheSpecs", "ChunkedLocalAttentionSpec"])
 def test_every_other_class_is_unsupported(host, name):
-    c = host.hooks.classify_spec(runtime="vllm==0.27.0", spec_class=M + name, spec={})
+    c = host.hooks.runtime("vllm==0.27.0").classify_spec(spec_class=M + name, spec={})
     assert (c.kind, c.reason) == ("unsupported", REASON)
 
 
 def test_only_its_exact_version(host):
-    assert host.hooks.classify_spec(runtime="vllm==0.28.0", spec_class=M + "FullAttentionSpec", spec={}) is None
+    from fpmcore.errors import FpmError
+
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.28\.0; installed runtime plugins: vllm_027"):
+        host.hooks.runtime("vllm==0.28.0").classify_spec(spec_class=M + "FullAttentionSpec", spec={})
     assert host.select_runtime("vllm==0.27.0").id == "vllm_027"
+    assert host.hooks.runtime("vllm==0.27.0").plugin == "vllm_027"

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "probes" / "vllm-0.27.0-plain"
 NULL_SETTINGS = {  # the keys marked ⁰ in 02 §3.4
@@ -67,11 +69,16 @@ def test_example_allocations_take_the_whole_form_of_i76():
         assert not any(f.endswith(".block_stride") for f in worker["unresolved_fields"])
 
 
-def test_hook_answers_only_for_0_27_0():
-    import fpmcore_vllm027 as plugin
+def test_hooks_reach_the_plugin_only_for_0_27_0(fpm_host):
+    """02 §4: the host selects vllm_027 for exactly ``vllm==0.27.0``; another pin never reaches it."""
+    from fpmcore.errors import FpmError
 
-    for pin in ("vllm==0.33.0", "vllm==0.27.1", "vllm==0.27"):
-        assert plugin.fpm_observe_cache_groups(runtime=pin, source={}, phase="prefill", rank=0) is None
+    host = fpm_host(entry_points=("vllm_027", "vllm_033"))
+    assert host.hooks.runtime("vllm==0.27.0").plugin == "vllm_027"
+    assert host.hooks.runtime("vllm==0.33.0").plugin == "vllm_033"
+    for pin in ("vllm==0.27.1", "vllm==0.27"):
+        with pytest.raises(FpmError, match="no runtime plugin for"):
+            host.hooks.runtime(pin).observe_cache_groups(source={}, phase="prefill", rank=0)
 
 
 def test_observer_imports_without_vllm(monkeypatch):
@@ -95,12 +102,14 @@ def test_example_runtime_is_the_installed_vllm_0_27_0():
         assert r["runtime"]["source_revision"] == digest and r["runtime"]["image"].endswith(digest)
 
 
-def test_dry_probe_hook_answers_only_for_0_27_0(tmp_path):
-    import fpmcore_vllm027 as plugin
+def test_dry_probe_of_another_pin_never_reaches_the_plugin(fpm_host, tmp_path):
+    from fpmcore.errors import FpmError
 
+    host = fpm_host(entry_points=("vllm_027",))
     for pin in ("vllm==0.33.0", "vllm==0.27.1", "vllm==0.27"):
-        assert plugin.fpm_dry_probe(runtime=pin, model_path="m.json", out_dir=str(tmp_path), tp=1,
-                                    caching=True, configuration=None) is None  # fmt: skip
+        with pytest.raises(FpmError, match="no runtime plugin for"):
+            host.hooks.runtime(pin).dry_probe(model_path="m.json", out_dir=str(tmp_path), tp=1, caching=True,
+                                              configuration=None)  # fmt: skip
     assert list(tmp_path.iterdir()) == []
 
 

@@ -25,11 +25,9 @@ vllm = pytest.importorskip("vllm")
 if vllm.__version__ != "0.27.0":
     pytest.skip(f"needs vLLM 0.27.0; vLLM {vllm.__version__} is installed", allow_module_level=True)
 
-from fpmcore_vllm027 import (
-    RUNTIME,
-    fpm_observe_cache_groups,
-    probe,
-)
+from fpmcore_vllm_support import dryprobe
+
+from fpmcore_vllm027 import plugin, probe
 from fpmcore_vllm027.observe import SOURCE_FILES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +51,7 @@ def _plan(model: dict[str, Any], *, cross_layers: bool = False):
     """vLLM 0.27.0's engine-core planning; ``cross_layers`` opts in to vLLM's packed plan."""
     probe.prepare_environment()
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "config.json").write_bytes(probe.stub_config_bytes())
+        Path(d, "config.json").write_bytes(dryprobe.stub_config_bytes())
         if not cross_layers:
             return probe.plan(model, tp=1, caching=True, model_dir=d)
         from vllm.config import KVTransferConfig
@@ -71,13 +69,13 @@ def _plan(model: dict[str, Any], *, cross_layers: bool = False):
 
 
 def _worker(p, **source: Any) -> dict[str, Any]:
-    src = {**probe.worker_source(p, MANIFEST, 0, MODEL, "e" * 64), **source}
-    return fpm_observe_cache_groups(runtime=RUNTIME, source=src, phase="prefill", rank=0)
+    src = {**dryprobe.worker_source(p, MANIFEST, 0, MODEL, "e" * 64), **source}
+    return plugin.fpm_observe_cache_groups(source=src, phase="prefill", rank=0)
 
 
 def _scheduler(p) -> dict[str, Any]:
-    src = probe.scheduler_source(p, MANIFEST, MODEL, "e" * 64)
-    return fpm_observe_cache_groups(runtime=RUNTIME, source=src, phase="prefill", rank=0)
+    src = dryprobe.scheduler_source(p, MANIFEST, MODEL, "e" * 64)
+    return plugin.fpm_observe_cache_groups(source=src, phase="prefill", rank=0)
 
 
 def _check_i76(cache: dict[str, Any]) -> list[str]:

@@ -19,13 +19,16 @@ def host():
 
 @pytest.fixture(scope="module")
 def rules(host):
-    return host.hooks.runtime_rules(runtime=RUNTIME)
+    return host.hooks.runtime(RUNTIME).rules()
 
 
 def test_no_hybrid_evidence(host, rules):
-    """02 §4: vLLM 0.27.0 never imports hybrid evidence; other pins are not answered."""
+    """02 §4: vLLM 0.27.0 never imports hybrid evidence; another pin selects no plugin, so none answers for it."""
+    from fpmcore.errors import FpmError
+
     assert (rules.version, rules.hybrid_evidence) == ("0.27.0", False)
-    assert host.hooks.runtime_rules(runtime="vllm==0.33.0") is None
+    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.33\.0"):
+        host.hooks.runtime("vllm==0.33.0").rules()
 
 
 @pytest.mark.parametrize("name", ["FullAttentionSpec", "SlidingWindowSpec", "MambaSpec", "MLAAttentionSpec",
@@ -33,7 +36,7 @@ def test_no_hybrid_evidence(host, rules):
 def test_plain_table_is_the_class_table(host, rules, name):
     """02 §5.1 is both the plain table and ``fpm_classify_spec``'s answer."""
     plain = rules.classify_plain(M + name)
-    assert plain == host.hooks.classify_spec(runtime=RUNTIME, spec_class=M + name, spec={})
+    assert plain == host.hooks.runtime(RUNTIME).classify_spec(spec_class=M + name, spec={})
     if name in ("FullAttentionSpec", "SlidingWindowSpec"):
         assert (plain.kind, plain.windowed) == ("attention", name == "SlidingWindowSpec")
     else:

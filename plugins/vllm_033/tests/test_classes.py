@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fpmcore.testing import make_host
@@ -40,23 +42,28 @@ def host():
 
 @pytest.mark.parametrize(("name", "kind", "windowed", "reason"), ROWS)
 def test_class_table(host, name, kind, windowed, reason):
-    c = host.hooks.classify_spec(runtime=RUNTIME, spec_class=M + name, spec={})
+    c = host.hooks.runtime(RUNTIME).classify_spec(spec_class=M + name, spec={})
     assert (c.kind, c.windowed, c.reason) == (kind, windowed, reason)
-    assert not c.uniform
+    assert not c.composite
 
 
 def test_uniform_group_defers_to_its_inner_specs(host):
-    c = host.hooks.classify_spec(runtime=RUNTIME, spec_class=M + "UniformTypeKVCacheSpecs", spec={})
-    assert c.uniform
+    c = host.hooks.runtime(RUNTIME).classify_spec(spec_class=M + "UniformTypeKVCacheSpecs", spec={})
+    assert c.composite
 
 
 def test_a_known_name_in_another_module_is_unknown(host):
-    c = host.hooks.classify_spec(runtime=RUNTIME, spec_class="vllm.models.glm5next.KpoolTailSpec", spec={})
+    c = host.hooks.runtime(RUNTIME).classify_spec(spec_class="vllm.models.glm5next.KpoolTailSpec", spec={})
     assert (c.kind, c.reason) == ("unsupported", "class unknown to vLLM 0.33.0")
-    c = host.hooks.classify_spec(runtime=RUNTIME, spec_class="MambaSpec", spec={})
+    c = host.hooks.runtime(RUNTIME).classify_spec(spec_class="MambaSpec", spec={})
     assert c.reason == "class unknown to vLLM 0.33.0"
 
 
 @pytest.mark.parametrize("runtime", ["vllm==0.33.1", "vllm==0.33.0.post1", "vllm==0.33", "vllm==0.34.0"])
 def test_other_versions_are_not_answered(host, runtime):
-    assert host.hooks.classify_spec(runtime=runtime, spec_class=M + "MambaSpec", spec={}) is None
+    """02 §4: exact pins; the host selects no plugin for another version, so vllm_033 is never asked."""
+    from fpmcore.errors import FpmError
+
+    with pytest.raises(FpmError, match=f"no runtime plugin for {re.escape(runtime)}; installed runtime plugins: "
+                                       r"vllm_033 \(vllm==0\.33\.0\)$"):
+        host.hooks.runtime(runtime)

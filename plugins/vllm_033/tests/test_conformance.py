@@ -4,4 +4,4 @@ from fpmcore.testing import check_plugin
 
 
 def test_the_plugin_conforms():
-    assert check_plugin("fpmcore_vllm033") == []
+    assert check_plugin("fpmcore_vllm033:plugin") == []

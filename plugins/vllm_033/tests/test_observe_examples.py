@@ -325,25 +325,13 @@ def test_observer_modules_import_without_vllm(monkeypatch):
         importlib.import_module(name)
 
 
-def test_hook_answers_only_for_its_exact_pin():
-    """02 §4: versions are exact strings; another pin gets None without touching the source."""
-    import fpmcore_vllm033 as plugin
+def test_hooks_reach_the_plugin_only_for_its_exact_pin(fpm_host):
+    """02 §4: versions are exact strings; the host selects no plugin for another pin, so the source is never read."""
+    from fpmcore.errors import FpmError
 
+    host = fpm_host(entry_points=("vllm_033",))
+    assert host.hooks.runtime("vllm==0.33.0").plugin == "vllm_033"
     for pin in ("vllm==0.33.1", "vllm==0.33.0.post1", "vllm==0.27.0"):
-        assert plugin.fpm_observe_cache_groups(runtime=pin, source={}, phase="prefill", rank=0) is None
+        with pytest.raises(FpmError, match="no runtime plugin for"):
+            host.hooks.runtime(pin).observe_cache_groups(source={}, phase="prefill", rank=0)
 
-
-def test_encode_value_follows_3_7():
-    """02 §3.7 field encoding, for the value kinds that need no vLLM object."""
-    import enum
-    from fractions import Fraction
-
-    from fpmcore_vllm033.observe import encode_value
-
-    class Role(str, enum.Enum):
-        INDEXER = "indexer"
-
-    assert encode_value(Role.INDEXER) == "INDEXER"
-    assert encode_value(Fraction(3, 2)) == "3/2"
-    assert encode_value(((1, 2), (3,))) == [[1, 2], [3]]
-    assert encode_value(None) is None and encode_value(True) is True

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from fpmcore_vllm_support import dryprobe
+
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,7 +46,7 @@ def glm():
     from vllm.v1.worker.utils import AttentionGroup, allocate_kv_cache, map_kv_caches_to_kernel_blocks
 
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "config.json").write_bytes(probe.stub_config_bytes())
+        Path(d, "config.json").write_bytes(dryprobe.stub_config_bytes())
         p = probe.plan(json.loads(GLM.read_text()), tp=4, caching=True, model_dir=d)
     cfg = p.worker_configs[1]
     kernel_block_sizes = [2176] * 5 + [4]
@@ -75,14 +77,14 @@ def glm():
 
 
 def _worker_record(glm, **extra):
-    from fpmcore_vllm033 import observe, probe
+    from fpmcore_vllm033 import plugin, probe
 
     p, cfg, bound, runner = glm
     source = probe.worker_source(p, MANIFEST, 1, MODEL)
     source.update(kv_caches=bound, model_runner=runner, hardware=HARDWARE, image="vllm/vllm-openai@sha256:" + "a" * 64,
                   source_revision="4ba787ec" + "0" * 32,
                   lifecycle={"cache_initialized": True, "warmup_completed": True, "capture_completed": True}, **extra)  # fmt: skip
-    return observe.build_record(source, phase="prefill", rank=1)
+    return plugin.build_record(source, phase="prefill", rank=1)
 
 
 def test_views_reproduce_02_section_11_3(glm):
@@ -129,10 +131,10 @@ def test_attention_groups_and_model_runner(glm):
 
 
 def test_without_tensors_the_record_lists_what_it_could_not_read(glm):
-    from fpmcore_vllm033 import observe, probe
+    from fpmcore_vllm033 import plugin, probe
 
     p = glm[0]
-    rec = observe.build_record(probe.worker_source(p, MANIFEST, 0, MODEL), phase="decode", rank=0)
+    rec = plugin.build_record(probe.worker_source(p, MANIFEST, 0, MODEL), phase="decode", rank=0)
     for path in ("cache.storages", "cache.layer_views", "cache.allocated_cache_bytes", "cache.attention_groups",
                  "cache.model_runner", "hardware.sm", "runtime.image"):  # fmt: skip
         assert path in rec["unresolved_fields"]
@@ -140,16 +142,18 @@ def test_without_tensors_the_record_lists_what_it_could_not_read(glm):
 
 
 def test_hook_through_the_plugin_host(glm):
-    """fpm_observe_cache_groups is found by the runtime pin and returns the same record."""
+    """fpm_observe_cache_groups reaches the plugin selected by the runtime pin and returns the record."""
+    from fpmcore.errors import FpmError
     from fpmcore.plugins import PluginHost
 
-    import fpmcore_vllm033
-    from fpmcore_vllm033 import probe
+    from fpmcore_vllm033 import plugin
 
-    host = PluginHost(plugins=[fpmcore_vllm033], autoload=False)
-    source = probe.scheduler_source(glm[0], MANIFEST, MODEL)
-    assert host.pm.hook.fpm_observe_cache_groups(runtime="vllm==0.27.0", source=source, phase="prefill", rank=0) is None
-    rec = host.pm.hook.fpm_observe_cache_groups(runtime="vllm==0.33.0", source=source, phase="prefill", rank=0)
+    host = PluginHost(plugins=[plugin], autoload=False)
+    source = dryprobe.scheduler_source(glm[0], MANIFEST, MODEL)
+    with pytest.raises(FpmError, match="no runtime plugin for vllm==0.27.0"):
+        host.hooks.runtime("vllm==0.27.0").observe_cache_groups(source=source, phase="prefill", rank=0)
+    rec = host.hooks.runtime("vllm==0.33.0").observe_cache_groups(source=source, phase="prefill", rank=0)
+    assert rec == host.pm.hook.fpm_observe_cache_groups(runtime="vllm==0.33.0", source=source, phase="prefill", rank=0)
     assert rec["binding"]["kind"] == "scheduler" and rec["binding"]["rank"] == {"dp": 0, "tp": None, "pp": None}
     assert rec["cache"]["startup"]["kv_cache_max_concurrency"] == 27.67070707070707
     assert "hardware" not in rec
@@ -163,7 +167,7 @@ def test_encode_value_of_vllm_objects():
     from vllm.v1.attention.backend import MultipleOf
     from vllm.v1.kv_cache_interface import KVQuantMode, SparseCacheRole
 
-    from fpmcore_vllm033.observe import encode_value
+    from fpmcore_vllm_support.encode import encode_value
 
     assert encode_value(torch.bfloat16) == "torch.bfloat16"
     assert encode_value(MultipleOf(128)) == {"multiple_of": 128}

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from fpmcore_vllm_support import dryprobe
+
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,7 +44,7 @@ def _vllm_plan(model_file: Path, tp: int, caching: bool):
 
     model = json.loads(model_file.read_text())
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "config.json").write_bytes(probe.stub_config_bytes())
+        Path(d, "config.json").write_bytes(dryprobe.stub_config_bytes())
         return probe.plan(model, tp=tp, caching=caching, model_dir=d)
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from fpmcore.dryprobe import ModelJsonError
+from fpmcore_vllm_support import dryprobe
+
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,7 +45,7 @@ def _vllm_plan(model_file: Path, tp: int, caching: bool):
 
     model = json.loads(model_file.read_text())
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "config.json").write_bytes(probe.stub_config_bytes())
+        Path(d, "config.json").write_bytes(dryprobe.stub_config_bytes())
         return probe.plan(model, tp=tp, caching=caching, model_dir=d)
 
 
@@ -52,10 +55,10 @@ def test_at_least_twenty_descriptions():
 
 @pytest.mark.parametrize(("model", "caching"), CASES, ids=[f"{m[:-5]}-caching-{'on' if c else 'off'}" for m, c in CASES])
 def test_dry_probe_records_reproduce_vllm(tmp_path, model, caching):
-    from fpmcore_vllm033 import probe
+    from fpmcore_vllm033 import plugin
 
     tp = TP.get(model, 1)
-    summary = probe.dry_probe(MODELS / model, tmp_path / "ev", tp=tp, caching=caching)
+    summary = plugin.dry_probe(MODELS / model, tmp_path / "ev", tp=tp, caching=caching)
     p = _vllm_plan(MODELS / model, tp, caching)
 
     from vllm.utils.math_utils import cdiv
@@ -111,9 +114,9 @@ def test_dry_probe_records_reproduce_vllm(tmp_path, model, caching):
 
 def test_glm_decode_without_caching_matches_02_section_13_variant_2(tmp_path):
     """02 §13.2: without prefix caching the KDA groups take max_model_len blocks, 28.125256673511295."""
-    from fpmcore_vllm033 import probe
+    from fpmcore_vllm033 import plugin
 
-    probe.dry_probe(MODELS / "glm53flash_tp4.json", tmp_path / "ev", tp=4, caching=False)
+    plugin.dry_probe(MODELS / "glm53flash_tp4.json", tmp_path / "ev", tp=4, caching=False)
     sched = [r for r in _records(tmp_path / "ev")["decode"] if r["binding"]["kind"] == "scheduler"][0]
     c = sched["cache"]
     assert (c["block_size"], c["hash_block_size"]) == (17825792, 17825792)
@@ -125,26 +128,26 @@ def test_glm_decode_without_caching_matches_02_section_13_variant_2(tmp_path):
 
 def test_existing_evidence_is_never_overwritten(tmp_path):
     """02 §2.3: an existing file is a failure."""
-    from fpmcore_vllm033 import probe
+    from fpmcore_vllm033 import plugin
 
-    probe.dry_probe(MODELS / "plain_llama8b.json", tmp_path / "ev", tp=1, caching=True)
+    plugin.dry_probe(MODELS / "plain_llama8b.json", tmp_path / "ev", tp=1, caching=True)
     before = (tmp_path / "ev" / "observations.json").read_bytes()
     with pytest.raises(FileExistsError):
-        probe.dry_probe(MODELS / "plain_llama8b.json", tmp_path / "ev", tp=1, caching=True)
+        plugin.dry_probe(MODELS / "plain_llama8b.json", tmp_path / "ev", tp=1, caching=True)
     assert (tmp_path / "ev" / "observations.json").read_bytes() == before
 
 
 def test_bad_model_json_names_the_key(tmp_path):
-    from fpmcore_vllm033 import probe
+    from fpmcore_vllm033 import plugin
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"max_model_len": 4096, "available_memory_bytes": 1e9, "layers": []}))
-    with pytest.raises(probe.ModelJsonError, match="available_memory_bytes"):
-        probe.dry_probe(bad, tmp_path / "ev")
+    with pytest.raises(ModelJsonError, match="available_memory_bytes"):
+        plugin.dry_probe(bad, tmp_path / "ev")
     bad.write_text(json.dumps({"max_model_len": 4096, "available_memory_bytes": 10**9,
                                "layers": [{"name": "x", "spec": {"type": "NoSuchSpec"}}]}))  # fmt: skip
-    with pytest.raises(probe.ModelJsonError, match="NoSuchSpec"):
-        probe.dry_probe(bad, tmp_path / "ev2")
+    with pytest.raises(ModelJsonError, match="NoSuchSpec"):
+        plugin.dry_probe(bad, tmp_path / "ev2")
     assert not (tmp_path / "ev2").exists()  # nothing is written unless every phase was planned
 
 

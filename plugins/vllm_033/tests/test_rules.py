@@ -19,15 +19,18 @@ S = StartupLimits(max_model_len=32768, in_flight_tokens=8192)
 
 @pytest.fixture(scope="module")
 def rules():
-    return make_host(entry_points=("vllm_033",)).hooks.runtime_rules(runtime=RUNTIME)
+    return make_host(entry_points=("vllm_033",)).hooks.runtime(RUNTIME).rules()
 
 
 def test_identity_and_hybrid_evidence(rules):
-    """02 §4: vLLM 0.33.0 imports hybrid evidence; other pins are not answered."""
+    """02 §4: vLLM 0.33.0 imports hybrid evidence; other pins select no plugin, so none answers for them."""
+    from fpmcore.errors import FpmError
+
     assert (rules.version, rules.hybrid_evidence) == ("0.33.0", True)
     host = make_host(entry_points=("vllm_033",))
     for pin in ("vllm==0.33.1", "vllm==0.33.0.post1", "vllm==0.27.0"):
-        assert host.hooks.runtime_rules(runtime=pin) is None
+        with pytest.raises(FpmError, match="no runtime plugin for"):
+            host.hooks.runtime(pin).rules()
 
 
 def test_kv_dtype_labels(rules):

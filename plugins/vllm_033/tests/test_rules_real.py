@@ -73,7 +73,7 @@ def cases():
 def rules():
     from fpmcore.testing import make_host
 
-    return make_host(entry_points=("vllm_033",)).hooks.runtime_rules(runtime="vllm==0.33.0")
+    return make_host(entry_points=("vllm_033",)).hooks.runtime("vllm==0.33.0").rules()
 
 
 NAMES = ["S1", "S2", "S3", "S4", "S5", "S6 none", "S6 align", "S7 none", "S7 align", "S8 align", "S9", "S10",
@@ -85,7 +85,7 @@ def test_startup_blocks_is_vllms(cases, rules, name):
     from vllm.utils.math_utils import cdiv
     from vllm.v1.kv_cache_interface import MambaSpec
 
-    from fpmcore_vllm033.observe import class_name, spec_fields
+    from fpmcore_vllm_support.encode import class_name, spec_fields
 
     spec, mode, dcp = cases[name]
     want = cdiv(spec.max_memory_usage_bytes(_config(mode, dcp=dcp)), spec.page_size_bytes)

@@ -14,18 +14,12 @@ specs is :func:`fpmcore.importer.stage_ef.group_startup`.
 from __future__ import annotations
 
 
-def in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool, model_runner: str | None) -> int:
-    """C-2: ``T = max_concurrent_batches × max_num_batched_tokens`` (vllm/config/vllm.py:587-610)."""
-    if async_scheduling:
-        if model_runner == "v2":
-            batches = pp + 1
-        elif pp <= 1:
-            batches = 2
-        else:
-            batches = pp
-    else:
-        batches = pp
-    return batches * max_num_batched_tokens
+def in_flight_tokens(max_num_batched_tokens: int, max_concurrent_batches: int) -> int:
+    """C-2: ``T = max_concurrent_batches × max_num_batched_tokens`` (vllm/config/vllm.py:587-610).
+
+    ``max_concurrent_batches`` is the runtime's (``RuntimeRules.in_flight_batches``).
+    """
+    return max_concurrent_batches * max_num_batched_tokens
 
 
 def concurrency(num_blocks: int, blocks_per_request: int) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from fpmcore.hooks import RuntimeHooks
 from fpmcore.hooktypes import RuntimeRules, SpecClassification
 from fpmcore.importer import draft as stage_m
 from fpmcore.importer import stage_a, stage_b, stage_c, stage_d, stage_ef, stage_gh, stage_i, stage_jkl
@@ -77,19 +78,29 @@ class ImportRun:
 
 
 class HostServices:
-    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.plugins.PluginHost`."""
+    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.plugins.PluginHost`.
+
+    The runtime plugin of a pin is selected once (``host.hooks.runtime``) and
+    every runtime hook of that pin is dispatched to it alone.
+    """
 
     def __init__(self, host: Any) -> None:
         self.host = host
+        self._runtimes: dict[str, RuntimeHooks | None] = {}
 
-    def has_runtime(self, pin: str) -> bool:
+    def _runtime(self, pin: str) -> RuntimeHooks | None:
+        """The runtime hooks of ``pin``, selected once; ``None`` when no single plugin targets it."""
         from fpmcore.errors import FpmError
 
-        try:
-            self.host.select_runtime(pin)
-        except FpmError:
-            return False
-        return True
+        if pin not in self._runtimes:
+            try:
+                self._runtimes[pin] = self.host.hooks.runtime(pin)
+            except FpmError:
+                self._runtimes[pin] = None
+        return self._runtimes[pin]
+
+    def has_runtime(self, pin: str) -> bool:
+        return self._runtime(pin) is not None
 
     def installed(self) -> str:
         parts = []
@@ -99,19 +110,23 @@ class HostServices:
         return ", ".join(parts) or "none"
 
     def classify(self, runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
-        return self.host.hooks.classify_spec(runtime=runtime, spec_class=spec_class, spec=spec)
+        hooks = self._runtime(runtime)
+        return None if hooks is None else hooks.classify_spec(spec_class=spec_class, spec=spec)
 
     def normalize(self, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        return self.host.hooks.normalize_record(runtime=runtime, record=record)
+        hooks = self._runtime(runtime)
+        return None if hooks is None else hooks.normalize_record(record=record)
 
     def rules(self, runtime: str) -> RuntimeRules | None:
-        return self.host.hooks.runtime_rules(runtime=runtime)
+        hooks = self._runtime(runtime)
+        return None if hooks is None else hooks.rules()
 
     def hybrid_versions(self) -> list[str]:
         found: list[str] = []
         for r in self.host.active("runtime"):
             for pin in r.targets:
-                rules = self.host.hooks.runtime_rules(runtime=pin)
+                hooks = self._runtime(pin)
+                rules = None if hooks is None else hooks.rules()
                 if rules is not None and rules.hybrid_evidence and rules.version not in found:
                     found.append(rules.version)
         return found

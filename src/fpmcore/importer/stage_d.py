@@ -9,6 +9,7 @@ from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, p
 from fpmcore.importer.values import is_int, is_number, same, show
 
 # -- §3.4: section -> key -> (type check, null allowed in a record without hybrid evidence) --
+# A runtime may leave more settings null than §3.4 allows: its ``RuntimeRules.nullable_settings``.
 
 _int = is_int
 _num = is_number
@@ -67,9 +68,7 @@ SETTINGS: dict[str, dict[str, tuple[Callable[[Any], bool], bool]]] = {
         "mode": (_str, False),
         "cudagraph_mode": (_str, False),
         "cudagraph_capture_sizes": (lambda v: isinstance(v, list) and all(is_int(x) for x in v), False),
-        # vLLM 0.33.0 declares it ``int = None`` and leaves it ``None`` when no graph is captured
-        # (vllm/config/compilation.py:695), so ``null`` is accepted (the spec's table says integer).
-        "max_cudagraph_capture_size": (_int_or_null, False),
+        "max_cudagraph_capture_size": (_int, False),
         "enforce_eager": (_bool, False),
     },
 }
@@ -149,23 +148,33 @@ def i27_topology(ctx: Context) -> Iterator[Finding]:
 
 
 def i28_settings(ctx: Context, rec: Record) -> None:
-    """I-28: every key of §3.4, no other, each of its type (``null`` for ⁰ keys without hybrid evidence)."""
+    """I-28: every key of §3.4, no other, each of its type.
+
+    ``null`` is accepted for the ⁰ keys of a record without hybrid evidence,
+    and for the settings the record's runtime leaves ``null``
+    (``RuntimeRules.nullable_settings``).
+    """
     settings = rec.data.get("settings")
     if not isinstance(settings, dict):
         raise Refusal("I-28", "runtime settings are incomplete: settings")
     plain = not rec.hybrid
+    runtime_null = ctx.runtime_rules.nullable_settings
+
+    def ok_value(name: str, value: Any, ok: Callable[[Any], bool], nullable: bool) -> bool:
+        return ok(value) or (value is None and ((plain and nullable) or name in runtime_null))
+
     for section, keys in SETTINGS.items():
         obj = settings.get(section)
         if not isinstance(obj, dict):
             raise Refusal("I-28", f"runtime settings are incomplete: {section}")
         for key, (ok, nullable) in keys.items():
-            if key not in obj or not (ok(obj[key]) or (plain and nullable and obj[key] is None)):
+            if key not in obj or not ok_value(f"{section}.{key}", obj[key], ok, nullable):
                 raise Refusal("I-28", f"runtime settings are incomplete: {section}.{key}")
         for key in sorted(obj):
             if key not in keys:
                 raise Refusal("I-28", f"runtime settings hold an unknown key: {section}.{key}")
     for key, (ok, nullable) in TOP_SETTINGS.items():
-        if key not in settings or not (ok(settings[key]) or (plain and nullable and settings[key] is None)):
+        if key not in settings or not ok_value(key, settings[key], ok, nullable):
             raise Refusal("I-28", f"runtime settings are incomplete: {key}")
     for key in sorted(settings):
         if key not in SETTINGS and key not in TOP_SETTINGS:

@@ -89,15 +89,15 @@ def is_mamba(ctx: Context, cls: Any) -> bool:
     return isinstance(cls, str) and ctx.runtime_rules.state_family(cls) == "mamba"
 
 
-def limits(rec: Record) -> StartupLimits:
-    """The C-1 inputs of a record's settings."""
+def limits(ctx: Context, rec: Record) -> StartupLimits:
+    """The C-1 inputs of a record's settings; C-2's batches in flight are the runtime's."""
     s = rec
-    T = capacity.in_flight_tokens(
-        s.setting("scheduler", "max_num_batched_tokens"),
+    batches = ctx.runtime_rules.in_flight_batches(
         s.setting("parallel", "pipeline_parallel_size"),
         s.setting("scheduler", "async_scheduling") is True,
         s.settings.get("model_runner"),
     )
+    T = capacity.in_flight_tokens(s.setting("scheduler", "max_num_batched_tokens"), batches)
     return StartupLimits(
         max_model_len=s.setting("model", "max_model_len"),
         in_flight_tokens=T,
@@ -112,7 +112,7 @@ def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int
     C-1 is the runtime's (``RuntimeRules.startup_blocks``); ``None`` when it
     cannot be computed from the record.
     """
-    lim = limits(rec)
+    lim = limits(ctx, rec)
     startup = ctx.runtime_rules.startup_blocks
 
     def blocks(cls: Any, fields: dict[str, Any], block_size: Any) -> tuple[int, str] | None:
@@ -176,7 +176,7 @@ def i41_classes(ctx: Context, rec: Record) -> None:
         if rec.is_worker and rec.hybrid:
             for name, spec in layer_entries(g):
                 lc = classify(ctx, spec.get("class"), fields_of(spec))
-                if lc.kind == "unsupported" or lc.uniform:
+                if lc.kind == "unsupported" or lc.composite:
                     reason = lc if lc.kind == "unsupported" else SpecClassification("unsupported", reason="nested uniform spec")
                     raise _unsupported(reason, spec.get("class"), name)
 
@@ -187,7 +187,7 @@ def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[
     if not (rec.hybrid and rec.is_worker):
         return c.kind, []
     kinds = [(name, classify(ctx, spec.get("class"), fields_of(spec)).kind) for name, spec in layer_entries(g)]
-    if c.uniform:
+    if c.composite:
         return (kinds[0][1] if kinds else c.kind), kinds
     return c.kind, kinds
 
@@ -197,7 +197,7 @@ def i42_mixed(ctx: Context, rec: Record) -> None:
     if not (rec.is_worker and rec.hybrid):
         return
     for i, g in enumerate(rec.groups):
-        if not classify(ctx, g.get("spec_class"), {}).uniform:
+        if not classify(ctx, g.get("spec_class"), {}).composite:
             continue
         _k, kinds = group_kind(ctx, rec, g)
         for name, kind in kinds[1:]:
@@ -218,7 +218,7 @@ def i43_kind(ctx: Context, rec: Record) -> None:
 def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
     """What a hybrid worker group's layer specs give for its group-level fields (I-44)."""
     entries = layer_entries(g)
-    uniform = classify(ctx, g.get("spec_class"), {}).uniform
+    uniform = classify(ctx, g.get("spec_class"), {}).composite
     pages = [spec.get("page_size_bytes") for _n, spec in entries]
     windows = {repr(spec_window(ctx, spec.get("class"), fields_of(spec))): spec_window(ctx, spec.get("class"), fields_of(spec))
                for _n, spec in entries}
@@ -392,7 +392,7 @@ def expected_copy(ctx: Context, worker: Record, g: dict[str, Any]) -> tuple[dict
     name, spec = entries[0]
     f = fields_of(spec)
     copy["spec_fields"] = f
-    if classify(ctx, g.get("spec_class"), {}).uniform:
+    if classify(ctx, g.get("spec_class"), {}).composite:
         copy.update(
             spec_class=spec.get("class"),
             block_size_tokens=spec.get("block_size"),

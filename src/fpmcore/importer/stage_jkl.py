@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from fpmcore.hooktypes import HashBlockQuery
 from fpmcore.importer import capacity
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.stage_d import TRIO, settings_difference
@@ -21,7 +22,6 @@ from fpmcore.importer.stage_ef import (
     fields_of,
     group_difference,
     group_startup,
-    is_mamba,
     kinds_of,
     layer_entries,
     limits,
@@ -140,35 +140,30 @@ def i96_scheduler_block(ctx: Context, rec: Record) -> None:
         raise Refusal("I-96", f"scheduler block sizes contradict its cache groups: scheduler block size {show(got)}, expected {formula} = {want}")
 
 
-def _mamba_not_align(ctx: Context, s: Record) -> bool:
-    for g in _groups(ctx, s):
-        for _n, spec in layer_entries(g):
-            if is_mamba(ctx, spec.get("class")) and fields_of(spec).get("mamba_cache_mode") != "align":
-                return True
-    return False
-
-
 def i97_hash_block(ctx: Context, rec: Record) -> None:
-    """I-97: the hash block size follows vLLM 0.33.0's resolution (kv_cache_utils.py:816-918)."""
+    """I-97: the hash block size is the one the runtime resolves for the scheduler's groups.
+
+    The resolution is the runtime's (``RuntimeRules.hash_block_size``, asked
+    with a :class:`~fpmcore.hooktypes.HashBlockQuery`); an answer that is
+    text says why the runtime would not start with these groups.
+    """
     if rec.is_worker:
         return
     groups = _groups(ctx, rec)
-    bs, _f = scheduler_block(ctx, rec)
-    got = rec.cache.get("hash_block_size")
-    caching = rec.data["prefix_caching"]["enable_prefix_caching"]
-    pmu = rec.setting("cache", "prefix_match_unit")
+    query = HashBlockQuery(
+        block_sizes=tuple(g["block_size_tokens"] for g in groups),
+        prefix_cacheable=tuple(g.get("prefix_cacheable") is True for g in groups),
+        layer_specs=tuple((spec.get("class"), fields_of(spec)) for g in groups for _n, spec in layer_entries(g)),
+        scheduler_block_size=scheduler_block(ctx, rec)[0],
+        enable_prefix_caching=rec.data["prefix_caching"]["enable_prefix_caching"],
+        prefix_match_unit=rec.setting("cache", "prefix_match_unit"),
+        recorded=rec.cache.get("hash_block_size"),
+    )
+    want = ctx.runtime_rules.hash_block_size(query)
+    got = query.recorded
     msg = "scheduler block sizes contradict its cache groups: "
-    if len(groups) <= 1:
-        if caching and pmu not in (None, bs):
-            raise Refusal("I-97", msg + f"a single cache group with prefix caching needs prefix_match_unit null or {bs}; got {show(pmu)}")
-        want = bs
-    elif not caching or _mamba_not_align(ctx, rec):
-        want = bs
-    else:
-        sizes = [g["block_size_tokens"] for g in groups if g.get("prefix_cacheable") is True] or [g["block_size_tokens"] for g in groups]
-        want = pmu if pmu is not None else math.gcd(*sizes)
-        if not is_pos_int(want) or any(x % want for x in sizes):
-            raise Refusal("I-97", msg + f"hash block size {show(got)}, expected a divisor of {', '.join(str(x) for x in sizes)}; prefix_match_unit {show(pmu)} is not one")
+    if isinstance(want, str):
+        raise Refusal("I-97", msg + want)
     if not same(got, want):
         raise Refusal("I-97", msg + f"hash block size {show(got)}, expected {want}")
 
@@ -246,7 +241,7 @@ def i101_inflight(ctx: Context, rec: Record) -> None:
     L = rec.setting("model", "max_model_len")
     if not same(st.get("max_model_len"), L):
         raise Refusal("I-101", f"{_head(rec)} records max_model_len {show(st.get('max_model_len'))}, expected {L}")
-    T = limits(rec).in_flight_tokens
+    T = limits(ctx, rec).in_flight_tokens
     if not same(st.get("max_in_flight_tokens"), T):
         raise Refusal("I-101", f"{_head(rec)} records max_in_flight_tokens {show(st.get('max_in_flight_tokens'))}, expected {T}")
     got = rec.setting("scheduler", "max_in_flight_tokens")

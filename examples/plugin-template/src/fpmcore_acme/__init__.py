@@ -3,16 +3,17 @@
 Acme Hybrid 7B is a made-up hybrid of attention and Mamba layers, served by
 vLLM in Mamba align mode without a prefill checkpoint.  This module is what
 the entry point names: it holds only the hook implementations, each a few
-lines that answer ``None`` for other models and hand the work to
-:mod:`fpmcore_acme.rules` (plain functions, easy to test on their own).
+lines that hand the work to :mod:`fpmcore_acme.rules` (plain functions, easy
+to test on their own).  The host calls a model plugin's hooks only for the
+model ids its plugin info names, so no hook checks the model.
 
 Hooks implemented (see fpmcore's hook reference):
 
 ``fpm_plugin_info``               who the plugin is
 ``fpm_align_stop``                where the runtime stops a prefill chunk of this model
 ``fpm_generate_points``           the benchmark points of this model (``fpm plan --model acme-hybrid-7b``)
-``fpm_producer_contracts``        the producer contract the plugin owns
-``fpm_choose_producer_contract``  which collection cells it claims
+``fpm_producer_contracts``        the producer contract the plugin owns (the host's default
+                                  choice claims the cells of its Engram residency)
 
 Never import vLLM or torch here: ``fpm --help`` and ``fpm plugins`` must work
 without a runtime (the conformance suite checks it).
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING
 from fpmcore import (
     API_VERSION,
     AlignStopQuery,
-    ExecutionIdentity,
     PlanLimits,
     PluginInfo,
     PointPlan,
@@ -51,19 +51,21 @@ def fpm_plugin_info() -> PluginInfo:
                       summary="Acme Hybrid 7B: align stop at block boundaries, prefill/decode points, eager contract")
 
 
+#: The runtimes whose align split :func:`fpmcore_acme.rules.align_stop` models for this model.
+ALIGN_RUNTIMES = ("vllm==0.33.0",)
+
+
 @hookimpl
-def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
-    if model not in MODEL_IDS:
-        return None
+def fpm_align_stop(runtime: str, query: AlignStopQuery) -> int | None:
+    if runtime not in ALIGN_RUNTIMES:
+        return None  # a runtime whose align rule this plugin does not model
     from fpmcore_acme.rules import align_stop
 
     return align_stop(query)
 
 
 @hookimpl
-def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan | None:
-    if model not in MODEL_IDS:
-        return None
+def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan:
     from fpmcore_acme.rules import generate_points
 
     return generate_points(limits)
@@ -73,7 +75,3 @@ def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, l
 def fpm_producer_contracts() -> list[ProducerContract]:
     return [CONTRACT]
 
-
-@hookimpl
-def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
-    return CONTRACT if identity.engram_residency == CONTRACT.residency else None

@@ -6,7 +6,7 @@ measured eagerly: their producer contract is ``dsv41_eager`` (05 §6.3, §6.4).
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, ExecutionIdentity, PluginInfo, ProducerContract, hookimpl
+from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
 
 MODEL_IDS = ("dsv41", "deepseek-ai/DeepSeek-V4.1")
 
@@ -18,25 +18,14 @@ CONTRACT = ProducerContract(
 
 @hookimpl
 def fpm_plugin_info() -> PluginInfo:
-    return PluginInfo(
-        id="dsv41",
-        kind="model",
-        targets=MODEL_IDS,
-        api_version=API_VERSION,
-        summary="DeepSeek V4.1: eager producer contract",
-    )
+    return PluginInfo(id="dsv41", kind="model", targets=MODEL_IDS, api_version=API_VERSION,
+                      summary="DeepSeek V4.1: eager producer contract")
 
 
 @hookimpl
 def fpm_producer_contracts() -> list[ProducerContract]:
+    """05 §6.3: the contract, claimed for every cell of its residency (the host's default choice)."""
     return [CONTRACT]
-
-
-@hookimpl
-def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
-    if identity.engram_residency == CONTRACT.residency:
-        return CONTRACT
-    return None
 
 
 @hookimpl

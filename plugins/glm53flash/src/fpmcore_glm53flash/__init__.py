@@ -9,7 +9,7 @@ producer contract of its collection cells (05 §6.3, §7), the align-stop rule
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, ExecutionIdentity, PluginInfo, ProducerContract, hookimpl
+from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
 
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
 
@@ -25,25 +25,14 @@ CONTRACT = ProducerContract(
 
 @hookimpl
 def fpm_plugin_info() -> PluginInfo:
-    return PluginInfo(
-        id="glm53flash",
-        kind="model",
-        targets=MODEL_IDS,
-        api_version=API_VERSION,
-        summary="GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract",
-    )
+    return PluginInfo(id="glm53flash", kind="model", targets=MODEL_IDS, api_version=API_VERSION,
+                      summary="GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract")
 
 
 @hookimpl
 def fpm_producer_contracts() -> list[ProducerContract]:
+    """05 §6.3: the contract, claimed for every cell of its residency (the host's default choice)."""
     return [CONTRACT]
-
-
-@hookimpl
-def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContract | None:
-    if identity.engram_residency == CONTRACT.residency:
-        return CONTRACT
-    return None
 
 
 # -- 04: align stop and point generation ------------------------------------
@@ -56,23 +45,24 @@ if TYPE_CHECKING:
     from fpmcore.profile import FpmModelProfile
 
 
+#: The runtimes whose Mamba align rule :mod:`fpmcore_glm53flash.align` implements
+#: for this model (04 G-1 … G-7: vLLM 0.33.0's scheduler in align mode).
+ALIGN_RUNTIMES = ("vllm==0.33.0",)
+
+
 @hookimpl
-def fpm_align_stop(model: str, query: AlignStopQuery) -> int | None:
-    """04 G-1 … G-6: the vLLM 0.33.0 Mamba align stop of one prefill chunk."""
-    if model not in MODEL_IDS:
-        return None
+def fpm_align_stop(runtime: str, query: AlignStopQuery) -> int | None:
+    """04 G-1 … G-6: the Mamba align stop of one prefill chunk, on a runtime whose rule this plugin knows."""
+    if runtime not in ALIGN_RUNTIMES:
+        return None  # no align rule of that runtime is modelled for GLM-5.3-Flash
     from fpmcore_glm53flash.align import align_stop
 
     return align_stop(query)
 
 
 @hookimpl
-def fpm_generate_points(
-    model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits
-) -> PointPlan | None:
+def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan:
     """04 G-9 … G-25: the GLM-5.3-Flash point list of an accepted profile."""
-    if model not in MODEL_IDS:
-        return None
     from fpmcore_glm53flash.planner import generate_points
 
     return generate_points(profile, deployment, limits)

@@ -35,7 +35,7 @@ TABLE: dict[str, SpecClassification] = {
     "MambaSpec": _STATE,
     "CircularBufferSpec": _STATE,
     # the group takes the one kind of its inner specs (I-42)
-    "UniformTypeKVCacheSpecs": SpecClassification(kind="attention", uniform=True),
+    "UniformTypeKVCacheSpecs": SpecClassification(kind="attention", composite=True),
     "RSWASpec": _unsupported(
         "its manager frees the blocks between the prompt and the decode window, "
         "which no cache kind models"

@@ -1,6 +1,8 @@
 """Dry probe on CPU: vLLM 0.33.0's real cache planning for a MODEL.json.
 
-``fpm probe --dry-run MODEL.json -o DIR`` calls :func:`dry_probe`.  It runs
+``fpm probe --dry-run MODEL.json -o DIR`` reaches the plugin's ``dry_probe``
+(``fpm_dry_probe``), which plans with :func:`plan` and summarizes with
+:func:`plan_summary`.  It runs
 the engine core's cache planning of vLLM 0.33.0 (``_initialize_kv_caches``:
 layout resolution, grouping, ``get_kv_cache_configs``, the scheduler copy,
 ``update_kv_cache_capacity``, the block-size resolution) and builds the real
@@ -11,16 +13,8 @@ model runner) and the hardware in ``unresolved_fields``, and their
 ``lifecycle`` says ``measurement: "cache_planned"`` with
 ``cache_initialized``, ``warmup_completed`` and ``capture_completed``
 false.  Everything else is read from vLLM's objects by the observer
-(:mod:`fpmcore_vllm033.observe`).  ``fpm import`` accepts such an attempt as
+(:mod:`fpmcore_vllm033.observe`, through the plugin).  ``fpm import`` accepts such an attempt as
 layout-level evidence (``fpmcore.importer``, I-113).
-
-The runtime of a dry run is the installed vLLM distribution: the launch's
-``deployment.image`` and every record's ``runtime.image`` are
-``local/vllm-cpu-dry-run@sha256:<d>`` and ``runtime.source_revision`` is
-``<d>``, where ``<d>`` is the SHA-256 of the distribution's ``RECORD`` file
-(the hashes of every installed file; the wheel names only a short commit), so
-the same installed wheel always gives the same bytes
-(:func:`fpmcore.dryprobe.installed_digest`).
 
 MODEL.json is the format of the vLLM oracle harness (see
 ``examples/probes/README.md``): ``max_model_len``,
@@ -30,32 +24,28 @@ MODEL.json is the format of the vLLM oracle harness (see
 optional ``launch`` merged over the default launch (02 §2.2).  The specs are
 those of **one** TP rank: shard the shapes for the TP size.
 
-MODEL.json reading, the evidence folder and the dry-run image are fpmcore's
-own formats, the same for every vLLM release, and live in
-:mod:`fpmcore.dryprobe`; this module holds what touches vLLM 0.33.0's
-objects: the specs, the engine core's planning calls and the summary.  vLLM
-and torch are imported inside the functions.  The process needs
-``VLLM_TARGET_DEVICE=cpu`` before vLLM is imported;
-:func:`fpmcore.dryprobe.prepare_environment` sets it (and keeps the hub
-offline).
+What every vLLM release shares (the CPU environment, the staged model
+configuration, the dry-run image, the default launch, the sources the
+observer reads, the evidence folder) is :mod:`fpmcore_vllm_support.dryprobe`;
+this module holds what touches vLLM 0.33.0's objects: its configuration
+options, its spec fields, the engine core's planning calls and the numbers
+of the summary only it computes.  vLLM and torch are imported inside the
+functions.
 """
 
 from __future__ import annotations
 
-import copy
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from fpmcore import dryprobe
-from fpmcore.dryprobe import (  # noqa: F401  (read from this module by the plugin's tests and tools)
-    ModelJsonError,
-    prepare_environment,
-    scheduler_source,
-    stub_config_bytes,
-)
-from fpmcore_vllm033 import observe
+from fpmcore_vllm_support import dryprobe
+from fpmcore_vllm_support.dryprobe import prepare_environment
+from fpmcore_vllm_support.encode import cdiv
+
+
+__all__ = ["build_layer_specs", "build_spec", "build_vllm_config", "plan", "plan_summary", "prepare_environment",
+           "worker_source"]  # fmt: skip
 
 #: vLLM's default layout preference when MODEL.json pins none.
 DEFAULT_LAYOUTS = ("LBNHC", "LBHNC", "BLNHC", "BLHNC", "BHLNC", "LHBNC")
@@ -88,39 +78,17 @@ SCHEDULER_KEYS = (
 # --------------------------------------------------------------------------
 
 
-def _dtype(value: Any) -> Any:
-    import torch
-
-    return getattr(torch, dryprobe.dtype_name(value))
-
-
 def has_mamba(model: Mapping[str, Any]) -> bool:
     return any(entry["spec"]["type"] == "MambaSpec" for entry in model["layers"])
 
 
 def build_vllm_config(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> Any:
-    """The engine core's ``VllmConfig`` before cache planning."""
-    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
-
-    opts = dryprobe.config_options(model, caching=caching, cache_keys=CACHE_KEYS, scheduler_keys=SCHEDULER_KEYS)
-    model_config = ModelConfig(
-        model=model_dir,
-        skip_tokenizer_init=True,
-        max_model_len=opts.max_model_len,
-        dtype=model.get("model_dtype", "bfloat16"),
-        seed=0,
+    """The engine core's ``VllmConfig`` before cache planning, Mamba modes derived as vLLM derives them."""
+    # vLLM accepts mamba_block_size only with prefix caching
+    keys = CACHE_KEYS if caching else tuple(k for k in CACHE_KEYS if k != "mamba_block_size")
+    vllm_config = dryprobe.build_vllm_config(
+        model, tp=tp, caching=caching, model_dir=model_dir, cache_keys=keys, scheduler_keys=SCHEDULER_KEYS
     )
-    if not caching:  # vLLM accepts mamba_block_size only with prefix caching
-        opts.cache_kwargs.pop("mamba_block_size", None)
-    vllm_config = VllmConfig(
-        model_config=model_config,
-        cache_config=CacheConfig(**opts.cache_kwargs),
-        scheduler_config=SchedulerConfig(**opts.scheduler_kwargs),
-        parallel_config=ParallelConfig(tensor_parallel_size=tp),
-    )
-    if opts.async_scheduling is not None:
-        # The CPU platform forces synchronous scheduling; restore the GPU value.
-        vllm_config.scheduler_config.async_scheduling = bool(opts.async_scheduling)
     if has_mamba(model):
         # vLLM's own derivation of mamba_cache_mode / mamba_block_size from prefix caching
         from vllm.model_executor.models.config import MambaModelConfig
@@ -129,20 +97,15 @@ def build_vllm_config(model: Mapping[str, Any], *, tp: int, caching: bool, model
     return vllm_config
 
 
-def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
-    """A ``KVCacheSpec`` of vLLM 0.33.0 from ``{"type": <class>, <fields>}``."""
+def _convert(cls: type, fields: dict[str, Any], vllm_config: Any) -> None:
+    """vLLM 0.33.0's spec fields of MODEL.json: dtype lists, shapes, fractions, enums, ``MultipleOf``, Mamba defaults."""
     from vllm.v1 import kv_cache_interface as kvi
     from vllm.v1.attention.backend import MultipleOf
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
 
-    fields = dict(spec_json)
-    type_name = fields.pop("type", None)
-    cls = dryprobe.spec_class(kvi, kvi.KVCacheSpec, type_name)
     cc = vllm_config.cache_config
-    if "dtype" in fields:
-        fields["dtype"] = _dtype(fields["dtype"])
     if "dtypes" in fields:
-        fields["dtypes"] = tuple(_dtype(d) for d in fields["dtypes"])
+        fields["dtypes"] = tuple(dryprobe.torch_dtype(d) for d in fields["dtypes"])
     if "shapes" in fields:
         fields["shapes"] = tuple(tuple(int(x) for x in s) for s in fields["shapes"])
     tps = fields.get("tokens_per_state")
@@ -152,58 +115,33 @@ def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
         fields["mamba_type"] = MambaAttentionBackendEnum[fields["mamba_type"]]
     if "cache_role" in fields:
         fields["cache_role"] = kvi.SparseCacheRole(str(fields["cache_role"]).lower())
-    if "kv_quant_mode" in fields:
-        fields["kv_quant_mode"] = kvi.KVQuantMode[fields["kv_quant_mode"]]
     bsa = fields.get("block_stride_alignment")
     if isinstance(bsa, Mapping):
         fields["block_stride_alignment"] = MultipleOf(int(bsa["multiple_of"]))
     if issubclass(cls, kvi.MambaSpec):
         # as MambaBase.get_kv_cache_spec: block, padding and mode from the cache config
-        if fields.get("block_size", "auto") == "auto":
-            fields["block_size"] = cc.mamba_block_size
-        if fields.get("page_size_padded", "auto") == "auto":
-            fields["page_size_padded"] = cc.mamba_page_size_padded
-        if fields.get("mamba_cache_mode", "auto") == "auto":
-            fields["mamba_cache_mode"] = cc.mamba_cache_mode
-    elif fields.get("block_size", "auto") == "auto":
-        fields["block_size"] = cc.block_size
-    return dryprobe.construct_spec(cls, type_name, fields)
+        for key, value in (("block_size", cc.mamba_block_size), ("page_size_padded", cc.mamba_page_size_padded),
+                           ("mamba_cache_mode", cc.mamba_cache_mode)):  # fmt: skip
+            if fields.get(key, "auto") == "auto":
+                fields[key] = value
+
+
+def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
+    """A ``KVCacheSpec`` of vLLM 0.33.0 from ``{"type": <class>, <fields>}``."""
+    return dryprobe.build_spec(spec_json, vllm_config, convert=_convert)
 
 
 def build_layer_specs(model: Mapping[str, Any], vllm_config: Any) -> dict[str, Any]:
     """``{layer name: spec}`` in model registration order (:func:`fpmcore.dryprobe.layer_specs`)."""
-    return dryprobe.layer_specs(model, lambda spec_json: build_spec(spec_json, vllm_config))
+    return dryprobe.layer_specs(model, vllm_config, build_spec)
 
 
-def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> dryprobe.DryPlan:
-    """The engine core's cache planning of vLLM 0.33.0 (vllm/v1/engine/core.py:251-372), on CPU.
-
-    Returns the engine core's ``vllm_config``, a copy of it as the workers
-    hold it before the engine core resolves the block sizes
-    (``worker_vllm_config``), the per-rank ``KVCacheConfig`` objects
-    (``worker_configs``), the scheduler copy (``scheduler_config``), the real
-    ``Scheduler`` and the resolved block sizes.
-    """
-    prepare_environment()
+def _worker_configs(model: Mapping[str, Any], vllm_config: Any, kv_cache_specs: list[Any], available: int) -> list[Any]:
+    """Layout resolution, the global groups and their DCP interleave, then ``get_kv_cache_configs`` for the ranks."""
     from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import (
-        generate_scheduler_kv_cache_config,
-        resolve_cache_hit_alignment_tokens,
-        resolve_kv_cache_block_sizes,
-        update_kv_cache_capacity,
-    )
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.structured_output import StructuredOutputManager
 
-    vc = build_vllm_config(model, tp=tp, caching=caching, model_dir=model_dir)
-    register_all_kvcache_specs(vc)
-    layer_specs = build_layer_specs(model, vc)
-    kv_cache_specs = [dict(layer_specs) for _ in range(tp)]
-    if any(getattr(s, "non_causal", False) for s in layer_specs.values()):
-        vc.scheduler_config.enable_chunked_prefill = False
-        vc.cache_config.enable_prefix_caching = False
+    tp, vc = len(kv_cache_specs), vllm_config
     if model.get("kv_cache_layout"):
         supported = [[model["kv_cache_layout"]]] * tp
     else:
@@ -211,127 +149,50 @@ def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) ->
     resolve_kv_cache_layout(vc, supported, [s for specs in kv_cache_specs for s in specs.values()])
     global_groups = get_global_kv_cache_groups(vc, kv_cache_specs)
     vc.adjust_dcp_kv_cache_interleave_size(global_groups)
-    available = int(model["available_memory_bytes"])
-    worker_configs = get_kv_cache_configs(vc, kv_cache_specs, [available] * tp, global_groups)
-    for cfg in worker_configs:
+    configs = get_kv_cache_configs(vc, kv_cache_specs, [available] * tp, global_groups)
+    for cfg in configs:
         cfg.kv_cache_layout = vc.cache_config.kv_cache_layout
-    worker_vc = copy.deepcopy(vc)  # the workers' copy: the engine core's updates below stay in it
-    sched_cfg = generate_scheduler_kv_cache_config(worker_configs)
-    vc.cache_config.num_gpu_blocks = sched_cfg.num_blocks
-    groups = sched_cfg.kv_cache_groups
+    return configs  # type: ignore[no-any-return]
+
+
+def _capacity(vllm_config: Any, scheduler_config: Any) -> None:
+    """The engine core's block size (the smallest prefix-cacheable group block) and ``update_kv_cache_capacity``."""
+    from vllm.v1.core.kv_cache_utils import update_kv_cache_capacity
+
+    groups = scheduler_config.kv_cache_groups
     if groups:
         participating = [g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
-        vc.cache_config.block_size = min(participating or [g.kv_cache_spec.block_size for g in groups])
-        update_kv_cache_capacity(vc, sched_cfg)
-    vc.validate_block_size()
-    block_size, hash_block_size = resolve_kv_cache_block_sizes(sched_cfg, vc)
-    alignment = resolve_cache_hit_alignment_tokens(sched_cfg, vc, block_size, hash_block_size)
-    for cfg in (*worker_configs, sched_cfg):
+        vllm_config.cache_config.block_size = min(participating or [g.kv_cache_spec.block_size for g in groups])
+        update_kv_cache_capacity(vllm_config, scheduler_config)
+
+
+def _resolved(vllm_config: Any, scheduler_config: Any, worker_configs: list[Any], block_sizes: tuple[int, int]) -> None:
+    """Every configuration holds the hash block size and the cache-hit alignment."""
+    from vllm.v1.core.kv_cache_utils import resolve_cache_hit_alignment_tokens
+
+    block_size, hash_block_size = block_sizes
+    alignment = resolve_cache_hit_alignment_tokens(scheduler_config, vllm_config, block_size, hash_block_size)
+    for cfg in (*worker_configs, scheduler_config):
         cfg.hash_block_size = hash_block_size
         cfg.cache_hit_alignment_tokens = alignment
-    scheduler = Scheduler(
-        vllm_config=vc,
-        kv_cache_config=sched_cfg,
-        structured_output_manager=StructuredOutputManager(vc),
-        block_size=block_size,
-        hash_block_size=hash_block_size,
-        log_stats=False,
-    )
-    return dryprobe.DryPlan(
-        vllm_config=vc,
-        worker_vllm_config=worker_vc,
-        layer_specs=layer_specs,
-        worker_configs=worker_configs,
-        scheduler_config=sched_cfg,
-        scheduler=scheduler,
-        available_memory_bytes=available,
-        block_size=block_size,
-        hash_block_size=hash_block_size,
-    )
 
 
-# --------------------------------------------------------------------------
-# launch, sources
-# --------------------------------------------------------------------------
+def plan(model: Mapping[str, Any], *, tp: int, caching: bool, model_dir: str) -> dryprobe.DryPlan:
+    """The engine core's cache planning of vLLM 0.33.0 (vllm/v1/engine/core.py:251-372), on CPU.
 
-
-def kv_label(kv_cache_dtype: str, model_dtype: str) -> str | None:
-    """The profile label of a KV cache dtype (02 I-32)."""
-    from fpmcore_vllm033.rules import KV_DTYPE_LABELS
-
-    return dryprobe.kv_label(kv_cache_dtype, model_dtype, KV_DTYPE_LABELS)
-
-
-def default_launch(
-    model: Mapping[str, Any],
-    vllm_config: Any,
-    *,
-    configuration: str,
-    tp: int,
-    version: str,
-    image: str | None = None,
-    revision: str = "unpinned",
-) -> dict:
-    """The launch (02 §2.2) of a dry probe (:func:`fpmcore.dryprobe.default_launch`).
-
-    ``revision`` is the default ``identity.model_revision``: :func:`dry_probe`
-    pins it to the SHA-256 of the MODEL.json bytes, the description that was planned.
+    vLLM 0.33.0's steps: layout resolution and the global groups before the
+    per-rank configurations, the smallest prefix-cacheable block and
+    ``update_kv_cache_capacity``, and the cache-hit alignment after the block
+    sizes (:func:`fpmcore_vllm_support.dryprobe.engine_plan`).
     """
-    from fpmcore_vllm033.rules import KV_DTYPE_LABELS
-
-    return dryprobe.default_launch(
-        model, vllm_config, configuration=configuration, tp=tp, version=version,
-        image=image, revision=revision, kv_labels=KV_DTYPE_LABELS,
-    )  # fmt: skip
-
-
-def worker_source(
-    p: dryprobe.DryPlan, manifest: Mapping[str, Any], rank: int, model_identity: Mapping, digest: str | None = None
-) -> dict:
-    """What a dry-run worker exposes (:func:`fpmcore.dryprobe.worker_source`), with the planned layer specs."""
-    return dryprobe.worker_source(p, manifest, rank, model_identity, digest, extra={"kv_cache_specs": p.layer_specs})
-
-
-Observer = Callable[..., dict[str, Any]]
-
-
-def dry_probe(
-    model_path: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    *,
-    tp: int = 1,
-    caching: bool = True,
-    configuration: str | None = None,
-    observer: Observer | None = None,
-    framework_version: str | None = None,
-) -> dict[str, Any]:
-    """Plan ``model_path`` for ``tp`` ranks and write the evidence folder ``out_dir`` (02 §2).
-
-    Writes ``observations.json``, ``model-config.json`` (the staged model
-    configuration the planning loaded) and, per phase,
-    ``<attempt>/<phase>/launch-manifest.json`` and one record per worker rank
-    and scheduler (:func:`fpmcore.dryprobe.write_dry_probe`).  ``observer``
-    is the record writer (default: this plugin's
-    :func:`fpmcore_vllm033.observe.build_record`); ``framework_version`` is
-    the version the launch pins (default: the installed vLLM's).  Returns a
-    summary of what vLLM planned, per phase.
-    """
-    prepare_environment()
-    import vllm
-
-    version = framework_version or vllm.__version__
-
-    def launch(model: Mapping[str, Any], p: dryprobe.DryPlan, **kw: Any) -> dict:
-        return default_launch(model, p.vllm_config, version=version, **kw)
-
-    return dryprobe.write_dry_probe(
-        model_path, out_dir, tp=tp, caching=caching, configuration=configuration, plan=plan, launch=launch,
-        observer=observer or observe.build_record, summarize=plan_summary, worker_source=worker_source,
+    return dryprobe.engine_plan(
+        model, tp=tp, caching=caching, model_dir=model_dir, build_vllm_config=build_vllm_config,
+        build_spec=build_spec, worker_configs=_worker_configs, capacity=_capacity, resolved=_resolved,
     )  # fmt: skip
 
 
 def plan_summary(p: dryprobe.DryPlan) -> dict[str, Any]:
-    """What vLLM planned, read from its objects (for the command's report; :func:`fpmcore.dryprobe.plan_summary`)."""
+    """What vLLM planned, read from its objects (for the command's report; :func:`fpmcore_vllm_support.dryprobe.plan_summary`)."""
     from vllm.v1.core.kv_cache_planning import _pool_bytes_per_block
 
     vc = p.vllm_config
@@ -340,5 +201,12 @@ def plan_summary(p: dryprobe.DryPlan) -> dict[str, Any]:
         pool_page_bytes=_pool_bytes_per_block(vc, p.worker_configs[0].kv_cache_groups),
         kv_cache_layout=vc.cache_config.kv_cache_layout,
         mamba_cache_mode=vc.cache_config.mamba_cache_mode,
-        startup_blocks=lambda spec: observe.cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes),
+        startup_blocks=lambda spec: cdiv(spec.max_memory_usage_bytes(vc), spec.page_size_bytes),
     )
+
+
+def worker_source(
+    p: dryprobe.DryPlan, manifest: Mapping[str, Any], rank: int, model_identity: Mapping, digest: str | None = None
+) -> dict:
+    """What a dry-run worker exposes (:func:`fpmcore_vllm_support.dryprobe.worker_source`), with the planned layer specs."""
+    return dryprobe.worker_source(p, manifest, rank, model_identity, digest, extra={"kv_cache_specs": p.layer_specs})

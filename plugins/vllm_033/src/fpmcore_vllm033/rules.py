@@ -1,12 +1,17 @@
 """The import rules of vLLM 0.33.0 besides its class table (``fpm_runtime_rules``).
 
 * records with hybrid evidence import (02 §4, I-22);
-* KV cache dtype labels (02 I-32; vllm/config/cache.py:44-67);
-* the class table of records without hybrid evidence (02 §5.1), the two
-  rows of this release's own table (:mod:`fpmcore_vllm033.classes`);
+* KV cache dtype labels (02 I-32; vllm/config/cache.py:44-67, the table every
+  vLLM release shares: :data:`fpmcore_vllm_support.rules.KV_DTYPE_LABELS`);
+* the class table of records without hybrid evidence (02 §5.1,
+  :func:`fpmcore_vllm_support.rules.classify_plain`: two rows of this
+  release's own table, :mod:`fpmcore_vllm033.classes`);
 * state families, the ``prefix_cacheable`` class rule (02 I-44) and the
   startup reservation of one spec (03 C-1), with the vLLM 0.33.0 source of
-  each formula.
+  each formula;
+* the settings vLLM 0.33.0 leaves ``null`` (I-28), the in-flight batches of
+  03 C-2 (:func:`fpmcore_vllm_support.rules.max_concurrent_batches`) and the
+  hash block size resolution of I-97.
 
 Spec classes are named as recorded (``vllm.v1.kv_cache_interface.MambaSpec``);
 the rules read their short name, as the import asks only about classes that
@@ -15,37 +20,15 @@ the class table accepted (I-41).  vLLM is never imported here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.hooktypes import RuntimeRules, SpecClassification, StartupLimits, StateFamily
-
-from fpmcore_vllm033.classes import MODULE, TABLE
+from fpmcore.hooktypes import HashBlockQuery, StartupLimits, StateFamily
+from fpmcore_vllm_support.encode import cdiv
+from fpmcore_vllm_support.rules import vllm_rules
 
 VERSION = "0.33.0"
-
-#: 02 I-32: ``cache.kv_cache_dtype`` → profile KV label (vllm/config/cache.py:44-67).
-#: ``auto`` takes the model dtype's label (the import's rule); every other dtype
-#: (``nvfp4``, ``int8_per_token_head``, …) has no label.
-KV_DTYPE_LABELS: Mapping[str, str] = {
-    "bfloat16": "bfloat16",
-    "float16": "half",
-    "fp8": "fp8",
-    "fp8_e4m3": "fp8",
-    "fp8_e5m2": "fp8",
-    "fp8_inc": "fp8",
-    "fp8_ds_mla": "fp8",
-    "fp8_per_token_head": "fp8",
-}
-
-#: 02 §5.1: a record without hybrid evidence allows exactly these two classes.
-PLAIN_TABLE: Mapping[str, SpecClassification] = {
-    f"{MODULE}.{name}": TABLE[name] for name in ("FullAttentionSpec", "SlidingWindowSpec")
-}
-PLAIN_OTHER = SpecClassification(
-    kind="unsupported",
-    reason="records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec",
-)
 
 #: 03 C-1: ``FullAttentionSpec`` and its subclasses (vllm/v1/kv_cache_interface.py:643-648).
 FULL_FAMILY = frozenset(
@@ -64,16 +47,6 @@ def _short(spec_class: str) -> str:
 def _is_int(value: Any) -> bool:
     """A JSON integer (``true`` is not ``1``)."""
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def cdiv(a: int, b: int) -> int:
-    """``(a + b − 1) // b``, integers only (03 §1)."""
-    return -(-a // b)
-
-
-def classify_plain(spec_class: str) -> SpecClassification:
-    """02 §5.1: the class table of a record without hybrid evidence."""
-    return PLAIN_TABLE.get(spec_class, PLAIN_OTHER)
 
 
 def state_family(spec_class: str) -> StateFamily | None:
@@ -148,12 +121,49 @@ def startup_blocks(
     return None
 
 
-RULES = RuntimeRules(
-    version=VERSION,
-    hybrid_evidence=True,
-    kv_dtype_labels=KV_DTYPE_LABELS,
-    classify_plain=classify_plain,
-    state_family=state_family,
-    prefix_cacheable=prefix_cacheable,
-    startup_blocks=startup_blocks,
+def _show(value: Any) -> str:
+    """A record value as 02 §1 prints it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return str(value) if isinstance(value, int) else repr(value)
+
+
+def hash_block_size(q: HashBlockQuery) -> int | str:
+    """I-97: ``resolve_kv_cache_block_sizes``'s hash block size (vllm/v1/core/kv_cache_utils.py:816-918).
+
+    One group: the scheduler block size; with prefix caching on, vLLM does
+    not start unless ``prefix_match_unit`` is null or that size (840-858).
+    Several groups with prefix caching off, or with a Mamba spec not in align
+    mode: the scheduler block size.  Otherwise ``prefix_match_unit`` if set,
+    else the gcd of the prefix-cacheable group blocks (of all group blocks
+    when none is prefix-cacheable, 885-889), which must divide each of them.
+    A text answer says why vLLM would not start.
+    """
+    bs, pmu = q.scheduler_block_size, q.prefix_match_unit
+    if len(q.block_sizes) <= 1:
+        if q.enable_prefix_caching and pmu not in (None, bs):
+            return f"a single cache group with prefix caching needs prefix_match_unit null or {bs}; got {_show(pmu)}"
+        return bs
+    not_aligned = any(
+        state_family(cls) == "mamba" and fields.get("mamba_cache_mode") != "align"
+        for cls, fields in q.layer_specs
+        if isinstance(cls, str)
+    )
+    if not q.enable_prefix_caching or not_aligned:
+        return bs
+    sizes = [b for b, cacheable in zip(q.block_sizes, q.prefix_cacheable, strict=True) if cacheable] or list(q.block_sizes)
+    want = pmu if pmu is not None else math.gcd(*sizes)
+    if not _is_int(want) or want <= 0 or any(x % want for x in sizes):
+        return (f"hash block size {_show(q.recorded)}, expected a divisor of {', '.join(str(x) for x in sizes)}; "
+                f"prefix_match_unit {_show(pmu)} is not one")  # fmt: skip
+    return int(want)
+
+
+RULES = vllm_rules(
+    VERSION, hybrid_evidence=True, state_family=state_family, prefix_cacheable=prefix_cacheable,
+    startup_blocks=startup_blocks, hash_block_size=hash_block_size,
 )

@@ -1,0 +1,126 @@
+"""The hook implementations of a vLLM runtime plugin, given its release's parts.
+
+A vLLM runtime plugin is one :class:`VllmRuntimePlugin`, named by its entry
+point (``vllm_033 = "fpmcore_vllm033:plugin"``)::
+
+    plugin = VllmRuntimePlugin("vllm_033", "fpmcore_vllm033", "fpmcore-vllm033", RULES, classify,
+                               summary="vLLM 0.33.0: hybrid cache groups …")
+
+The plugin's package holds the release's own parts: ``<package>.observe``
+(``SOURCE_FILES``, the files the observer reads, and ``worker_cache``, the
+worker ``cache`` its tensors give) and ``<package>.probe``
+(``prepare_environment``, ``plan`` and ``plan_summary``, and, where its
+observer reads more than the shared source gives, ``worker_source``).  Both
+are imported when a hook needs them, so that loading the plugin never
+imports vLLM.
+
+The host calls the runtime hooks only for the pin the plugin targets
+(``vllm==<rules.version>``), so no implementation takes, or compares, the
+``runtime`` argument.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from fpmcore import API_VERSION, PluginInfo, RuntimeRules, SpecClassification, hookimpl
+from fpmcore_vllm_support import dryprobe, observe
+
+
+@attrs.frozen(eq=False)
+class VllmRuntimePlugin:
+    """One vLLM release as an fpmcore runtime plugin.
+
+    ``plugin_id``     the plugin id (the entry point's name, ``vllm_033``);
+    ``package``       the plugin's package (``fpmcore_vllm033``), home of its
+                      ``observe`` and ``probe`` modules;
+    ``distribution``  the plugin's distribution (``fpmcore-vllm033``), the
+                      records' ``observer.plugin``;
+    ``rules``         its :class:`~fpmcore.hooktypes.RuntimeRules`: their
+                      ``version`` is the release it targets, their
+                      ``hybrid_evidence`` whether its records carry hybrid evidence;
+    ``classify``      its class table, spec class → classification (02 §5);
+    ``summary``       one line for ``fpm plugins show``.
+    """
+
+    plugin_id: str
+    package: str
+    distribution: str
+    rules: RuntimeRules
+    classify: Callable[[str], SpecClassification]
+    summary: str = ""
+
+    @property
+    def pin(self) -> str:
+        """The exact runtime pin the plugin targets (``vllm==0.33.0``)."""
+        return f"vllm=={self.rules.version}"
+
+    def release(self) -> observe.Release:
+        """What the release's observer adds to the shared building blocks (imports ``<package>.observe``)."""
+        module = importlib.import_module(f"{self.package}.observe")
+        return observe.Release(
+            version=self.rules.version, distribution=self.distribution, observer=module.__name__,
+            source_files=tuple(module.SOURCE_FILES), hybrid=self.rules.hybrid_evidence, classify=self.classify,
+            worker_cache=module.worker_cache,
+        )  # fmt: skip
+
+    def build_record(self, source: Mapping[str, Any], *, phase: str, rank: int) -> dict[str, Any]:
+        """One record of the release from the live objects of ``source`` (:func:`fpmcore_vllm_support.observe.build_record`)."""
+        return observe.build_record(source, phase=phase, rank=rank, release=self.release())
+
+    def dry_probe(
+        self,
+        model_path: str | os.PathLike[str],
+        out_dir: str | os.PathLike[str],
+        *,
+        tp: int = 1,
+        caching: bool = True,
+        configuration: str | None = None,
+    ) -> dict[str, Any]:
+        """Plan ``model_path`` with the release for ``tp`` ranks and write the evidence folder ``out_dir`` (02 §2).
+
+        Writes ``observations.json``, ``model-config.json`` and, per phase,
+        ``<attempt>/<phase>/launch-manifest.json`` and one record per worker
+        rank and scheduler, never over a file
+        (:func:`fpmcore_vllm_support.dryprobe.dry_probe`, with the release's
+        ``plan``, ``plan_summary`` and observer).  Returns what vLLM planned, per phase.
+        """
+        probe = importlib.import_module(f"{self.package}.probe")
+        probe.prepare_environment()
+        sources = {"worker_source": probe.worker_source} if hasattr(probe, "worker_source") else {}
+        return dryprobe.dry_probe(
+            model_path, out_dir, version=self.rules.version, tp=tp, caching=caching, configuration=configuration,
+            plan=probe.plan, observer=self.build_record, summarize=probe.plan_summary, **sources,
+        )  # fmt: skip
+
+    @hookimpl
+    def fpm_plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=self.plugin_id, kind="runtime", targets=(self.pin,), api_version=API_VERSION,
+                          summary=self.summary)  # fmt: skip
+
+    @hookimpl
+    def fpm_classify_spec(self, spec_class: str) -> SpecClassification:
+        """02 §5: the release's class table."""
+        return self.classify(spec_class)
+
+    @hookimpl
+    def fpm_runtime_rules(self) -> RuntimeRules:
+        """The release's import rules besides its class table."""
+        return self.rules
+
+    @hookimpl
+    def fpm_observe_cache_groups(self, source: Mapping[str, Any], phase: str, rank: int) -> dict[str, Any]:
+        """02 §3: one record from the release's live objects (vLLM imported by the observer)."""
+        return self.build_record(source, phase=phase, rank=rank)
+
+    @hookimpl
+    def fpm_dry_probe(
+        self, model_path: str, out_dir: str, tp: int, caching: bool, configuration: str | None
+    ) -> dict[str, Any]:
+        """02 §2: plan MODEL.json with the release's own cache planning on CPU and write its evidence."""
+        return self.dry_probe(model_path, out_dir, tp=tp, caching=caching, configuration=configuration)

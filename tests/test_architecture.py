@@ -1,0 +1,228 @@
+"""The host's layout stays as it is meant: no import cycles, no runtime knowledge.
+
+* **No import cycles** among the modules of ``src/fpmcore``: the host (plugin
+  loading) imports no command line, the data model no hook machinery.  Every
+  ``import`` counts, at module level or inside a function, except those under
+  ``if TYPE_CHECKING:``; ``from package import submodule`` is an edge to the
+  submodule.
+* **The host names no runtime**: outside docstrings, ``src/fpmcore`` holds no
+  version number but fpmcore's own ``__version__``, no cache spec or
+  configuration class name of vLLM and no model id of a model plugin; the
+  exceptions are :data:`EXEMPT`, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str, source: str, *, package: bool) -> set[str]:
+    """The modules of ``src/fpmcore`` that module ``name`` imports (see the module docstring)."""
+    found: set[str] = set()
+    pkg = name if package else name.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                head = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(head + ([node.module] if node.module else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return {m for m in found if m in MODULES and m != name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {
+        name: imports_of(name, path.read_text(encoding="utf-8"), package=path.name == "__init__.py")
+        for name, path in MODULES.items()
+    }
+
+
+def test_the_host_has_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_the_host_imports_no_command_line():
+    """Plugin loading and the hook facade import neither the CLI nor the commands; the model no hook types."""
+    graph = import_graph()
+    for host in ("fpmcore.plugins", "fpmcore.hooks"):
+        assert not graph[host] & {"fpmcore.cli", "fpmcore.commands"}, host
+    assert "fpmcore.hooktypes" not in graph["fpmcore.errors"]
+    assert graph["fpmcore.errors"] == {"fpmcore.diagnostics"}
+
+
+def test_the_cycle_check_finds_a_cycle():
+    """The check is not vacuous: the import that made the host and the command line a cycle is found."""
+    graph = import_graph()
+    graph["fpmcore.plugins"] = graph["fpmcore.plugins"] | {"fpmcore.cli"}
+    assert ["fpmcore.cli", "fpmcore.plugins"] in cycles(graph)
+    lazy = "def f():\n    from fpmcore.cli import main\n"
+    typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fpmcore.cli import main\n"
+    assert imports_of("fpmcore.x", lazy, package=False) == {"fpmcore.cli"}
+    assert imports_of("fpmcore.x", typing_only, package=False) == set()
+
+
+# --------------------------------------------------------------------------
+# the host names no runtime
+# --------------------------------------------------------------------------
+
+
+def _runtime_words() -> tuple[set[str], set[str]]:
+    """The spec class names the runtime plugins know, and the model ids the model plugins target."""
+    from fpmcore_vllm033.classes import TABLE
+
+    from fpmcore.testing import make_host
+
+    host = make_host(entry_points=("vllm_027", "vllm_033", "glm53flash", "dsv41"))
+    classes = set(TABLE) | {"KVCacheConfig", "KVCacheTensor", "KVCacheGroupSpec", "VllmConfig", "CacheConfig",
+                            "SchedulerConfig", "BlockPool", "KVCacheManager", "MultipleOf", "LlamaForCausalLM"}  # fmt: skip
+    models = {t for r in host.active("model") for t in (r.id, *r.targets)}
+    return classes, models
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                out.add(id(first.value))
+    return out
+
+
+def _own_version(tree: ast.AST) -> set[int]:
+    """The constant of ``__version__ = "…"``: fpmcore's own version."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+    }
+
+
+def _code_words(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """``(line, text)`` of every string constant (docstrings left out) and every name of the code."""
+    docs = _docstrings(tree) | _own_version(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+        elif isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.lineno, node.name
+
+
+VERSION = re.compile(r"\b\d+\.\d+\.\d+")
+
+
+def runtime_names(source: str, classes: set[str], models: set[str]) -> list[tuple[int, str]]:
+    """``(line, word)`` of each vLLM version, runtime class name or model id the code (not its docstrings) names."""
+    hits = []
+    for line, text in _code_words(ast.parse(source)):
+        hits += [(line, v) for v in VERSION.findall(text)]
+        hits += [(line, w) for w in sorted(set(re.findall(r"\w+", text)) & classes)]
+        hits += [(line, m) for m in sorted(models) if m in text]
+    return hits
+
+
+#: Modules that may name runtime classes, and why.
+EXEMPT = {
+    # the plugin test kit's shared cases: the spec class names fpm_classify_spec is asked about are
+    # inputs of every runtime plugin's conformance test, not knowledge the host acts on
+    "fpmcore.conformance": "test inputs of the plugin kit",
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - set(EXEMPT)))
+def test_the_host_names_no_runtime(name):
+    classes, models = _runtime_words()
+    assert runtime_names(MODULES[name].read_text(encoding="utf-8"), classes, models) == []
+
+
+def test_the_exemptions_are_modules_that_name_a_runtime():
+    """An exemption that no longer names a runtime is taken out."""
+    classes, models = _runtime_words()
+    for name in EXEMPT:
+        assert runtime_names(MODULES[name].read_text(encoding="utf-8"), classes, models) != [], name
+
+
+def test_the_runtime_name_check_finds_a_name():
+    classes, models = _runtime_words()
+    assert "MambaSpec" in classes and "glm53flash" in models
+    code = 'def f():\n    """vLLM 0.33.0\'s MambaSpec, for glm53flash (a docstring: allowed)."""\n' \
+           '    return "vllm.v1.kv_cache_interface.MambaSpec", "0.33.0", glm53flash\n'  # fmt: skip
+    assert runtime_names(code, classes, models) == [(3, "MambaSpec"), (3, "0.33.0"), (3, "glm53flash")]
