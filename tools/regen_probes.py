@@ -81,6 +81,16 @@ def _installed_vllm() -> str | None:
         return None
 
 
+#: The runtime plugin that plans the examples of each installed vLLM version.
+RUNTIME_OF_VERSION = {"0.33.0": "vllm_033", "0.27.0": "vllm_027"}
+
+
+def planned_here() -> list[str]:
+    """The examples this interpreter's installed vLLM plans itself (each real env checks its own)."""
+    runtime = RUNTIME_OF_VERSION.get(_installed_vllm() or "")
+    return [name for name, ex in EXAMPLE_SET.items() if ex.runtime == runtime]
+
+
 def generate(name: str, out_dir: Path, *, vllm027_python: Path = DEFAULT_VLLM027_PYTHON) -> dict[str, Any]:
     """Write example ``name`` into the empty folder ``out_dir``; return the planning summary."""
     ex = EXAMPLE_SET[name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,10 +128,10 @@ def test_glm_profile_validates(glm):
 @pytest.mark.real
 def test_oracle_rerun(tmp_path):
     """Re-run the real vLLM 0.33.0 planning on the fixture specs and compare with the stored output."""
-    py = Path(os.environ.get("ORACLE_PY", Path.home() / ".cache/fpm-oracle/venv/bin/python"))
+    # The env's own interpreter has vLLM 0.33.0 (tox -e vllm033-real); ORACLE_PY names another one.
+    py = Path(os.environ.get("ORACLE_PY", sys.executable))
     script = Path(__file__).resolve().parents[2] / "tools" / "vllm_oracle.py"
-    if not py.exists() or not script.exists():
-        pytest.skip("the vLLM 0.33.0 oracle is not installed")
+    assert script.exists(), script
     proc = subprocess.run(
         [str(py), str(script), "config", str(HERE / "data" / "oracle_glm53flash_tp4.json"), "--caching", "both", "--json"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
