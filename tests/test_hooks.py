@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import doctest
 import inspect
+import io
 import types
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +46,48 @@ def _plugin(plugin_id: str, kind: str = "model", targets: tuple[str, ...] = ("m"
 # ---------------------------------------------------------------------------
 
 
+#: Hookspec examples that run the real runtime (``tox -e vllm033-real``).
+REAL_EXAMPLES = {"fpm_dry_probe"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _example(name: str) -> str:
+    """The ``Example`` block of a hookspec's docstring (everything after its heading)."""
+    doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+    _, found, example = doc.partition("\nExample")
+    assert found, f"{name} has no Example"
+    return example
+
+
+def _run_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a hookspec's example as a doctest, with a host of the installed plugins as ``host``."""
+    import fpmcore
+    from fpmcore.cli import build_host
+
+    monkeypatch.chdir(ROOT)
+    globs = {n: getattr(fpmcore, n) for n in fpmcore.__all__}
+    globs.update(host=build_host(), tmp=tmp_path,
+                 p=load_profile(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"))  # fmt: skip
+    test = doctest.DocTestParser().get_doctest(_example(name), globs, name, hookspecs.__file__, 0)
+    assert test.examples, f"{name}: the example has no >>> lines to run"
+    out = io.StringIO()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test, out=out.write)
+    assert runner.failures == 0, out.getvalue()
+
+
+@pytest.mark.parametrize("name", [n for n in SPECS if n not in REAL_EXAMPLES])
+def test_every_hookspec_example_runs(name, tmp_path, monkeypatch):
+    """The examples in hookspecs.py are doctests: they run against the installed plugins (issue: no drift)."""
+    _run_example(name, tmp_path, monkeypatch)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", sorted(REAL_EXAMPLES))
+def test_hookspec_examples_with_the_real_runtime_run(name, tmp_path, monkeypatch):
+    _run_example(name, tmp_path, monkeypatch)
+
+
 def test_the_hooks_the_design_card_names_exist():
     assert {"fpm_plugin_info", "fpm_observe_cache_groups", "fpm_normalize_record", "fpm_classify_spec",
             "fpm_align_stop", "fpm_validate_artifact", "fpm_choose_producer_contract",
@@ -57,7 +102,7 @@ def test_every_hookspec_is_documented_and_typed(name):
     first_result = fn.fpmcore_spec.get("firstresult", False)
     assert ("*First-result*" in doc) == first_result, f"{name}: docstring must say first-result / collecting"
     assert ("*Collecting*" in doc) == (not first_result)
-    assert "Example" in doc
+    assert "\nExample" in doc and ">>> " in doc, f"{name}: the example must be a doctest"
     assert ":returns:" in doc
     sig = inspect.signature(fn)
     assert sig.return_annotation is not inspect.Signature.empty

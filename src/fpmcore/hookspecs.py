@@ -88,10 +88,12 @@ def fpm_plugin_info() -> PluginInfo:
 
     Example::
 
-        @hookimpl
-        def fpm_plugin_info():
-            return PluginInfo(id="vllm_033", kind="runtime",
-                              targets=("vllm==0.33.0",), api_version=1)
+        >>> @hookimpl
+        ... def fpm_plugin_info():
+        ...     return PluginInfo(id="vllm_033", kind="runtime",
+        ...                       targets=("vllm==0.33.0",), api_version=API_VERSION)
+        >>> fpm_plugin_info().targets
+        ('vllm==0.33.0',)
     """
 
 
@@ -127,12 +129,14 @@ def fpm_observe_cache_groups(
         JSON-ready dict: the attrs record of :mod:`fpmcore.record`, unstructured
         with :func:`fpmcore.record.record_to_json`.
 
-    Example::
+    Example (a real observer reads ``source["kv_cache_config"]`` and the
+    other live objects, importing vLLM inside the function)::
 
-        @hookimpl
-        def fpm_observe_cache_groups(source, phase, rank):
-            from fpmcore_vllm033.observe import build_record   # imports vllm lazily
-            return build_record(source, phase=phase, rank=rank)
+        >>> @hookimpl
+        ... def fpm_observe_cache_groups(source, phase, rank):
+        ...     return {"phase": phase, "rank": rank, "kind": source["kind"]}
+        >>> fpm_observe_cache_groups(source={"kind": "worker"}, phase="prefill", rank=0)
+        {'phase': 'prefill', 'rank': 0, 'kind': 'worker'}
     """
 
 
@@ -158,10 +162,12 @@ def fpm_dry_probe(
     :returns: the planning summary (per phase: groups, pool page, blocks,
         concurrency), JSON-ready.
 
-    Example::
+    Example (with vLLM 0.33.0 installed: ``tox -e vllm033-real``)::
 
-        >>> host.hooks.runtime("vllm==0.33.0").dry_probe(model_path="glm.json",
-        ...     out_dir="out/glm", tp=4, caching=True, configuration=None)["phases"]["prefill"]["num_blocks"]
+        >>> summary = host.hooks.runtime("vllm==0.33.0").dry_probe(
+        ...     model_path="tools/probe_models/glm53flash_tp4.json", out_dir=str(tmp / "glm"),
+        ...     tp=4, caching=True, configuration=None)
+        >>> summary["phases"]["prefill"]["num_blocks"]
         13697
     """
 
@@ -182,11 +188,13 @@ def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, A
     :returns: a new dict in the form the import rules read, or ``None`` for
         the default.
 
-    Example::
+    Example (an observer that left out a null key)::
 
-        @hookimpl
-        def fpm_normalize_record(record):
-            return {**record, "error": record.get("error")}   # an observer that left out a null key
+        >>> @hookimpl
+        ... def fpm_normalize_record(record):
+        ...     return {**record, "error": record.get("error")}
+        >>> fpm_normalize_record(record={"phase": "decode"})
+        {'phase': 'decode', 'error': None}
     """
 
 
@@ -316,11 +324,13 @@ def fpm_producer_contracts() -> list[ProducerContract]:
 
     Example::
 
-        @hookimpl
-        def fpm_producer_contracts():
-            return [ProducerContract("glm53flash_native_graph_policy", "native_graph_policy", "none",
-                                     label="glm-5.3-flash",
-                                     protocol_producer="glm53flash_prefix_scheduler")]
+        >>> @hookimpl
+        ... def fpm_producer_contracts():
+        ...     return [ProducerContract("glm53flash_native_graph_policy", "native_graph_policy", "none",
+        ...                              label="glm-5.3-flash",
+        ...                              protocol_producer="glm53flash_prefix_scheduler")]
+        >>> [c.name for _plugin, c in host.hooks.producer_contracts() if c.residency == "none"]
+        ['glm53flash_native_graph_policy']
     """
 
 
@@ -345,12 +355,15 @@ def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContrac
 
     Example::
 
-        @hookimpl
-        def fpm_choose_producer_contract(identity):
-            if identity.engram_residency == "none":
-                return ProducerContract("glm53flash_native_graph_policy",
-                                        "native_graph_policy", "none")
-            return None
+        >>> @hookimpl
+        ... def fpm_choose_producer_contract(identity):
+        ...     if identity.engram_residency == "none":
+        ...         return ProducerContract("glm53flash_native_graph_policy",
+        ...                                 "native_graph_policy", "none")
+        ...     return None
+        >>> fpm_choose_producer_contract(identity=ExecutionIdentity(
+        ...     "ab" * 32, "native_graph_policy", "none", "text")).execution_mode
+        'native_graph_policy'
     """
 
 
@@ -372,10 +385,17 @@ def fpm_validate_artifact(
     :returns: the diagnostics (A- rules, in the spec's order); an empty list
         means the cell is accepted.
 
-    Example::
+    Example (a contract whose rows must name their point)::
 
-        >>> host.hooks.validate_artifact(contract=c, cell=cell, files=files, plan=plan)
-        [Diagnostic(rule='A-31', message='...', where='r0.json')]
+        >>> @hookimpl
+        ... def fpm_validate_artifact(contract, cell, files, plan):
+        ...     if contract.name != "acme_eager":
+        ...         return None
+        ...     return [Diagnostic("A-31", "row without a point id", where=name)
+        ...             for name, rows in files.items() if any("point_id" not in r for r in rows)]
+        >>> fpm_validate_artifact(contract=ProducerContract("acme_eager", "eager", "none"),
+        ...     cell={}, files={"r0.json": [{"latency_s": 0.1}]}, plan={})
+        [Diagnostic(rule='A-31', message='row without a point id', where='r0.json')]
     """
 
 
@@ -399,9 +419,11 @@ def fpm_cli_commands() -> list[CliCommand]:
 
     Example::
 
-        @hookimpl
-        def fpm_cli_commands():
-            return [CliCommand(name="hello", help="say hello",
-                               configure=lambda p: p.add_argument("who"),
-                               run=lambda args, ctx: print("hello", args.who) or 0)]
+        >>> @hookimpl
+        ... def fpm_cli_commands():
+        ...     return [CliCommand(name="hello", help="say hello",
+        ...                        configure=lambda p: p.add_argument("who"),
+        ...                        run=lambda args, ctx: print("hello", args.who) or 0)]
+        >>> [c.name for c in fpm_cli_commands()]
+        ['hello']
     """
