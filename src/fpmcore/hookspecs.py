@@ -129,8 +129,10 @@ def fpm_observe_cache_groups(
         JSON-ready dict: the attrs record of :mod:`fpmcore.record`, unstructured
         with :func:`fpmcore.record.record_to_json`.
 
-    Example (a real observer reads ``source["kv_cache_config"]`` and the
-    other live objects, importing vLLM inside the function)::
+    A real observer reads ``source["kv_cache_config"]`` and the other live
+    objects, importing vLLM inside the function.
+
+    Example::
 
         >>> @hookimpl
         ... def fpm_observe_cache_groups(source, phase, rank):
@@ -162,7 +164,9 @@ def fpm_dry_probe(
     :returns: the planning summary (per phase: groups, pool page, blocks,
         concurrency), JSON-ready.
 
-    Example (with vLLM 0.33.0 installed: ``tox -e vllm033-real``)::
+    The example runs with vLLM 0.33.0 installed (``tox -e vllm033-real``).
+
+    Example::
 
         >>> summary = host.hooks.runtime("vllm==0.33.0").dry_probe(
         ...     model_path="tools/probe_models/glm53flash_tp4.json", out_dir=str(tmp / "glm"),
@@ -188,7 +192,9 @@ def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, A
     :returns: a new dict in the form the import rules read, or ``None`` for
         the default.
 
-    Example (an observer that left out a null key)::
+    For instance, an observer that left out a null key.
+
+    Example::
 
         >>> @hookimpl
         ... def fpm_normalize_record(record):
@@ -385,7 +391,9 @@ def fpm_validate_artifact(
     :returns: the diagnostics (A- rules, in the spec's order); an empty list
         means the cell is accepted.
 
-    Example (a contract whose rows must name their point)::
+    For instance, a contract whose rows must name their point.
+
+    Example::
 
         >>> @hookimpl
         ... def fpm_validate_artifact(contract, cell, files, plan):
