@@ -43,8 +43,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.artifacts import canonical_digest, merge_ranks, point_key, upper_median
 from fpmcore.jsonio import canonical_bytes
+from fpmcore.validate.structure import merge_ranks
+from fpmcore.validate.values import canonical_digest, point_key, upper_median
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The producer files of the example campaign (a stand-in of the producer, see its README).
@@ -262,7 +263,11 @@ def glm_producer_record(
     model: str = GLM_MODEL, revision: str = GLM_REVISION, producer_dir: str | Path = PRODUCER_DIR
 ) -> dict[str, Any]:
     """The ``producer`` record of a campaign launched with the producer files of ``producer_dir`` (05 §7.2)."""
-    from fpmcore_glm53flash.artifact_producer import INTERNAL_POSITIONS, ProducerFiles, expected_producer_record
+    from fpmcore_glm53flash.artifact_producer import (
+        INTERNAL_POSITIONS,
+        ProducerFiles,
+        expected_producer_record,
+    )
 
     return {
         **expected_producer_record(ProducerFiles(producer_digests(producer_dir), str(producer_dir), True)),
@@ -631,15 +636,14 @@ def serialize(files: Mapping[str, Any], *, indent: int | None = None, index: boo
             out[name] = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
         else:
             out[name] = (json.dumps(value, indent=indent, ensure_ascii=False) + "\n").encode()
-    if index:
-        out["index.json"] = (
-            json.dumps(
-                {"schema_version": 1, "files": {n: hashlib.sha256(b).hexdigest() for n, b in sorted(out.items())}},
-                indent=2,
-            )
-            + "\n"
-        ).encode()
-    return out
+    return with_index(out) if index else out
+
+
+def with_index(out: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The files of an attempt plus the artifact index that pins their bytes (05 §1)."""
+    files = {n: b for n, b in out.items() if n != "index.json"}
+    index = {"schema_version": 1, "files": {n: hashlib.sha256(b).hexdigest() for n, b in sorted(files.items())}}
+    return {**files, "index.json": (json.dumps(index, indent=2) + "\n").encode()}
 
 
 def write_attempt(directory: str | Path, files: Mapping[str, Any], *, indent: int | None = None) -> Path:

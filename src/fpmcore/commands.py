@@ -25,7 +25,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.probe", "probe_command"),
     ("fpmcore.importer", "import_command"),
     ("fpmcore.planning", "plan_command"),
-    ("fpmcore.artifacts", "validate_command"),
+    ("fpmcore.validate.command", "validate_command"),
     ("fpmcore.replay.cli", "replay_command"),
     ("fpmcore.sweep.command", "sweep_command"),
 )

@@ -5,22 +5,16 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import pytest
-
-import fpmcore.artifacts as A
 import fpmcore_dsv41
 import fpmcore_glm53flash
-from fpmcore_dsv41 import artifact as D
+import pytest
 
-from tests.artifact_support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
+from fpmcore.validate.reader import validate_files
+from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("strict", "producer_dir")
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-
-
 
 
 @pytest.fixture
@@ -31,7 +25,7 @@ def example():
 
 
 def refusal(host, plan, cell, files):
-    result = A.validate_files(host, cell, files, plan)
+    result = validate_files(host, cell, files, plan)
     assert result.status == "refused"
     (d,) = result.diagnostics
     return d.rule, d.message
@@ -39,7 +33,7 @@ def refusal(host, plan, cell, files):
 
 def test_valid_eager_cell_is_accepted(host, example):
     plan, cell, files = example
-    result = A.validate_files(host, cell, files, plan)
+    result = validate_files(host, cell, files, plan)
     assert (result.status, result.contract) == ("accepted", "dsv41_eager")
     # three raw samples, adjacent_upper_median over samples 1 and 2: the upper median of two is the larger
     walls = [r["wall_time"] for r in files["r0.json"]["results"][0]["fpms"][0]["benchmark_measurement"]["raw_fpms"]]
@@ -133,5 +127,8 @@ def test_general_rules_apply(host, example):
 
 def test_validate_answers_only_its_contract(example):
     plan, cell, files = example
-    assert D.validate(fpmcore_glm53flash.CONTRACT, cell, files, plan) is None
+    assert (
+        fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_glm53flash.CONTRACT, cell=cell, files=files, plan=plan)
+        is None
+    )
     assert fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_dsv41.CONTRACT, cell=cell, files=files, plan=plan) == []

@@ -1,7 +1,7 @@
 """The DeepSeek V4.1 producer contract ``dsv41_eager`` (05 §6.3, §6.4).
 
 A V4.1 cell (Engram residency ``hbm_tp_sharded``) is read with the general
-rules of :mod:`fpmcore.artifacts` — A-15 … A-17 unchanged (execution mode
+rules of :mod:`fpmcore.validate` — A-15 … A-17 unchanged (execution mode
 ``eager``; a ``measurement_protocol.producer`` of another contract is refused)
 — plus:
 
@@ -11,17 +11,20 @@ rules of :mod:`fpmcore.artifacts` — A-15 … A-17 unchanged (execution mode
   ``1 ≤ num_unique_tokens ≤ num_tokens``; and the ``kvwarm`` stamp
   ``{"method": "kvwarm_real_kv"}``.  Chapter 05 only summarizes these checks;
   the field names are fpmcore's reading of that summary.
-* A-37: cached prefill and decode rows are published ``real_kv`` (05 §7.4).
+* A-37: cached prefill and decode rows are published ``real_kv`` (05 §7.4),
+  the host's rule.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.artifacts import CellView, ContractRules, RankView, get, is_int, js, plain, run_rules
-from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.hooktypes import Diagnostic
+from fpmcore.validate.cell import CellView
+from fpmcore.validate.evaluation import ContractRules
+from fpmcore.validate.rows import A37_KV_SEED_REGIME
+from fpmcore.validate.values import get, is_int, js, plain
 from fpmcore_dsv41 import CONTRACT
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -62,37 +65,8 @@ def input_provenance(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a37_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-37: cached prefill and decode rows are ``real_kv``; a prefill without prefix ``not_applicable``."""
-    point = get(row, "point")
-    kv = get(point, "total_kv_read_tokens")
-    want = "real_kv" if get(point, "point_type") == "decode" or (is_int(kv) and kv > 0) else "not_applicable"
-    v = get(row, "kv_seed_regime")
-    if v != want:
-        return Diagnostic(
-            "A-37",
-            f"kv_seed_regime does not follow its point: expected {want}, found {plain(v)}" + rank.row_suffix(row),
-            rank.path,
-        )
-    return None
-
-
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(("§6.4", input_provenance),),
-    rows=(("A-37", a37_regime),),
+    rows=(A37_KV_SEED_REGIME,),
 )
-
-
-def validate(
-    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
-) -> list[Diagnostic] | None:
-    """``fpm_validate_artifact`` of the eager contract: the general rules plus §6.4 and A-37."""
-    if contract.name != CONTRACT.name:
-        return None
-    view = CellView.from_hook(contract, cell, files, plan)
-    if not view.ranks:
-        return [
-            Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
-        ]
-    return run_rules(view, RULES)

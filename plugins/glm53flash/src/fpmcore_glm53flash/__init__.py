@@ -10,7 +10,9 @@ producer contract of its collection cells (05 §6.3, §7), the align-stop rule
 from __future__ import annotations
 
 from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
+from fpmcore.validate.contract_hooks import producer_contract_hooks
 
+SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
 
 #: 05 §6.3: a cell with Engram residency ``none`` is produced under this contract.
@@ -25,14 +27,7 @@ CONTRACT = ProducerContract(
 
 @hookimpl
 def fpm_plugin_info() -> PluginInfo:
-    return PluginInfo(id="glm53flash", kind="model", targets=MODEL_IDS, api_version=API_VERSION,
-                      summary="GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract")
-
-
-@hookimpl
-def fpm_producer_contracts() -> list[ProducerContract]:
-    """05 §6.3: the contract, claimed for every cell of its residency (the host's default choice)."""
-    return [CONTRACT]
+    return PluginInfo(id="glm53flash", kind="model", targets=MODEL_IDS, api_version=API_VERSION, summary=SUMMARY)
 
 
 # -- 04: align stop and point generation ------------------------------------
@@ -70,12 +65,6 @@ def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanL
 
 # -- 05: measurement artifacts ------------------------------------------------
 
-
-@hookimpl
-def fpm_validate_artifact(contract: ProducerContract, cell: dict, files: dict, plan: dict) -> list | None:
-    """05 §7-§8: the rules of the ``glm53flash_native_graph_policy`` contract."""
-    if contract.name != CONTRACT.name:
-        return None
-    from fpmcore_glm53flash.artifact import validate
-
-    return validate(contract, cell, files, plan)
+#: Register the contract (claimed for every cell of its residency: the host's default choice) and
+#: validate its cells with the rules of :mod:`fpmcore_glm53flash.artifact`.
+fpm_producer_contracts, fpm_validate_artifact = producer_contract_hooks(CONTRACT, "fpmcore_glm53flash.artifact:RULES")

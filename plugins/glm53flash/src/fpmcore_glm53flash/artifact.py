@@ -1,7 +1,7 @@
 """The GLM-5.3-Flash producer contract ``glm53flash_native_graph_policy`` (05 §7, §8).
 
 A GLM cell (Engram residency ``none``, 05 §6.3) is read with the general rules
-of :mod:`fpmcore.artifacts` plus the rules below, all in numeric order:
+of :mod:`fpmcore.validate` plus the rules below, all in numeric order:
 
 * artifact level: A-18 (a protocol is required), A-21 (the producer record
   against the producer files of this installation, :mod:`.artifact_producer`),
@@ -11,7 +11,8 @@ of :mod:`fpmcore.artifacts` plus the rules below, all in numeric order:
   A-28 (the repetition-evidence sidecar's digest, newline and record count);
 * row level: A-32 (ten measured repetitions, ``expected_internal_samples`` 10,
   ``adjacent_upper_median``), A-36 (a start time and an observed CUDA graph
-  dispatch on every raw sample), A-37 (``kv_seed_regime`` per 05 §7.4), A-38
+  dispatch on every raw sample), A-37 (``kv_seed_regime`` per 05 §7.4, the
+  host's rule), A-38
   (each row bound to one sidecar line by its SHA-256, compared as multisets)
   and A-39 (the bound line agrees with its row).
 """
@@ -20,30 +21,25 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from fpmcore.artifacts import (
+from fpmcore.hooktypes import Diagnostic
+from fpmcore.validate.cell import CellView, RankView, benchmark_points
+from fpmcore.validate.evaluation import ContractRules
+from fpmcore.validate.integers import parse_line
+from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement, raw_fpms
+from fpmcore.validate.values import (
     ABSENT,
-    EXECUTION_EVIDENCE,
-    CellView,
-    ContractRules,
-    RankView,
-    benchmark_points,
     canonical_bytes,
     get,
     is_int,
     is_number,
     js,
-    measurement,
-    parse_line,
     plain,
-    raw_fpms,
-    run_rules,
 )
-from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore_glm53flash import CONTRACT
 from fpmcore_glm53flash.artifact_producer import (
     INTERNAL_POSITIONS,
@@ -315,26 +311,6 @@ def a36_sample_evidence(view: CellView, rank: RankView, k: int, row: Any) -> Dia
     return None
 
 
-def expected_regime(point: Any) -> str:
-    """05 §7.4: ``real_kv`` for decode and cached prefill, ``not_applicable`` for a prefill without prefix."""
-    if get(point, "point_type") == "decode":
-        return "real_kv"
-    kv = get(point, "total_kv_read_tokens")
-    return "real_kv" if is_int(kv) and kv > 0 else "not_applicable"
-
-
-def a37_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-37: the row's ``kv_seed_regime`` follows its point (05 §7.4)."""
-    want, v = expected_regime(get(row, "point")), get(row, "kv_seed_regime")
-    if v != want:
-        return Diagnostic(
-            "A-37",
-            f"kv_seed_regime does not follow its point: expected {want}, found {plain(v)}" + rank.row_suffix(row),
-            rank.path,
-        )
-    return None
-
-
 def _line_pool(rank: RankView) -> dict[str, list[int]]:
     if rank.line_pool is None:
         pool: dict[str, list[int]] = {}
@@ -383,7 +359,7 @@ def _canonical(obj: Any, body: bytes) -> bool:
         pass
     try:
         return canonical_bytes(obj) == body
-    except ValueError:
+    except (ValueError, RecursionError):  # NaN-like values; a line nested too deeply to write
         return False
 
 
@@ -469,23 +445,9 @@ RULES = ContractRules(
         ("A-28", a28_sidecar),
     ),
     rows=(
-        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), ("A-37", a37_regime),
+        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), A37_KV_SEED_REGIME,
         ("A-38", a38_bind), ("A-39", a39_line),
     ),
     rank_end=(("A-38", a38_unbound),),
     owns_protocol_producer=True,
 )  # fmt: skip
-
-
-def validate(
-    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
-) -> list[Diagnostic] | None:
-    """``fpm_validate_artifact`` of the GLM contract: rules A-15 … A-40 (05 §8), the first refusal or ``[]``."""
-    if contract.name != CONTRACT.name:
-        return None
-    view = CellView.from_hook(contract, cell, files, plan)
-    if not view.ranks:
-        return [
-            Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
-        ]
-    return run_rules(view, RULES)
