@@ -50,13 +50,15 @@ static fpm_replay_config cfg_of(const fpm_group *g, int32_t ng, int64_t cap, int
     c.enable_chunked_prefill = 1;
     c.use_fixed_step = 1;
     c.fixed_step_seconds = 1.0;
+    c.max_num_queued_reqs = -1;
+    c.max_num_queued_tokens = -1;
     return c;
 }
 
 /* A request arriving at step 0 with its own content (a fresh own key, no shared prefix). */
 static fpm_replay_request rq(int64_t p, int64_t o) {
     static int64_t next_key = 0;
-    fpm_replay_request r = {p, o, 0, 0.0, next_key++, 0, 0};
+    fpm_replay_request r = {p, o, 0, 0.0, next_key++, 0, 0, 0};
     return r;
 }
 
@@ -323,7 +325,7 @@ static void test_tv2(void) {
     c.nprefill = 8;
     c.decode = dec;
     c.ndecode = 4;
-    fpm_replay_request r[2] = {{64, 2, 0, 0.0, 0, 0, 0}, {64, 1, 0, 0.020, 1, 0, 0}};
+    fpm_replay_request r[2] = {{64, 2, 0, 0.0, 0, 0, 0, 0}, {64, 1, 0, 0.020, 1, 0, 0, 0}};
     outbuf *o = new_out();
     CHECK(fpm_replay_run(&c, r, 2, FPM_ARRIVE_TIME, &o->out) == FPM_OK);
     CHECK(o->out.nsteps == 2);
@@ -434,7 +436,7 @@ static void test_rv16(void) {
     c.origin_upto = upto;
     c.origin_key = key;
     c.norigin = 2;
-    fpm_replay_request r[3] = {{10000, 4, 0, 0.0, 1, 0, 1}, {3000, 3, 0, 0.0, 2, 0, 0}, {12000, 3, 4, 0.0, 3, 1, 1}};
+    fpm_replay_request r[3] = {{10000, 4, 0, 0.0, 1, 0, 1, 0}, {3000, 3, 0, 0.0, 2, 0, 0, 0}, {12000, 3, 4, 0.0, 3, 1, 1, 0}};
     outbuf *o = new_out();
     CHECK(fpm_replay_run(&c, r, 3, FPM_ARRIVE_STEP, &o->out) == FPM_OK);
     CHECK(o->out.nsteps == 7 && o->out.error_code == 0);
@@ -459,7 +461,7 @@ static void test_rv17(void) {
     c.origin_upto = upto_a;
     c.origin_key = key_a;
     c.norigin = 1;
-    fpm_replay_request ra[2] = {{300, 2, 0, 0.0, 0, 0, 0}, {300, 2, 0, 0.0, 1, 0, 1}};
+    fpm_replay_request ra[2] = {{300, 2, 0, 0.0, 0, 0, 0, 0}, {300, 2, 0, 0.0, 1, 0, 1, 0}};
     outbuf *o = new_out();
     CHECK(fpm_replay_run(&c, ra, 2, FPM_ARRIVE_STEP, &o->out) == FPM_OK);
     CHECK(o->out.nsteps == 2 && tok(o, 0, 0) == 300 && tok(o, 0, 1) == 44);
@@ -478,7 +480,7 @@ static void test_rv17(void) {
     cb.origin_upto = upto_b;
     cb.origin_key = key_b;
     cb.norigin = 1;
-    fpm_replay_request rb[2] = {{40, 3, 0, 0.0, 0, 0, 0}, {40, 3, 0, 0.0, 1, 0, 1}};
+    fpm_replay_request rb[2] = {{40, 3, 0, 0.0, 0, 0, 0, 0}, {40, 3, 0, 0.0, 1, 0, 1, 0}};
     o = new_out();
     CHECK(fpm_replay_run(&cb, rb, 2, FPM_ARRIVE_STEP, &o->out) == FPM_OK);
     CHECK(o->out.nsteps == 4 && tok(o, 0, 1) == 0 && tok(o, 1, 1) == 8);
@@ -502,7 +504,7 @@ static void test_rv18(void) {
     c.origin_key = key;
     c.norigin = 1;
     fpm_replay_request r[4] = {
-        {32, 1, 0, 0.0, 0, 0, 0}, {40, 1, 0, 0.0, 1, 0, 0}, {32, 1, 1, 0.0, 2, 0, 0}, {48, 1, 2, 0.0, 3, 0, 1}};
+        {32, 1, 0, 0.0, 0, 0, 0, 0}, {40, 1, 0, 0.0, 1, 0, 0, 0}, {32, 1, 1, 0.0, 2, 0, 0, 0}, {48, 1, 2, 0.0, 3, 0, 1, 0}};
     outbuf *o = new_out();
     CHECK(fpm_replay_run(&c, r, 4, FPM_ARRIVE_STEP, &o->out) == FPM_OK);
     CHECK(o->out.nsteps == 3 && tok(o, 2, 3) == 16 && o->reqs[3].prefix_hit_tokens == 32);

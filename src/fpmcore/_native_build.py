@@ -19,16 +19,16 @@ VERSION = re.search(
 ).group(1)
 
 #: The public headers, in include order: the single source of the declarations.
-HEADERS = ("fpmcore.h", "fpm_replay.h")
-_DEFINE = re.compile(r"#\s*define\s+(\w+)\s+(-?\d+)\b")
+HEADERS = ("fpm_status.h", "fpmcore.h", "fpm_replay.h")
+_DEFINE = re.compile(r"#\s*define\s+(\w+)\s+\(?(-?\d+)(?:LL)?\)?(?![\w.])")
 
 
 def cdef_from_headers(headers: tuple[str, ...] = HEADERS) -> str:
     """The declarations cffi exposes, read from the public headers.
 
     cffi's ``cdef`` takes no preprocessor lines: integer ``#define`` constants
-    are kept (cffi understands them), every other directive (guards,
-    includes) is dropped.  Comments are left to cffi, which strips them.
+    are kept (cffi understands them; a ``LL`` suffix is dropped), every other
+    directive (guards, includes) is dropped.  Comments are left to cffi, which strips them.
     """
     out: list[str] = []
     for name in headers:

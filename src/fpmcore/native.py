@@ -1,11 +1,14 @@
-"""The native backend: the C library through cffi, or its pure-Python twin.
+"""The native backend: the C library through cffi, or its Python reference.
 
 ``BACKEND`` is ``"c"`` when the compiled :mod:`fpmcore._native` module is
 importable and was built for this package version, ``"python"`` when
-``FPMCORE_PUREPYTHON=1`` is set.  A missing or stale build raises
+``FPM_PUREPYTHON=1`` is set.  A missing or stale build raises
 :class:`NativeBuildError` on import rather than silently running the slower
 path: reinstall the package (``pip install -e .``) to rebuild it, or set
-``FPMCORE_PUREPYTHON=1`` to run without it.
+``FPM_PUREPYTHON=1`` to run without it.
+
+``FPMCORE_PUREPYTHON`` is the deprecated former name of ``FPM_PUREPYTHON``;
+it still works when ``FPM_PUREPYTHON`` is not set.
 """
 
 from __future__ import annotations
@@ -19,12 +22,21 @@ class NativeBuildError(ImportError):
     """The compiled library is missing or was built for another version."""
 
 
-def _want_pure() -> bool:
-    return os.environ.get("FPMCORE_PUREPYTHON", "") not in ("", "0")
+#: The environment variable that selects the Python reference, and its deprecated former name.
+PUREPYTHON_ENV = "FPM_PUREPYTHON"
+DEPRECATED_PUREPYTHON_ENV = "FPMCORE_PUREPYTHON"
 
 
-if _want_pure():
-    from fpmcore import _pure as _impl
+def want_reference(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+    """Whether ``FPM_PUREPYTHON`` (or, when unset, the deprecated ``FPMCORE_PUREPYTHON``) asks for the reference."""
+    value = environ.get(PUREPYTHON_ENV)
+    if value is None:
+        value = environ.get(DEPRECATED_PUREPYTHON_ENV, "")
+    return value not in ("", "0")
+
+
+if want_reference():
+    from fpmcore import _reference as _impl
 
     BACKEND = "python"
 
@@ -41,7 +53,7 @@ else:
     except ImportError as exc:  # pragma: no cover - exercised by a fresh checkout without a build
         raise NativeBuildError(
             "fpmcore's C library is not built; reinstall fpmcore (pip install -e .) "
-            "or set FPMCORE_PUREPYTHON=1"
+            "or set FPM_PUREPYTHON=1"
         ) from exc
 
     BACKEND = "c"
@@ -54,7 +66,7 @@ else:
         return _ffi.string(out[0]).decode()
 
     def replay_run(cfg, requests, arrival_mode):  # type: ignore[no-untyped-def]
-        """Replay a whole trace in C (``fpm_replay_run``); see :mod:`fpmcore.replay.cengine`."""
+        """Replay a whole trace in C (``fpm_replay_open`` … ``fpm_replay_close``); see :mod:`fpmcore.replay.cengine`."""
         from fpmcore.replay.cengine import run_c
 
         return run_c(cfg, requests, arrival_mode)

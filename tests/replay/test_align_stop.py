@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fpmcore.hooktypes import AlignStopQuery
-from fpmcore.replay.reference import align_stop as py_align_stop
+from fpmcore.replay.align import align_stop as py_align_stop
 
 
 def _impls():

@@ -195,9 +195,12 @@ def test_invalid_config_is_refused_before_c():
         "prefix-caching replay requires every cache group page to equal the pool page: group b page 8, pool page 4"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("w", KIND_WINDOW, 4, 4, window=8)], 16, max_num_batched_tokens=8, max_num_seqs=1,
-                    max_model_len=16, prefix_caching=True)
-    assert e.value.message == "prefix-caching replay does not support sliding-window or convolution groups: group w"
+        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("w", KIND_WINDOW, 8, 4, window=8)], 16,
+                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+    assert e.value.message == (
+        "prefix-caching replay requires every attention and convolution group to use one block size: "
+        "group w block 8, block=4"
+    )
     with pytest.raises(FpmError) as e:
         make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 8, 4, blocks_per_request=1)], 16,
                     max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)

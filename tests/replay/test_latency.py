@@ -9,7 +9,7 @@ from helpers import full, run, trace
 
 from fpmcore.errors import FpmError
 from fpmcore.replay import table_from_rows
-from fpmcore.replay.reference import step_time
+from fpmcore.replay.latency import step_time
 
 PREFILL = [
     (1, 64, 0, 0.030), (1, 64, 2176, 0.034), (1, 128, 0, 0.032), (1, 128, 2176, 0.038),

@@ -31,8 +31,14 @@ VECTORS = [
     "trace line 1: shared_prefix_len 9 exceeds prompt_len 8",
     [A_STEP, A_STEP],
     "trace line 2: duplicate request_id a",
-    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "priority": 1}'],
-    "trace line 1: unknown field priority",
+    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "deadline": 1}'],
+    "trace line 1: unknown field deadline",
+    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "priority": "high"}'],
+    'trace line 1: priority must be an integer, found "high"',
+    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "priority": true}'],
+    "trace line 1: priority must be an integer, found true",
+    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "priority": 4611686018427387905}'],
+    "trace line 1: priority must be between -2**62 and 2**62, found 4611686018427387905",
     ['{"request_id": "a", "prompt_len": 8, "output_len": 2}'],
     "trace line 1: missing field arrival_time or arrival_step",
     ['{"request_id": "a", "arrival_time": 0, "arrival_step": 0, "prompt_len": 8, "output_len": 2}'],
@@ -73,6 +79,14 @@ def test_trace_diagnostics(lines, msg):
         parse_trace(text)
     assert e.value.rule == "R-33"
     assert e.value.message == msg
+
+
+def test_priority_is_a_trace_field():
+    """vLLM's request priority (issue 12 §2): any integer, kept through the SCHED.json form."""
+    t = parse_trace('{"request_id": "a", "arrival_step": 0, "prompt_len": 8, "output_len": 2, "priority": -3}')
+    assert t.requests[0].priority == -3
+    assert from_sched_json(to_sched_json(t)).requests[0].priority == -3
+    assert parse_trace(A_STEP).requests[0].priority is None
 
 
 def test_final_newline_optional_and_fields_kept():

@@ -234,10 +234,10 @@ def test_rv18_queue_after_each_step():
     assert mode == ARRIVE_STEP
     eng = ReferenceEngine(cfg, reqs[:2], mode)
     eng.run()
-    assert eng.pool.queue() == [5, 6, 2, 1, 4, 3]
+    assert eng.prefix.pool.queue() == [5, 6, 2, 1, 4, 3]
     eng = ReferenceEngine(cfg, reqs, mode)
     eng.run()
-    assert eng.pool.queue() == [2, 1, 4, 3, 6, 5]
+    assert eng.prefix.pool.queue() == [2, 1, 4, 3, 6, 5]
 
 
 def test_rv7_sizing_python_and_c():

@@ -63,8 +63,9 @@ from typing import Any
 #: registering ``fpm replay`` (which imports :mod:`fpmcore.replay.cli`) stays cheap.
 _EXPORTS = {
     "check_config": "config", "config_from_profile": "config", "group_spec": "config", "make_config": "config",
-    "ReplayResult": "engine", "run_replay": "engine",
+    "ReplayChunk": "engine", "ReplayResult": "engine", "ReplayRun": "engine", "run_replay": "engine",
     "GroupSpec": "model", "LatencyTable": "model", "ReplayConfig": "model", "ReplayRequest": "model",
+    "RuntimeRules": "rules", "default_rules": "rules",
     "load_table": "table", "table_from_rows": "table",
     "Trace": "trace", "TraceRequest": "trace", "from_sched_json": "trace", "load_trace": "trace",
     "parse_trace": "trace",

@@ -1,24 +1,31 @@
 """The C replay engine through cffi (``csrc/fpm_replay.c``).
 
-:func:`run_c` marshals a checked :class:`~fpmcore.replay.model.ReplayConfig`
-and the engine-form requests into the C structs and calls ``fpm_replay_run``
-for the whole trace.  The first call passes no step buffers (a sizing pass):
-it returns the request records, the stop error, the R-35 totals and the
-exact sizes of the step outputs.  The step records are read only when a
-caller asks for them (:class:`~fpmcore.replay.model.LazySteps`): a second
-call with buffers of exactly those sizes, unpacked column-wise from the
-buffers.  Inputs are validated before they reach C
+:class:`CReplay` marshals a checked :class:`~fpmcore.replay.model.ReplayConfig`
+and the engine-form requests into the C structs, opens a replay
+(``fpm_replay_open``) and advances it in chunks (``fpm_replay_advance``),
+unpacking each chunk's records column-wise from reusable output buffers.
+:func:`run_c` runs a whole trace: one pass without step records (the engine
+jumps over idle periods and decode-only stretches), and the step records
+only when a caller asks for them (:class:`~fpmcore.replay.model.LazySteps`:
+a second pass in chunks).  Inputs are validated before they reach C
 (:func:`fpmcore.replay.config.check_config`, the trace and table parsers); a
-status other than ``FPM_OK`` is a programming error and raises.
+status other than ``FPM_OK``/``FPM_ENOSPC`` is a programming error and raises.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from fpmcore.replay.model import (
+    ERR_NO_PHASE,
+    ERR_OVERSIZED,
+    ERR_STALL,
+    ERR_STEP_LIMIT,
+    NOT_COMPLETED,
+    POLICIES,
     STEP_SCALARS,
     LazySteps,
+    RawChunk,
     RawError,
     RawRequest,
     RawResult,
@@ -26,10 +33,8 @@ from fpmcore.replay.model import (
     ReplayConfig,
     ReplayRequest,
     StepColumns,
+    concat_columns,
 )
-
-FPM_OK = 0
-FPM_ENOSPC = 4
 
 #: The C fields read back and their memoryview formats ("q" int64, "d" double, "i" int32).
 _STEP_FORMAT = {"t_start": "d", "t_end": "d", "duration_s": "d", "extrapolated": "i"}
@@ -39,22 +44,17 @@ _STEP_FIELDS = tuple((name, _STEP_FORMAT.get(name, "q")) for name in STEP_SCALAR
 _REQUEST_FIELDS = (
     ("status", "i"), ("reject_reason", "i"), ("reject_a", "q"), ("reject_b", "q"), ("arrival_time", "d"),
     ("first_scheduled_time", "d"), ("first_token_time", "d"), ("finish_time", "d"), ("output_tokens", "q"),
-    ("preemptions", "q"), ("prefix_hit_tokens", "q"),
+    ("preemptions", "q"), ("prefix_hit_tokens", "q"), ("request", "q"),
 )  # fmt: skip
 _WIDTH = {"q": 8, "d": 8, "i": 4}
+#: Steps of one recording call of :func:`run_c`'s step pass.
+STEP_CHUNK = 65536
 
 
-def _lib():  # imported lazily: FPMCORE_PUREPYTHON=1 runs without the build
+def _lib():  # imported lazily: FPM_PUREPYTHON=1 runs without the build
     from fpmcore._native import ffi, lib
 
     return ffi, lib
-
-
-def _check_ints(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> None:
-    limit = 2**40
-    for r in reqs:
-        if not (1 <= r.prompt_len <= limit and 1 <= r.output_len <= limit and 0 <= r.arrival_step <= 2**62):
-            raise ValueError(f"request {r.request_id}: lengths out of the engine range")
 
 
 def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, str], ...]) -> dict[str, list[Any]]:
@@ -92,6 +92,20 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> tu
     c.prefix_caching = int(cfg.prefix_caching)
     c.watermark_blocks = cfg.watermark_blocks
     c.hash_block_size = cfg.hash_block_size
+    c.max_num_scheduled_tokens = cfg.max_num_scheduled_tokens or 0
+    c.max_num_active_seqs = cfg.max_num_active_seqs or 0
+    c.long_prefill_token_threshold = cfg.long_prefill_token_threshold
+    c.long_prefill_adaptive = int(cfg.long_prefill_token_threshold_adaptive)
+    c.prefill_schedule_interval = cfg.prefill_schedule_interval
+    c.policy = POLICIES[cfg.scheduling_policy]
+    c.max_num_queued_reqs = -1 if cfg.max_num_queued_reqs is None else cfg.max_num_queued_reqs
+    c.max_num_queued_tokens = -1 if cfg.max_num_queued_tokens is None else cfg.max_num_queued_tokens
+    c.max_steps = cfg.max_steps
+    rules = cfg.rules
+    c.rules.check_before_release = int(not rules.release_before_check)
+    c.rules.free_uncached_to_back = int(not rules.uncached_blocks_to_front)
+    c.rules.mamba_hits_same_step = int(not rules.mamba_same_step_rule)
+    c.rules.window_cap_exact = int(not rules.window_admission_extra_block)
     keep = [groups]
     if cfg.table is None:
         c.use_fixed_step = 1
@@ -113,75 +127,139 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> tu
     key_l: list[int] = []
     for i, r in enumerate(reqs):
         rq[i] = (r.prompt_len, r.output_len, r.arrival_step, r.arrival_time,
-                 r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(r.origin))  # fmt: skip
+                 r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(r.origin), r.priority)  # fmt: skip
         for u, k in r.origin:
             upto_l.append(u)
             key_l.append(k)
-    nor = len(upto_l)
     upto = ffi.new("int64_t[]", upto_l or [0])
     okey = ffi.new("int64_t[]", key_l or [0])
-    c.origin_upto, c.origin_key, c.norigin = upto, okey, nor
+    c.origin_upto, c.origin_key, c.norigin = upto, okey, len(upto_l)
     keep += [upto, okey]
     return c, rq, keep
 
 
+def _error(out: Any) -> RawError | None:
+    code = out.error_code
+    if code == ERR_OVERSIZED:
+        return RawError(ERR_OVERSIZED, tuple(out.err_i[0:5]))
+    if code == ERR_STALL:
+        return RawError(ERR_STALL, (out.err_i[0], out.err_d, out.err_i[1], out.err_i[2]))
+    if code == ERR_NO_PHASE:
+        return RawError(ERR_NO_PHASE, (out.err_i[0],))
+    if code == ERR_STEP_LIMIT:
+        return RawError(ERR_STEP_LIMIT, (out.err_i[0], out.err_i[1]))
+    return None
+
+
+def _totals(out: Any) -> RawTotals:
+    t = out.totals
+    return RawTotals(first_t_start=t.first_t_start, last_t_end=t.last_t_end, preemptions=t.preemptions,
+                     peak_running=t.peak_running, peak_used_bytes=t.peak_used_bytes,
+                     peak_used_blocks=t.peak_used_blocks, extrapolated_steps=t.extrapolated_steps)  # fmt: skip
+
+
+class CReplay:
+    """One replay in the C engine (``fpm_replay_open`` … ``fpm_replay_close``), advanced in chunks."""
+
+    def __init__(self, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> None:
+        ffi, lib = _lib()
+        self._ffi, self._lib = ffi, lib
+        self.G = len(cfg.groups)
+        self.n = len(reqs)
+        self._inputs = _marshal(ffi, cfg, reqs)  # kept alive: the library reads them while the replay is open
+        c, rq, _keep = self._inputs
+        pp = ffi.new("fpm_replay **")
+        st = lib.fpm_replay_open(c, rq, self.n, mode, pp)
+        if st != lib.FPM_OK:
+            raise RuntimeError(f"fpm_replay_open failed with status {st}")
+        self._rp = ffi.gc(pp[0], lib.fpm_replay_close)
+        self._out = ffi.new("fpm_replay_output *")
+        self._alloc = ffi.new_allocator(should_clear_after_alloc=False)
+        self._bufs: dict[str, Any] = {}
+        slots = min(self.n, cfg.max_num_seqs) + 1
+        self._caps = {"steps": 0, "sched": 0, "events": 0, "held": 0, "done": min(max(self.n, 1), 65536)}
+        self._per_step = {"sched": slots, "events": 2 * slots + 16, "held": slots * (1 + self.G)}
+        self._set("done", self._caps["done"])
+
+    _CTYPES: ClassVar[dict[str, str]] = {"steps": "fpm_step_rec[]", "sched": "fpm_sched_rec[]", "events": "fpm_event_rec[]",
+               "held": "int64_t[]", "done": "fpm_request_rec[]"}  # fmt: skip
+
+    def _set(self, field: str, cap: int) -> None:
+        buf = self._alloc(self._CTYPES[field], cap) if cap else self._ffi.NULL
+        self._bufs[field] = buf
+        self._caps[field] = cap
+        setattr(self._out, field, buf)
+        setattr(self._out, field + "_cap", cap)
+
+    def _size_for_steps(self, steps: int) -> None:
+        if self._caps["steps"] >= steps:
+            return
+        self._set("steps", steps)
+        for field, per in self._per_step.items():
+            self._set(field, max(self._caps[field], min(steps * per, 1 << 20)))
+
+    def advance(self, max_steps: int, with_steps: bool) -> RawChunk:
+        """Run up to ``max_steps`` more steps; the chunk's records."""
+        ffi, lib, out = self._ffi, self._lib, self._out
+        if with_steps:
+            self._size_for_steps(min(max_steps, STEP_CHUNK))
+        else:
+            for field in ("steps", "sched", "events", "held"):
+                setattr(out, field, ffi.NULL)
+                setattr(out, field + "_cap", 0)
+        while True:
+            st = lib.fpm_replay_advance(self._rp, max_steps, out)
+            if st == lib.FPM_OK:
+                break
+            if st != lib.FPM_ENOSPC:
+                raise RuntimeError(f"fpm_replay_advance failed with status {st}")
+            # one step needs more room than the buffers have: grow to its needs and call again
+            for field, need in (("sched", out.nsched), ("events", out.nevents), ("held", out.nheld),
+                                ("done", out.ndone)):  # fmt: skip
+                if need > self._caps[field]:
+                    self._set(field, max(need, 2 * self._caps[field]))
+        if with_steps:
+            for field in ("steps", "sched", "events", "held"):
+                setattr(out, field, self._bufs[field])
+                setattr(out, field + "_cap", self._caps[field])
+        dc = _columns(ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
+        done = tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
+        steps = None
+        if with_steps:
+            steps = _step_columns(ffi, [self._bufs[f] for f in ("steps", "sched", "events", "held")],
+                                  (out.nsteps, out.nsched, out.nevents, out.nheld), self.G)  # fmt: skip
+        return RawChunk(steps=steps, done=done, steps_total=out.steps_total, completed_total=out.completed_total,
+                        ended=bool(out.ended), error=_error(out), totals=_totals(out))  # fmt: skip
+
+
 def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawResult:
-    """Run the whole trace in C: one sizing call; the step records on demand (a second, exactly sized call)."""
-    ffi, lib = _lib()
-    _check_ints(cfg, reqs)
-    c, rq, keep = _marshal(ffi, cfg, reqs)
-    n = len(reqs)
+    """Run the whole trace in C: one pass without step records; the step records on demand (a second pass)."""
+    rp = CReplay(cfg, reqs, mode)
+    requests = [NOT_COMPLETED] * len(reqs)
+    while True:
+        chunk = rp.advance(1 << 40, with_steps=False)
+        for r in chunk.done:
+            requests[r.request] = r
+        if chunk.ended:
+            break
     G = len(cfg.groups)
-    rrec = ffi.new("fpm_request_rec[]", max(n, 1))
-    out = ffi.new("fpm_replay_output *")  # zeroed: no step buffers, capacities 0
-    out.requests = rrec
-    st = lib.fpm_replay_run(c, rq, n, mode, out)
-    if st not in (FPM_OK, FPM_ENOSPC):
-        raise RuntimeError(f"fpm_replay_run failed with status {st}")
-    need = (out.nsteps, out.nsched, out.nevents, out.nheld)
-    inputs = (c, rq, keep)  # the config, the requests and every array they point into
 
     def load() -> StepColumns:
-        c, rq, _arrays = inputs
-        alloc = ffi.new_allocator(should_clear_after_alloc=False)
-        o = ffi.new("fpm_replay_output *")
-        bufs = []
-        for field, ctype, count in (("steps", "fpm_step_rec[]", need[0]), ("sched", "fpm_sched_rec[]", need[1]),
-                                    ("events", "fpm_event_rec[]", need[2]), ("held", "int64_t[]", need[3])):
-            buf = alloc(ctype, count) if count else ffi.NULL
-            setattr(o, field, buf)
-            setattr(o, field + "_cap", count)
-            bufs.append(buf)
-        reqbuf = ffi.new("fpm_request_rec[]", max(n, 1))
-        o.requests = reqbuf
-        st2 = lib.fpm_replay_run(c, rq, n, mode, o)
-        if st2 != FPM_OK or (o.nsteps, o.nsched, o.nevents, o.nheld) != need:
-            raise RuntimeError(f"fpm_replay_run failed with status {st2} on the recording call")
-        return _step_columns(ffi, bufs, need, G)
+        again = CReplay(cfg, reqs, mode)
+        parts = []
+        while True:
+            ch = again.advance(STEP_CHUNK, with_steps=True)
+            assert ch.steps is not None
+            parts.append(ch.steps)
+            if ch.ended:
+                return concat_columns(parts, G)
 
-    totals = RawTotals(
-        first_t_start=out.totals.first_t_start,
-        last_t_end=out.totals.last_t_end,
-        preemptions=out.totals.preemptions,
-        peak_running=out.totals.peak_running,
-        peak_used_bytes=out.totals.peak_used_bytes,
-        peak_used_blocks=out.totals.peak_used_blocks,
-        extrapolated_steps=out.totals.extrapolated_steps,
-    )
-    rc = _columns(ffi, rrec, "fpm_request_rec", n, _REQUEST_FIELDS)
-    requests = tuple(map(RawRequest, *(rc[name] for name, _ in _REQUEST_FIELDS)))
-    err = None
-    if out.error_code == 1:
-        err = RawError(1, tuple(out.err_i[0:5]))
-    elif out.error_code == 2:
-        err = RawError(2, (out.err_i[0], out.err_d, out.err_i[1], out.err_i[2]))
-    elif out.error_code == 3:
-        err = RawError(3, (out.err_i[0],))
-    return RawResult(steps=LazySteps(out.nsteps, load), requests=requests, error=err, totals=totals)
+    return RawResult(steps=LazySteps(chunk.steps_total, load), requests=tuple(requests), error=chunk.error,
+                     totals=chunk.totals)  # fmt: skip
 
 
 def _step_columns(ffi: Any, bufs: list[Any], need: tuple[int, int, int, int], G: int) -> StepColumns:
-    """Unpack the four output buffers of a recording call into :class:`StepColumns`."""
+    """Unpack the four step buffers of an advance call into :class:`StepColumns`."""
     steps, sched, events, held = bufs
     nsteps, nsched, nevents, nheld = need
     sc = _columns(ffi, steps, "fpm_step_rec", nsteps, _STEP_FIELDS)
@@ -218,7 +296,7 @@ def align_stop_c(q) -> int:  # type: ignore[no-untyped-def]
     cq.junction, cq.junction_checkpoint = q.junction, int(q.junction_checkpoint)
     out = ffi.new("int64_t *")
     st = lib.fpm_align_stop(cq, out)
-    if st != FPM_OK:
+    if st != lib.FPM_OK:
         raise ValueError(f"fpm_align_stop refused the query (status {st})")
     return int(out[0])
 
@@ -238,7 +316,7 @@ def step_time_c(table, np_: int, pt: int, pkv: int, nd: int, dkv: int) -> tuple[
     ext = ffi.new("int32_t *")
     miss = ffi.new("int32_t *")
     st = lib.fpm_step_time(c, np_, pt, pkv, nd, dkv, sec, ext, miss)
-    if st != FPM_OK:
+    if st != lib.FPM_OK:
         raise ValueError(f"fpm_step_time refused the query (status {st})")
     if miss[0] >= 0:
         return int(miss[0])
@@ -257,7 +335,7 @@ def block_range_c(g, computed: int, target: int) -> tuple[int, int]:  # type: ig
     """01 P-14 through the C library (``fpm_block_range``)."""
     ffi, lib = _lib()
     first, end = ffi.new("int64_t *"), ffi.new("int64_t *")
-    if lib.fpm_block_range(_group(ffi, g), computed, target, first, end) != FPM_OK:
+    if lib.fpm_block_range(_group(ffi, g), computed, target, first, end) != lib.FPM_OK:
         raise ValueError("fpm_block_range refused its arguments")
     return int(first[0]), int(end[0])
 
@@ -266,6 +344,6 @@ def peak_request_blocks_c(g, context: int, max_num_tokens: int) -> int:  # type:
     """01 P-16 in blocks through the C library (``fpm_peak_request_blocks``)."""
     ffi, lib = _lib()
     out = ffi.new("int64_t *")
-    if lib.fpm_peak_request_blocks(_group(ffi, g), context, max_num_tokens, out) != FPM_OK:
+    if lib.fpm_peak_request_blocks(_group(ffi, g), context, max_num_tokens, out) != lib.FPM_OK:
         raise ValueError("fpm_peak_request_blocks refused its arguments")
     return int(out[0])

@@ -1,4 +1,10 @@
-"""The replay configuration from a profile (06 R-1) and its refusals (R-2, R-3, R-5)."""
+"""The replay configuration from a profile (06 R-1) and its refusals (R-2, R-3, R-5).
+
+Besides R-3's refusals, :func:`check_config` refuses the scheduler settings
+vLLM refuses at start-up (``max_num_active_seqs`` above ``max_num_seqs``,
+``long_prefill_token_threshold`` above ``max_model_len``) and a setting the
+runtime release does not have (:class:`~fpmcore.replay.rules.RuntimeRules`).
+"""
 
 from __future__ import annotations
 
@@ -13,12 +19,28 @@ from fpmcore.replay.model import (
     KIND_MAMBA,
     KIND_RING,
     KIND_WINDOW,
+    MAX_ARRIVAL_STEP,
+    MAX_BYTES,
+    MAX_TOKENS,
+    POLICIES,
     GroupSpec,
     LatencyTable,
     ReplayConfig,
 )
+from fpmcore.replay.rules import RuntimeRules
 
-MAX_BYTES = 2**53
+#: Each scheduler setting of :class:`ReplayConfig` and vLLM's default value.
+SETTING_DEFAULTS: dict[str, Any] = {
+    "max_num_scheduled_tokens": None,
+    "max_num_active_seqs": None,
+    "long_prefill_token_threshold": 0,
+    "long_prefill_token_threshold_adaptive": False,
+    "prefill_schedule_interval": 1,
+    "scheduling_policy": "fcfs",
+    "max_num_queued_reqs": None,
+    "max_num_queued_tokens": None,
+    "watermark": 0.0,
+}
 
 
 def group_spec(g: Any) -> GroupSpec:
@@ -61,6 +83,7 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
         v = getattr(cfg, field)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise _r3(f"replay requires a positive integer {field}: found {json.dumps(v)}")
+    _check_settings(cfg)
     w = cfg.watermark
     if not (0.0 <= w < 1.0):
         raise _r3(f"watermark must be in [0, 1): found {w}")
@@ -79,12 +102,15 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
     if block_mode and cfg.capacity_bytes % cfg.page != 0:
         raise _r3(f"capacity_bytes {cfg.capacity_bytes} is not a whole number of {cfg.page}-byte pool blocks")
     if cfg.prefix_caching:
-        for g in cfg.groups:
-            if g.kind in (KIND_WINDOW, KIND_CONV):
-                raise _r3(f"prefix-caching replay does not support sliding-window or convolution groups: group {g.name}")
-        attn = [g for g in cfg.groups if g.kind == KIND_FULL]
+        attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
         mamba = [g for g in cfg.groups if g.kind == KIND_MAMBA]
         b = attn[0].block if attn else (mamba[0].block if mamba else 0)
+        bad_a = next((g for g in attn if g.block != b), None)
+        if bad_a is not None:
+            raise _r3(
+                "prefix-caching replay requires every attention and convolution group to use one block size: "
+                f"group {bad_a.name} block {bad_a.block}, block={b}"
+            )
         bad_m = next((g for g in mamba if g.block != b), None)
         if cfg.hash_block_size != b or bad_m is not None:
             m = bad_m.block if bad_m is not None else (mamba[0].block if mamba else b)
@@ -96,6 +122,11 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
             raise _r3(
                 "prefix-caching replay with mamba state groups requires chunked prefill: enable_chunked_prefill=false"
             )
+    if cfg.prefix_caching and cfg.capacity_bytes // cfg.page >= 2**31 - 1:
+        raise _r3(f"prefix-caching replay supports at most {2**31 - 2} pool blocks: found {cfg.capacity_bytes // cfg.page}")
+    for field in ("max_model_len", "max_num_batched_tokens", "max_num_seqs"):
+        if getattr(cfg, field) > MAX_TOKENS:
+            raise _r3(f"{field} {getattr(cfg, field)} exceeds the replay limit {MAX_TOKENS}")
     if cfg.capacity_bytes > MAX_BYTES:
         raise FpmError("R-2", f"capacity_bytes {cfg.capacity_bytes} exceeds 2**53 bytes")
     total = 0
@@ -112,6 +143,45 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
     return cfg
 
 
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_settings(cfg: ReplayConfig) -> None:
+    """The scheduler settings: their types and ranges (vLLM's ``SchedulerConfig`` validation) and the runtime's."""
+    for field in ("max_num_scheduled_tokens", "max_num_active_seqs"):
+        v = getattr(cfg, field)
+        if v is not None and (not _int(v) or v <= 0 or v > MAX_TOKENS):
+            raise _r3(f"replay requires a positive integer {field}: found {json.dumps(v)}")
+    for field in ("max_num_queued_reqs", "max_num_queued_tokens"):
+        v = getattr(cfg, field)
+        if v is not None and (not _int(v) or v < 0 or v > MAX_TOKENS):
+            raise _r3(f"{field} must be an integer >= 0: found {json.dumps(v)}")
+    v = cfg.long_prefill_token_threshold
+    if not _int(v) or v < 0:
+        raise _r3(f"long_prefill_token_threshold must be an integer >= 0: found {json.dumps(v)}")
+    if v > cfg.max_model_len:
+        raise _r3(f"long_prefill_token_threshold ({v}) cannot be greater than the max_model_len ({cfg.max_model_len})")
+    v = cfg.prefill_schedule_interval
+    if not _int(v) or v < 1 or v > MAX_ARRIVAL_STEP:
+        raise _r3(f"prefill_schedule_interval must be a positive integer: found {json.dumps(v)}")
+    if cfg.max_num_active_seqs is not None and cfg.max_num_active_seqs > cfg.max_num_seqs:
+        raise _r3(
+            f"max_num_active_seqs ({cfg.max_num_active_seqs}) cannot be greater than max_num_seqs ({cfg.max_num_seqs})"
+        )
+    if cfg.scheduling_policy not in POLICIES:
+        raise _r3(f"scheduling_policy must be fcfs or priority: found {json.dumps(cfg.scheduling_policy)}")
+    if not _int(cfg.max_steps) or not 1 <= cfg.max_steps <= MAX_ARRIVAL_STEP:
+        raise _r3(f"max_steps must be a positive integer up to {MAX_ARRIVAL_STEP}: found {json.dumps(cfg.max_steps)}")
+    if not isinstance(cfg.rules, RuntimeRules):
+        raise _r3("replay rules must be a RuntimeRules value")
+    missing = [f for f, d in SETTING_DEFAULTS.items() if f not in cfg.rules.settings and getattr(cfg, f) != d]
+    if not cfg.reserve_full_isl and "scheduler_reserve_full_isl" not in cfg.rules.settings:
+        missing.append("scheduler_reserve_full_isl")
+    if missing:
+        raise _r3(f"the {cfg.rules.runtime} scheduler has no {missing[0]}: the replay cannot model it")
+
+
 def config_from_profile(
     profile: Any,
     deployment: int = 0,
@@ -126,11 +196,20 @@ def config_from_profile(
     table: LatencyTable | None = None,
     fixed_step_seconds: float | None = None,
     capacity_bytes: int | None = None,
+    rules: RuntimeRules | None = None,
+    **settings: Any,
 ) -> ReplayConfig:
     """R-1 defaults from an ``FpmModelProfile``'s deployment, then R-3.
 
-    Without a table and without ``fixed_step_seconds`` every step takes 1.0 s (R-31).
+    Without a table and without ``fixed_step_seconds`` every step takes 1.0 s
+    (R-31).  ``settings`` are the scheduler settings of :class:`ReplayConfig`
+    (``max_num_scheduled_tokens``, ``long_prefill_token_threshold``,
+    ``scheduling_policy``, …, and ``max_steps``); ``rules`` the runtime
+    release's (default :func:`~fpmcore.replay.rules.default_rules`).
     """
+    unknown = sorted(set(settings) - set(SETTING_DEFAULTS) - {"max_steps"})
+    if unknown:
+        raise TypeError(f"config_from_profile() got unexpected keyword arguments: {unknown}")
     dep = profile.deployments[deployment]
     res = dep.resources
     if res.cache_layout != "grouped" or not res.cache_groups:
@@ -165,6 +244,8 @@ def config_from_profile(
         hash_block_size=hash_block,
         fixed_step_seconds=fixed_step_seconds if table is None else None,
         table=table,
+        **({"rules": rules} if rules is not None else {}),
+        **settings,
     )
     return check_config(cfg)
 

@@ -1,8 +1,16 @@
 """Run a trace through the replay engine: the C library or the Python reference.
 
-:func:`run_replay` is the entry point.  The backend follows
-:mod:`fpmcore.native` (``FPMCORE_PUREPYTHON=1`` selects the Python
-reference); ``backend=`` overrides it.
+Two entry points:
+
+* :func:`run_replay` replays a whole trace and returns a
+  :class:`ReplayResult` (the summary at once, the step records built when
+  read);
+* :class:`ReplayRun` replays it in chunks of steps, so that a caller can
+  move a progress bar and stream step and request records to disk while the
+  replay runs, with memory bounded by the trace (never by the steps).
+
+The backend follows :mod:`fpmcore.native` (``FPM_PUREPYTHON=1`` selects the
+Python reference); ``backend=`` overrides it.
 
 The align-stop rule (06 R-§4): the C engine has vLLM 0.33.0's Mamba align
 split built in (04 G-2 … G-6), parameterized by the profile's Mamba groups
@@ -23,8 +31,18 @@ import attrs
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery
 from fpmcore.replay import records
-from fpmcore.replay.model import ARRIVE_STEP, ARRIVE_TIME, RawResult, ReplayConfig, ReplayRequest
-from fpmcore.replay.reference import run_reference
+from fpmcore.replay.model import (
+    ARRIVE_STEP,
+    ARRIVE_TIME,
+    MAX_TOKENS,
+    RawChunk,
+    RawError,
+    RawResult,
+    RawTotals,
+    ReplayConfig,
+    ReplayRequest,
+)
+from fpmcore.replay.reference import ReferenceEngine, run_reference
 from fpmcore.replay.trace import Trace
 
 
@@ -134,17 +152,16 @@ def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]
     return out, [base + i for i in range(len(trace.requests))]
 
 
-#: Largest prompt or output length the engine takes (its integers stay far below 2**63).
-MAX_TOKENS = 2**40
-#: Largest arrival step: an idle period is a run of empty steps (R-25), each with a record.
+#: Largest arrival step of a trace: every step up to it has a record (R-25),
+#: which the Python reference always makes.
 MAX_ARRIVAL_STEP = 50_000_000
 
 
 def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayRequest, ...], int]:
     """The trace in engine form and its arrival mode (R-25).
 
-    Refuses (rule ``R-32``) lengths above :data:`MAX_TOKENS` and arrivals
-    after step :data:`MAX_ARRIVAL_STEP`, the engine's limits.
+    Refuses (rule ``R-32``) lengths above :data:`~fpmcore.replay.model.MAX_TOKENS`
+    (the engine's integers) and arrivals after step :data:`MAX_ARRIVAL_STEP`.
     """
     out = []
     origin, own = origins(trace)
@@ -170,7 +187,8 @@ def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayReques
             raise FpmError(
                 "R-32", f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps"
             )
-        out.append(ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i]))
+        prio = getattr(r, "priority", None) or 0
+        out.append(ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], prio))
     return tuple(out), mode
 
 
@@ -178,6 +196,16 @@ def default_backend() -> str:
     from fpmcore import native
 
     return native.BACKEND
+
+
+def _backend(backend: str | None, align_stop: Callable[[AlignStopQuery], int] | None) -> str:
+    if backend is None:
+        backend = "python" if align_stop is not None else default_backend()
+    if backend == "c" and align_stop is not None:
+        raise ValueError("a model align-stop rule runs only in the Python reference (backend='python')")
+    if backend not in ("c", "python"):
+        raise ValueError(f"unknown replay backend {backend!r}")
+    return backend
 
 
 def run_raw(
@@ -189,16 +217,11 @@ def run_raw(
     align_stop: Callable[[AlignStopQuery], int] | None = None,
 ) -> tuple[RawResult, str]:
     """Run engine-form requests with a backend; returns the raw result and the backend used."""
-    if backend is None:
-        backend = "python" if align_stop is not None else default_backend()
+    backend = _backend(backend, align_stop)
     if backend == "c":
-        if align_stop is not None:
-            raise ValueError("a model align-stop rule runs only in the Python reference (backend='python')")
         from fpmcore.replay import cengine
 
         return cengine.run_c(cfg, reqs, mode), "c"
-    if backend != "python":
-        raise ValueError(f"unknown replay backend {backend!r}")
     return run_reference(cfg, reqs, mode, align_stop), "python"
 
 
@@ -218,3 +241,111 @@ def run_replay(
     summ = records.summary(cfg, reqrecs, raw)
     err = records.error_of(raw.error) if raw.error is not None else None
     return ReplayResult(steps=steps, requests=reqrecs, summary=summ, error=err, backend=used, raw=raw)
+
+
+@attrs.frozen
+class ReplayChunk:
+    """The records of one chunk of a :class:`ReplayRun`.
+
+    ``steps`` are the R-34 records of the chunk's steps, in step order (empty
+    when the run was opened with ``steps=False``); ``requests`` the R-35
+    records of the requests completed (finished or rejected) in the chunk, in
+    completion order.  ``first_step`` is the step number of the chunk's first
+    record.
+    """
+
+    first_step: int
+    steps: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+
+
+class ReplayRun:
+    """A replay in progress, advanced in chunks of steps (06 R-25 … R-35).
+
+    Use it to show progress and to stream the records of a long replay while
+    it runs; memory stays bounded by the trace, never by the number of steps::
+
+        run = ReplayRun(cfg, trace, steps=True)
+        while not run.ended:
+            chunk = run.advance(4096)              # up to 4,096 more steps
+            write_steps(chunk.steps)               # R-34 records of those steps
+            write_requests(chunk.requests)         # R-35 records completed in them
+            bar.update(task, completed=run.requests_completed, total=run.requests_total)
+        summary, error = run.summary(), run.error  # R-35 summary; the stop diagnostic or None
+
+    Iterating (``for chunk in run``) advances by :attr:`chunk_steps` until
+    the replay ends.  Both backends give the same chunks as :func:`run_replay`
+    gives records.  With ``steps=False`` no step record is made: the C engine
+    then jumps over idle periods and decode-only stretches (a chunk may cover
+    many more steps than asked), and :meth:`advance` returns only request
+    records.  ``backend`` and ``align_stop`` are those of :func:`run_replay`.
+    """
+
+    chunk_steps = 4096
+
+    def __init__(
+        self,
+        cfg: ReplayConfig,
+        trace: Trace,
+        *,
+        steps: bool = True,
+        backend: str | None = None,
+        align_stop: Callable[[AlignStopQuery], int] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self._trace = trace.requests
+        self._ids = [r.request_id for r in trace.requests]
+        self._with_steps = steps
+        reqs, mode = engine_requests(cfg, trace)
+        self.backend = _backend(backend, align_stop)
+        if self.backend == "c":
+            from fpmcore.replay.cengine import CReplay
+
+            self._engine: Any = CReplay(cfg, reqs, mode)
+        else:
+            self._engine = ReferenceEngine(cfg, reqs, mode, align_stop)
+        self._stats = records.RequestStats()
+        #: Requests in the trace.
+        self.requests_total = len(reqs)
+        #: Requests completed (finished or rejected) so far.
+        self.requests_completed = 0
+        #: Steps replayed so far (the number of the next step).
+        self.steps_done = 0
+        #: The replay is over: every request completed, or it stopped (:attr:`error`).
+        self.ended = not reqs
+        self._raw_error: RawError | None = None
+        self._totals: RawTotals | None = None
+
+    def advance(self, max_steps: int | None = None) -> ReplayChunk:
+        """Replay up to ``max_steps`` more steps (default :attr:`chunk_steps`); their records."""
+        if self.ended:
+            return ReplayChunk(self.steps_done, [], [])
+        n = self.chunk_steps if max_steps is None else max_steps
+        if n < 1:
+            raise ValueError(f"max_steps must be positive, got {n}")
+        raw: RawChunk = self._engine.advance(n, self._with_steps)
+        first = self.steps_done
+        step_recs = records.step_records_of(self.cfg, self._ids, raw.steps) if raw.steps is not None else []
+        reqs = [records.request_record(self._trace[r.request], r) for r in raw.done]
+        for rec in reqs:
+            self._stats.add(rec)
+        self.steps_done = raw.steps_total
+        self.requests_completed = raw.completed_total
+        self.ended = raw.ended
+        self._raw_error = raw.error
+        self._totals = raw.totals
+        return ReplayChunk(first, step_recs, reqs)
+
+    def __iter__(self) -> Iterator[ReplayChunk]:
+        while not self.ended:
+            yield self.advance()
+
+    @property
+    def error(self) -> FpmError | None:
+        """The diagnostic of a replay that stopped (R-9, R-26, R-27, the step limit), else ``None``."""
+        return records.error_of(self._raw_error) if self._raw_error is not None else None
+
+    def summary(self) -> dict[str, Any]:
+        """The R-35 summary of the steps and requests so far (of the whole replay once it :attr:`ended`)."""
+        tot = self._totals or RawTotals(0.0, 0.0, 0, 0, 0, 0, 0)
+        return records.summary_of(self.cfg, self._stats, tot, self.steps_done)

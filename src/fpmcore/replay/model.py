@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 import attrs
 
-# Group kinds as the C library numbers them (csrc/fpm_replay.h).
+from fpmcore.replay.rules import RuntimeRules, default_rules
+
+# The C library's numbering (csrc/fpm_replay.h); tests/replay/test_c_library.py
+# checks every value against the header.
 KIND_FULL = 0  #: attention without a window
 KIND_WINDOW = 1  #: attention with a sliding window
 KIND_CONV = 2  #: convolution (always windowed)
@@ -29,15 +33,32 @@ KIND_MAMBA = 4  #: state group with checkpoint fields (Mamba / KDA)
 ARRIVE_STEP = 0  #: step-exact arrivals (``arrival_step``, or timed with fixed step seconds)
 ARRIVE_TIME = 1  #: timed arrivals with a latency table (idle periods are no steps)
 
-# Error codes of a replay that stops (R-9, R-26, R-27).
+# Scheduling policies (vLLM ``--scheduling-policy``).
+POLICY_FCFS = 0
+POLICY_PRIORITY = 1
+POLICIES = {"fcfs": POLICY_FCFS, "priority": POLICY_PRIORITY}
+
+# Error codes of a replay that stops (R-9, R-26, R-27, the step limit).
 ERR_OVERSIZED = 1
 ERR_STALL = 2
 ERR_NO_PHASE = 3
+ERR_STEP_LIMIT = 4
 
-# Reject reasons (R-12, R-21).
+# Reject reasons (R-12, R-21, vLLM's front-end queue limits).
 REJ_PROMPT = 1
 REJ_FINAL_FORWARD = 2
 REJ_INPUT_SEQUENCE = 3
+REJ_QUEUED_REQS = 4
+REJ_QUEUED_TOKENS = 5
+
+#: Bounds the C library checks at its boundary (FPM_MAX_* in csrc/fpm_replay.h).
+MAX_TOKENS = 2**40
+MAX_BYTES = 2**53
+MAX_ARRIVAL_STEP = 2**40
+MAX_PRIORITY = 2**62
+#: Default limit on the steps a replay executes one by one (``--max-steps``);
+#: steps the engine jumps over without step records do not count.
+DEFAULT_MAX_STEPS = 100_000_000
 
 # Request status in the raw result.
 ST_FINISHED = 1
@@ -80,7 +101,15 @@ class LatencyTable:
 
 @attrs.frozen
 class ReplayConfig:
-    """The replay configuration of R-1, already checked by R-3."""
+    """The replay configuration of R-1, already checked by R-3.
+
+    The scheduler settings carry vLLM's ``SchedulerConfig`` field names and
+    defaults (``None``: vLLM's default, e.g. ``max_num_scheduled_tokens`` =
+    ``max_num_batched_tokens``); ``reserve_full_isl`` is vLLM's
+    ``scheduler_reserve_full_isl``.  ``rules`` are the runtime release's
+    (:mod:`fpmcore.replay.rules`).  ``max_steps`` bounds the steps the
+    engine executes one by one (a replay past it stops with a diagnostic).
+    """
 
     groups: tuple[GroupSpec, ...]
     capacity_bytes: int
@@ -94,6 +123,16 @@ class ReplayConfig:
     hash_block_size: int = 0
     fixed_step_seconds: float | None = 1.0
     table: LatencyTable | None = None
+    max_num_scheduled_tokens: int | None = None
+    max_num_active_seqs: int | None = None
+    long_prefill_token_threshold: int = 0
+    long_prefill_token_threshold_adaptive: bool = False
+    prefill_schedule_interval: int = 1
+    scheduling_policy: str = "fcfs"
+    max_num_queued_reqs: int | None = None
+    max_num_queued_tokens: int | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    rules: RuntimeRules = attrs.Factory(default_rules)
 
     @property
     def block_mode(self) -> bool:
@@ -113,6 +152,13 @@ class ReplayConfig:
     def watermark_blocks(self) -> int:
         """R-7: ``floor(watermark × (usable_blocks + 1))``, as vLLM's ``int(w × num_blocks)``."""
         return int(self.watermark * (self.usable_blocks + 1)) if self.block_mode else 0
+
+    @property
+    def token_budget(self) -> int:
+        """The tokens one step schedules at most: ``min(max_num_scheduled_tokens, max_num_batched_tokens)``."""
+        if self.max_num_scheduled_tokens is None:
+            return self.max_num_batched_tokens
+        return min(self.max_num_scheduled_tokens, self.max_num_batched_tokens)
 
     @property
     def fixed_request_bytes(self) -> int:
@@ -141,6 +187,7 @@ class ReplayRequest:
     arrival_time: float = 0.0
     origin: tuple[tuple[int, int], ...] = ()
     own_key: int = -1
+    priority: int = 0
 
 
 @attrs.frozen
@@ -183,6 +230,11 @@ class RawRequest:
     output_tokens: int
     preemptions: int
     prefix_hit_tokens: int
+    request: int = -1  #: the request's index in the trace
+
+
+#: A request that has not completed (never arrived, or still queued when the replay stopped).
+NOT_COMPLETED = RawRequest(0, 0, 0, 0, math.nan, math.nan, math.nan, math.nan, 0, 0, 0)
 
 
 @attrs.frozen
@@ -388,3 +440,45 @@ class RawResult:
     requests: tuple[RawRequest, ...]
     error: RawError | None = None
     totals: RawTotals = attrs.field(default=attrs.Factory(lambda self: totals_of(self.steps), takes_self=True))
+
+
+def concat_columns(parts: Sequence[StepColumns], ngroups: int) -> StepColumns:
+    """The steps of consecutive chunks as one :class:`StepColumns` (offsets rebased)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = StepColumns({name: [] for name in STEP_SCALARS}, [], [], [], [], [], [], [], [], [], [], [], [],
+                      [[] for _ in range(ngroups)])  # fmt: skip
+    for p in parts:
+        for name in STEP_SCALARS:
+            out.scalars[name].extend(p.scalars[name])
+        base_s, base_e, base_h = len(out.sched_req), len(out.event_kind), len(out.held_req)
+        out.sched_off.extend(x + base_s for x in p.sched_off)
+        out.event_off.extend(x + base_e for x in p.event_off)
+        out.held_off.extend(x + base_h for x in p.held_off)
+        for a, b in ((out.sched_len, p.sched_len), (out.sched_req, p.sched_req), (out.sched_tokens, p.sched_tokens),
+                     (out.sched_computed, p.sched_computed), (out.event_len, p.event_len),
+                     (out.event_kind, p.event_kind), (out.event_req, p.event_req), (out.held_len, p.held_len),
+                     (out.held_req, p.held_req)):  # fmt: skip
+            a.extend(b)
+        for a, b in zip(out.held_counts, p.held_counts, strict=True):
+            a.extend(b)
+    return out
+
+
+@attrs.frozen
+class RawChunk:
+    """What a backend reports after advancing a replay (:mod:`fpmcore.replay.engine`).
+
+    ``steps`` holds the chunk's steps (``None`` when step records were not
+    asked for), ``done`` the requests completed in the chunk (finished or
+    rejected) in completion order.  The counts and ``totals`` cover every
+    step so far; ``ended`` says the replay is over (``error`` when it stopped).
+    """
+
+    steps: StepColumns | None
+    done: tuple[RawRequest, ...]
+    steps_total: int
+    completed_total: int
+    ended: bool
+    error: RawError | None
+    totals: RawTotals

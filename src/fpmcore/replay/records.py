@@ -10,6 +10,7 @@ request records; the step records are built in bulk from
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 from fpmcore.errors import FpmError
@@ -17,6 +18,7 @@ from fpmcore.replay.model import (
     ERR_NO_PHASE,
     ERR_OVERSIZED,
     ERR_STALL,
+    ERR_STEP_LIMIT,
     EV_ADMITTED,
     EV_FINISHED,
     EV_PREEMPTED,
@@ -29,6 +31,8 @@ from fpmcore.replay.model import (
     REJ_FINAL_FORWARD,
     REJ_INPUT_SEQUENCE,
     REJ_PROMPT,
+    REJ_QUEUED_REQS,
+    REJ_QUEUED_TOKENS,
     ST_FINISHED,
     STEP_SCALARS,
     RawError,
@@ -68,6 +72,11 @@ def error_of(err: RawError) -> FpmError:
         )
     if err.code == ERR_NO_PHASE:
         return FpmError("R-27", f"latency table has no {('prefill', 'decode')[err.values[0]]} points")
+    if err.code == ERR_STEP_LIMIT:
+        limit, k = err.values
+        return FpmError(
+            "R-25", f"replay stopped at step {k}: it executed its limit of {limit} steps; raise it with --max-steps"
+        )
     raise AssertionError(f"unknown replay error code {err.code}")  # pragma: no cover
 
 
@@ -78,6 +87,10 @@ def reject_reason(code: int, a: int, b: int, request_id: str) -> str | None:
         return f"request {request_id} can never fit the cache pool: its final forward needs {a} bytes, capacity {b}"
     if code == REJ_INPUT_SEQUENCE:
         return f"request {request_id} can never fit the cache pool: its input sequence needs {a} bytes, capacity {b}"
+    if code == REJ_QUEUED_REQS:
+        return f"max_num_queued_reqs {b} reached: {a} unfinished requests"
+    if code == REJ_QUEUED_TOKENS:
+        return f"max_num_queued_tokens {b} reached: {a} prompt tokens in prefill"
     return None
 
 
@@ -85,6 +98,12 @@ def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict
     """R-34 records, one per step, built from the step columns in bulk."""
     with gc_paused():
         return _step_records(cfg, ids, step_columns(raw.steps, len(cfg.groups), keep=False))
+
+
+def step_records_of(cfg: ReplayConfig, ids: list[str], columns: StepColumns) -> list[dict[str, Any]]:
+    """R-34 records of the steps in ``columns`` (one chunk of a replay)."""
+    with gc_paused():
+        return _step_records(cfg, ids, columns)
 
 
 def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dict[str, Any]]:
@@ -134,36 +153,56 @@ def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dic
     return out
 
 
+def request_record(tr: Any, r: Any) -> dict[str, Any]:
+    """The R-35 record of one completed request (``tr`` its trace line, ``r`` its :class:`RawRequest`)."""
+    fin = r.status == ST_FINISHED
+    ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
+    if getattr(tr, "arrival_time", None) is not None:
+        arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
+    return {
+        "request_id": tr.request_id,
+        "arrival_time": _t(arr),
+        "prompt_len": tr.prompt_len,
+        "output_len": tr.output_len,
+        "status": "finished" if fin else "rejected",
+        "reject_reason": reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id),
+        "first_scheduled_time": _t(r.first_scheduled_time),
+        "first_token_time": _t(ft),
+        "finish_time": _t(fin_t),
+        "output_tokens": r.output_tokens,
+        "preemptions": r.preemptions,
+        "prefix_hit_tokens": r.prefix_hit_tokens,
+        "ttft_s": ft - arr if fin else None,
+        "tpot_s": (fin_t - ft) / (r.output_tokens - 1) if fin and r.output_tokens > 1 else None,
+        "e2e_s": fin_t - arr if fin else None,
+    }
+
+
 def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any]]:
-    """R-35 request records, in trace order (requests that never arrived are left out)."""
-    out = []
-    for tr, r in zip(trace_reqs, raw.requests):
-        if r.status == 0:
-            continue
-        fin = r.status == ST_FINISHED
-        ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
-        if getattr(tr, "arrival_time", None) is not None:
-            arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
-        out.append(
-            {
-                "request_id": tr.request_id,
-                "arrival_time": _t(arr),
-                "prompt_len": tr.prompt_len,
-                "output_len": tr.output_len,
-                "status": "finished" if fin else "rejected",
-                "reject_reason": reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id),
-                "first_scheduled_time": _t(r.first_scheduled_time),
-                "first_token_time": _t(ft),
-                "finish_time": _t(fin_t),
-                "output_tokens": r.output_tokens,
-                "preemptions": r.preemptions,
-                "prefix_hit_tokens": r.prefix_hit_tokens,
-                "ttft_s": ft - arr if fin else None,
-                "tpot_s": (fin_t - ft) / (r.output_tokens - 1) if fin and r.output_tokens > 1 else None,
-                "e2e_s": fin_t - arr if fin else None,
-            }
-        )
-    return out
+    """R-35 request records, in trace order (requests that never completed are left out)."""
+    return [request_record(tr, r) for tr, r in zip(trace_reqs, raw.requests) if r.status != 0]
+
+
+class RequestStats:
+    """The R-35 aggregates of request records, collected as the records are made (bounded per request)."""
+
+    def __init__(self) -> None:
+        self.requests = self.finished = self.rejected = self.output_tokens = 0
+        self.ttft: array[float] = array("d")
+        self.tpot: array[float] = array("d")
+        self.e2e: array[float] = array("d")
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.requests += 1
+        self.output_tokens += rec["output_tokens"]
+        if rec["status"] == "finished":
+            self.finished += 1
+            self.ttft.append(rec["ttft_s"])
+            self.e2e.append(rec["e2e_s"])
+            if rec["tpot_s"] is not None:
+                self.tpot.append(rec["tpot_s"])
+        else:
+            self.rejected += 1
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -249,16 +288,20 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
 
 def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
     """R-35 summary, from the request records and the run's totals (no step record is needed)."""
-    fin = [r for r in requests if r["status"] == "finished"]
-    tot = raw.totals
-    nsteps = len(raw.steps)
+    stats = RequestStats()
+    for r in requests:
+        stats.add(r)
+    return summary_of(cfg, stats, raw.totals, len(raw.steps))
+
+
+def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) -> dict[str, Any]:
+    """R-35 summary from the request aggregates and the totals of ``nsteps`` steps."""
     makespan = (tot.last_t_end - tot.first_t_start) if nsteps else 0.0
-    out_tokens = sum(r["output_tokens"] for r in requests)
     return {
         "schema": SUMMARY_SCHEMA,
-        "requests": len(requests),
-        "finished": len(fin),
-        "rejected": sum(1 for r in requests if r["status"] == "rejected"),
+        "requests": stats.requests,
+        "finished": stats.finished,
+        "rejected": stats.rejected,
         "steps": nsteps,
         "makespan_s": makespan,
         "preemptions_total": tot.preemptions,
@@ -269,8 +312,8 @@ def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -
         "usable_blocks": cfg.usable_blocks if cfg.block_mode else None,
         **sizing(cfg),
         "extrapolated_steps": tot.extrapolated_steps,
-        "output_tokens_per_s": out_tokens / makespan if makespan > 0 else None,
-        "ttft_s": _stats([r["ttft_s"] for r in fin]),
-        "tpot_s": _stats([r["tpot_s"] for r in fin if r["tpot_s"] is not None]),
-        "e2e_s": _stats([r["e2e_s"] for r in fin]),
+        "output_tokens_per_s": stats.output_tokens / makespan if makespan > 0 else None,
+        "ttft_s": _stats(list(stats.ttft)),
+        "tpot_s": _stats(list(stats.tpot)),
+        "e2e_s": _stats(list(stats.e2e)),
     }

@@ -1,19 +1,26 @@
-"""Pure-Python reference of the replay engine (06 R-4 … R-31).
+"""The Python reference of the replay engine (06 R-11 … R-31).
 
-It mirrors ``csrc/fpm_replay.c`` function by function and is the oracle of
-the differential tests (C and Python must give identical records);
-``FPMCORE_PUREPYTHON=1`` selects it at run time.  Unlike the C engine it can
-take the model's align-stop rule as a callable (the ``fpm_align_stop`` hook,
-06 R-§4); the built-in :func:`align_stop` is vLLM 0.33.0's
-``_mamba_block_aligned_split`` (04 G-2 … G-6) and is what the C engine runs.
+It mirrors ``csrc/fpm_replay.c`` phase by phase, under the same names, and is
+the oracle of the differential tests (C and the reference must give
+identical records); ``FPM_PUREPYTHON=1`` selects it at run time.  Unlike the
+C engine it can take the model's align-stop rule as a callable (the
+``fpm_align_stop`` hook, 06 R-§4); the built-in rule is
+:func:`fpmcore.replay.align.align_stop`.
 
-Modelled: block and byte mode pools (R-2), full, windowed, convolution, ring
-and Mamba groups (R-4 … R-6) with allocate-or-nothing (R-7), release (R-8),
-the oversized-chunk stop (R-9); the scheduler loop (R-11 … R-26); the FPM
-latency model (R-27 … R-31).  With ``prefix_caching`` the Mamba groups run
-in align mode (R-6), the align split applies and the pool keeps vLLM's block
-identities (:mod:`fpmcore.replay.prefix`): content keys, hits, the same-step
-rule, the free-queue order and eviction (R-36 … R-38).
+One step (R-13) is :meth:`ReferenceEngine.step`:
+
+* ``enqueue_arrivals`` — R-25, R-12 and vLLM's front-end queue limits;
+* ``begin_step`` — the step's budget, long-prefill cap and prefill cadence;
+* ``schedule_running`` — R-14, R-15 (FCFS or priority preemption);
+* ``schedule_waiting`` — R-18 … R-22;
+* ``step_duration`` — R-24, R-31;
+* ``finish_step`` — R-23;
+* ``record_step`` — R-34 and the R-35 totals.
+
+The pools are :class:`fpmcore.replay.pool.BlockCountPool` (prefix caching
+off) and :class:`fpmcore.replay.prefix.PrefixCachingPool`.  The reference
+executes every step; the C engine jumps over idle periods and decode-only
+stretches when no step record is asked for, and must agree with it.
 """
 
 from __future__ import annotations
@@ -21,13 +28,18 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
+from typing import Any
 
 from fpmcore.hooktypes import AlignStopQuery
+from fpmcore.replay.align import align_stop
+from fpmcore.replay.latency import step_time
 from fpmcore.replay.model import (
     ARRIVE_STEP,
     ERR_NO_PHASE,
     ERR_OVERSIZED,
     ERR_STALL,
+    ERR_STEP_LIMIT,
     EV_ADMITTED,
     EV_FINISHED,
     EV_PREEMPTED,
@@ -39,217 +51,67 @@ from fpmcore.replay.model import (
     REJ_FINAL_FORWARD,
     REJ_INPUT_SEQUENCE,
     REJ_PROMPT,
+    REJ_QUEUED_REQS,
+    REJ_QUEUED_TOKENS,
     ST_FINISHED,
     ST_REJECTED,
-    GroupSpec,
-    LatencyTable,
+    RawChunk,
     RawError,
     RawRequest,
     RawResult,
     RawStep,
+    RawTotals,
     ReplayConfig,
     ReplayRequest,
+    columns_of,
 )
-from fpmcore.replay.prefix import PcReq, PrefixPool
+from fpmcore.replay.pool import BlockCountPool
+from fpmcore.replay.prefix import PrefixCachingPool
 
 AlignStopFn = Callable[[AlignStopQuery], int]
 NAN = math.nan
 
 
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def pos(x: int, u: int) -> int:
-    """04 G-3: ``((x − 1) // u) × u`` floored at 0."""
-    return max(((x - 1) // u) * u, 0)
-
-
-def checkpoint_valid(start: int, end: int, ckpt: int, hash_block: int, block: int, align: int) -> bool:
-    """vLLM 0.33.0 ``is_mamba_prefill_checkpoint_valid`` (04 G-4 conditions 3–7)."""
-    if align <= 0:
-        return False
-    return (
-        start % hash_block == 0
-        and cdiv(end, block) - 2 > (start - 1) // block
-        and start + hash_block <= ckpt
-        and start < ckpt < end
-        and (ckpt - start) % align == 0
-    )
-
-
-def align_stop(q: AlignStopQuery) -> int:
-    """04 G-2 … G-6: the tokens of a proposed chunk that vLLM 0.33.0 schedules."""
-    start, k, b = q.start, q.num_new_tokens, q.block_size
-    prefill_end = max(q.prompt_len, q.num_tokens - 1)
-    if start >= prefill_end:
-        return k
-    last_cache = pos(q.num_tokens, b)
-    end = start + k
-    ckpt_pos = pos(prefill_end, b)
-    internal = (
-        q.checkpoint_alignment is not None
-        and end >= prefill_end
-        and checkpoint_valid(start, end, ckpt_pos, q.hash_block_size, b, q.checkpoint_alignment)
-    )
-    if internal:
-        last_cache = 0
-    if end < prefill_end:
-        aligned = end // b * b
-        if aligned > start or b <= q.max_num_batched_tokens:
-            end = aligned
-    stops = [
-        (start // b + 1) * b if start % b != 0 and not internal else 0,
-        last_cache,
-    ]
-    j = q.junction
-    if start < j < end:
-        stops.append(j if q.junction_checkpoint and j <= q.prompt_len else start + (j - start) // b * b)
-    inside = [s for s in stops if start < s < end]
-    if inside:
-        end = min(inside)
-    return max(end - start, 0)
-
-
-# --------------------------------------------------------------------------
-# latency model (R-28 … R-31)
-# --------------------------------------------------------------------------
-
-
-class _Lin:
-    """Collects the extrapolation flag of R-31 over ``lin`` calls."""
-
-    def __init__(self) -> None:
-        self.extrapolated = False
-
-    def lin(self, x: float, knots: list[tuple[float, float]]) -> float:
-        """R-28: linear interpolation inside, extrapolation outside."""
-        m = len(knots)
-        if m == 1:
-            return knots[0][1]
-        if x < knots[0][0] or x > knots[-1][0]:
-            self.extrapolated = True
-        if x <= knots[0][0]:
-            i = 0
-        elif x >= knots[-1][0]:
-            i = m - 2
-        else:
-            i = 0
-            while not (knots[i][0] <= x <= knots[i + 1][0]):
-                i += 1
-        xa, ya = knots[i]
-        xb, yb = knots[i + 1]
-        return ya + (yb - ya) * (x - xa) / (xb - xa)
-
-
-def prefill_time(table: LatencyTable, b: int, t: int, k: int, lc: _Lin) -> float:
-    """R-29 ``P(b, t, k)`` before the floor."""
-    nbar = t / b
-    pbar = k / b
-    slices: list[tuple[float, float]] = []
-    rows = table.prefill
-    i = 0
-    while i < len(rows):
-        beta = rows[i][0]
-        tt = beta * nbar
-        kk = beta * pbar
-        tknots: list[tuple[float, float]] = []
-        while i < len(rows) and rows[i][0] == beta:
-            tj = rows[i][1]
-            kknots: list[tuple[float, float]] = []
-            while i < len(rows) and rows[i][0] == beta and rows[i][1] == tj:
-                kknots.append((float(rows[i][2]), rows[i][3]))
-                i += 1
-            tknots.append((float(tj), lc.lin(kk, kknots)))
-        slices.append((float(beta), lc.lin(tt, tknots)))
-    return lc.lin(float(b), slices)
-
-
-def decode_time(table: LatencyTable, d: int, k: int, lc: _Lin) -> float:
-    """R-30 ``D(d, k)`` before the floor."""
-    cbar = k / d
-    rows = table.decode
-    slices: list[tuple[float, float]] = []
-    i = 0
-    while i < len(rows):
-        beta = rows[i][0]
-        kk = beta * cbar
-        knots: list[tuple[float, float]] = []
-        while i < len(rows) and rows[i][0] == beta:
-            knots.append((float(rows[i][1]), rows[i][2]))
-            i += 1
-        slices.append((float(beta), lc.lin(kk, knots)))
-    return lc.lin(float(d), slices)
-
-
-def step_time(
-    table: LatencyTable, nprefill: int, ptok: int, pkv: int, ndecode: int, dkv: int
-) -> tuple[float, bool] | int:
-    """R-31: the step duration and its flag, or the missing phase (0 prefill, 1 decode) as an int."""
-    lc = _Lin()
-    total = 0.0
-    if nprefill > 0:
-        if not table.prefill:
-            return 0
-        v = prefill_time(table, nprefill, ptok, pkv, lc)
-        floor = min(r[3] for r in table.prefill)
-        if v < floor:
-            v = floor
-            lc.extrapolated = True
-        total += v
-    if ndecode > 0:
-        if not table.decode:
-            return 1
-        v = decode_time(table, ndecode, dkv, lc)
-        floor = min(r[2] for r in table.decode)
-        if v < floor:
-            v = floor
-            lc.extrapolated = True
-        total += v
-    return total, lc.extrapolated
-
-
-# --------------------------------------------------------------------------
-# pool (R-4 … R-9)
-# --------------------------------------------------------------------------
-
-
-class _Req:
-    __slots__ = (
-        "idx", "P", "O", "g", "c", "status", "preemptions", "lo", "hi", "state", "cols",
-        "trans", "ckpt", "first_sched", "first_token", "finish", "arrival_time",
-        "hit", "admitted_once", "rej",
-    )
+class Request:
+    """One request of the replay (R-11) with its holdings."""
 
     def __init__(self, idx: int, r: ReplayRequest, ngroups: int) -> None:
         self.idx = idx
         self.P = r.prompt_len
         self.O = r.output_len
+        self.priority = r.priority
         self.g = 0
         self.c = 0
         self.status = 0
         self.preemptions = 0
-        self.lo = [0] * ngroups  # first held block (windowed groups)
-        self.hi = [0] * ngroups  # block table length (attention groups)
-        self.state = [0] * ngroups  # held state blocks (ring / Mamba none) or running block (align)
-        self.cols = [0] * ngroups  # align mode: block columns covered
-        self.trans = [0] * ngroups  # align mode: transient block
-        self.ckpt = [0] * ngroups  # align mode: checkpoint block
         self.first_sched = NAN
         self.first_token = NAN
         self.finish = NAN
         self.arrival_time = NAN
+        self.arrival_seq = 0
         self.hit = 0
         self.admitted_once = False
+        self.prefill_chunk = False
+        self.junction = 0
         self.rej = (0, 0, 0)
+        self.pc: Any = None
+        BlockCountPool.attach(self, ngroups)
 
     @property
     def len(self) -> int:
         return self.P + self.g
 
+    def record(self) -> RawRequest:
+        return RawRequest(
+            status=self.status, reject_reason=self.rej[0], reject_a=self.rej[1], reject_b=self.rej[2],
+            arrival_time=self.arrival_time, first_scheduled_time=self.first_sched, first_token_time=self.first_token,
+            finish_time=self.finish, output_tokens=self.g, preemptions=self.preemptions, prefix_hit_tokens=self.hit,
+            request=self.idx,
+        )  # fmt: skip
+
 
 class ReferenceEngine:
-    """One replay run (06 §2–§5)."""
+    """One replay, advanced step by step (06 §2–§5)."""
 
     def __init__(
         self,
@@ -266,694 +128,493 @@ class ReferenceEngine:
         self.block_mode = cfg.block_mode
         self.usable = cfg.usable_blocks
         self.cap = cfg.capacity_bytes
-        self.align_mode = cfg.prefix_caching
         mambas = [g for g in cfg.groups if g.kind == KIND_MAMBA]
-        self.has_mamba = bool(mambas)
-        self.split = cfg.prefix_caching and self.has_mamba
+        self.pc = cfg.prefix_caching
+        self.split_on = cfg.prefix_caching and bool(mambas)
         self.ckpt_all = bool(mambas) and all(g.checkpoint_blocks >= 1 for g in mambas)
         self.first_align = mambas[0].checkpoint_alignment if mambas else 0
         attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
         self.sched_block = attn[0].block if attn else (mambas[0].block if mambas else 1)
         self.hash_block = cfg.hash_block_size or self.sched_block
-        self.used_blocks = 0
-        self.used_bytes = 0
-        self.reqs = [_Req(i, r, self.G) for i, r in enumerate(requests)]
-        self.pc = cfg.prefix_caching
-        if self.pc:
-            self.pool = PrefixPool(cfg, self.usable, self.sched_block, self.hash_block)
-            self.pcr = [PcReq(self.G) for _ in requests]
+        self.token_budget = cfg.token_budget
+        limit = cfg.max_num_scheduled_tokens or cfg.max_num_batched_tokens
+        if cfg.long_prefill_token_threshold > 0:
+            limit = min(limit, cfg.long_prefill_token_threshold)
+        self.split_limit = limit
+        self.active_limit = cfg.max_num_active_seqs or cfg.max_num_seqs
+        self.interval = max(cfg.prefill_schedule_interval, 1)
+        self.priority = cfg.scheduling_policy == "priority"
+        self.pool = BlockCountPool(cfg, self.pc, self.hash_block)
+        self.prefix = PrefixCachingPool(cfg, requests, self.usable, self.sched_block, self.hash_block) if self.pc else None
+        self.reqs = [Request(i, r, self.G) for i, r in enumerate(requests)]
+        order = sorted(
+            range(len(self.reqs)),
+            key=(lambda i: (requests[i].arrival_step, i)) if arrival_mode == ARRIVE_STEP
+            else (lambda i: (requests[i].arrival_time, i)),
+        )  # fmt: skip
+        self.pending: deque[int] = deque(order)
+        self.waiting: deque[Request] = deque()  # FCFS
+        self.heap: list[tuple[int, int, Request]] = []  # priority: (priority, arrival_seq, request)
+        self.running: list[Request] = []
+        self.k = 0
+        self.t = 0.0
+        self.fixed = cfg.fixed_step_seconds
+        self.executed = 0
+        self.last_prefill_step = -self.interval
+        self.capacity_bound = False
+        self.unfinished = 0
+        self.queued_tokens = 0
+        self.executed_total = 0
+        self.seq = 0
+        self.error: RawError | None = None
+        self.ended = not requests
+        self.nsteps = 0
+        self.tot = [0.0, 0.0, 0, 0, 0, 0, 0]  # first_t_start, last_t_end, preemptions, peaks ×3, extrapolated
 
-    # ---- holdings ----------------------------------------------------------
+    # ---- the waiting queue ---------------------------------------------------
 
-    def _mamba_ckpt(self, r: _Req, g: GroupSpec, c: int, a: int) -> int:
-        """R-6: does this Mamba group hold a checkpoint block for ``c → a``?"""
-        if g.checkpoint_blocks < 1 or g.checkpoint_alignment <= 0:
-            return 0
-        prefill_end = max(r.P, r.len - 1)
-        if a < prefill_end or cdiv(a, g.block) - 2 < 0:
-            return 0
-        q = pos(a, self.hash_block)
-        return int(checkpoint_valid(c, a, q, self.hash_block, g.block, g.checkpoint_alignment))
+    def waiting_len(self) -> int:
+        return len(self.heap) if self.priority else len(self.waiting)
 
-    def _project(self, r: _Req, c: int, a: int) -> tuple[int, int, list[int]]:
-        """R-4 … R-6: (new blocks, new bytes, held blocks per group) of ``c → a`` after R-7 step 1."""
-        new_blocks = 0
-        new_bytes = 0
-        held: list[int] = []
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                hi = cdiv(a, g.block)
-                n = max(hi - r.hi[gi], 0)
-                h = max(hi, r.hi[gi])
-            elif g.kind in (KIND_WINDOW, KIND_CONV):
-                first = max(0, c - (g.window - 1)) // g.block
-                hi = cdiv(a, g.block)
-                lo = max(first, r.lo[gi]) if r.hi[gi] > 0 else first
-                n = max(hi - max(r.hi[gi], lo), 0)
-                h = max(hi, r.hi[gi]) - lo
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                d = cdiv(a, g.block) - r.cols[gi]
-                ck = self._mamba_ckpt(r, g, c, a)
-                n = min(d, 1 + ck) if d > 0 else 0
-                trans = 1 if (d > 0 and r.state[gi] > 0) else 0
-                h = 1 + trans + ck
-            else:
-                n = g.blocks_per_request if r.state[gi] == 0 else 0
-                h = g.blocks_per_request
-            new_blocks += n
-            new_bytes += n * g.page
-            held.append(h)
-        return new_blocks, new_bytes, held
+    def waiting_push_back(self, r: Request) -> None:
+        if self.priority:
+            heappush(self.heap, (r.priority, r.arrival_seq, r))
+        else:
+            self.waiting.append(r)
 
-    def _held_counts(self, r: _Req) -> tuple[int, ...]:
-        if self.pc:
-            return self._pc_held(r)
-        out = []
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV):
-                out.append(r.hi[gi] - r.lo[gi])
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                out.append(r.state[gi] + r.trans[gi] + r.ckpt[gi])
-            else:
-                out.append(r.state[gi])
-        return tuple(out)
+    def waiting_push_front(self, r: Request) -> None:
+        if self.priority:
+            heappush(self.heap, (r.priority, r.arrival_seq, r))
+        else:
+            self.waiting.appendleft(r)
 
-    def _free(self, g: GroupSpec, n: int) -> None:
-        self.used_blocks -= n
-        self.used_bytes -= n * g.page
+    def waiting_head(self) -> Request:
+        return self.heap[0][2] if self.priority else self.waiting[0]
 
-    def _release_skipped(self, r: _Req) -> None:
-        """R-7 step 1: window blocks below ``first(c)`` and align-mode extras."""
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind in (KIND_WINDOW, KIND_CONV):
-                if r.hi[gi] > 0:
-                    first = max(0, r.c - (g.window - 1)) // g.block
-                    if first > r.lo[gi]:
-                        drop = min(first, r.hi[gi]) - r.lo[gi]
-                        if drop > 0:
-                            self._free(g, drop)
-                            r.lo[gi] += drop
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                n = r.trans[gi] + r.ckpt[gi]
-                if n:
-                    self._free(g, n)
-                    r.trans[gi] = 0
-                    r.ckpt[gi] = 0
+    def waiting_pop(self) -> None:
+        if self.priority:
+            heappop(self.heap)
+        else:
+            self.waiting.popleft()
 
-    def release(self, r: _Req) -> None:
-        """R-8: drop every block of ``r`` (idempotent)."""
-        if self.pc:
-            self._pc_release(r)
-            return
-        for gi, g in enumerate(self.cfg.groups):
-            n = self._held_counts(r)[gi]
-            if n:
-                self._free(g, n)
-            r.lo[gi] = r.hi[gi] = r.state[gi] = r.cols[gi] = r.trans[gi] = r.ckpt[gi] = 0
-
-    def _commit(self, r: _Req, c: int, a: int) -> None:
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                hi = cdiv(a, g.block)
-                if hi > r.hi[gi]:
-                    self.used_blocks += hi - r.hi[gi]
-                    self.used_bytes += (hi - r.hi[gi]) * g.page
-                    r.hi[gi] = hi
-            elif g.kind in (KIND_WINDOW, KIND_CONV):
-                first = max(0, c - (g.window - 1)) // g.block
-                hi = cdiv(a, g.block)
-                if r.hi[gi] == 0:
-                    r.lo[gi] = first
-                    r.hi[gi] = first
-                if hi > r.hi[gi]:
-                    self.used_blocks += hi - r.hi[gi]
-                    self.used_bytes += (hi - r.hi[gi]) * g.page
-                    r.hi[gi] = hi
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                d = cdiv(a, g.block) - r.cols[gi]
-                ck = self._mamba_ckpt(r, g, c, a)
-                if d > 0:
-                    if r.state[gi] > 0:
-                        r.trans[gi] = 1
-                    else:
-                        r.state[gi] = 1
-                        self.used_blocks += 1
-                        self.used_bytes += g.page
-                    if r.trans[gi]:
-                        self.used_blocks += 1
-                        self.used_bytes += g.page
-                    r.cols[gi] = cdiv(a, g.block)
-                if ck:
-                    r.ckpt[gi] = 1
-                    self.used_blocks += 1
-                    self.used_bytes += g.page
-            else:
-                if r.state[gi] == 0:
-                    r.state[gi] = g.blocks_per_request
-                    self.used_blocks += g.blocks_per_request
-                    self.used_bytes += g.blocks_per_request * g.page
-
-    def _projected_bytes(self, r: _Req, c: int, a: int) -> int:
-        """R-9: bytes of ``r``'s complete holding for ``c → a``."""
-        _, _, held = self._project(r, c, a)
-        return sum(h * g.page for h, g in zip(held, self.cfg.groups))
-
-    def _fresh_bytes(self, r: _Req, c: int, a: int) -> int:
-        """Bytes of a holding for ``c → a`` from an empty holding (R-21)."""
-        total = 0
-        for g in self.cfg.groups:
-            if g.kind == KIND_FULL:
-                n = cdiv(a, g.block)
-            elif g.kind in (KIND_WINDOW, KIND_CONV):
-                n = cdiv(a, g.block) - max(0, c - (g.window - 1)) // g.block
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                n = 1
-            else:
-                n = g.blocks_per_request
-            total += n * g.page
-        return total
-
-    def _input_need(self, r: _Req, h: int) -> tuple[int, int]:
-        """R-20: (blocks, bytes) the whole input sequence needs from ``h`` (empty holding)."""
-        cfg = self.cfg
-        n_tok = min(r.len, cfg.max_model_len)
-        blocks = 0
-        nbytes = 0
-        for g in cfg.groups:
-            if g.kind == KIND_FULL:
-                n = cdiv(n_tok, g.block) - h // g.block
-            elif g.kind in (KIND_WINDOW, KIND_CONV):
-                n = min(
-                    cdiv(n_tok, g.block),
-                    cdiv(min(g.window - 1 + cfg.max_num_batched_tokens, cfg.max_model_len), g.block) + 1,
-                )
-            elif g.kind == KIND_MAMBA and self.align_mode:
-                n = min(cdiv(n_tok, g.block) - h // g.block, 1 + self._mamba_ckpt(r, g, h, n_tok))
-            else:
-                n = g.blocks_per_request
-            n = max(n, 0)
-            blocks += n
-            nbytes += n * g.page
-        return blocks, nbytes
+    # ---- pool dispatch -----------------------------------------------------------
 
     def used(self) -> tuple[int, int]:
         """(used blocks, used bytes) of the pool (R-34)."""
-        if self.pc:
-            u = self.usable - self.pool.qlen
+        if self.prefix is not None:
+            u = self.usable - self.prefix.free_count()
             return u, u * self.cfg.page
-        return self.used_blocks, self.used_bytes
+        return self.pool.used_blocks, self.pool.used_bytes
 
-    def try_allocate(
-        self, r: _Req, c: int, a: int, watermark: int, hits: dict[int, list[int]] | None = None
-    ) -> bool:
+    def held_counts(self, r: Request) -> tuple[int, ...]:
+        owner = self.prefix if self.prefix is not None else self.pool
+        return tuple(owner.held(r, gi) for gi in range(self.G))
+
+    def projected_bytes(self, r: Request, c: int, a: int, hits: bool) -> int:
+        """R-9: bytes of ``r``'s complete holding for ``c → a``."""
+        if self.prefix is not None:
+            return self.prefix.need(r, c, a, hits)[1] * self.cfg.page
+        return self.pool.project(r, c, a)[2]
+
+    def try_allocate(self, r: Request, c: int, a: int, watermark: int, hits: bool) -> bool:
         """R-7: release first, project, check, commit all groups or nothing."""
-        if self.pc:
-            self._pc_release_skipped(r)
-            need, _ = self._pc_need(r, c, a, hits)
-            if need > self.pool.qlen - watermark:
+        before = not self.cfg.rules.release_before_check
+        if self.prefix is not None:
+            if not before:
+                self.prefix.release_skipped(r, c)
+            need, _ = self.prefix.need(r, c, a, hits)
+            if need > self.prefix.free_count() - watermark:
                 return False
-            self._pc_commit(r, c, a, hits)
+            if before:
+                self.prefix.release_skipped(r, c)
+            self.prefix.commit(r, c, a, hits)
             return True
-        self._release_skipped(r)
-        new_blocks, new_bytes, _ = self._project(r, c, a)
+        pool = self.pool
+        if not before:
+            pool.release_skipped(r, c)
+        new_blocks, new_bytes, _ = pool.project(r, c, a)
         if self.block_mode:
-            if new_blocks > self.usable - self.used_blocks - watermark:
+            if new_blocks > self.usable - pool.used_blocks - watermark:
                 return False
-        elif new_bytes > self.cap - self.used_bytes:
+        elif new_bytes > self.cap - pool.used_bytes:
             return False
-        self._commit(r, c, a)
+        if before:
+            pool.release_skipped(r, c)
+        pool.commit(r, c, a)
         return True
 
-    def _oversized(
-        self, r: _Req, c: int, n: int, hits: dict[int, list[int]] | None = None
-    ) -> RawError | None:
-        if self.pc:
-            nb = self._pc_need(r, c, c + n, hits)[1] * self.cfg.page
+    def release_all(self, r: Request) -> None:
+        """R-8: drop every block of ``r`` (idempotent)."""
+        if self.prefix is not None:
+            self.prefix.release_all(r)
         else:
-            nb = self._projected_bytes(r, c, c + n)
-        if nb > self.cap:
-            return RawError(ERR_OVERSIZED, (nb, n, c, self.cap, self.cfg.fixed_request_bytes))
-        return None
+            self.pool.release_all(r)
 
-    def _split(self, r: _Req, start: int, n: int) -> int:
-        if not self.split:
+    def split(self, r: Request, start: int, n: int) -> int:
+        """04 G-2 … G-6 with the deployment's Mamba groups (R-§4)."""
+        if not self.split_on:
             return n
         q = AlignStopQuery(
-            start=start,
-            num_new_tokens=n,
-            prompt_len=r.P,
-            num_tokens=r.len,
-            block_size=self.sched_block,
-            hash_block_size=self.hash_block,
-            max_num_batched_tokens=self.cfg.max_num_batched_tokens,
+            start=start, num_new_tokens=n, prompt_len=r.P, num_tokens=r.len, block_size=self.sched_block,
+            hash_block_size=self.hash_block, max_num_batched_tokens=self.split_limit,
             checkpoint_alignment=self.first_align if (self.ckpt_all and self.first_align > 0) else None,
-            junction=self.pcr[r.idx].junction if self.pc else 0,
-        )
+            junction=r.junction,
+        )  # fmt: skip
         return int(self.align_fn(q))
 
+    # ---- events ------------------------------------------------------------------
 
-    # ---- prefix-caching pool (R-6, R-36 … R-38) -----------------------------------
+    def event(self, kind: int, r: Request) -> None:
+        self.events.append((kind, r.idx))
 
-    def _origin(self, r: _Req, q: int) -> int:
-        """R-36: the origin key of ``r``'s tokens ``[0, q)``."""
-        for upto, key in self.reqs_in[r.idx].origin:
-            if q <= upto:
-                return key
-        own = self.reqs_in[r.idx].own_key
-        return own if own >= 0 else (1 << 40) + r.idx
+    def complete(self, r: Request) -> None:
+        """A request completes: it leaves the front end's counts (max_num_queued_*)."""
+        self.done.append(r)
+        self.unfinished -= 1
+        if r.g == 0:
+            self.queued_tokens -= r.P
 
-    def _pc_key(self, r: _Req, gi: int, j: int) -> tuple[int, int, int]:
-        return (gi, self._origin(r, (j + 1) * self.sched_block), j)
+    def reject(self, r: Request, reason: int, a: int, b: int) -> None:
+        r.status = ST_REJECTED
+        r.rej = (reason, a, b)
+        self.event(EV_REJECTED, r)
 
-    def _pc_ckpt(self, r: _Req, gi: int, c: int, a: int, entries: list[tuple[int, int]], mcols: int) -> int:
-        """vLLM ``_needs_internal_checkpoint`` with the block-table condition."""
-        g = self.cfg.groups[gi]
-        if not self._mamba_ckpt(r, g, c, a):
-            return 0
-        idx = cdiv(a, g.block) - 2
-        if idx >= mcols or all(col != idx for col, _b in entries):
-            return 1
-        return 0
+    # ---- the phases ---------------------------------------------------------------
 
-    def _pc_bound(self, c: int, gi: int, mcols: int) -> int:
-        """Columns below this are released at an allocation attempt from ``c`` (R-7 step 1)."""
-        if c - 1 <= 0:
-            return 0
-        return min((c - 1) // self.cfg.groups[gi].block, mcols)
-
-    def _pc_need(self, r: _Req, c: int, a: int, hits: dict[int, list[int]] | None) -> tuple[int, int]:
-        """(blocks to take from the free queue, blocks held after) for ``c → a``."""
-        pr = self.pcr[r.idx]
-        pool = self.pool
-        need = 0
-        held = 0
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                if hits is not None:
-                    hb = hits.get(gi, [])
-                    t = len(hb)
-                    need += sum(1 for b in hb if pool.ref[b] == 0)
-                else:
-                    t = len(pr.att[gi])
-                need += max(cdiv(a, g.block) - t, 0)
-                held += max(cdiv(a, g.block), t)
-            elif g.kind == KIND_MAMBA:
-                if hits is not None:
-                    hb = hits.get(gi, [])
-                    entries = [(c // g.block - 1, hb[0])] if hb else []
-                    mcols = c // g.block if hb else 0
-                    need += sum(1 for b in hb if pool.ref[b] == 0)
-                else:
-                    bound = self._pc_bound(c, gi, pr.mcols[gi])
-                    entries = [e for e in pr.mam[gi] if e[0] >= bound]
-                    mcols = pr.mcols[gi]
-                d = cdiv(a, g.block) - mcols
-                ck = self._pc_ckpt(r, gi, c, a, entries, mcols)
-                n = min(d, 1 + ck) if d > 0 else 0
-                need += n
-                held += len(entries) + n
-            else:
-                if pr.ring[gi] == 0:
-                    need += 1
-                held += 1
-        return need, held
-
-    def _pc_release_skipped(self, r: _Req) -> None:
-        pr = self.pcr[r.idx]
-        for gi in self.pool.mamba_groups:
-            bound = self._pc_bound(r.c, gi, pr.mcols[gi])
-            drop = [b for col, b in reversed(pr.mam[gi]) if col < bound]
-            if drop:
-                pr.mam[gi] = [e for e in pr.mam[gi] if e[0] >= bound]
-                self.pool.free_batch(drop)
-
-    def _pc_commit(self, r: _Req, c: int, a: int, hits: dict[int, list[int]] | None) -> None:
-        pr = self.pcr[r.idx]
-        pool = self.pool
-        if hits is not None:  # vLLM allocate_new_computed_blocks: touch every group's hits first
-            for gi, g in enumerate(self.cfg.groups):
-                hb = hits.get(gi, [])
-                pool.touch(hb)
-                if g.kind == KIND_FULL:
-                    pr.att[gi] = list(hb)
-                    pr.ncached[gi] = len(hb)
-                elif g.kind == KIND_MAMBA:
-                    pr.mam[gi] = [(c // g.block - 1, hb[0])] if hb else []
-                    pr.mcols[gi] = c // g.block if hb else 0
-                    pr.ncached[gi] = pr.mcols[gi]
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                n = cdiv(a, g.block) - len(pr.att[gi])
-                if n > 0:
-                    pr.att[gi].extend(pool.get_new(n))
-            elif g.kind == KIND_MAMBA:
-                req = cdiv(a, g.block)
-                d = req - pr.mcols[gi]
-                ck = self._pc_ckpt(r, gi, c, a, pr.mam[gi], pr.mcols[gi])
-                if d > 0:
-                    new = pool.get_new(1 + ck)
-                    if ck:
-                        pr.mam[gi].append((req - 2, new[0]))
-                    pr.mam[gi].append((req - 1, new[-1]))
-                    pr.mcols[gi] = req
-            elif pr.ring[gi] == 0:
-                pr.ring[gi] = pool.get_new(1)[0]
-        self._pc_cache_blocks(r, min(a, r.len))
-
-    def _pc_cache_blocks(self, r: _Req, num_tokens: int) -> None:
-        """vLLM ``cache_blocks`` of every group after a successful allocation (R-36)."""
-        pr = self.pcr[r.idx]
-        pool = self.pool
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind not in (KIND_FULL, KIND_MAMBA):
-                continue
-            nfull = num_tokens // g.block
-            start = pr.ncached[gi]
-            if start >= nfull:
-                continue
-            if g.kind == KIND_FULL:
-                for j in range(start, nfull):
-                    pool.set_key(pr.att[gi][j], self._pc_key(r, gi, j))
-            else:
-                cols = set()
-                for q in (r.P - 1, pr.junction):
-                    if q > 0:
-                        col = (q // self.sched_block * self.sched_block) // g.block - 1
-                        if col >= 0:
-                            cols.add(col)
-                for col, b in pr.mam[gi]:
-                    if start <= col < nfull and col in cols:
-                        k = self._pc_key(r, gi, col)
-                        pool.set_key(b, k)
-                        pool.step_cached.add(k)
-            pr.ncached[gi] = nfull
-
-    def _pc_release(self, r: _Req) -> None:
-        """R-8: one batch per group, highest column first."""
-        pr = self.pcr[r.idx]
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                batch = list(reversed(pr.att[gi]))
-            elif g.kind == KIND_MAMBA:
-                batch = [b for _c, b in reversed(pr.mam[gi])]
-            else:
-                batch = [pr.ring[gi]] if pr.ring[gi] else []
-            if batch:
-                self.pool.free_batch(batch)
-        self.pcr[r.idx] = PcReq(self.G)
-
-    def _pc_held(self, r: _Req) -> tuple[int, ...]:
-        pr = self.pcr[r.idx]
-        out = []
-        for gi, g in enumerate(self.cfg.groups):
-            if g.kind == KIND_FULL:
-                out.append(len(pr.att[gi]))
-            elif g.kind == KIND_MAMBA:
-                out.append(len(pr.mam[gi]))
-            else:
-                out.append(1 if pr.ring[gi] else 0)
-        return tuple(out)
-
-    def _pc_lookup(self, r: _Req) -> tuple[int, int, dict[int, list[int]], bool]:
-        """R-37: (hit h, junction, hit blocks per group, same-step flag) of a waiting head."""
-        pool = self.pool
-        B = self.sched_block
-        maxb = (r.len - 1) // B
-        att = pool.att_groups
-        mam = pool.mamba_groups
-        hits: dict[int, list[int]] = {gi: [] for gi in att}
-        if att:
-            j = 0
-            while j < maxb:
-                found = [pool.lookup(self._pc_key(r, gi, j)) for gi in att]
-                if not all(found):
+    def enqueue_arrivals(self) -> None:
+        """R-25, R-12, and vLLM's front-end admission (``max_num_queued_reqs``, ``max_num_queued_tokens``)."""
+        cfg = self.cfg
+        while self.pending:
+            ri = self.reqs_in[self.pending[0]]
+            if self.mode == ARRIVE_STEP:
+                if ri.arrival_step > self.k:
                     break
-                for gi, b in zip(att, found):
-                    hits[gi].append(b)
-                j += 1
-            h_att = j * B
+            elif ri.arrival_time > self.t_start:
+                break
+            r = self.reqs[self.pending.popleft()]
+            self.seq += 1
+            r.arrival_time = self.t_start if self.mode == ARRIVE_STEP else ri.arrival_time
+            if cfg.max_num_queued_reqs is not None and self.unfinished + 1 > cfg.max_num_queued_reqs:
+                self.reject(r, REJ_QUEUED_REQS, self.unfinished, cfg.max_num_queued_reqs)
+            elif cfg.max_num_queued_tokens is not None and self.queued_tokens >= cfg.max_num_queued_tokens:
+                self.reject(r, REJ_QUEUED_TOKENS, self.queued_tokens, cfg.max_num_queued_tokens)
+            elif r.P >= cfg.max_model_len:
+                self.reject(r, REJ_PROMPT, r.P, cfg.max_model_len)
+            else:
+                r.arrival_seq = self.seq
+                self.unfinished += 1
+                self.queued_tokens += r.P
+                self.waiting_push_back(r)
+                continue
+            self.done.append(r)
+
+    def begin_step(self) -> None:
+        """R-13.2: the step's budget, long-prefill cap and prefill cadence."""
+        cfg = self.cfg
+        self.budget = self.token_budget
+        self.preempted = self.prefill_scheduled = self.prefill_admitted = False
+        self.scheduled: list[list[Any]] = []  # [request, tokens, computed_before]
+        eligible = len(self.running) + self.waiting_len()
+        self.threshold = cfg.long_prefill_token_threshold if eligible > 1 else 0
+        if self.threshold > 0 and cfg.long_prefill_token_threshold_adaptive:
+            self.threshold = max(self.threshold, cfg.max_num_batched_tokens // eligible)
+        self.defer = (
+            self.interval > 1
+            and not self.capacity_bound
+            and (self.executed + 1) - self.last_prefill_step < self.interval
+            and any(not r.prefill_chunk for r in self.running)
+        )
+        if self.prefix is not None:
+            self.prefix.new_step(self.k)
+
+    def schedule(self, r: Request, n: int, c: int) -> None:
+        self.scheduled.append([r, n, c])
+        self.budget -= n
+
+    def oversized(self, bytes_: int, n: int, c: int) -> None:
+        self.error = RawError(ERR_OVERSIZED, (bytes_, n, c, self.cap, self.cfg.fixed_request_bytes))
+
+    def victim(self) -> int:
+        """R-15: the position in ``running`` of the preemption victim."""
+        if not self.priority:
+            return len(self.running) - 1
+        return max(range(len(self.running)), key=lambda i: (self.running[i].priority, self.running[i].arrival_seq))
+
+    def preempt(self, pos: int) -> Request:
+        """R-15: preempt ``running[pos]`` (recompute) and push it back to waiting."""
+        v = self.running.pop(pos)
+        self.release_all(v)
+        v.c = 0
+        v.preemptions += 1
+        self.waiting_push_front(v)
+        self.event(EV_PREEMPTED, v)
+        self.preempted = True
+        return v
+
+    def unschedule(self, v: Request) -> None:
+        """Drop a request preempted in this step from the step's entries (priority policy)."""
+        for s, entry in enumerate(self.scheduled):
+            if entry[0] is v:
+                self.budget += entry[1]
+                del self.scheduled[s]
+                return
+
+    def schedule_running(self) -> None:
+        """R-14, R-15."""
+        i = 0
+        while i < len(self.running) and self.budget > 0:
+            r = self.running[i]
+            if self.defer and r.prefill_chunk:
+                i += 1
+                continue
+            c = r.c
+            n = r.len - c
+            if 0 < self.threshold < n:
+                n = self.threshold
+            n = min(n, self.budget)
+            n = self.split(r, c, n)
+            if n == 0:
+                i += 1
+                continue
+            hb = self.projected_bytes(r, c, c + n, False)
+            if hb > self.cap:
+                self.oversized(hb, n, c)
+                return
+            ok = self_preempted = False
+            while True:
+                if self.try_allocate(r, c, c + n, 0, False):
+                    ok = True
+                    break
+                pos = self.victim()
+                if pos < i:
+                    i -= 1
+                self.unschedule(self.running[pos])
+                v = self.preempt(pos)
+                if v is r:
+                    self_preempted = True
+                    break
+            if not ok:
+                if self_preempted and self.priority:
+                    continue
+                return
+            self.prefill_scheduled |= r.prefill_chunk
+            self.schedule(r, n, c)
+            i += 1
+
+    def schedule_waiting(self) -> None:
+        """R-18 … R-22."""
+        cfg = self.cfg
+        while self.budget > 0 and self.waiting_len() and len(self.running) < self.active_limit:
+            r = self.waiting_head()
+            h, same_step = 0, False
+            if self.prefix is not None:
+                h, same_step = self.prefix.lookup(r)
+            # R-21: requests that can never fit
+            nb = self.pool.fresh_bytes(r.len - 1, r.len)
+            rej = None
+            if nb > self.cap:
+                rej = (REJ_FINAL_FORWARD, nb)
+            elif cfg.reserve_full_isl:
+                ib = self.pool.input_need(r, 0)[1]
+                if ib > self.cap:
+                    rej = (REJ_INPUT_SEQUENCE, ib)
+            if rej is not None:
+                self.waiting_pop()
+                self.reject(r, rej[0], rej[1], self.cap)
+                self.complete(r)
+                continue
+            if self.defer and h < r.len - 1:
+                break
+            n = r.len - h
+            if 0 < self.threshold < n:
+                n = self.threshold
+            if not cfg.enable_chunked_prefill and n > self.budget:
+                break
+            n = min(n, self.budget)
+            n = self.split(r, h, n)
+            if n == 0:
+                break
+            hb = self.projected_bytes(r, h, h + n, True)
+            if hb > self.cap:
+                self.oversized(hb, n, h)
+                return
+            wm = cfg.watermark_blocks if self.running else 0
+            if same_step:
+                break
+            if self.prefix is not None and cfg.reserve_full_isl:
+                if self.prefix.input_need(r, h) + wm > self.prefix.free_count():
+                    break
+            elif cfg.reserve_full_isl:
+                ib_blocks, ib_bytes = self.pool.input_need(r, h)
+                if self.block_mode:
+                    if ib_blocks + wm > self.usable - self.pool.used_blocks:
+                        break
+                elif ib_bytes > self.cap - self.pool.used_bytes:
+                    break
+            if not self.try_allocate(r, h, h + n, wm if self.block_mode else 0, True):
+                break
+            self.waiting_pop()
+            self.running.append(r)
+            r.c = h
+            if not r.admitted_once:
+                r.admitted_once = True
+                r.hit = h
+            self.prefill_admitted |= h < r.len - 1
+            self.event(EV_ADMITTED, r)
+            self.schedule(r, n, h)
+        if not self.defer:
+            self.capacity_bound = self.waiting_len() > 0
+
+    def step_duration(self) -> bool:
+        """R-24, R-26, R-31: the step's FPM coordinates and duration; False when the table lacks a phase."""
+        np_ = pt = pkv = nd = dkv = 0
+        for r, n, cb in self.scheduled:
+            if n == 1 and cb == r.len - 1 and r.g >= 1:
+                nd += 1
+                dkv += cb
+            else:
+                np_ += 1
+                pt += n
+                pkv += cb
+        self.coords = (np_, pt, pkv, nd, dkv)
+        if self.fixed is not None:
+            self.duration, self.extrapolated = self.fixed, False
+        elif not self.scheduled:
+            self.duration, self.extrapolated = 0.0, False
         else:
-            h_att = maxb * B
-        h = h_att
-        if mam:
-            h = 0
-            for i in range(h_att // B - 1, -1, -1):
-                found = [pool.lookup(self._pc_key(r, gi, i)) for gi in mam]
-                if all(found):
-                    h = (i + 1) * B
-                    for gi, b in zip(mam, found):
-                        hits[gi] = [b]
-                    break
-        for gi in att:
-            del hits[gi][h // B:]
-        junction = h_att if (att and mam and h < h_att) else 0
-        same_step = h > 0 and any(self._pc_key(r, gi, h // B - 1) in pool.step_cached for gi in mam)
-        return h, junction, hits, same_step
+            assert self.cfg.table is not None
+            res = step_time(self.cfg.table, np_, pt, pkv, nd, dkv)
+            if isinstance(res, int):
+                self.error = RawError(ERR_NO_PHASE, (res,))
+                return False
+            self.duration, self.extrapolated = res
+        self.t_end = self.t_start + self.duration
+        return True
 
-    def _pc_input_need(self, r: _Req, h: int, hits: dict[int, list[int]]) -> int:
-        """R-20 in blocks with prefix caching: evictable hit blocks count as needed."""
-        n_tok = min(r.len, self.cfg.max_model_len)
-        pool = self.pool
-        total = 0
-        for gi, g in enumerate(self.cfg.groups):
-            hb = hits.get(gi, [])
-            ev = sum(1 for b in hb if pool.ref[b] == 0)
-            if g.kind == KIND_FULL:
-                total += max(cdiv(n_tok, g.block) - h // g.block, 0) + ev
-            elif g.kind == KIND_MAMBA:
-                entries = [(h // g.block - 1, hb[0])] if hb else []
-                ck = self._pc_ckpt(r, gi, h, n_tok, entries, h // g.block if hb else 0)
-                total += max(min(cdiv(n_tok, g.block) - h // g.block, 1 + ck), 0) + ev
-            else:
-                total += 1
-        return total
+    def finish_step(self) -> None:
+        """R-23: advance computed tokens, sample, finish and release."""
+        L = self.cfg.max_model_len
+        for r, n, cb in self.scheduled:
+            if math.isnan(r.first_sched):
+                r.first_sched = self.t_start
+            length = r.len
+            r.prefill_chunk = cb + n < length
+            r.c += n
+            if r.c == length:
+                r.g += 1
+                if r.g == 1:
+                    r.first_token = self.t_end
+                    self.queued_tokens -= r.P
+                if r.g >= r.O or length + 1 >= L:
+                    r.finish = self.t_end
+                    r.status = ST_FINISHED
+                    self.release_all(r)
+                    self.event(EV_FINISHED, r)
+                    self.done.append(r)
+                    self.unfinished -= 1
+        self.running = [r for r in self.running if r.status != ST_FINISHED]
 
-    # ---- the loop ---------------------------------------------------------------
+    def record_step(self, used_sched: tuple[int, int], with_step: bool) -> RawStep | None:
+        """R-34 (when ``with_step``) and the R-35 totals of the step just run."""
+        ub, uy = self.used()
+        np_, pt, pkv, nd, dkv = self.coords
+        tot = self.tot
+        if self.nsteps == 0:
+            tot[0] = self.t_start
+        tot[1] = self.t_end
+        tot[2] += sum(1 for kind, _ in self.events if kind == EV_PREEMPTED)
+        finished = sum(1 for kind, _ in self.events if kind == EV_FINISHED)
+        tot[3] = max(tot[3], len(self.running) + finished)
+        tot[4] = max(tot[4], used_sched[1])
+        tot[5] = max(tot[5], used_sched[0])
+        tot[6] += 1 if self.extrapolated else 0
+        self.nsteps += 1
+        if not with_step:
+            return None
+        return RawStep(
+            step=self.k, t_start=self.t_start, t_end=self.t_end, duration_s=self.duration,
+            extrapolated=self.extrapolated, scheduled=tuple((r.idx, n, cb) for r, n, cb in self.scheduled),
+            num_prefill_requests=np_, sum_prefill_tokens=pt, sum_prefill_kv_tokens=pkv, num_decode_requests=nd,
+            sum_decode_kv_tokens=dkv, events=tuple(self.events), running=len(self.running),
+            waiting=self.waiting_len(), used_bytes_scheduled=used_sched[1], used_bytes_end=uy,
+            used_blocks_scheduled=used_sched[0], used_blocks_end=ub,
+            held=tuple((r.idx, self.held_counts(r)) for r in self.running),
+        )  # fmt: skip
+
+    # ---- one step ----------------------------------------------------------------
+
+    def step(self, with_step: bool = True) -> RawStep | None:
+        """R-13: one scheduler call; its record (``None`` when not asked for, or when the replay stopped in it)."""
+        self.events: list[tuple[int, int]] = []
+        self.done: list[Request] = []
+        if self.mode != ARRIVE_STEP and not self.waiting_len() and not self.running:
+            self.t = max(self.t, self.reqs_in[self.pending[0]].arrival_time)
+        self.t_start = self.k * self.fixed if self.fixed is not None else self.t
+        if self.executed_total >= self.cfg.max_steps:
+            self.error = RawError(ERR_STEP_LIMIT, (self.cfg.max_steps, self.k))
+            self.ended = True
+            return None
+        self.executed_total += 1
+        self.enqueue_arrivals()
+        self.begin_step()
+        self.schedule_running()
+        if self.error is None and not self.preempted:
+            self.schedule_waiting()
+        if self.error is None:
+            used_sched = self.used()
+            if self.scheduled:
+                self.executed += 1
+            if self.interval > 1 and (self.prefill_scheduled or self.prefill_admitted):
+                self.last_prefill_step = self.executed
+            if self.step_duration():
+                stalled = not self.scheduled and not self.preempted and (self.running or self.waiting_len())
+                self.finish_step()
+                rec = self.record_step(used_sched, with_step)
+                self.k += 1
+                self.t = self.t_end
+                if stalled:
+                    if not self.pending:
+                        self.error = RawError(ERR_STALL, (self.k - 1, self.t_start, len(self.running),
+                                                          self.waiting_len()))  # fmt: skip
+                    elif self.mode != ARRIVE_STEP:
+                        self.t = max(self.t, self.reqs_in[self.pending[0]].arrival_time)
+                if self.error is not None or not (self.pending or self.waiting_len() or self.running):
+                    self.ended = True
+                return rec
+        self.ended = True
+        return None
+
+    def totals(self) -> RawTotals:
+        t = self.tot
+        return RawTotals(first_t_start=t[0], last_t_end=t[1], preemptions=t[2], peak_running=t[3],  # type: ignore[arg-type]
+                         peak_used_bytes=t[4], peak_used_blocks=t[5], extrapolated_steps=t[6])  # type: ignore[arg-type]
+
+    def advance(self, max_steps: int, with_steps: bool = True) -> RawChunk:
+        """Run up to ``max_steps`` more steps (fewer when the replay ends): the chunk's records."""
+        steps: list[RawStep] = []
+        done: list[RawRequest] = []
+        n = 0
+        while not self.ended and n < max_steps:
+            rec = self.step(with_steps)
+            done.extend(r.record() for r in self.done)
+            if rec is not None:
+                steps.append(rec)
+            n += 1
+        return RawChunk(
+            steps=columns_of(steps, self.G) if with_steps else None, done=tuple(done), steps_total=self.nsteps,
+            completed_total=sum(1 for r in self.reqs if r.status), ended=self.ended, error=self.error,
+            totals=self.totals(),
+        )  # fmt: skip
 
     def run(self) -> RawResult:
-        cfg = self.cfg
-        L = cfg.max_model_len
-        order = sorted(
-            range(len(self.reqs)),
-            key=(lambda i: (self.reqs_in[i].arrival_step, i))
-            if self.mode == ARRIVE_STEP
-            else (lambda i: (self.reqs_in[i].arrival_time, i)),
-        )
-        pending = deque(order)
-        waiting: deque[_Req] = deque()
-        running: list[_Req] = []
+        """The whole trace with every step record."""
         steps: list[RawStep] = []
-        error: RawError | None = None
-        k = 0
-        t = 0.0
-        fixed = cfg.fixed_step_seconds
-        wm_blocks = cfg.watermark_blocks
-        while pending or waiting or running:
-            if self.mode != ARRIVE_STEP and not waiting and not running:
-                t = max(t, self.reqs_in[pending[0]].arrival_time)
-            t_start = k * fixed if fixed is not None else t
-            events: list[tuple[int, int]] = []
-            # 1. arrivals (R-25, R-12)
-            while pending:
-                ri = self.reqs_in[pending[0]]
-                if self.mode == ARRIVE_STEP:
-                    if ri.arrival_step > k:
-                        break
-                elif ri.arrival_time > t_start:
-                    break
-                r = self.reqs[pending.popleft()]
-                r.arrival_time = t_start if self.mode == ARRIVE_STEP else ri.arrival_time
-                if r.P >= L:
-                    r.status = ST_REJECTED
-                    r.rej = (REJ_PROMPT, r.P, L)
-                    events.append((EV_REJECTED, r.idx))
-                else:
-                    waiting.append(r)
-            budget = cfg.max_num_batched_tokens
-            preempted = False
-            if self.pc:
-                self.pool.step_cached.clear()
-            scheduled: list[tuple[_Req, int, int]] = []
-            # 3. running phase (R-14, R-15)
-            i = 0
-            while i < len(running) and budget > 0:
-                r = running[i]
-                n = min(r.len - r.c, budget)
-                n = self._split(r, r.c, n)
-                if n == 0:
-                    i += 1
-                    continue
-                error = self._oversized(r, r.c, n)
-                if error:
-                    break
-                ok = False
-                while True:
-                    if self.try_allocate(r, r.c, r.c + n, 0):
-                        ok = True
-                        break
-                    victim = running.pop()
-                    self.release(victim)
-                    victim.c = 0
-                    victim.preemptions += 1
-                    victim.status = 0
-                    waiting.appendleft(victim)
-                    events.append((EV_PREEMPTED, victim.idx))
-                    preempted = True
-                    if victim is r:
-                        break
-                if not ok:
-                    break
-                scheduled.append((r, n, r.c))
-                budget -= n
-                i += 1
-            # 4. waiting phase (R-18 … R-22)
-            if error is None and not preempted:
-                while budget > 0 and waiting and len(running) < cfg.max_num_seqs:
-                    r = waiting[0]
-                    h, hits, same_step = 0, None, False
-                    if self.pc:
-                        h, junction, hits, same_step = self._pc_lookup(r)
-                        self.pcr[r.idx].junction = junction
-                    # R-21: requests that can never fit
-                    nb = self._fresh_bytes(r, r.len - 1, r.len)
-                    rej = None
-                    if nb > self.cap:
-                        rej = (REJ_FINAL_FORWARD, nb, self.cap)
-                    elif cfg.reserve_full_isl:
-                        _, ib = self._input_need(r, 0)
-                        if ib > self.cap:
-                            rej = (REJ_INPUT_SEQUENCE, ib, self.cap)
-                    if rej is not None:
-                        waiting.popleft()
-                        r.status = ST_REJECTED
-                        r.rej = rej
-                        events.append((EV_REJECTED, r.idx))
-                        continue
-                    n = r.len - h
-                    if not cfg.enable_chunked_prefill and n > budget:
-                        break
-                    n = min(n, budget)
-                    n = self._split(r, h, n)
-                    if n == 0:
-                        break
-                    error = self._oversized(r, h, n, hits)
-                    if error:
-                        break
-                    wm = wm_blocks if running else 0
-                    if same_step:
-                        break
-                    if self.pc and cfg.reserve_full_isl:
-                        if self._pc_input_need(r, h, hits) + wm > self.pool.qlen:
-                            break
-                    elif cfg.reserve_full_isl:
-                        ib_blocks, ib_bytes = self._input_need(r, h)
-                        if self.block_mode:
-                            if ib_blocks + wm > self.usable - self.used_blocks:
-                                break
-                        elif ib_bytes > self.cap - self.used_bytes:
-                            break
-                    if not self.try_allocate(r, h, h + n, wm, hits):
-                        break
-                    waiting.popleft()
-                    running.append(r)
-                    r.status = 0
-                    r.c = h
-                    if not r.admitted_once:
-                        r.admitted_once = True
-                        r.hit = h
-                    events.append((EV_ADMITTED, r.idx))
-                    scheduled.append((r, n, r.c))
-                    budget -= n
-            if error is not None:
-                break
-            used_blocks_sched, used_bytes_sched = self.used()
-            # 5./6. step time (R-26, R-31)
-            np_ = pt = pkv = nd = dkv = 0
-            for r, n, cb in scheduled:
-                if n == 1 and cb == r.len - 1 and r.g >= 1:
-                    nd += 1
-                    dkv += cb
-                else:
-                    np_ += 1
-                    pt += n
-                    pkv += cb
-            if fixed is not None:
-                dur, extra = fixed, False
-            elif not scheduled:
-                dur, extra = 0.0, False
-            else:
-                res = step_time(cfg.table, np_, pt, pkv, nd, dkv)
-                if isinstance(res, int):
-                    error = RawError(ERR_NO_PHASE, (res,))
-                    break
-                dur, extra = res
-            t_end = t_start + dur
-            stalled = not scheduled and not preempted and (running or waiting)
-            # 7. advance, sample, finish (R-23)
-            for r, n, _cb in scheduled:
-                if math.isnan(r.first_sched):
-                    r.first_sched = t_start
-                r.c += n
-                if r.c == r.len:
-                    r.g += 1
-                    if math.isnan(r.first_token):
-                        r.first_token = t_end
-                    if r.g >= r.O or r.len >= L:
-                        r.finish = t_end
-                        r.status = ST_FINISHED
-                        running.remove(r)
-                        self.release(r)
-                        events.append((EV_FINISHED, r.idx))
-            steps.append(
-                RawStep(
-                    step=k,
-                    t_start=t_start,
-                    t_end=t_end,
-                    duration_s=dur,
-                    extrapolated=extra,
-                    scheduled=tuple((r.idx, n, cb) for r, n, cb in scheduled),
-                    num_prefill_requests=np_,
-                    sum_prefill_tokens=pt,
-                    sum_prefill_kv_tokens=pkv,
-                    num_decode_requests=nd,
-                    sum_decode_kv_tokens=dkv,
-                    events=tuple(events),
-                    running=len(running),
-                    waiting=len(waiting),
-                    used_bytes_scheduled=used_bytes_sched,
-                    used_bytes_end=self.used()[1],
-                    used_blocks_scheduled=used_blocks_sched,
-                    used_blocks_end=self.used()[0],
-                    held=tuple((r.idx, self._held_counts(r)) for r in running),
-                )
-            )
-            k += 1
-            t = t_end
-            if stalled:
-                if not pending:
-                    error = RawError(ERR_STALL, (k - 1, t_start, len(running), len(waiting)))
-                    break
-                if self.mode != ARRIVE_STEP:
-                    t = max(t, self.reqs_in[pending[0]].arrival_time)
-        out = []
-        for r in self.reqs:
-            rej = r.rej
-            out.append(
-                RawRequest(
-                    status=r.status,
-                    reject_reason=rej[0],
-                    reject_a=rej[1],
-                    reject_b=rej[2],
-                    arrival_time=r.arrival_time,
-                    first_scheduled_time=r.first_sched,
-                    first_token_time=r.first_token,
-                    finish_time=r.finish,
-                    output_tokens=r.g,
-                    preemptions=r.preemptions,
-                    prefix_hit_tokens=r.hit,
-                )
-            )
-        return RawResult(steps=tuple(steps), requests=tuple(out), error=error)
+        while not self.ended:
+            rec = self.step(True)
+            if rec is not None:
+                steps.append(rec)
+        return RawResult(steps=tuple(steps), requests=tuple(r.record() for r in self.reqs), error=self.error,
+                         totals=self.totals())  # fmt: skip
 
 
 def run_reference(

@@ -6,7 +6,8 @@ validates the whole trace before the first step and raises
 the exact diagnostics of R-33.  Besides ``arrival_time`` a line may give
 ``arrival_step`` (step-exact arrivals) and ``prefix_of``/``prefix_of_len``
 (its first tokens equal an earlier request's), the two alternatives that a
-step-exact comparison with vLLM 0.33.0 needs (R-40).
+step-exact comparison with vLLM 0.33.0 needs (R-40), and ``priority`` (vLLM's
+request priority, used with ``--scheduling-policy priority``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ FIELDS = (
     "shared_prefix_len",
     "prefix_of",
     "prefix_of_len",
+    "priority",
 )
+#: ``priority`` (vLLM's request priority, lower is scheduled first under
+#: ``--scheduling-policy priority``) is any integer of at most 2**62 in magnitude.
+MAX_PRIORITY = 2**62
 _INT_MIN = (
     ("prompt_len", 1),
     ("output_len", 1),
@@ -54,6 +59,7 @@ class TraceRequest:
     shared_prefix_len: int | None = None
     prefix_of: str | None = None
     prefix_of_len: int | None = None
+    priority: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The trace line, absent fields omitted."""
@@ -133,6 +139,12 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         for key, lo in _INT_MIN:
             if key in obj and obj[key] < lo:
                 raise _err(f"{pre}: {key} must be >= {lo}, found {obj[key]}", where)
+        if "priority" in obj:
+            pr = obj["priority"]
+            if not _is_int(pr):
+                raise _err(f"{pre}: priority must be an integer, found {_render(pr)}", where)
+            if abs(pr) > MAX_PRIORITY:
+                raise _err(f"{pre}: priority must be between -2**62 and 2**62, found {pr}", where)
         if has_t:
             t = obj["arrival_time"]
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
@@ -186,6 +198,7 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
             shared_prefix_len=slen,
             prefix_of=pof,
             prefix_of_len=plen,
+            priority=obj.get("priority"),
         )
         ids[rid] = tr
         reqs.append(tr)
@@ -246,6 +259,8 @@ def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
         if "prefix_from" in spec:
             line["prefix_of"] = spec["prefix_from"]
             line["prefix_of_len"] = spec.get("prefix_len")
+        if "priority" in spec:
+            line["priority"] = spec["priority"]
         lines.append(json.dumps(line))
     return parse_trace_lines(lines, where)
 
@@ -263,5 +278,7 @@ def to_sched_json(trace: Trace, seed0: int = 1) -> dict[str, Any]:
         if r.prefix_of is not None:
             spec["prefix_from"] = r.prefix_of
             spec["prefix_len"] = r.prefix_of_len
+        if r.priority is not None:
+            spec["priority"] = r.priority
         reqs[r.request_id] = spec
     return {"requests": reqs}

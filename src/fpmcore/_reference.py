@@ -1,7 +1,7 @@
-"""Pure-Python implementation of the native API (:mod:`fpmcore.native`).
+"""The Python reference of the native API (:mod:`fpmcore.native`).
 
 It mirrors ``csrc/`` function by function and is the oracle of the
-differential tests; ``FPMCORE_PUREPYTHON=1`` selects it at run time.
+differential tests; ``FPM_PUREPYTHON=1`` selects it at run time.
 """
 
 from __future__ import annotations
@@ -23,6 +23,6 @@ def replay_run(cfg, requests, arrival_mode):  # type: ignore[no-untyped-def]
 
 def align_stop(query):  # type: ignore[no-untyped-def]
     """04 G-2 … G-6 (C: ``fpm_align_stop``)."""
-    from fpmcore.replay.reference import align_stop as rule
+    from fpmcore.replay.align import align_stop as rule
 
     return rule(query)

@@ -1,0 +1,185 @@
+/* Internal declarations of the replay engine, shared by its source files:
+ *
+ *   fpm_latency.c  latency model (R-27 ... R-31)      <-> fpmcore/replay/latency.py
+ *   fpm_align.c    the align split (04 G-2 ... G-6)    <-> fpmcore/replay/align.py
+ *   fpm_pool.c     block-count pool (R-4 ... R-10)     <-> fpmcore/replay/pool.py
+ *   fpm_prefix.c   prefix-caching pool (R-36 ... R-38) <-> fpmcore/replay/prefix.py
+ *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
+ *
+ * Each file mirrors its Python twin function by function, under the same names.
+ * Not part of the public API.
+ */
+#ifndef FPM_INTERNAL_H
+#define FPM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fpmcore.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+/* ceil(a / b) for 0 <= a, 0 < b (no intermediate overflow). */
+static inline int64_t cdiv64(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+/* floor(a / b) for any a, 0 < b. */
+static inline int64_t floordiv64(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* count * size bytes, or NULL when the product does not fit size_t or
+ * count is negative; zeroed.  Every allocation of the library goes through it. */
+void *fpm_calloc(int64_t count, size_t size);
+/* Grow *p (count elements of size) to new_count; new elements zeroed.  0 on failure (*p unchanged). */
+int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
+
+static inline int is_windowed(int32_t kind) { return kind == FPM_KIND_WINDOW || kind == FPM_KIND_CONV; }
+static inline int is_attention(int32_t kind) { return kind == FPM_KIND_FULL || is_windowed(kind); }
+
+/* ------------------------------------------------------- latency model */
+
+typedef struct {
+    double *kx, *ky, *tx, *ty, *bx, *by; /* scratch knots, sized to the largest table */
+    int extrapolated;
+} lin_ctx;
+
+int lin_alloc(lin_ctx *lc, int64_t n);
+void lin_free(lin_ctx *lc);
+int table_ok(const fpm_replay_config *cfg);
+/* R-31 with caller scratch; *missing = -1, or the phase without points. */
+void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd,
+               int64_t dkv, double *sec, int32_t *extra, int32_t *missing);
+
+/* ------------------------------------------------------------ align rule */
+
+/* 04 G-3: ((x - 1) // u) * u, floored at 0. */
+static inline int64_t align_pos(int64_t x, int64_t u) { return max64(floordiv64(x - 1, u) * u, 0); }
+/* vLLM is_mamba_prefill_checkpoint_valid (04 G-4 conditions 3-7). */
+int checkpoint_valid(int64_t start, int64_t end, int64_t ckpt, int64_t hash_block, int64_t block, int64_t align);
+int64_t align_stop(const fpm_align_query *q);
+
+/* ---------------------------------------------------------------- engine */
+
+/* One request of the replay. */
+typedef struct {
+    int64_t prompt_len;  /* P */
+    int64_t output_len;  /* O */
+    int64_t generated;   /* g: tokens sampled so far; len = P + g */
+    int64_t computed;    /* c */
+    int32_t slot;        /* holdings slot while it holds blocks, else -1 */
+    uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
+    uint8_t admitted_once;
+    int32_t status;      /* 0, FPM_RST_* */
+    int32_t reject_reason;
+    int64_t reject_a, reject_b;
+    int64_t preemptions;
+    int64_t hit_tokens;  /* prefix hit of the first admission */
+    int64_t junction;    /* kept while running */
+    int64_t arrival_seq; /* order of arrival: the priority tie-break */
+    double arrival_time, first_scheduled_time, first_token_time, finish_time;
+} request_t;
+
+static inline int64_t req_len(const request_t *r) { return r->prompt_len + r->generated; }
+
+/* Holdings of the block-count pool, per slot and group (R-4 ... R-6). */
+typedef struct {
+    int64_t lo, hi;                /* attention: held logical blocks [lo, hi) */
+    int64_t state;                 /* ring / Mamba (none): blocks held; Mamba align: running block */
+    int64_t cols, trans, ckpt;     /* Mamba align: block columns covered, transient and checkpoint block */
+} hold_t;
+
+struct pc_pool;
+
+typedef struct fpm_replay engine_t;
+
+struct fpm_replay {
+    fpm_replay_config cfg;       /* the caller's config (its arrays stay the caller's) */
+    const fpm_replay_request *in;
+    int64_t n;
+    int32_t mode;
+    int G;
+    /* derived configuration */
+    int block_mode, align_mode, split, ckpt_all, pc, has_windowed;
+    int64_t usable, cap, first_align, sched_block, hash_block, fixed_bytes;
+    int64_t token_budget;        /* min(max_num_scheduled_tokens, max_num_batched_tokens) */
+    int64_t split_limit;         /* the align split's chunk limit (04 G-5) */
+    int64_t active_limit;        /* max_num_active_seqs or max_num_seqs */
+    int64_t interval;            /* prefill_schedule_interval */
+    int64_t max_steps;
+    int64_t nslots;
+    /* requests and queues */
+    request_t *req;
+    int64_t *order; /* arrival order */
+    int64_t pend;   /* next index into order */
+    int64_t *wq;    /* waiting: FCFS ring buffer of n, or a binary heap (priority) */
+    int64_t wq_head, wq_len;
+    int64_t *running;
+    int64_t nrun;
+    /* the block-count pool */
+    hold_t *hold;   /* nslots * G */
+    int64_t *grow_at;   /* per slot: fewest tokens at which an attention group needs a new block */
+    int64_t *shrink_at; /* per slot: fewest computed tokens at which a windowed group drops a block */
+    int64_t *free_slot;
+    int64_t nfree_slot;
+    int64_t used_blocks, used_bytes;
+    struct pc_pool *pool; /* the prefix-caching pool, with prefix_caching */
+    /* the current step */
+    int64_t k;
+    double t, t_start;
+    int64_t budget;
+    int64_t threshold; /* long-prefill cap of this step, 0: none */
+    int defer;         /* prefill deferred by prefill_schedule_interval this step */
+    int preempted, prefill_scheduled, prefill_admitted;
+    int64_t *sched_req, *sched_n, *sched_c;
+    int64_t nsched;
+    fpm_event_rec *ev;
+    int64_t nev, ev_cap;
+    int64_t step_preempted, step_finished;
+    fpm_step_rec rec; /* the step's scalars */
+    int pending;      /* the step ran but its records are not written yet */
+    /* cross-step state */
+    int64_t executed, last_prefill_step; /* prefill_schedule_interval cadence */
+    int capacity_bound;
+    int64_t unfinished, queued_tokens;   /* the front end's counts (max_num_queued_*) */
+    int64_t executed_total;              /* steps executed (not jumped): max_steps */
+    int64_t completed;
+    int64_t *done_list;                  /* requests completed in the current step */
+    int64_t ndone;
+    lin_ctx lc;
+    int ended;
+    int32_t error_code;
+    int64_t err_i[5];
+    double err_d;
+    fpm_replay_totals totals;
+    int64_t nsteps_total;
+};
+
+/* block-count pool (fpm_pool.c) */
+void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int64_t *new_blocks,
+                  int64_t *new_bytes, int64_t *held_bytes);
+void pool_release_skipped(engine_t *e, request_t *r, int64_t c);
+void pool_commit(engine_t *e, request_t *r, int64_t c, int64_t a);
+void pool_release_all(engine_t *e, request_t *r);
+int64_t pool_held(const engine_t *e, const request_t *r, int gi);
+int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a);
+void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes);
+int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a);
+int64_t window_admission_blocks(const engine_t *e, const fpm_group *g);
+void pool_thresholds(engine_t *e, const request_t *r);
+
+/* prefix-caching pool (fpm_prefix.c) */
+struct pc_pool *pc_new(const engine_t *e, int64_t maxc);
+void pc_free(struct pc_pool *p);
+int64_t pc_free_count(const struct pc_pool *p);
+void pc_new_step(engine_t *e);
+int64_t pc_lookup(engine_t *e, request_t *r, int *same_step);
+void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits, int64_t *need, int64_t *held);
+int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h);
+void pc_release_skipped(engine_t *e, request_t *r, int64_t c);
+int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits);
+void pc_release_all(engine_t *e, request_t *r);
+int64_t pc_held(const engine_t *e, const request_t *r, int gi);
+
+#endif /* FPM_INTERNAL_H */

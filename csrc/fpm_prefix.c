@@ -1,0 +1,766 @@
+/* The prefix-caching pool of the replay (spec 06 R-6, R-36 ... R-38):
+ * vLLM's BlockPool with a free queue of block ids, reference counts, the
+ * content key each cached block carries and a key -> blocks map whose lookup
+ * returns the block cached first; per request the block table of every group
+ * (full attention, windowed attention and convolution, Mamba in align mode,
+ * ring).  Mirrors src/fpmcore/replay/prefix.py function by function.
+ *
+ * Memory grows with the blocks the replay has used, not with the pool: the
+ * free queue keeps the never-used blocks as one range ("fresh" blocks,
+ * in id order, between the blocks freed to the front and those freed to the
+ * back), and the per-block arrays and the key map grow on demand.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fpm_internal.h"
+
+#define PC_MAXM 4    /* Mamba blocks one request holds in one group: running, transient, checkpoint */
+#define MARK (-1)    /* the fresh range's place in the free queue */
+#define EMPTY INT64_MIN
+
+typedef struct {
+    int64_t ka, kb; /* ka == EMPTY: free entry */
+    int32_t head, tail;
+    int64_t stamp;  /* step (+1) in which a Mamba state was cached under this key */
+} ht_entry;
+
+typedef struct {
+    int64_t lo, len;   /* attention: table entries [lo, len) are blocks, [0, lo) null */
+    int64_t ncached;   /* cache_blocks progress (vLLM num_cached_block) */
+    int64_t mn, mcols; /* Mamba: entries held and block columns covered */
+    int64_t mcol[PC_MAXM];
+    int32_t mid[PC_MAXM];
+    int32_t ring;
+} pc_hold;
+
+struct pc_pool {
+    int64_t U;             /* usable blocks, ids 1 ... U */
+    int64_t fresh;         /* next never-used id (fresh ids fresh ... U are free, in order) */
+    int64_t nblk;          /* per-block arrays cover ids 0 ... nblk - 1 */
+    int32_t *qn, *qp, *ref, *bnext;
+    int64_t *bka, *bkb;
+    int32_t mark_next, mark_prev; /* links of the fresh range's place */
+    int64_t qlen;          /* free queue length, fresh blocks included */
+    ht_entry *ht;
+    uint64_t hmask;
+    int64_t hcount;
+    int64_t stamp;
+    int oom;
+    int64_t maxc, G;
+    pc_hold *hold; /* nslots * G */
+    int32_t *tab;  /* nslots * G * maxc */
+    /* the last lookup */
+    int64_t hit_h;
+    int64_t *hit_lo, *hit_n; /* per group: hit blocks are hit_tab[g][hit_lo .. hit_n) */
+    int32_t *hit_tab;
+    int32_t *hit_m;
+    int32_t *batch;
+};
+
+/* ------------------------------------------------------------ storage */
+
+static int pc_grow_blocks(struct pc_pool *p, int64_t id) {
+    if (id < p->nblk) return 1;
+    int64_t n = p->nblk;
+    while (n <= id) n = n * 2;
+    if (n > p->U + 1) n = p->U + 1;
+    int64_t old = p->nblk;
+    if (!fpm_grow((void **)&p->qn, old, n, sizeof(int32_t)) || !fpm_grow((void **)&p->qp, old, n, sizeof(int32_t)) ||
+        !fpm_grow((void **)&p->ref, old, n, sizeof(int32_t)) ||
+        !fpm_grow((void **)&p->bnext, old, n, sizeof(int32_t)) ||
+        !fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) || !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t))) {
+        p->oom = 1;
+        return 0;
+    }
+    for (int64_t b = old; b < n; b++) p->bka[b] = EMPTY;
+    p->nblk = n;
+    return 1;
+}
+
+static uint64_t pc_hash(int64_t a, int64_t b) {
+    uint64_t x = (uint64_t)a * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)b + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 29;
+    return x;
+}
+
+static int ht_alloc(struct pc_pool *p, uint64_t cap) {
+    ht_entry *t = fpm_calloc((int64_t)cap, sizeof(ht_entry));
+    if (t == NULL) return 0;
+    for (uint64_t i = 0; i < cap; i++) t[i].ka = EMPTY;
+    ht_entry *old = p->ht;
+    uint64_t oldcap = p->ht ? p->hmask + 1 : 0;
+    p->ht = t;
+    p->hmask = cap - 1;
+    for (uint64_t i = 0; i < oldcap; i++) {
+        if (old[i].ka == EMPTY) continue;
+        uint64_t j = pc_hash(old[i].ka, old[i].kb) & p->hmask;
+        while (t[j].ka != EMPTY) j = (j + 1) & p->hmask;
+        t[j] = old[i];
+    }
+    free(old);
+    return 1;
+}
+
+static int64_t ht_find(const struct pc_pool *p, int64_t a, int64_t b) {
+    uint64_t i = pc_hash(a, b) & p->hmask;
+    while (p->ht[i].ka != EMPTY) {
+        if (p->ht[i].ka == a && p->ht[i].kb == b) return (int64_t)i;
+        i = (i + 1) & p->hmask;
+    }
+    return -1;
+}
+
+static void ht_delete_at(struct pc_pool *p, uint64_t i) {
+    p->ht[i].ka = EMPTY;
+    p->hcount--;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & p->hmask;
+        if (p->ht[j].ka == EMPTY) break;
+        uint64_t k = pc_hash(p->ht[j].ka, p->ht[j].kb) & p->hmask;
+        int move = (j > i) ? (k <= i || k > j) : (k <= i && k > j);
+        if (move) {
+            p->ht[i] = p->ht[j];
+            p->ht[j].ka = EMPTY;
+            i = j;
+        }
+    }
+}
+
+/* drop block b's key (eviction) */
+static void pc_evict(struct pc_pool *p, int32_t b) {
+    if (p->bka[b] == EMPTY) return;
+    int64_t i = ht_find(p, p->bka[b], p->bkb[b]);
+    if (i >= 0) {
+        ht_entry *en = &p->ht[i];
+        int32_t prev = 0, cur = en->head;
+        while (cur && cur != b) {
+            prev = cur;
+            cur = p->bnext[cur];
+        }
+        if (cur == b) {
+            if (prev)
+                p->bnext[prev] = p->bnext[b];
+            else
+                en->head = p->bnext[b];
+            if (en->tail == b) en->tail = prev;
+            p->bnext[b] = 0;
+            if (en->head == 0) ht_delete_at(p, (uint64_t)i);
+        }
+    }
+    p->bka[b] = EMPTY;
+}
+
+/* cache block b under key (a, kb); a Mamba state records the step */
+static void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int mamba) {
+    if (b == 0) return;
+    pc_evict(p, b);
+    if ((p->hcount + 1) * 2 > (int64_t)(p->hmask + 1) && !ht_alloc(p, (p->hmask + 1) * 2)) p->oom = 1;
+    if ((p->hcount + 1) * 4 > (int64_t)(p->hmask + 1) * 3) return; /* out of memory: the key is not cached */
+    p->bka[b] = a;
+    p->bkb[b] = kb;
+    int64_t i = ht_find(p, a, kb);
+    if (i < 0) {
+        uint64_t j = pc_hash(a, kb) & p->hmask;
+        while (p->ht[j].ka != EMPTY) j = (j + 1) & p->hmask;
+        p->ht[j].ka = a;
+        p->ht[j].kb = kb;
+        p->ht[j].head = p->ht[j].tail = b;
+        p->ht[j].stamp = 0;
+        p->hcount++;
+        i = (int64_t)j;
+    } else {
+        p->bnext[p->ht[i].tail] = b;
+        p->ht[i].tail = b;
+    }
+    p->bnext[b] = 0;
+    if (mamba) p->ht[i].stamp = p->stamp;
+}
+
+static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
+    int64_t i = ht_find(p, a, b);
+    return i < 0 ? 0 : p->ht[i].head;
+}
+
+/* ------------------------------------------------------------ free queue */
+
+static int32_t q_next(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_next : p->qn[x]; }
+static int32_t q_prev(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_prev : p->qp[x]; }
+static void q_set_next(struct pc_pool *p, int32_t x, int32_t v) {
+    if (x == MARK)
+        p->mark_next = v;
+    else
+        p->qn[x] = v;
+}
+static void q_set_prev(struct pc_pool *p, int32_t x, int32_t v) {
+    if (x == MARK)
+        p->mark_prev = v;
+    else
+        p->qp[x] = v;
+}
+
+static void q_unlink(struct pc_pool *p, int32_t b) {
+    int32_t pr = q_prev(p, b), nx = q_next(p, b);
+    q_set_next(p, pr, nx);
+    q_set_prev(p, nx, pr);
+}
+
+static void q_insert_after(struct pc_pool *p, int32_t pr, int32_t b) {
+    int32_t nx = q_next(p, pr);
+    q_set_next(p, pr, b);
+    q_set_prev(p, b, pr);
+    q_set_next(p, b, nx);
+    q_set_prev(p, nx, b);
+}
+
+/* get_new_blocks: the block at the front of the queue, its key evicted (0 when out of memory) */
+static int32_t pc_take_front(struct pc_pool *p) {
+    int32_t b = q_next(p, 0);
+    if (b == MARK) {
+        if (!pc_grow_blocks(p, p->fresh)) return 0;
+        b = (int32_t)p->fresh++;
+        if (p->fresh > p->U) q_unlink(p, MARK);
+    } else {
+        q_unlink(p, b);
+        pc_evict(p, b);
+    }
+    p->qlen--;
+    p->ref[b] = 1;
+    return b;
+}
+
+static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = pc_take_front(p);
+}
+
+/* free_blocks: cached blocks to the back in batch order, the others to the front */
+static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int uncached_to_back) {
+    int32_t front = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t b = bs[i];
+        if (b == 0) continue;
+        p->ref[b]--;
+        if (p->ref[b] == 0 && p->bka[b] == EMPTY && !uncached_to_back) {
+            q_insert_after(p, front, b);
+            front = b;
+            p->qlen++;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int32_t b = bs[i];
+        if (b == 0) continue;
+        if (p->ref[b] == 0 && (p->bka[b] != EMPTY || uncached_to_back)) {
+            q_insert_after(p, q_prev(p, 0), b);
+            p->qlen++;
+        }
+    }
+}
+
+static void pc_touch(struct pc_pool *p, int32_t b) {
+    if (b == 0) return;
+    if (p->ref[b] == 0) {
+        q_unlink(p, b);
+        p->qlen--;
+    }
+    p->ref[b]++;
+}
+
+int64_t pc_free_count(const struct pc_pool *p) { return p->qlen; }
+
+void pc_free(struct pc_pool *p) {
+    if (p == NULL) return;
+    free(p->qn);
+    free(p->qp);
+    free(p->ref);
+    free(p->bnext);
+    free(p->bka);
+    free(p->bkb);
+    free(p->ht);
+    free(p->hold);
+    free(p->tab);
+    free(p->hit_lo);
+    free(p->hit_n);
+    free(p->hit_tab);
+    free(p->hit_m);
+    free(p->batch);
+    free(p);
+}
+
+/* The pool of R-38: blocks 1 ... U in the free queue; slot tables for the requests that hold blocks. */
+struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
+    struct pc_pool *p = calloc(1, sizeof(struct pc_pool));
+    if (p == NULL) return NULL;
+    p->U = e->usable;
+    p->G = e->G;
+    p->maxc = maxc;
+    p->fresh = 1;
+    p->nblk = 0;
+    int64_t first = min64(p->U + 1, 1024);
+    p->qn = fpm_calloc(first, sizeof(int32_t));
+    p->qp = fpm_calloc(first, sizeof(int32_t));
+    p->ref = fpm_calloc(first, sizeof(int32_t));
+    p->bnext = fpm_calloc(first, sizeof(int32_t));
+    p->bka = fpm_calloc(first, sizeof(int64_t));
+    p->bkb = fpm_calloc(first, sizeof(int64_t));
+    int64_t ns = 0;
+    if (e->nslots > INT64_MAX / e->G) goto fail;
+    ns = e->nslots * e->G;
+    p->hold = fpm_calloc(ns, sizeof(pc_hold));
+    p->tab = (maxc > 0 && ns > INT64_MAX / maxc) ? NULL : fpm_calloc(ns * maxc, sizeof(int32_t));
+    p->hit_lo = fpm_calloc(e->G, sizeof(int64_t));
+    p->hit_n = fpm_calloc(e->G, sizeof(int64_t));
+    p->hit_tab = (maxc > INT64_MAX / e->G) ? NULL : fpm_calloc(e->G * maxc, sizeof(int32_t));
+    p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
+    p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
+    if (!p->qn || !p->qp || !p->ref || !p->bnext || !p->bka || !p->bkb || !p->hold || !p->tab || !p->hit_lo ||
+        !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
+        goto fail;
+    p->nblk = first;
+    for (int64_t b = 0; b < first; b++) p->bka[b] = EMPTY;
+    /* the queue: sentinel 0 <-> the fresh range 1 ... U */
+    if (p->U > 0) {
+        p->qn[0] = MARK;
+        p->qp[0] = MARK;
+        p->mark_next = 0;
+        p->mark_prev = 0;
+    }
+    p->qlen = p->U;
+    return p;
+fail:
+    pc_free(p);
+    return NULL;
+}
+
+/* ---- engine side of the prefix-caching pool ---- */
+
+static pc_hold *hold_at(const engine_t *e, const request_t *r, int gi) {
+    return &e->pool->hold[(int64_t)r->slot * e->G + gi];
+}
+static int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
+    return &e->pool->tab[((int64_t)r->slot * e->G + gi) * e->pool->maxc];
+}
+
+/* the origin key of r's tokens [0, q) */
+static int64_t pc_origin(const engine_t *e, const request_t *r, int64_t q) {
+    const fpm_replay_request *in = &e->in[r - e->req];
+    for (int64_t i = 0; i < in->origin_len; i++)
+        if (q <= e->cfg.origin_upto[in->origin_off + i]) return e->cfg.origin_key[in->origin_off + i];
+    return in->own_key;
+}
+
+static void pc_key(const engine_t *e, const request_t *r, int gi, int64_t j, int64_t *ka, int64_t *kb) {
+    *ka = pc_origin(e, r, (j + 1) * e->sched_block);
+    *kb = j * e->G + gi;
+}
+
+static int32_t pc_cached(const engine_t *e, const request_t *r, int gi, int64_t j) {
+    int64_t ka, kb;
+    pc_key(e, r, gi, j, &ka, &kb);
+    return pc_lookup_key(e->pool, ka, kb);
+}
+
+static int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
+
+/* Blocks a windowed group's hit needs below its end (vLLM _contiguous_blocks_for_hit). */
+static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->block); }
+
+/* vLLM _needs_internal_checkpoint with the block-table condition. */
+static int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a, const int64_t *cols,
+                             int64_t ncols, int64_t mcols) {
+    const fpm_group *g = &e->cfg.groups[gi];
+    if (!mamba_checkpoint(e, r, g, c, a)) return 0;
+    int64_t idx = cdiv64(a, g->block) - 2;
+    if (idx >= mcols) return 1;
+    for (int64_t i = 0; i < ncols; i++)
+        if (cols[i] == idx) return 0;
+    return 1;
+}
+
+/* Mamba columns below this are released at an allocation attempt from c (R-7 step 1). */
+static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
+    if (c - 1 <= 0) return 0;
+    return min64((c - 1) / e->cfg.groups[gi].block, mcols);
+}
+
+void pc_new_step(engine_t *e) { e->pool->stamp = e->k + 1; }
+
+/* The longest hit of a windowed group at most cap (vLLM SlidingWindowManager.find_longest_cache_hit). */
+static int64_t pc_window_hit(const engine_t *e, const request_t *r, int gi, int64_t cap) {
+    const fpm_group *g = &e->cfg.groups[gi];
+    int64_t need = window_run(g), count = 0;
+    for (int64_t i = cap / g->block - 1; i >= 0; i--) {
+        if (pc_cached(e, r, gi, i)) {
+            count++;
+            if (count >= need) return (i + count) * g->block;
+        } else {
+            count = 0;
+        }
+    }
+    return count * g->block;
+}
+
+/* The longest hit at most cap for which every Mamba group holds a state (MambaManager.find_longest_cache_hit). */
+static int64_t pc_mamba_hit(const engine_t *e, const request_t *r, int64_t cap) {
+    int64_t B = e->sched_block;
+    for (int64_t i = cap / B - 1; i >= 0; i--) {
+        int all = 1;
+        for (int gi = 0; gi < e->G && all; gi++)
+            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !pc_cached(e, r, gi, i)) all = 0;
+        if (all) return (i + 1) * B;
+    }
+    return 0;
+}
+
+/* R-37: the hit h of a waiting head (hit blocks in the lookup scratch); sets r's
+ * junction and *same_step.  vLLM's HybridKVCacheCoordinator: full attention
+ * first, then every other group kind until no group shortens the hit. */
+int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
+    struct pc_pool *p = e->pool;
+    int64_t B = e->sched_block, maxb = (req_len(r) - 1) / B;
+    int has_full = 0, has_other = 0, first_mamba = -1;
+    for (int gi = 0; gi < e->G; gi++) {
+        int32_t kind = e->cfg.groups[gi].kind;
+        p->hit_lo[gi] = p->hit_n[gi] = 0;
+        p->hit_m[gi] = 0;
+        if (kind == FPM_KIND_FULL) has_full = 1;
+        if (is_windowed(kind) || kind == FPM_KIND_MAMBA) has_other = 1;
+        if (kind == FPM_KIND_MAMBA && first_mamba < 0) first_mamba = gi;
+    }
+    int64_t cap = maxb * B, longest = -1;
+    if (has_full) {
+        int64_t j = 0;
+        for (; j < maxb; j++) {
+            int all = 1;
+            for (int gi = 0; gi < e->G && all; gi++) {
+                if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
+                int32_t b = pc_cached(e, r, gi, j);
+                if (!b) all = 0;
+                p->hit_tab[gi * p->maxc + j] = b;
+            }
+            if (!all) break;
+        }
+        cap = j * B;
+        longest = cap;
+    }
+    if (has_other) {
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            for (int gi = 0; gi < e->G; gi++) {
+                int32_t kind = e->cfg.groups[gi].kind;
+                int64_t hg;
+                if (is_windowed(kind))
+                    hg = pc_window_hit(e, r, gi, cap);
+                else if (gi == first_mamba)
+                    hg = pc_mamba_hit(e, r, cap);
+                else
+                    continue;
+                if (longest < 0) longest = hg;
+                if (hg < cap) {
+                    cap = hg;
+                    changed = 1;
+                }
+            }
+        }
+    }
+    int64_t h = cap;
+    p->hit_h = h;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        if (g->kind == FPM_KIND_FULL) {
+            p->hit_n[gi] = h / B;
+        } else if (is_windowed(g->kind)) {
+            p->hit_lo[gi] = window_first(g, h);
+            p->hit_n[gi] = h / B;
+            for (int64_t j = p->hit_lo[gi]; j < h / B; j++) p->hit_tab[gi * p->maxc + j] = pc_cached(e, r, gi, j);
+        } else if (g->kind == FPM_KIND_MAMBA && h > 0) {
+            p->hit_m[gi] = pc_cached(e, r, gi, h / B - 1);
+        }
+    }
+    r->junction = (e->G >= 2 && longest > h) ? longest : 0;
+    *same_step = 0;
+    if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
+        for (int gi = 0; gi < e->G; gi++) {
+            if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
+            int64_t ka, kb;
+            pc_key(e, r, gi, h / B - 1, &ka, &kb);
+            int64_t i = ht_find(p, ka, kb);
+            if (i >= 0 && p->ht[i].stamp == p->stamp) *same_step = 1;
+        }
+    }
+    return h;
+}
+
+static int64_t pc_evictable(const struct pc_pool *p, const int32_t *bs, int64_t lo, int64_t hi) {
+    int64_t n = 0;
+    for (int64_t j = lo; j < hi; j++)
+        if (bs[j] && p->ref[bs[j]] == 0) n++;
+    return n;
+}
+
+/* Blocks to take from the free queue and blocks held after, for c -> a; hits != 0: a waiting head
+ * with the hits of the last lookup (c is its hit). */
+void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits, int64_t *need_out,
+             int64_t *held_out) {
+    const struct pc_pool *p = e->pool;
+    int64_t need = 0, held = 0;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        const pc_hold *s = r->slot >= 0 ? hold_at(e, r, gi) : NULL;
+        if (is_attention(g->kind)) {
+            int64_t t, lo;
+            if (hits) {
+                t = p->hit_n[gi];
+                lo = p->hit_lo[gi];
+                need += pc_evictable(p, &p->hit_tab[gi * p->maxc], lo, t);
+            } else {
+                t = s ? s->len : 0;
+                lo = s ? s->lo : 0;
+                if (is_windowed(g->kind)) lo = max64(lo, min64(window_first(g, c), t));
+            }
+            need += max64(cdiv64(a, g->block) - t, 0);
+            held += max64(cdiv64(a, g->block), t) - lo;
+        } else if (g->kind == FPM_KIND_MAMBA) {
+            int64_t cols[PC_MAXM], ncols = 0, mcols = 0;
+            if (hits) {
+                if (p->hit_m[gi]) {
+                    cols[ncols++] = c / g->block - 1;
+                    mcols = c / g->block;
+                    if (p->ref[p->hit_m[gi]] == 0) need++;
+                }
+            } else if (s) {
+                int64_t bound = pc_bound(e, c, gi, s->mcols);
+                for (int64_t i = 0; i < s->mn; i++)
+                    if (s->mcol[i] >= bound) cols[ncols++] = s->mcol[i];
+                mcols = s->mcols;
+            }
+            int64_t d = cdiv64(a, g->block) - mcols;
+            int64_t ck = pc_checkpoint(e, r, gi, c, a, cols, ncols, mcols);
+            int64_t nn = d > 0 ? min64(d, 1 + ck) : 0;
+            need += nn;
+            held += ncols + nn;
+        } else {
+            if (!s || s->ring == 0) need++;
+            held++;
+        }
+    }
+    *need_out = need;
+    *held_out = held;
+}
+
+/* R-20 in blocks with prefix caching, with the hits of the last lookup */
+int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
+    const struct pc_pool *p = e->pool;
+    int64_t nt = min64(req_len(r), e->cfg.max_model_len), total = 0;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        if (is_attention(g->kind)) {
+            int64_t ev = pc_evictable(p, &p->hit_tab[gi * p->maxc], p->hit_lo[gi], p->hit_n[gi]);
+            int64_t blocks = cdiv64(nt, g->block);
+            if (is_windowed(g->kind)) blocks = min64(blocks, window_admission_blocks(e, g));
+            total += max64(blocks - h / g->block, 0) + ev;
+        } else if (g->kind == FPM_KIND_MAMBA) {
+            int64_t cols[1], ncols = 0, ev = 0;
+            if (p->hit_m[gi]) {
+                cols[ncols++] = h / g->block - 1;
+                if (p->ref[p->hit_m[gi]] == 0) ev = 1;
+            }
+            int64_t ck = pc_checkpoint(e, r, gi, h, nt, cols, ncols, p->hit_m[gi] ? h / g->block : 0);
+            total += max64(min64(cdiv64(nt, g->block) - h / g->block, 1 + ck), 0) + ev;
+        } else {
+            total += 1;
+        }
+    }
+    return total;
+}
+
+/* R-7 step 1: window blocks below first(c) and Mamba states no longer needed, one batch per group */
+void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
+    struct pc_pool *p = e->pool;
+    if (r->slot < 0) return;
+    int back = e->cfg.rules.free_uncached_to_back;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        pc_hold *s = hold_at(e, r, gi);
+        if (is_windowed(g->kind)) {
+            int64_t end = min64(window_first(g, c), s->len), nb = 0;
+            if (end <= s->lo) continue;
+            int32_t *t = tab_at(e, r, gi);
+            for (int64_t j = end - 1; j >= s->lo; j--) {
+                p->batch[nb++] = t[j];
+                t[j] = 0;
+            }
+            s->lo = end;
+            pc_free_batch(p, p->batch, nb, back);
+        } else if (g->kind == FPM_KIND_MAMBA) {
+            int64_t bound = pc_bound(e, c, gi, s->mcols);
+            int64_t nb = 0, keep = 0;
+            for (int64_t i = s->mn - 1; i >= 0; i--)
+                if (s->mcol[i] < bound) p->batch[nb++] = s->mid[i];
+            if (nb == 0) continue;
+            for (int64_t i = 0; i < s->mn; i++) {
+                if (s->mcol[i] >= bound) {
+                    s->mcol[keep] = s->mcol[i];
+                    s->mid[keep] = s->mid[i];
+                    keep++;
+                }
+            }
+            s->mn = keep;
+            pc_free_batch(p, p->batch, nb, back);
+        }
+    }
+}
+
+/* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
+ * prefix_cache_retention_interval 0: the run a hit needs below r's replay boundary and its junction. */
+static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
+    int64_t need = window_run(g), B = e->sched_block;
+    int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && r->junction <= 0) continue;
+        if (ends[i] - need <= j && j < ends[i]) return 1;
+    }
+    return 0;
+}
+
+/* vLLM cache_blocks of every group after a successful allocation */
+static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
+    struct pc_pool *p = e->pool;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        if (g->kind == FPM_KIND_RING) continue;
+        pc_hold *s = hold_at(e, r, gi);
+        int64_t nfull = num_tokens / g->block, start = s->ncached;
+        if (start >= nfull) continue;
+        if (is_attention(g->kind)) {
+            int32_t *t = tab_at(e, r, gi);
+            for (int64_t j = max64(start, s->lo); j < nfull; j++) {
+                if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
+                int64_t ka, kb;
+                pc_key(e, r, gi, j, &ka, &kb);
+                pc_set_key(p, t[j], ka, kb, 0);
+            }
+        } else {
+            int64_t bcols[2];
+            int nbc = 0;
+            int64_t qs[2] = {r->prompt_len - 1, r->junction};
+            for (int i = 0; i < 2; i++) {
+                if (qs[i] > 0) {
+                    int64_t col = (qs[i] / e->sched_block * e->sched_block) / g->block - 1;
+                    if (col >= 0) bcols[nbc++] = col;
+                }
+            }
+            for (int64_t i = 0; i < s->mn; i++) {
+                int64_t col = s->mcol[i];
+                int hit = 0;
+                for (int k2 = 0; k2 < nbc; k2++)
+                    if (bcols[k2] == col) hit = 1;
+                if (start <= col && col < nfull && hit) {
+                    int64_t ka, kb;
+                    pc_key(e, r, gi, col, &ka, &kb);
+                    pc_set_key(p, s->mid[i], ka, kb, 1);
+                }
+            }
+        }
+        s->ncached = nfull;
+    }
+}
+
+/* R-7 step 4 with prefix caching; 0 when out of memory. */
+int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
+    struct pc_pool *p = e->pool;
+    if (r->slot < 0) {
+        r->slot = (int32_t)e->free_slot[--e->nfree_slot];
+        for (int gi = 0; gi < e->G; gi++) memset(hold_at(e, r, gi), 0, sizeof(pc_hold));
+    }
+    if (hits) { /* vLLM allocate_new_computed_blocks: every group's hits are touched first */
+        for (int gi = 0; gi < e->G; gi++) {
+            const fpm_group *g = &e->cfg.groups[gi];
+            pc_hold *s = hold_at(e, r, gi);
+            if (is_attention(g->kind)) {
+                int32_t *t = tab_at(e, r, gi);
+                for (int64_t j = 0; j < p->hit_lo[gi]; j++) t[j] = 0;
+                for (int64_t j = p->hit_lo[gi]; j < p->hit_n[gi]; j++) {
+                    int32_t b = p->hit_tab[gi * p->maxc + j];
+                    pc_touch(p, b);
+                    t[j] = b;
+                }
+                s->lo = p->hit_lo[gi];
+                s->len = s->ncached = p->hit_n[gi];
+            } else if (g->kind == FPM_KIND_MAMBA && p->hit_m[gi]) {
+                pc_touch(p, p->hit_m[gi]);
+                s->mcol[0] = c / g->block - 1;
+                s->mid[0] = p->hit_m[gi];
+                s->mn = 1;
+                s->mcols = s->ncached = c / g->block;
+            }
+        }
+    }
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        pc_hold *s = hold_at(e, r, gi);
+        if (is_attention(g->kind)) {
+            int64_t nn = cdiv64(a, g->block) - s->len;
+            if (nn > 0) {
+                pc_get_new(p, nn, &tab_at(e, r, gi)[s->len]);
+                s->len += nn;
+            }
+        } else if (g->kind == FPM_KIND_MAMBA) {
+            int64_t req = cdiv64(a, g->block), d = req - s->mcols;
+            int64_t ck = pc_checkpoint(e, r, gi, c, a, s->mcol, s->mn, s->mcols);
+            if (d > 0) {
+                int32_t newb[2];
+                pc_get_new(p, 1 + ck, newb);
+                if (ck) {
+                    s->mcol[s->mn] = req - 2;
+                    s->mid[s->mn] = newb[0];
+                    s->mn++;
+                }
+                s->mcol[s->mn] = req - 1;
+                s->mid[s->mn] = newb[ck];
+                s->mn++;
+                s->mcols = req;
+            }
+        } else if (s->ring == 0) {
+            s->ring = pc_take_front(p);
+        }
+    }
+    pc_cache_blocks(e, r, min64(a, req_len(r)));
+    return !p->oom;
+}
+
+/* one batch per group, highest block first */
+void pc_release_all(engine_t *e, request_t *r) {
+    struct pc_pool *p = e->pool;
+    if (r->slot < 0) return;
+    int back = e->cfg.rules.free_uncached_to_back;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        pc_hold *s = hold_at(e, r, gi);
+        int64_t nb = 0;
+        if (is_attention(g->kind)) {
+            const int32_t *t = tab_at(e, r, gi);
+            for (int64_t j = s->len - 1; j >= s->lo; j--) p->batch[nb++] = t[j];
+        } else if (g->kind == FPM_KIND_MAMBA) {
+            for (int64_t i = s->mn - 1; i >= 0; i--) p->batch[nb++] = s->mid[i];
+        } else if (s->ring) {
+            p->batch[nb++] = s->ring;
+        }
+        if (nb) pc_free_batch(p, p->batch, nb, back);
+    }
+    e->free_slot[e->nfree_slot++] = r->slot;
+    r->slot = -1;
+    r->junction = 0;
+}
+
+int64_t pc_held(const engine_t *e, const request_t *r, int gi) {
+    if (r->slot < 0) return 0;
+    const pc_hold *s = hold_at(e, r, gi);
+    int32_t kind = e->cfg.groups[gi].kind;
+    if (is_attention(kind)) return s->len - s->lo;
+    if (kind == FPM_KIND_MAMBA) return s->mn;
+    return s->ring ? 1 : 0;
+}
