@@ -228,8 +228,14 @@ def build_vllm_config(model: dict, enable_prefix_caching: bool) -> VllmConfig:
     )
     for key in (
         "max_num_batched_tokens",
+        "max_num_scheduled_tokens",
         "max_num_seqs",
+        "max_num_active_seqs",
         "long_prefill_token_threshold",
+        "long_prefill_token_threshold_adaptive",
+        "prefill_schedule_interval",
+        "max_num_queued_reqs",
+        "max_num_queued_tokens",
         "scheduler_reserve_full_isl",
         "watermark",
         "policy",
@@ -1069,11 +1075,64 @@ def make_scheduler(plan: Plan) -> Scheduler:
     )
 
 
+class FrontEnd:
+    """vLLM's API-server side of a request's life, as far as the scheduler sees it:
+    the real ``OutputProcessor`` follows every request from its admission to the
+    output that finishes it, and the real ``AsyncLLM.check_admission`` applies
+    ``max_num_queued_reqs`` / ``max_num_queued_tokens`` to each arrival."""
+
+    def __init__(self, vllm_config: VllmConfig):
+        from vllm.v1.engine.output_processor import OutputProcessor
+
+        self.processor = OutputProcessor(tokenizer=None, log_stats=False)
+        self.admission = SimpleNamespace(
+            scheduler_config=vllm_config.scheduler_config,
+            admission_stats=None,
+            get_num_unfinished_requests=self.processor.get_num_unfinished_requests,
+            get_num_queued_tokens=self.processor.get_num_queued_tokens,
+            _record_admission_rejection=lambda reason: None,
+        )
+
+    def admit(self, request) -> bool:
+        """``AsyncLLM.check_admission`` for one arriving request; on success the processor tracks it."""
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        try:
+            AsyncLLM.check_admission(self.admission, 1, request.request_id)
+        except Exception as exc:  # QueueOverflowError / MaxQueuedTokensError: HTTP 503
+            if type(exc).__name__ in ("QueueOverflowError", "MaxQueuedTokensError"):
+                return False
+            raise
+        self.processor.add_request(request, None)
+        return True
+
+    def outputs(self, engine_core_outputs: dict) -> None:
+        for eco in engine_core_outputs.values():
+            self.processor.process_outputs(eco.outputs)
+
+
+def engine_core_request(rid: str, prompt: list[int], max_tokens: int, arrival: float, priority: int):
+    from vllm.sampling_params import RequestOutputKind
+    from vllm.v1.engine import EngineCoreRequest
+
+    params = SamplingParams(max_tokens=max_tokens, output_kind=RequestOutputKind.DELTA, detokenize=False)
+    return EngineCoreRequest(
+        request_id=rid, prompt_token_ids=list(prompt), mm_features=None, sampling_params=params,
+        pooling_params=None, arrival_time=arrival, lora_request=None, cache_salt=None, data_parallel_rank=None,
+        priority=priority, external_req_id=rid,
+    )
+
+
 def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
+    """Drive the real Scheduler step by step: arrivals through the front end
+    (admission), one ``schedule()`` per step, a fake model runner that samples
+    one token per request whose computed tokens reach its length, and the
+    outputs back through ``update_from_output`` and the front end."""
     from vllm.v1.outputs import ModelRunnerOutput
 
     plan = plan_kv_cache(model, caching)
     sched = make_scheduler(plan)
+    front = FrontEnd(plan.vllm_config)
     hasher = make_block_hasher(plan)
     req_defs = trace["requests"]
     prompts = make_prompts(req_defs)
@@ -1082,12 +1141,19 @@ def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
         arrivals.setdefault(int(d.get("arrival_step", 0)), []).append(rid)
     max_steps = int(trace.get("max_steps", 10_000))
     reqs: dict[str, Request] = {}
+    seen = 0
     steps = []
     for step in range(max_steps):
+        rejected = []
         for rid in arrivals.get(step, []):
             d = req_defs[rid]
-            req = new_request(rid, prompts[rid], int(d.get("max_tokens", 16)), hasher,
-                              float(len(reqs)))
+            ecr = engine_core_request(rid, prompts[rid], int(d.get("max_tokens", 16)), float(seen),
+                                      int(d.get("priority", 0)))
+            seen += 1
+            if not front.admit(ecr):
+                rejected.append(rid)
+                continue
+            req = Request.from_engine_core_request(ecr, hasher)
             reqs[rid] = req
             sched.add_request(req)
         if not sched.has_requests() and step > max(arrivals):
@@ -1109,7 +1175,7 @@ def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
             req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
             sampled_token_ids=sampled,
         )
-        sched.update_from_output(out, mro)
+        front.outputs(sched.update_from_output(out, mro))
         kv = sched.kv_cache_manager
         steps.append(
             {
@@ -1118,6 +1184,7 @@ def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
                 "total_tokens": out.total_num_scheduled_tokens,
                 "preempted": sorted(getattr(out, "preempted_req_ids", None) or []),
                 "finished": sorted(out.finished_req_ids),
+                "rejected": rejected,
                 "free_blocks": kv.block_pool.get_num_free_blocks(),
                 "running": [r.request_id for r in sched.running],
                 "waiting": len(sched.waiting),

@@ -11,9 +11,11 @@ this folder), never in fpmcore's own environment::
 "trace": SCHED.json}, ...]}`` (the oracle's formats, ``examples/README.md``
 of the oracle).  For every job the real ``Scheduler`` runs exactly as the
 oracle's ``sched`` command drives it: for each step ``k`` the requests whose
-``arrival_step`` is ``k`` are added, ``schedule()`` is called once, a fake
-model runner samples one token for every request whose prefill is complete,
-and ``update_from_output`` is applied.  ``OUT.json`` holds, per job, the
+``arrival_step`` is ``k`` pass vLLM's front-end admission (``AsyncLLM.check_admission``
+with the real ``OutputProcessor``: ``max_num_queued_reqs``, ``max_num_queued_tokens``)
+and are added, ``schedule()`` is called once, a fake model runner samples one
+token for every request whose prefill is complete, and ``update_from_output``
+is applied (its outputs go back to the front end).  ``OUT.json`` holds, per job, the
 cache plan (pool page, ``num_blocks``, groups) and the per-step records:
 scheduled tokens in batch order, preemptions, ``free_blocks``, waiting
 count, and the held (non-null) blocks per group of every running request.
@@ -95,6 +97,7 @@ def main(argv: list[str]) -> int:
                     "scheduled": [[rid, n] for rid, n in s["scheduled"].items()],
                     "preempted": s["preempted"],
                     "finished": s["finished"],
+                    "rejected": s.get("rejected", []),
                     "free_blocks": s["free_blocks"],
                     "waiting": s["waiting"],
                     "running": s["running"],
