@@ -143,7 +143,6 @@ struct fpm_replay {
     int64_t executed, last_prefill_step; /* prefill_schedule_interval cadence */
     int capacity_bound;
     int64_t unfinished, queued_tokens;   /* the front end's counts (max_num_queued_*) */
-    int64_t executed_total;              /* steps executed (not jumped): max_steps */
     int64_t completed;
     int64_t *done_list;                  /* requests completed in the current step */
     int64_t ndone;

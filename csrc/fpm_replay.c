@@ -51,7 +51,7 @@ static int config_ok(const fpm_replay_config *cfg) {
     if (cfg->prefill_schedule_interval < 0 || cfg->prefill_schedule_interval > FPM_MAX_ARRIVAL_STEP) return 0;
     if (cfg->policy != FPM_POLICY_FCFS && cfg->policy != FPM_POLICY_PRIORITY) return 0;
     if (cfg->max_num_queued_reqs > FPM_MAX_TOKENS || cfg->max_num_queued_tokens > FPM_MAX_BYTES) return 0;
-    if (cfg->max_steps < 0 || cfg->max_steps > FPM_MAX_ARRIVAL_STEP) return 0;
+    if (cfg->max_steps < 0 || cfg->max_steps > FPM_MAX_STEPS) return 0;
     if (cfg->watermark_blocks < 0 || cfg->watermark_blocks > FPM_MAX_BYTES) return 0;
     if (cfg->use_fixed_step && !(cfg->fixed_step_seconds >= 0.0 && isfinite(cfg->fixed_step_seconds))) return 0;
     int64_t fixed = 0;
@@ -680,6 +680,7 @@ static int64_t jump_decodes(engine_t *e, fpm_replay_output *out) {
         m = min64(m, min64(r->output_len - r->generated, L - len) - 1);
     }
     if (e->pend < e->n && e->mode == FPM_ARRIVE_STEP) m = min64(m, e->in[e->order[e->pend]].arrival_step - e->k);
+    m = min64(m, e->max_steps - e->nsteps_total);
     if (m < 2) return 0;
     int bytes = !e->block_mode;
     int64_t room = bytes ? e->cap - e->used_bytes : e->usable - e->used_blocks;
@@ -763,13 +764,12 @@ static void run_step(engine_t *e) {
         if (at > e->t) e->t = at;
     }
     e->t_start = cfg->use_fixed_step ? (double)e->k * cfg->fixed_step_seconds : e->t;
-    if (e->executed_total >= e->max_steps) {
+    if (e->nsteps_total >= e->max_steps) {
         e->error_code = FPM_RERR_STEP_LIMIT;
         e->err_i[0] = e->max_steps;
         e->err_i[1] = e->k;
         return;
     }
-    e->executed_total++;
     enqueue_arrivals(e);
     begin_step(e);
     schedule_running(e);
@@ -865,9 +865,9 @@ static void report(const engine_t *e, fpm_replay_output *out) {
 /* One step, or a jump; after it the replay may have ended. */
 static void next_step(engine_t *e, fpm_replay_output *out, int records) {
     if (!records && e->mode == FPM_ARRIVE_STEP && e->nrun == 0 && e->wq_len == 0 && e->pend < e->n) {
-        int64_t at = e->in[e->order[e->pend]].arrival_step;
-        if (at > e->k) {
-            jump_unchanged(e, at - e->k, out);
+        int64_t m = min64(e->in[e->order[e->pend]].arrival_step - e->k, e->max_steps - e->nsteps_total);
+        if (m > 0) {
+            jump_unchanged(e, m, out);
             e->nev = e->ndone = 0;
             return;
         }
@@ -1000,7 +1000,7 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
     e->active_limit = cfg->max_num_active_seqs > 0 ? cfg->max_num_active_seqs : cfg->max_num_seqs;
     e->interval = cfg->prefill_schedule_interval > 1 ? cfg->prefill_schedule_interval : 1;
     e->last_prefill_step = -e->interval;
-    e->max_steps = cfg->max_steps > 0 ? cfg->max_steps : FPM_MAX_ARRIVAL_STEP;
+    e->max_steps = cfg->max_steps > 0 ? cfg->max_steps : FPM_MAX_STEPS;
     e->nslots = min64(n, cfg->max_num_seqs) + 1;
 
     int64_t nn = n > 0 ? n : 1;

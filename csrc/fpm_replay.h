@@ -23,7 +23,8 @@
 /* Bounds checked at the boundary (FPM_EINVAL beyond them). */
 #define FPM_MAX_TOKENS 1099511627776LL       /* 2**40: prompt, output, max_model_len, token budgets, thresholds */
 #define FPM_MAX_BYTES 9007199254740992LL     /* 2**53: capacity, pages and every holding in bytes */
-#define FPM_MAX_ARRIVAL_STEP 1099511627776LL /* 2**40: arrival_step, max_steps */
+#define FPM_MAX_ARRIVAL_STEP 1099511627776LL /* 2**40: arrival_step */
+#define FPM_MAX_STEPS 1099511627776LL        /* 2**40: max_steps */
 #define FPM_MAX_PRIORITY 4611686018427387904LL /* 2**62: |priority| */
 
 /* Group kinds. */
@@ -45,7 +46,7 @@
 #define FPM_RERR_OVERSIZED 1  /* err_i = {bytes, tokens, computed, capacity, fixed state bytes} */
 #define FPM_RERR_STALL 2      /* err_i = {step, running, waiting}, err_d = t */
 #define FPM_RERR_NO_PHASE 3   /* err_i[0] = 0 prefill, 1 decode */
-#define FPM_RERR_STEP_LIMIT 4 /* config.max_steps executed steps: err_i = {max_steps, step} */
+#define FPM_RERR_STEP_LIMIT 4 /* the replay reached config.max_steps steps: err_i = {max_steps, step} */
 
 /* Request outcome. */
 #define FPM_RST_FINISHED 1
@@ -116,7 +117,7 @@ typedef struct {
     int32_t policy;                       /* FPM_POLICY_* */
     int64_t max_num_queued_reqs;          /* < 0: no limit */
     int64_t max_num_queued_tokens;        /* < 0: no limit */
-    int64_t max_steps;                    /* executed steps before FPM_RERR_STEP_LIMIT; 0: FPM_MAX_ARRIVAL_STEP */
+    int64_t max_steps;                    /* steps before FPM_RERR_STEP_LIMIT (jumped ones too); 0: FPM_MAX_STEPS */
     fpm_replay_rules rules;
 } fpm_replay_config;
 

@@ -1,6 +1,11 @@
 """C engine versus the Python reference on random profiles and traces (06 R-4 … R-31).
 
-Every step record, request record and stop diagnostic must be identical.
+Every step record, request record, summary and stop diagnostic must be
+identical: for every group kind (prefix caching with full, windowed,
+convolution, Mamba and ring groups), every scheduler setting of vLLM 0.33.0
+the engine models, every runtime rule, and whether the replay runs at once
+or in chunks.  The C engine's summary pass jumps over idle periods and
+decode-only stretches; the reference steps through them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,36 @@ from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
 from fpmcore.replay.trace import parse_trace_lines
 
-pytest.importorskip("fpmcore._native")
+from fpmcore.replay.engine import ReplayRun
+from fpmcore.replay.rules import RuntimeRules
+
+
+@st.composite
+def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int):
+    """vLLM scheduler settings and runtime rules, each vLLM's default or a random value."""
+    kw: dict = {}
+    if draw(st.booleans()):
+        kw["max_num_scheduled_tokens"] = draw(st.integers(1, 80))
+    if draw(st.booleans()):
+        kw["max_num_active_seqs"] = draw(st.integers(1, max_num_seqs))
+    if draw(st.booleans()):
+        kw["long_prefill_token_threshold"] = draw(st.integers(1, max_model_len))
+        kw["long_prefill_token_threshold_adaptive"] = draw(st.booleans())
+    if draw(st.booleans()):
+        kw["prefill_schedule_interval"] = draw(st.integers(1, 4))
+    kw["scheduling_policy"] = draw(st.sampled_from(["fcfs", "priority"]))
+    if draw(st.integers(0, 3)) == 0:
+        kw["max_num_queued_reqs"] = draw(st.integers(0, 6))
+    if draw(st.integers(0, 3)) == 0:
+        kw["max_num_queued_tokens"] = draw(st.integers(0, 200))
+    # a few steps, or enough for these traces: a configuration can livelock
+    # (a request that preempts itself at every retry) and then stops at the limit
+    kw["max_steps"] = draw(st.integers(1, 30)) if draw(st.integers(0, 9)) == 0 else 2000
+    kw["rules"] = RuntimeRules(
+        release_before_check=draw(st.integers(0, 4)) > 0, uncached_blocks_to_front=draw(st.integers(0, 4)) > 0,
+        mamba_same_step_rule=draw(st.integers(0, 4)) > 0, window_admission_extra_block=draw(st.integers(0, 4)) > 0,
+    )  # fmt: skip
+    return kw
 
 
 @st.composite
@@ -27,13 +61,18 @@ def configs(draw):
     groups: list[GroupSpec] = []
     if prefix:
         page = draw(st.sampled_from([1, 4, 512]))
-        groups.append(GroupSpec("attn", KIND_FULL, b, page))
+        groups.append(draw(st.sampled_from([GroupSpec("attn", KIND_FULL, b, page),
+                                            GroupSpec("swa", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))),
+                                            GroupSpec("conv", KIND_CONV, b, page, window=draw(st.integers(1, 8)))])))
         for i in range(draw(st.integers(0, 2))):
             ck = draw(st.integers(0, 1))
             al = draw(st.sampled_from([0, 1, 2, 4, 8])) if ck else 0
             groups.insert(draw(st.integers(0, len(groups))),
                           GroupSpec(f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck,
                                     checkpoint_alignment=al))
+        if draw(st.booleans()):
+            groups.insert(draw(st.integers(0, len(groups))),
+                          GroupSpec("w2", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))))
         if draw(st.booleans()):
             groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=draw(st.integers(1, 2))))
         usable = draw(st.integers(2, 30))
@@ -62,16 +101,20 @@ def configs(draw):
     if block_mode and cap % groups[0].page:
         cap = (cap // groups[0].page + 1) * groups[0].page
     timing = draw(st.sampled_from(["fixed1", "fixed_q", "table"]))
+    seqs = draw(st.integers(1, 5))
+    mml = draw(st.integers(16, 200))
+    budget = draw(st.integers(1, 64))
     kw = dict(
-        max_num_batched_tokens=draw(st.integers(1, 64)),
-        max_num_seqs=draw(st.integers(1, 5)),
-        max_model_len=draw(st.integers(16, 200)),
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        max_model_len=mml,
         reserve_full_isl=draw(st.booleans()),
         enable_chunked_prefill=True if prefix else draw(st.booleans()),
         watermark=draw(st.sampled_from([0.0, 0.1, 0.3])) if block_mode else 0.0,
         prefix_caching=prefix,
         fixed_step_seconds={"fixed1": 1.0, "fixed_q": 0.25, "table": None}[timing],
         table=TABLE if timing == "table" else None,
+        **draw(settings_(seqs, mml, budget)),
     )
     return make_config(groups, cap, **kw)
 
@@ -84,9 +127,13 @@ def traces(draw):
     lines = []
     prompts: list[int] = []
     shared_len: dict[str, int] = {}
+    long_outputs = draw(st.integers(0, 3)) == 0
     for i in range(n):
         p = draw(st.integers(1, 64))
-        d = {"request_id": f"r{i}", "prompt_len": p, "output_len": draw(st.integers(1, 40))}
+        d = {"request_id": f"r{i}", "prompt_len": p,
+             "output_len": draw(st.integers(1, 300 if long_outputs else 40))}
+        if draw(st.booleans()):
+            d["priority"] = draw(st.integers(-2, 2))
         share = draw(st.sampled_from(["none", "none", "of", "id"]))
         if share == "of" and i > 0:
             src = draw(st.integers(0, i - 1))
@@ -102,17 +149,23 @@ def traces(draw):
         if timed:
             d["arrival_time"] = draw(st.sampled_from([0.0, 0.01, 0.05, 0.25, 0.6, 2.0]))
         else:
-            d["arrival_step"] = draw(st.integers(0, 6))
+            d["arrival_step"] = draw(st.integers(0, 6)) * draw(st.sampled_from([1, 1, 20]))
         lines.append(json.dumps(d))
     return parse_trace_lines(lines)
 
 
 @st.composite
 def pc_configs(draw):
-    """Prefix-caching deployments (R-36 … R-38): full attention, 0–2 Mamba groups, an optional ring."""
+    """Prefix-caching deployments (R-36 … R-38): full attention and/or windowed groups,
+    0–2 Mamba groups, an optional ring, and random scheduler settings."""
     b = draw(st.sampled_from([2, 4, 8]))
     page = draw(st.sampled_from([1, 64]))
-    groups = [GroupSpec("attn", KIND_FULL, b, page)]
+    groups = []
+    if draw(st.integers(0, 3)):
+        groups.append(GroupSpec("attn", KIND_FULL, b, page))
+    for i in range(draw(st.integers(0 if groups else 1, 2))):
+        groups.append(GroupSpec(f"w{i}", draw(st.sampled_from([KIND_WINDOW, KIND_CONV])), b, page,
+                                window=draw(st.integers(1, 24))))
     for i in range(draw(st.integers(0, 2))):
         ck = draw(st.integers(0, 1))
         groups.insert(draw(st.integers(0, len(groups))), GroupSpec(
@@ -120,11 +173,14 @@ def pc_configs(draw):
             checkpoint_alignment=draw(st.sampled_from([1, 2, 4])) if ck else 0))
     if draw(st.booleans()):
         groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=1))
+    seqs = draw(st.integers(1, 6))
+    mml = draw(st.integers(64, 256))
+    budget = draw(st.integers(4, 64))
     return make_config(
         groups, draw(st.integers(8, 80)) * page,
-        max_num_batched_tokens=draw(st.integers(4, 64)), max_num_seqs=draw(st.integers(1, 6)),
-        max_model_len=draw(st.integers(64, 256)), reserve_full_isl=draw(st.booleans()),
-        watermark=draw(st.sampled_from([0.0, 0.0, 0.1])), prefix_caching=True, fixed_step_seconds=1.0)
+        max_num_batched_tokens=budget, max_num_seqs=seqs, max_model_len=mml, reserve_full_isl=draw(st.booleans()),
+        watermark=draw(st.sampled_from([0.0, 0.0, 0.1])), prefix_caching=True, fixed_step_seconds=1.0,
+        **draw(settings_(seqs, mml, budget)))
 
 
 @st.composite
@@ -141,6 +197,8 @@ def shared_traces(draw):
             src = draw(st.integers(0, i - 1))
             d["prefix_of"] = f"r{src}"
             d["prefix_of_len"] = draw(st.integers(1, min(p, prompts[src])))
+        if draw(st.booleans()):
+            d["priority"] = draw(st.integers(-2, 2))
         prompts.append(p)
         lines.append(json.dumps(d))
     return parse_trace_lines(lines)
@@ -153,12 +211,41 @@ def _outcome(cfg, tr, backend):
             tuple(r.raw.steps), r.raw.totals)  # fmt: skip
 
 
+def _chunked(cfg, tr, backend, steps, chunk):
+    """The same replay in chunks of ``chunk`` steps: its records, summary and diagnostic."""
+    run = ReplayRun(cfg, tr, backend=backend, steps=steps)
+    step_recs, req_recs = [], []
+    while not run.ended:
+        c = run.advance(chunk)
+        if steps:
+            assert c.first_step == len(step_recs) and len(c.steps) <= chunk
+        step_recs += c.steps
+        req_recs += c.requests
+    return step_recs, req_recs, run.summary(), (run.error.rule, run.error.message) if run.error else None
+
+
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs(), traces())
 def test_c_equals_python(cfg, tr):
     c = _outcome(cfg, tr, "c")
     p = _outcome(cfg, tr, "python")
     assert c == p
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), traces(), st.sampled_from([1, 3, 50]))
+def test_chunks_equal_the_whole_replay(cfg, tr, chunk):
+    """ReplayRun in chunks (with and without step records, both backends) gives run_replay's records."""
+    whole = run_replay(cfg, tr, backend="c")
+    order = {r.request_id: i for i, r in enumerate(tr.requests)}
+    err = (whole.error.rule, whole.error.message) if whole.error else None
+    for backend in ("c", "python"):
+        steps, reqs, summary, error = _chunked(cfg, tr, backend, True, chunk)
+        assert steps == list(whole.steps)
+        assert sorted(reqs, key=lambda r: order[r["request_id"]]) == whole.requests
+        assert (summary, error) == (whole.summary, err)
+        _, reqs2, summary2, error2 = _chunked(cfg, tr, backend, False, chunk)
+        assert (reqs2, summary2, error2) == (reqs, summary, error)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

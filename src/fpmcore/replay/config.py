@@ -21,6 +21,7 @@ from fpmcore.replay.model import (
     KIND_WINDOW,
     MAX_ARRIVAL_STEP,
     MAX_BYTES,
+    MAX_STEPS,
     MAX_TOKENS,
     POLICIES,
     GroupSpec,
@@ -171,8 +172,8 @@ def _check_settings(cfg: ReplayConfig) -> None:
         )
     if cfg.scheduling_policy not in POLICIES:
         raise _r3(f"scheduling_policy must be fcfs or priority: found {json.dumps(cfg.scheduling_policy)}")
-    if not _int(cfg.max_steps) or not 1 <= cfg.max_steps <= MAX_ARRIVAL_STEP:
-        raise _r3(f"max_steps must be a positive integer up to {MAX_ARRIVAL_STEP}: found {json.dumps(cfg.max_steps)}")
+    if not _int(cfg.max_steps) or not 1 <= cfg.max_steps <= MAX_STEPS:
+        raise _r3(f"max_steps must be a positive integer up to {MAX_STEPS}: found {json.dumps(cfg.max_steps)}")
     if not isinstance(cfg.rules, RuntimeRules):
         raise _r3("replay rules must be a RuntimeRules value")
     missing = [f for f, d in SETTING_DEFAULTS.items() if f not in cfg.rules.settings and getattr(cfg, f) != d]

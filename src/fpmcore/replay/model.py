@@ -55,10 +55,13 @@ REJ_QUEUED_TOKENS = 5
 MAX_TOKENS = 2**40
 MAX_BYTES = 2**53
 MAX_ARRIVAL_STEP = 2**40
+MAX_STEPS = 2**40
 MAX_PRIORITY = 2**62
-#: Default limit on the steps a replay executes one by one (``--max-steps``);
-#: steps the engine jumps over without step records do not count.
-DEFAULT_MAX_STEPS = 100_000_000
+#: Default limit on the steps of a replay (``--max-steps``): a replay that
+#: reaches it stops with a diagnostic.  Steps the engine jumps over (idle
+#: periods and decode-only stretches without step records) count too, so
+#: that a replay stops at the same step with and without records.
+DEFAULT_MAX_STEPS = 1_000_000_000
 
 # Request status in the raw result.
 ST_FINISHED = 1

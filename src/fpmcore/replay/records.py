@@ -75,7 +75,7 @@ def error_of(err: RawError) -> FpmError:
     if err.code == ERR_STEP_LIMIT:
         limit, k = err.values
         return FpmError(
-            "R-25", f"replay stopped at step {k}: it executed its limit of {limit} steps; raise it with --max-steps"
+            "R-25", f"replay stopped at step {k}: it reached its limit of {limit} steps; raise it with --max-steps"
         )
     raise AssertionError(f"unknown replay error code {err.code}")  # pragma: no cover
 

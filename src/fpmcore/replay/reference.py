@@ -164,7 +164,6 @@ class ReferenceEngine:
         self.capacity_bound = False
         self.unfinished = 0
         self.queued_tokens = 0
-        self.executed_total = 0
         self.seq = 0
         self.error: RawError | None = None
         self.ended = not requests
@@ -550,11 +549,10 @@ class ReferenceEngine:
         if self.mode != ARRIVE_STEP and not self.waiting_len() and not self.running:
             self.t = max(self.t, self.reqs_in[self.pending[0]].arrival_time)
         self.t_start = self.k * self.fixed if self.fixed is not None else self.t
-        if self.executed_total >= self.cfg.max_steps:
+        if self.nsteps >= self.cfg.max_steps:
             self.error = RawError(ERR_STEP_LIMIT, (self.cfg.max_steps, self.k))
             self.ended = True
             return None
-        self.executed_total += 1
         self.enqueue_arrivals()
         self.begin_step()
         self.schedule_running()
