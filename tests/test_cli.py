@@ -101,11 +101,17 @@ def test_native_backend_is_c_and_matches_the_package():
     assert native.version() == fpmcore.__version__
 
 
-def test_pure_python_switch():
+@pytest.mark.parametrize("env,backend", [
+    ({"FPM_PUREPYTHON": "1"}, "python"),
+    ({"FPMCORE_PUREPYTHON": "1"}, "python"),  # the deprecated former name still works
+    ({"FPM_PUREPYTHON": "0", "FPMCORE_PUREPYTHON": "1"}, "c"),  # the new name wins
+])  # fmt: skip
+def test_pure_python_switch(env, backend):
     code = "from fpmcore import native; print(native.BACKEND, native.version())"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FPMCORE_PUREPYTHON": "1"},
-                         capture_output=True, text=True)  # fmt: skip
-    assert out.stdout.split() == ["python", fpmcore.__version__]
+    base = {k: v for k, v in os.environ.items() if k not in ("FPM_PUREPYTHON", "FPMCORE_PUREPYTHON")}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    assert out.stdout.split() == [backend, fpmcore.__version__]
 
 
 def test_a_stale_build_is_refused(monkeypatch):
@@ -114,6 +120,7 @@ def test_a_stale_build_is_refused(monkeypatch):
     from fpmcore import native
 
     monkeypatch.setattr(fpmcore, "__version__", "0.0.0-stale")
+    monkeypatch.delenv("FPM_PUREPYTHON", raising=False)
     monkeypatch.delenv("FPMCORE_PUREPYTHON", raising=False)
     with pytest.raises(ImportError, match="built for 0.1.0, the package is 0.0.0-stale"):
         importlib.reload(native)

@@ -20,6 +20,8 @@ static const fpm_test_case CASES[] = {
 
 extern const fpm_test_case FPM_REPLAY_CASES[];
 extern const size_t FPM_REPLAY_NCASES;
+extern const fpm_test_case FPM_BOUNDARY_CASES[];
+extern const size_t FPM_BOUNDARY_NCASES;
 
 static void run_cases(const fpm_test_case *cases, size_t n, int *passed, int *failed) {
     for (size_t i = 0; i < n; i++) {
@@ -38,6 +40,7 @@ int main(void) {
     int passed = 0, failed = 0;
     run_cases(CASES, sizeof CASES / sizeof CASES[0], &passed, &failed);
     run_cases(FPM_REPLAY_CASES, FPM_REPLAY_NCASES, &passed, &failed);
+    run_cases(FPM_BOUNDARY_CASES, FPM_BOUNDARY_NCASES, &passed, &failed);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -15,8 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("backend,n", [("c", 120), ("python", 20)])
 def test_bench_glm_mixed_trace(benchmark, backend, n):
     """GLM requests with a shared system prompt, prefix caching on, the example FPM table."""
-    if backend == "c":
-        pytest.importorskip("fpmcore._native")
     cfg = config_from_profile(load_profile(ROOT / "examples/profiles/glm53flash-tp4.fpm-profile.json"),
                               prefix_caching=True, table=load_table(ROOT / "examples/fpm_tables/glm53flash-tp4.json"))
     full = load_trace(ROOT / "examples/traces/glm-mixed-120.jsonl")
@@ -42,7 +40,6 @@ def _pressure_trace(n: int) -> Trace:
 
 def test_bench_plain_10k_requests_under_pressure(benchmark):
     """The README's throughput figure: 10,000 requests on the plain example, C engine."""
-    pytest.importorskip("fpmcore._native")
     cfg = config_from_profile(load_profile(ROOT / "examples/profiles/plain-llama8b-like.fpm-profile.json"))
     trace = _pressure_trace(10_000)
     result = benchmark.pedantic(run_replay, args=(cfg, trace), kwargs={"backend": "c"}, rounds=3, iterations=1)
@@ -53,7 +50,6 @@ def test_bench_plain_10k_requests_under_pressure(benchmark):
 
 def test_bench_plain_10k_step_records(benchmark):
     """The same run with every R-34 step record built (``--steps``, ``--out``, ``--plot``)."""
-    pytest.importorskip("fpmcore._native")
     cfg = config_from_profile(load_profile(ROOT / "examples/profiles/plain-llama8b-like.fpm-profile.json"))
     trace = _pressure_trace(10_000)
 

@@ -65,7 +65,6 @@ def test_latency_vectors(backend, p, d, want, extra):
 
 
 def test_c_and_python_latency_bit_identical():
-    pytest.importorskip("fpmcore._native")
     from fpmcore.replay.cengine import step_time_c
 
     for p, d, _w, _e in CASES:

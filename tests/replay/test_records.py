@@ -42,7 +42,6 @@ def test_step_records_are_built_on_first_use(backend):
 
 def test_c_steps_are_read_from_exactly_sized_buffers():
     """The C backend: one sizing call, then the recorded steps equal the reference's, step by step (RV-3)."""
-    pytest.importorskip("fpmcore._native")
     c, py = _rv3("c"), _rv3("python")
     assert isinstance(c.raw.steps, LazySteps) and len(c.raw.steps) == 11
     assert tuple(c.raw.steps) == py.raw.steps

@@ -1,0 +1,64 @@
+"""The C library and its Python side agree on every constant; the build is required.
+
+The Python modules re-declare the C library's numbering (group kinds, arrival
+modes, policies, stop errors, reject reasons, events, the bounds of its
+boundary): each value must equal the header's, read through cffi (which
+takes the declarations from the headers themselves).  A missing C build
+fails here, it does not skip.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fpmcore._native import lib
+from fpmcore.replay import model
+
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
+
+#: Python name in fpmcore.replay.model -> C name in csrc/fpm_replay.h
+PAIRS = {
+    "KIND_FULL": "FPM_KIND_FULL", "KIND_WINDOW": "FPM_KIND_WINDOW", "KIND_CONV": "FPM_KIND_CONV",
+    "KIND_RING": "FPM_KIND_RING", "KIND_MAMBA": "FPM_KIND_MAMBA",
+    "ARRIVE_STEP": "FPM_ARRIVE_STEP", "ARRIVE_TIME": "FPM_ARRIVE_TIME",
+    "POLICY_FCFS": "FPM_POLICY_FCFS", "POLICY_PRIORITY": "FPM_POLICY_PRIORITY",
+    "ERR_OVERSIZED": "FPM_RERR_OVERSIZED", "ERR_STALL": "FPM_RERR_STALL", "ERR_NO_PHASE": "FPM_RERR_NO_PHASE",
+    "ERR_STEP_LIMIT": "FPM_RERR_STEP_LIMIT",
+    "ST_FINISHED": "FPM_RST_FINISHED", "ST_REJECTED": "FPM_RST_REJECTED",
+    "REJ_PROMPT": "FPM_REJ_PROMPT", "REJ_FINAL_FORWARD": "FPM_REJ_FINAL_FORWARD",
+    "REJ_INPUT_SEQUENCE": "FPM_REJ_INPUT_SEQ", "REJ_QUEUED_REQS": "FPM_REJ_QUEUED_REQS",
+    "REJ_QUEUED_TOKENS": "FPM_REJ_QUEUED_TOKENS",
+    "EV_ADMITTED": "FPM_EV_ADMITTED", "EV_PREEMPTED": "FPM_EV_PREEMPTED", "EV_FINISHED": "FPM_EV_FINISHED",
+    "EV_REJECTED": "FPM_EV_REJECTED",
+    "MAX_TOKENS": "FPM_MAX_TOKENS", "MAX_BYTES": "FPM_MAX_BYTES", "MAX_ARRIVAL_STEP": "FPM_MAX_ARRIVAL_STEP",
+    "MAX_STEPS": "FPM_MAX_STEPS", "MAX_PRIORITY": "FPM_MAX_PRIORITY",
+}  # fmt: skip
+
+
+def test_python_constants_equal_the_header():
+    for py, c in PAIRS.items():
+        assert getattr(model, py) == getattr(lib, c), (py, c)
+
+
+def test_every_replay_constant_of_the_header_has_a_python_twin():
+    """A constant added to the header without its Python twin fails here."""
+    header = (CSRC / "fpm_replay.h").read_text()
+    names = set(re.findall(r"#define (FPM_(?:KIND|ARRIVE|POLICY|RERR|RST|REJ|EV|MAX)_\w+)", header))
+    assert names == set(PAIRS.values())
+
+
+def test_status_codes_live_in_one_header():
+    """Every status code is defined once, in fpm_status.h, and the binding sees them all."""
+    codes = {}
+    for h in CSRC.glob("*.h"):
+        for name in re.findall(r"#define (FPM_(?:OK|E[A-Z]+))\b", h.read_text()):
+            codes.setdefault(name, []).append(h.name)
+    assert codes and all(files == ["fpm_status.h"] for files in codes.values()), codes
+    assert (lib.FPM_OK, lib.FPM_EINVAL, lib.FPM_ENOMEM, lib.FPM_ERANGE, lib.FPM_ENOSPC) == (0, 1, 2, 3, 4)
+
+
+def test_trace_priority_bound_is_the_engine_bound():
+    from fpmcore.replay import trace
+
+    assert trace.MAX_PRIORITY == lib.FPM_MAX_PRIORITY
