@@ -131,3 +131,51 @@ def test_examples_run(trace_name, profile):
     assert r.exit_code == 0, r.stderr
     s = r.json()["summary"]
     assert s["finished"] == s["requests"] and s["rejected"] == 0
+
+
+def test_vllm_scheduler_settings_as_engine_arguments(tmp_path):
+    """Issue 12 §2: vLLM's scheduler settings are ``fpm replay`` options named as vLLM's engine arguments."""
+    reqs = [{"request_id": f"r{i}", "arrival_step": 0, "prompt_len": 64, "output_len": 2, "priority": p}
+            for i, p in enumerate([3, -1, 0])]  # fmt: skip
+    t = _trace(tmp_path, *reqs)
+    base = ("replay", str(PLAIN), "--trace", str(t), "--steps", "--json", "--max-num-seqs", "1")
+    fcfs = fpm(*base).json()
+    assert [s["admitted"] for s in fcfs["steps"] if s["admitted"]] == [["r0"], ["r1"], ["r2"]]
+    prio = fpm(*base, "--scheduling-policy", "priority").json()
+    assert [s["admitted"] for s in prio["steps"] if s["admitted"]] == [["r1"], ["r2"], ["r0"]]
+    capped = fpm(*base, "--max-num-seqs", "3", "--long-prefill-token-threshold", "16").json()
+    assert [n for _r, n, _c in capped["steps"][0]["scheduled"]] == [16, 16, 16]
+    queued = fpm(*base, "--max-num-queued-reqs", "2").json()
+    rej = [r for r in queued["requests"] if r["status"] == "rejected"]
+    assert [(r["request_id"], r["reject_reason"]) for r in rej] == [("r2", "max_num_queued_reqs 2 reached: 2 unfinished requests")]
+    active = fpm(*base, "--max-num-seqs", "3", "--max-num-active-seqs", "1").json()
+    assert active["summary"]["peak_running"] == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("--max-num-seqs", "2", "--max-num-active-seqs", "3"),
+     "max_num_active_seqs (3) cannot be greater than max_num_seqs (2)"),
+    (("--long-prefill-token-threshold", "99999999"),
+     "long_prefill_token_threshold (99999999) cannot be greater than the max_model_len (32768)"),
+])  # fmt: skip
+def test_settings_vllm_refuses_are_refused(tmp_path, argv, message):
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 8, "output_len": 2})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), *argv)
+    assert r.exit_code == 2
+    assert message in r.stderr and "R-3" in r.stderr
+
+
+def test_bad_option_values_are_usage_errors(tmp_path):
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 8, "output_len": 2})
+    for argv in (("--watermark", "1.0"), ("--scheduling-policy", "lifo"), ("--max-num-queued-reqs", "-1"),
+                 ("--prefill-schedule-interval", "0")):  # fmt: skip
+        assert fpm("replay", str(PLAIN), "--trace", str(t), *argv).exit_code == 2, argv
+
+
+def test_step_limit_is_a_diagnostic(tmp_path):
+    """A replay that reaches --max-steps stops with a diagnostic naming the limit and how to raise it."""
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 8, "output_len": 100})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--max-steps", "10")
+    assert r.exit_code == 1
+    assert "replay stopped at step 10: it reached its limit of 10 steps; raise it with --max-steps" in r.stderr
+    assert fpm("replay", str(PLAIN), "--trace", str(t), "--max-steps", "100").exit_code == 0

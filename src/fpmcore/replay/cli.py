@@ -4,7 +4,17 @@
 
     fpm replay PROFILE --trace TRACE [--fpm-table TABLE] [--deployment I]
         [--max-num-seqs N] [--max-num-batched-tokens N] [--prefix-caching on|off]
-        [--no-reserve-full-isl] [--steps] [--out DIR] [--plot OUT.png] [--json]
+        [vLLM scheduler settings: --max-num-scheduled-tokens N --max-num-active-seqs N
+         --long-prefill-token-threshold N --[no-]long-prefill-token-threshold-adaptive
+         --prefill-schedule-interval N --scheduling-policy fcfs|priority
+         --max-num-queued-reqs N --max-num-queued-tokens N --watermark W
+         --[no-]scheduler-reserve-full-isl --[no-]enable-chunked-prefill]
+        [--max-steps N] [--steps] [--out DIR] [--plot OUT.png] [--json]
+
+The scheduler settings are vLLM's engine arguments, with vLLM's defaults
+(``--scheduling-policy priority`` reads each request's trace field
+``priority``; ``--max-num-queued-*`` reject arrivals as vLLM's API server
+does).
 
 Prints the R-35 summary as a table; ``--out DIR`` writes
 ``replay-steps.jsonl``, ``replay-requests.jsonl`` and ``replay-summary.json``
@@ -35,6 +45,55 @@ def _positive(text: str) -> int:
     return v
 
 
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
+    return v
+
+
+def _scheduler_options(p: argparse.ArgumentParser) -> None:
+    """vLLM 0.33.0's scheduler settings that change what is scheduled or allocated, as its engine arguments."""
+    g = p.add_argument_group("vLLM scheduler settings (vLLM's engine arguments and defaults)")
+    g.add_argument("--max-num-scheduled-tokens", type=_positive, metavar="N",
+                   help="tokens one step schedules at most (default: --max-num-batched-tokens)")
+    g.add_argument("--max-num-active-seqs", type=_positive, metavar="N",
+                   help="requests admitted into running at most (default: --max-num-seqs)")
+    g.add_argument("--long-prefill-token-threshold", type=_non_negative, default=0, metavar="N",
+                   help="cap a prefill chunk at N tokens while other requests wait or run (default 0: no cap)")
+    g.add_argument("--long-prefill-token-threshold-adaptive", action=argparse.BooleanOptionalAction, default=False,
+                   help="floor that cap at max_num_batched_tokens / (running + waiting requests)")
+    g.add_argument("--prefill-schedule-interval", type=_positive, default=1, metavar="N",
+                   help="admit prefill once every N executed steps (default 1)")
+    g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs",
+                   help="fcfs, or priority by the trace field priority (lower first)")
+    g.add_argument("--max-num-queued-reqs", type=_non_negative, metavar="N",
+                   help="reject an arrival when N requests are unfinished (vLLM's API server; default: no limit)")
+    g.add_argument("--max-num-queued-tokens", type=_non_negative, metavar="N",
+                   help="reject an arrival while N prompt tokens are in prefill (default: no limit)")
+    g.add_argument("--watermark", type=_fraction, default=0.0, metavar="W",
+                   help="fraction of the pool kept free when admitting requests (default 0)")
+    g.add_argument("--scheduler-reserve-full-isl", action=argparse.BooleanOptionalAction, default=True,
+                   help="admit a request only when its whole input fits (R-20; default on)")
+    g.add_argument("--no-reserve-full-isl", dest="scheduler_reserve_full_isl", action="store_false",
+                   help=argparse.SUPPRESS)
+    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
+                   help="split prefills into chunks of the token budget (default on)")
+
+
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="an *.fpm-profile.json file")
     p.add_argument("--trace", required=True, metavar="TRACE", help="JSONL trace (R-32) or the oracle's SCHED.json")
@@ -45,8 +104,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="default: the profile's max_num_tokens")
     p.add_argument("--prefix-caching", choices=("on", "off"), default="off",
                    help="model vLLM prefix caching (Mamba align mode); default off")
-    p.add_argument("--no-reserve-full-isl", action="store_true",
-                   help="turn off vLLM's full-input admission gate (R-20)")
+    _scheduler_options(p)
+    p.add_argument("--max-steps", type=_positive, metavar="N",
+                   help="stop a replay that reaches N steps (default 1,000,000,000)")
     p.add_argument("--steps", action="store_true", help="include the step records in --json output")
     p.add_argument("--out", metavar="DIR", help="write replay-steps.jsonl, replay-requests.jsonl, replay-summary.json")
     p.add_argument("--plot", metavar="OUT.png", help="plot running/waiting requests and pool use per step (matplotlib)")
@@ -123,6 +183,23 @@ def plot(result: Any, path: str) -> None:
     plt.close(fig)
 
 
+def scheduler_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The replay configuration's scheduler settings (:class:`~fpmcore.replay.model.ReplayConfig`) of the options."""
+    out: dict[str, Any] = {
+        "max_num_scheduled_tokens": args.max_num_scheduled_tokens,
+        "max_num_active_seqs": args.max_num_active_seqs,
+        "long_prefill_token_threshold": args.long_prefill_token_threshold,
+        "long_prefill_token_threshold_adaptive": args.long_prefill_token_threshold_adaptive,
+        "prefill_schedule_interval": args.prefill_schedule_interval,
+        "scheduling_policy": args.scheduling_policy,
+        "max_num_queued_reqs": args.max_num_queued_reqs,
+        "max_num_queued_tokens": args.max_num_queued_tokens,
+    }
+    if args.max_steps is not None:
+        out["max_steps"] = args.max_steps
+    return out
+
+
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.profile import load_profile
     from fpmcore.replay import config_from_profile, load_table, load_trace, run_replay
@@ -139,8 +216,11 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
         prefix_caching=args.prefix_caching == "on",
-        reserve_full_isl=not args.no_reserve_full_isl,
+        reserve_full_isl=args.scheduler_reserve_full_isl,
+        enable_chunked_prefill=args.enable_chunked_prefill,
+        watermark=args.watermark,
         table=table,
+        **scheduler_settings(args),
     )
     trace = load_trace(args.trace)
     with ctx.progress("replay", total=len(trace.requests)) as bar:
