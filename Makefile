@@ -12,7 +12,7 @@ STAMP := $(VENV)/.fpmcore-installed
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
-.PHONY: env demo test test-python test-c test-real docs bench clean
+.PHONY: env demo test test-python test-c test-real docs bench bench-env clean
 
 env: $(STAMP)
 
@@ -57,8 +57,25 @@ REAL_ENVS ?= vllm033-real,vllm027-real,vllm032-live
 test-real: env
 	$(VENV)/bin/tox -e $(REAL_ENVS)
 
-bench: env
+# The reference's Rust replay, for the side-by-side benchmark only: its wheel in
+# its own venv (never in .venv, never in the default suite).  Its import needs
+# none of the wheel's declared dependencies (jax, pandas, ...): --no-deps.
+BENCH_VENV := .venv-bench
+AISIM_WHEEL := aisimulate==0.13.0.dev202610200000000077
+
+bench-env: $(BENCH_VENV)/.installed
+
+$(BENCH_VENV)/.installed:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps "$(AISIM_WHEEL)"
+	@touch $@
+
+# make bench: ns per scheduled request-step of fpm replay and the ratio against
+# the reference's Rust replay on the anchor workload (one run, the same machine),
+# the scaling from 10**3 to 10**6 requests with peak RSS, then the pytest benchmarks.
+bench: env bench-env
+	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
 
 clean:
-	rm -rf $(VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so
+	rm -rf $(VENV) $(BENCH_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so

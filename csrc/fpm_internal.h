@@ -62,21 +62,21 @@ int64_t align_stop(const fpm_align_query *q);
 
 /* ---------------------------------------------------------------- engine */
 
-/* One request of the replay. */
+/* One request of the replay.  The fields a step reads come first (one cache line). */
 typedef struct {
     int64_t prompt_len;  /* P */
     int64_t output_len;  /* O */
     int64_t generated;   /* g: tokens sampled so far; len = P + g */
     int64_t computed;    /* c */
     int32_t slot;        /* holdings slot while it holds blocks, else -1 */
+    int32_t status;      /* 0, FPM_RST_* */
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
-    int32_t status;      /* 0, FPM_RST_* */
     int32_t reject_reason;
+    int64_t junction;    /* kept while running */
     int64_t reject_a, reject_b;
     int64_t preemptions;
     int64_t hit_tokens;  /* prefix hit of the first admission */
-    int64_t junction;    /* kept while running */
     int64_t arrival_seq; /* order of arrival: the priority tie-break */
     double arrival_time, first_scheduled_time, first_token_time, finish_time;
 } request_t;
@@ -134,6 +134,7 @@ struct fpm_replay {
     int preempted, prefill_scheduled, prefill_admitted;
     int64_t *sched_req, *sched_n, *sched_c;
     int64_t nsched;
+    int64_t np, pt, pkv, nd, dkv; /* the step's prefill and decode entries, counted as scheduled */
     fpm_event_rec *ev;
     int64_t nev, ev_cap;
     int64_t step_preempted, step_finished;

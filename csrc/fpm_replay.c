@@ -296,6 +296,7 @@ static void begin_step(engine_t *e) {
     e->budget = e->token_budget;
     e->preempted = e->prefill_scheduled = e->prefill_admitted = 0;
     e->nsched = 0;
+    e->np = e->pt = e->pkv = e->nd = e->dkv = 0;
     int64_t eligible = e->nrun + e->wq_len;
     e->threshold = eligible > 1 ? cfg->long_prefill_token_threshold : 0;
     if (e->threshold > 0 && cfg->long_prefill_adaptive)
@@ -311,12 +312,25 @@ static void begin_step(engine_t *e) {
     if (e->pc) pc_new_step(e);
 }
 
+/* a scheduled entry is a decode entry iff it computes the last token of a request that sampled one */
+static int is_decode(const request_t *r, int64_t n, int64_t c) {
+    return n == 1 && c == req_len(r) - 1 && r->generated >= 1;
+}
+
 static void schedule(engine_t *e, int64_t idx, int64_t n, int64_t c) {
     e->sched_req[e->nsched] = idx;
     e->sched_n[e->nsched] = n;
     e->sched_c[e->nsched] = c;
     e->nsched++;
     e->budget -= n;
+    if (is_decode(&e->req[idx], n, c)) {
+        e->nd++;
+        e->dkv += c;
+    } else {
+        e->np++;
+        e->pt += n;
+        e->pkv += c;
+    }
 }
 
 static void oversized(engine_t *e, int64_t bytes, int64_t n, int64_t c) {
@@ -361,6 +375,14 @@ static void unschedule(engine_t *e, int64_t idx) {
     for (int64_t s = 0; s < e->nsched; s++) {
         if (e->sched_req[s] != idx) continue;
         e->budget += e->sched_n[s];
+        if (is_decode(&e->req[idx], e->sched_n[s], e->sched_c[s])) {
+            e->nd--;
+            e->dkv -= e->sched_c[s];
+        } else {
+            e->np--;
+            e->pt -= e->sched_n[s];
+            e->pkv -= e->sched_c[s];
+        }
         int64_t rest = e->nsched - s - 1;
         memmove(&e->sched_req[s], &e->sched_req[s + 1], (size_t)rest * sizeof(int64_t));
         memmove(&e->sched_n[s], &e->sched_n[s + 1], (size_t)rest * sizeof(int64_t));
@@ -490,6 +512,7 @@ static void schedule_waiting(engine_t *e) {
         if (!r->admitted_once) {
             r->admitted_once = 1;
             r->hit_tokens = h;
+            r->first_scheduled_time = e->t_start;
         }
         e->prefill_admitted |= h < len - 1;
         event(e, FPM_EV_ADMITTED, idx);
@@ -501,18 +524,7 @@ static void schedule_waiting(engine_t *e) {
 /* the step's FPM coordinates and duration; 0 when the latency table lacks a phase */
 static int step_duration(engine_t *e) {
     fpm_step_rec *sr = &e->rec;
-    int64_t np = 0, pt = 0, pkv = 0, nd = 0, dkv = 0;
-    for (int64_t s = 0; s < e->nsched; s++) {
-        const request_t *r = &e->req[e->sched_req[s]];
-        if (e->sched_n[s] == 1 && e->sched_c[s] == req_len(r) - 1 && r->generated >= 1) {
-            nd++;
-            dkv += e->sched_c[s];
-        } else {
-            np++;
-            pt += e->sched_n[s];
-            pkv += e->sched_c[s];
-        }
-    }
+    int64_t np = e->np, pt = e->pt, pkv = e->pkv, nd = e->nd, dkv = e->dkv;
     double dur = 0.0;
     int32_t extra = 0;
     if (e->cfg.use_fixed_step) {
@@ -540,11 +552,10 @@ static int step_duration(engine_t *e) {
 /* advance computed tokens, sample, finish and release */
 static void finish_step(engine_t *e) {
     const int64_t L = e->cfg.max_model_len;
-    double t_start = e->t_start, t_end = e->rec.t_end;
+    double t_end = e->rec.t_end;
     int any = 0;
     for (int64_t s = 0; s < e->nsched; s++) {
         request_t *r = &e->req[e->sched_req[s]];
-        if (isnan(r->first_scheduled_time)) r->first_scheduled_time = t_start;
         int64_t len = req_len(r);
         r->prefill_chunk = e->sched_c[s] + e->sched_n[s] < len;
         r->computed += e->sched_n[s];

@@ -14,6 +14,7 @@ status other than ``FPM_OK``/``FPM_ENOSPC`` is a programming error and raises.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from fpmcore.replay.model import (
@@ -73,8 +74,8 @@ def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, st
     return out
 
 
-def _marshal(ffi: Any, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> tuple[Any, Any, list[Any]]:
-    """The C config and request array (and the cdata they point into, to keep alive)."""
+def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int) -> tuple[Any, Any, list[Any]]:
+    """The C config and the array of the ``n`` requests (and the cdata they point into, to keep alive)."""
     G = len(cfg.groups)
     groups = ffi.new("fpm_group[]", G)
     for i, g in enumerate(cfg.groups):
@@ -121,7 +122,6 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...]) -> tu
         c.prefill, c.nprefill = pre, len(cfg.table.prefill)
         c.decode, c.ndecode = dec, len(cfg.table.decode)
         keep += [pre, dec]
-    n = len(reqs)
     rq = ffi.new("fpm_replay_request[]", max(n, 1))
     upto_l: list[int] = []
     key_l: list[int] = []
@@ -161,12 +161,15 @@ def _totals(out: Any) -> RawTotals:
 class CReplay:
     """One replay in the C engine (``fpm_replay_open`` … ``fpm_replay_close``), advanced in chunks."""
 
-    def __init__(self, cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> None:
+    def __init__(self, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], mode: int, n: int | None = None) -> None:
         ffi, lib = _lib()
         self._ffi, self._lib = ffi, lib
         self.G = len(cfg.groups)
-        self.n = len(reqs)
-        self._inputs = _marshal(ffi, cfg, reqs)  # kept alive: the library reads them while the replay is open
+        if n is None:
+            reqs = tuple(reqs)
+            n = len(reqs)
+        self.n = n
+        self._inputs = _marshal(ffi, cfg, reqs, n)  # kept alive: the library reads them while the replay is open
         c, rq, _keep = self._inputs
         pp = ffi.new("fpm_replay **")
         st = lib.fpm_replay_open(c, rq, self.n, mode, pp)

@@ -126,11 +126,16 @@ def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]
     keys ``0 … S−1`` in order of appearance; request ``i``'s own key is ``S + i``.
     """
     shared: dict[str, int] = {}
+    any_prefix_of = False
     for r in trace.requests:
         if r.shared_prefix_id is not None:
             shared.setdefault(r.shared_prefix_id, len(shared))
+        any_prefix_of = any_prefix_of or r.prefix_of is not None
     base = len(shared)
-    index = {r.request_id: i for i, r in enumerate(trace.requests)}
+    n = len(trace.requests)
+    if not shared and not any_prefix_of:
+        return [()] * n, list(range(base, base + n))
+    index = {r.request_id: i for i, r in enumerate(trace.requests)} if any_prefix_of else {}
     out: list[tuple[tuple[int, int], ...]] = []
     for r in trace.requests:
         if r.shared_prefix_id is not None:
@@ -149,7 +154,7 @@ def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]
             out.append(tuple(bps))
         else:
             out.append(())
-    return out, [base + i for i in range(len(trace.requests))]
+    return out, list(range(base, base + n))
 
 
 #: Largest arrival step of a trace: every step up to it has a record (R-25),
@@ -157,20 +162,19 @@ def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]
 MAX_ARRIVAL_STEP = 50_000_000
 
 
-def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayRequest, ...], int]:
-    """The trace in engine form and its arrival mode (R-25).
+def arrival_mode(cfg: ReplayConfig, trace: Trace) -> int:
+    """R-25: step-exact arrivals (``arrival_step``, or timed with fixed step seconds), or timed with a table."""
+    return ARRIVE_STEP if trace.step_exact or cfg.fixed_step_seconds is not None else ARRIVE_TIME
+
+
+def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequest]:
+    """The trace's requests in engine form, one at a time (R-25, R-36).
 
     Refuses (rule ``R-32``) lengths above :data:`~fpmcore.replay.model.MAX_TOKENS`
     (the engine's integers) and arrivals after step :data:`MAX_ARRIVAL_STEP`.
     """
-    out = []
     origin, own = origins(trace)
-    if trace.step_exact:
-        mode = ARRIVE_STEP
-    elif cfg.fixed_step_seconds is not None:
-        mode = ARRIVE_STEP
-    else:
-        mode = ARRIVE_TIME
+    mode = arrival_mode(cfg, trace)
     for i, r in enumerate(trace.requests):
         if trace.step_exact:
             step, t = int(r.arrival_step or 0), 0.0
@@ -187,9 +191,12 @@ def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayReques
             raise FpmError(
                 "R-32", f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps"
             )
-        prio = getattr(r, "priority", None) or 0
-        out.append(ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], prio))
-    return tuple(out), mode
+        yield ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0)
+
+
+def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayRequest, ...], int]:
+    """The trace in engine form and its arrival mode (:func:`iter_engine_requests`)."""
+    return tuple(iter_engine_requests(cfg, trace)), arrival_mode(cfg, trace)
 
 
 def default_backend() -> str:
@@ -296,23 +303,23 @@ class ReplayRun:
         self._trace = trace.requests
         self._ids = [r.request_id for r in trace.requests]
         self._with_steps = steps
-        reqs, mode = engine_requests(cfg, trace)
         self.backend = _backend(backend, align_stop)
-        if self.backend == "c":
+        mode = arrival_mode(cfg, trace)
+        if self.backend == "c":  # marshalled one request at a time: no engine-form copy of the trace
             from fpmcore.replay.cengine import CReplay
 
-            self._engine: Any = CReplay(cfg, reqs, mode)
+            self._engine: Any = CReplay(cfg, iter_engine_requests(cfg, trace), mode, len(trace.requests))
         else:
-            self._engine = ReferenceEngine(cfg, reqs, mode, align_stop)
+            self._engine = ReferenceEngine(cfg, engine_requests(cfg, trace)[0], mode, align_stop)
         self._stats = records.RequestStats()
         #: Requests in the trace.
-        self.requests_total = len(reqs)
+        self.requests_total = len(trace.requests)
         #: Requests completed (finished or rejected) so far.
         self.requests_completed = 0
         #: Steps replayed so far (the number of the next step).
         self.steps_done = 0
         #: The replay is over: every request completed, or it stopped (:attr:`error`).
-        self.ended = not reqs
+        self.ended = not trace.requests
         self._raw_error: RawError | None = None
         self._totals: RawTotals | None = None
 

@@ -15,7 +15,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import attrs
 
@@ -171,9 +171,8 @@ class ReplayConfig:
         )
 
 
-@attrs.frozen
-class ReplayRequest:
-    """One trace request in engine form (R-32).
+class ReplayRequest(NamedTuple):
+    """One trace request in engine form (R-32); a named tuple (one per request: cheap to make).
 
     ``arrival_step`` is the step it enters at (step-exact arrivals and timed
     arrivals with fixed step seconds); ``arrival_time`` is used with a
@@ -218,9 +217,8 @@ class RawStep:
     held: tuple[tuple[int, tuple[int, ...]], ...]  # (request index, blocks per group)
 
 
-@attrs.frozen
-class RawRequest:
-    """One request's outcome (R-35 before formatting); times are NaN when unset."""
+class RawRequest(NamedTuple):
+    """One request's outcome (R-35 before formatting); times are NaN when unset (a named tuple)."""
 
     status: int
     reject_reason: int

@@ -155,27 +155,26 @@ def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dic
 
 def request_record(tr: Any, r: Any) -> dict[str, Any]:
     """The R-35 record of one completed request (``tr`` its trace line, ``r`` its :class:`RawRequest`)."""
-    fin = r.status == ST_FINISHED
     ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
-    if getattr(tr, "arrival_time", None) is not None:
+    if tr.arrival_time is not None:
         arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
+    if r.status == ST_FINISHED:  # a finished request has every time
+        return {
+            "request_id": tr.request_id, "arrival_time": arr, "prompt_len": tr.prompt_len,
+            "output_len": tr.output_len, "status": "finished", "reject_reason": None,
+            "first_scheduled_time": r.first_scheduled_time, "first_token_time": ft, "finish_time": fin_t,
+            "output_tokens": r.output_tokens, "preemptions": r.preemptions, "prefix_hit_tokens": r.prefix_hit_tokens,
+            "ttft_s": ft - arr, "tpot_s": (fin_t - ft) / (r.output_tokens - 1) if r.output_tokens > 1 else None,
+            "e2e_s": fin_t - arr,
+        }  # fmt: skip
     return {
-        "request_id": tr.request_id,
-        "arrival_time": _t(arr),
-        "prompt_len": tr.prompt_len,
-        "output_len": tr.output_len,
-        "status": "finished" if fin else "rejected",
+        "request_id": tr.request_id, "arrival_time": _t(arr), "prompt_len": tr.prompt_len,
+        "output_len": tr.output_len, "status": "rejected",
         "reject_reason": reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id),
-        "first_scheduled_time": _t(r.first_scheduled_time),
-        "first_token_time": _t(ft),
-        "finish_time": _t(fin_t),
-        "output_tokens": r.output_tokens,
-        "preemptions": r.preemptions,
-        "prefix_hit_tokens": r.prefix_hit_tokens,
-        "ttft_s": ft - arr if fin else None,
-        "tpot_s": (fin_t - ft) / (r.output_tokens - 1) if fin and r.output_tokens > 1 else None,
-        "e2e_s": fin_t - arr if fin else None,
-    }
+        "first_scheduled_time": _t(r.first_scheduled_time), "first_token_time": _t(ft), "finish_time": _t(fin_t),
+        "output_tokens": r.output_tokens, "preemptions": r.preemptions, "prefix_hit_tokens": r.prefix_hit_tokens,
+        "ttft_s": None, "tpot_s": None, "e2e_s": None,
+    }  # fmt: skip
 
 
 def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any]]:

@@ -458,6 +458,7 @@ class ReferenceEngine:
             if not r.admitted_once:
                 r.admitted_once = True
                 r.hit = h
+                r.first_sched = self.t_start
             self.prefill_admitted |= h < r.len - 1
             self.event(EV_ADMITTED, r)
             self.schedule(r, n, h)
@@ -494,8 +495,6 @@ class ReferenceEngine:
         """R-23: advance computed tokens, sample, finish and release."""
         L = self.cfg.max_model_len
         for r, n, cb in self.scheduled:
-            if math.isnan(r.first_sched):
-                r.first_sched = self.t_start
             length = r.len
             r.prefill_chunk = cb + n < length
             r.c += n

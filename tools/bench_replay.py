@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""``make bench``: fpm replay against the reference's Rust replay on the anchor workload (issue 12 §4).
+
+The anchor workload: N requests of 4,096 prompt and 512 output tokens arriving
+at step 0; 48 full-attention and 16 sliding-window (1,024) layers as two cache
+groups of 64-token blocks and 262,144-byte pages; 128,000 blocks;
+``max_num_seqs`` 256, ``max_num_batched_tokens`` 8,192, ``max_model_len``
+8,192.  For N = 2,000 and 20,000 this measures, best of three in one run:
+
+* ``fpm replay``: :func:`fpmcore.replay.run_replay` (C engine; summary and
+  request records, the step records not built), in ns per scheduled
+  request-step (the sum over steps of the requests scheduled in the step);
+* the reference's Rust replay (``aisimulate._runtime.run_replay_json`` of the
+  ``aisimulate==0.13.0.dev202610200000000077`` wheel, installed by
+  ``make bench-env`` in ``.venv-bench``) on the same workload
+  (``tools/bench/aisim-state.spec.json`` with the anchor's groups), run in
+  that interpreter;
+
+and prints the ratio.  ``--scaling`` adds 10**3 … 10**6 requests (each in its
+own process, streamed through :class:`fpmcore.replay.ReplayRun` without step
+records) with its time, ns per request-step and peak RSS.
+
+    .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "tools" / "bench" / "aisim-state.spec.json"
+PAGE = 262_144
+
+
+def anchor(n: int):
+    """The anchor workload for ``fpm replay``: its configuration and trace."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from fpmcore.replay import make_config
+    from fpmcore.replay.model import KIND_FULL, KIND_WINDOW, GroupSpec
+    from fpmcore.replay.trace import Trace, TraceRequest
+
+    cfg = make_config([GroupSpec("full", KIND_FULL, 64, PAGE), GroupSpec("swa", KIND_WINDOW, 64, PAGE, window=1024)],
+                      128_000 * PAGE, max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=8192,
+                      fixed_step_seconds=1.0)  # fmt: skip
+    trace = Trace(tuple(TraceRequest(f"r{i}", 4096, 512, arrival_step=0) for i in range(n)), "arrival_step")
+    return cfg, trace
+
+
+def request_steps(n: int) -> int:
+    """Scheduled request-steps of the anchor workload with ``n`` requests (from the step records)."""
+    from fpmcore.replay import run_replay
+
+    cfg, trace = anchor(n)
+    cols = run_replay(cfg, trace, backend="c").raw.steps.columns(keep=False)
+    return len(cols.sched_req)
+
+
+def best_of(fn, repeat: int) -> tuple[float, float]:
+    """The best wall and CPU seconds of ``repeat`` calls (CPU time: the machine may be shared)."""
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
+    return wall, cpu
+
+
+def time_fpm(n: int, repeat: int = 5) -> tuple[float, float]:
+    from fpmcore.replay import run_replay
+
+    cfg, trace = anchor(n)
+
+    def once() -> None:
+        r = run_replay(cfg, trace, backend="c")
+        assert r.summary["finished"] == n and r.error is None
+
+    return best_of(once, repeat)
+
+
+def rust_spec(n: int) -> str:
+    """The reference's replay spec of the anchor workload (tools/bench/README of the shared bench notes)."""
+    import aisimulate_core  # the reference's package, in the bench interpreter
+
+    spec = json.loads(SPEC.read_text())
+    rank = spec["spec"]["engine"]["rank"]
+    for key in ("state_cache", "kv_cache_bytes_per_token", "num_gpu_blocks"):
+        rank.pop(key, None)
+    rank["kv_cache_groups"] = [
+        {"name": "full", "kind": "attention", "num_layers": 48, "block_size_tokens": 64, "page_size_bytes": PAGE},
+        {"name": "swa", "kind": "attention", "num_layers": 16, "block_size_tokens": 64, "page_size_bytes": PAGE,
+         "sliding_window": 1024},
+    ]  # fmt: skip
+    rank["kv_cache_capacity_bytes"] = 4000 * 64 * 131072
+    rank["timing_model"] = {"type": "fixed", "prefill_ms": 50.0, "decode_ms": 20.0}
+    spec["traffic"].update(request_count=n, isl=4096, osl=512, concurrency=256)
+    spec["spec"]["max_in_flight"] = 256
+    systems = str(Path(aisimulate_core.__file__).parent / "systems")
+    return json.dumps(spec).replace("AISIM_SYSTEMS", systems)
+
+
+def time_rust(n: int, repeat: int = 5) -> tuple[float, float]:
+    """Runs in the bench interpreter (``--rust N``)."""
+    import aisimulate._runtime as runtime
+
+    spec = rust_spec(n)
+
+    def once() -> None:
+        out = json.loads(runtime.run_replay_json(spec))
+        assert out["completed_requests"] == n, out.get("completed_requests")
+
+    return best_of(once, repeat)
+
+
+def scaling_point(n: int) -> dict:
+    """One size of the scaling table, streamed without step records (run in its own process for its peak RSS)."""
+    from fpmcore.replay import ReplayRun
+
+    cfg, trace = anchor(n)
+    t, c = time.perf_counter(), time.process_time()
+    run = ReplayRun(cfg, trace, steps=False)
+    while not run.ended:
+        run.advance(1 << 40)
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    s = run.summary()
+    assert s["finished"] == n
+    # request-steps: every request is scheduled in ceil(4096 / chunk) prefill steps and 511 decode steps;
+    # counted exactly from the summary's totals would need records, so use the measured anchor ratio.
+    return {"requests": n, "seconds": dt, "cpu_seconds": dc, "steps": s["steps"],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rust-python", default=str(ROOT / ".venv-bench" / "bin" / "python"),
+                    help="the interpreter with the reference's wheel (make bench-env)")
+    ap.add_argument("--sizes", default="2000,20000")
+    ap.add_argument("--scaling", action="store_true", help="also 10**3 ... 10**6 requests with peak RSS")
+    ap.add_argument("--rust", type=int, metavar="N", help=argparse.SUPPRESS)
+    ap.add_argument("--point", type=int, metavar="N", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rust is not None:  # inside the bench interpreter
+        wall, cpu = time_rust(args.rust)
+        print(json.dumps({"seconds": wall, "cpu_seconds": cpu}))
+        return 0
+    if args.point is not None:
+        print(json.dumps(scaling_point(args.point)))
+        return 0
+    if not Path(args.rust_python).exists():
+        print(f"bench: {args.rust_python} does not exist; run make bench-env", file=sys.stderr)
+        return 2
+    print("anchor workload: N x 4096/512 tokens, 48 full + 16 sliding-window(1024) layers, block 64, "
+          "128,000 blocks, max_num_seqs 256; best of 5, CPU time (wall time)")
+    print(f"{'N':>8} {'request-steps':>14} {'fpm replay s':>16} {'ns/req-step':>14} {'Rust replay s':>16} "
+          f"{'Rust ns/req-step':>17} {'ratio':>7}")
+    for n in (int(x) for x in args.sizes.split(",")):
+        rs = request_steps(n)
+        wall, cpu = time_fpm(n)
+        proc = subprocess.run([args.rust_python, __file__, "--rust", str(n)], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
+        rust = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{n:>8,} {rs:>14,} {cpu:>7.4f} ({wall:.4f}) {cpu / rs * 1e9:>6.1f} ({wall / rs * 1e9:.1f}) "
+              f"{rust['cpu_seconds']:>7.3f} ({rust['seconds']:.3f}) {rust['cpu_seconds'] / rs * 1e9:>9.1f} "
+              f"{rust['cpu_seconds'] / cpu:>6.1f}x")
+    if args.scaling:
+        per = request_steps(2000) / 2000
+        print("\nscaling (ReplayRun without step records, one process per size; CPU time)")
+        print(f"{'requests':>10} {'steps':>10} {'CPU s':>9} {'wall s':>9} {'ns/req-step':>12} {'peak RSS MB':>12}")
+        for n in (1_000, 10_000, 100_000, 1_000_000):
+            proc = subprocess.run([sys.executable, __file__, "--point", str(n)], capture_output=True, text=True,
+                                  check=True)  # fmt: skip
+            p = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(f"{n:>10,} {p['steps']:>10,} {p['cpu_seconds']:>9.3f} {p['seconds']:>9.3f} "
+                  f"{p['cpu_seconds'] / (per * n) * 1e9:>12.1f} {p['peak_rss_mb']:>12.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
