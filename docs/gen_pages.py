@@ -164,6 +164,8 @@ def trace_schema() -> dict[str, Any]:
             props[f] = {"type": "integer", "minimum": minimum[f]}
         elif f == "arrival_time":
             props[f] = {"type": "number", "minimum": 0}
+        elif f == "priority":
+            props[f] = {"type": "integer", "minimum": -trace.MAX_PRIORITY, "maximum": trace.MAX_PRIORITY}
         else:
             props[f] = {"type": "string", "minLength": 1}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "fpm replay trace line (R-32)",

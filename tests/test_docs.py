@@ -108,7 +108,9 @@ def test_the_trace_schema_agrees_with_the_trace_reader():
     good = {"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2}
     jsonschema.validate(good, schema)
     parse_trace_lines([__import__("json").dumps(good)])
-    for bad in ({**good, "priority": 1}, {**good, "output_len": 0}, {**good, "prompt_len": True},
+    jsonschema.validate({**good, "priority": -3}, schema)
+    parse_trace_lines([__import__("json").dumps({**good, "priority": -3})])
+    for bad in ({**good, "deadline": 1}, {**good, "priority": "high"}, {**good, "output_len": 0}, {**good, "prompt_len": True},
                 {**good, "arrival_time": -1}, {"request_id": "a", "prompt_len": 8, "output_len": 2}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)

@@ -29,26 +29,28 @@ def test_every_replay_option_is_a_setting_or_an_axis_or_an_output():
 
 
 def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_sweep(monkeypatch, tmp_path):
-    """A new replay option (here --watermark, a parameter of config_from_profile) is settable and reaches the config."""
+    """A new replay option (here --max-model-len, a parameter of config_from_profile) is settable and reaches
+    the config; so is --watermark, which fpm replay has."""
     import fpmcore.replay.cli as replay_cli
 
     original = replay_cli.configure
 
     def configure(p):
         original(p)
-        p.add_argument("--watermark", type=float, default=0.0, help="fraction of pool blocks kept free (R-20)")
+        p.add_argument("--max-model-len", type=int, help="the deployment's max_model_len")
 
     monkeypatch.setattr(replay_cli, "configure", configure)
     settings = S.replay_settings()
-    assert settings["watermark"].kind == "value"
+    assert settings["max_model_len"].kind == "value" and settings["watermark"].kind == "value"
     grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                            "settings": {"watermark": [0, 0.25]}})
+                                            "settings": {"max_model_len": [65536, 131072], "watermark": [0, 0.25]}})
     sweep = expand(grid)
     cfgs = [build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings) for t in sweep.tasks]
-    assert [c.watermark for c in cfgs] == [0.0, 0.25]
+    assert sorted((c.max_model_len, c.watermark) for c in cfgs) == [
+        (65536, 0.0), (65536, 0.25), (131072, 0.0), (131072, 0.25)]
     # R-3 is checked before any run: a watermark of 1 is refused with the replay's own diagnostic
     write_grid(grid, {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"watermark": [0.5, 1]}})
-    with pytest.raises(FpmError, match=r"watermark must be in \[0, 1\): found 1.0 \[R-3\]"):
+    with pytest.raises(FpmError, match=r"watermark .*must be a number in \[0, 1\), got '1'"):
         expand(grid)
 
 

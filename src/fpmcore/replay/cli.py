@@ -65,6 +65,13 @@ def _fraction(text: str) -> float:
     return v
 
 
+def _on_off(g: Any, option: str, dest: str, default: bool, help: str) -> None:
+    """vLLM's ``--X`` / ``--no-X`` pair of a boolean setting, as two flags of one ``dest``."""
+    g.add_argument(option, dest=dest, action="store_true", default=default,
+                   help=f"{help} (default {'on' if default else 'off'})")
+    g.add_argument("--no-" + option[2:], dest=dest, action="store_false", help=f"turn {option} off")
+
+
 def _scheduler_options(p: argparse.ArgumentParser) -> None:
     """vLLM 0.33.0's scheduler settings that change what is scheduled or allocated, as its engine arguments."""
     g = p.add_argument_group("vLLM scheduler settings (vLLM's engine arguments and defaults)")
@@ -74,8 +81,8 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
                    help="requests admitted into running at most (default: --max-num-seqs)")
     g.add_argument("--long-prefill-token-threshold", type=_non_negative, default=0, metavar="N",
                    help="cap a prefill chunk at N tokens while other requests wait or run (default 0: no cap)")
-    g.add_argument("--long-prefill-token-threshold-adaptive", action=argparse.BooleanOptionalAction, default=False,
-                   help="floor that cap at max_num_batched_tokens / (running + waiting requests)")
+    _on_off(g, "--long-prefill-token-threshold-adaptive", "long_prefill_token_threshold_adaptive", False,
+            "floor that cap at max_num_batched_tokens / (running + waiting requests)")
     g.add_argument("--prefill-schedule-interval", type=_positive, default=1, metavar="N",
                    help="admit prefill once every N executed steps (default 1)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs",
@@ -86,12 +93,12 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
                    help="reject an arrival while N prompt tokens are in prefill (default: no limit)")
     g.add_argument("--watermark", type=_fraction, default=0.0, metavar="W",
                    help="fraction of the pool kept free when admitting requests (default 0)")
-    g.add_argument("--scheduler-reserve-full-isl", action=argparse.BooleanOptionalAction, default=True,
-                   help="admit a request only when its whole input fits (R-20; default on)")
-    g.add_argument("--no-reserve-full-isl", dest="scheduler_reserve_full_isl", action="store_false",
-                   help=argparse.SUPPRESS)
-    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
-                   help="split prefills into chunks of the token budget (default on)")
+    _on_off(g, "--scheduler-reserve-full-isl", "reserve_full_isl", True,
+            "admit a request only when its whole input fits (R-20)")
+    g.add_argument("--no-reserve-full-isl", action="store_true",
+                   help="the same as --no-scheduler-reserve-full-isl (fpmcore's earlier name)")
+    _on_off(g, "--enable-chunked-prefill", "enable_chunked_prefill", True,
+            "split prefills into chunks of the token budget")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -216,7 +223,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
         prefix_caching=args.prefix_caching == "on",
-        reserve_full_isl=args.scheduler_reserve_full_isl,
+        reserve_full_isl=args.reserve_full_isl and not args.no_reserve_full_isl,
         enable_chunked_prefill=args.enable_chunked_prefill,
         watermark=args.watermark,
         table=table,

@@ -14,6 +14,7 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.replay.model import (
+    DEFAULT_MAX_STEPS,
     KIND_CONV,
     KIND_FULL,
     KIND_MAMBA,
@@ -197,20 +198,36 @@ def config_from_profile(
     table: LatencyTable | None = None,
     fixed_step_seconds: float | None = None,
     capacity_bytes: int | None = None,
+    max_num_scheduled_tokens: int | None = None,
+    max_num_active_seqs: int | None = None,
+    long_prefill_token_threshold: int = 0,
+    long_prefill_token_threshold_adaptive: bool = False,
+    prefill_schedule_interval: int = 1,
+    scheduling_policy: str = "fcfs",
+    max_num_queued_reqs: int | None = None,
+    max_num_queued_tokens: int | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
     rules: RuntimeRules | None = None,
-    **settings: Any,
 ) -> ReplayConfig:
     """R-1 defaults from an ``FpmModelProfile``'s deployment, then R-3.
 
     Without a table and without ``fixed_step_seconds`` every step takes 1.0 s
-    (R-31).  ``settings`` are the scheduler settings of :class:`ReplayConfig`
-    (``max_num_scheduled_tokens``, ``long_prefill_token_threshold``,
-    ``scheduling_policy``, …, and ``max_steps``); ``rules`` the runtime
-    release's (default :func:`~fpmcore.replay.rules.default_rules`).
+    (R-31).  The scheduler settings are vLLM's (:class:`ReplayConfig`);
+    ``rules`` the runtime release's (default
+    :func:`~fpmcore.replay.rules.default_rules`).  Every parameter is a
+    ``fpm replay`` option of the same name (``fpm sweep`` maps them so).
     """
-    unknown = sorted(set(settings) - set(SETTING_DEFAULTS) - {"max_steps"})
-    if unknown:
-        raise TypeError(f"config_from_profile() got unexpected keyword arguments: {unknown}")
+    settings: dict[str, Any] = {
+        "max_num_scheduled_tokens": max_num_scheduled_tokens,
+        "max_num_active_seqs": max_num_active_seqs,
+        "long_prefill_token_threshold": long_prefill_token_threshold,
+        "long_prefill_token_threshold_adaptive": long_prefill_token_threshold_adaptive,
+        "prefill_schedule_interval": prefill_schedule_interval,
+        "scheduling_policy": scheduling_policy,
+        "max_num_queued_reqs": max_num_queued_reqs,
+        "max_num_queued_tokens": max_num_queued_tokens,
+        "max_steps": max_steps,
+    }
     dep = profile.deployments[deployment]
     res = dep.resources
     if res.cache_layout != "grouped" or not res.cache_groups:

@@ -40,7 +40,7 @@ class PcHold:
         self.ncached = [0] * ngroups  # cache_blocks progress (vLLM num_cached_block)
 
 
-class BlockPool:
+class BlockStore:
     """Free queue, reference counts, cached keys (vLLM 0.33.0 ``BlockPool``)."""
 
     def __init__(self, usable: int, uncached_to_front: bool) -> None:
@@ -157,7 +157,7 @@ class PrefixCachingPool:
         self.requests = requests
         self.B = sched_block
         self.H = hash_block
-        self.pool = BlockPool(usable, cfg.rules.uncached_blocks_to_front)
+        self.pool = BlockStore(usable, cfg.rules.uncached_blocks_to_front)
         # the last lookup (R-37)
         self.hit_h = 0
         self.hit_lo = [0] * self.G
