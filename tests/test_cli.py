@@ -106,7 +106,7 @@ def test_native_backend_is_c_and_matches_the_package():
     ({"FPMCORE_PUREPYTHON": "1"}, "python"),  # the deprecated former name still works
     ({"FPM_PUREPYTHON": "0", "FPMCORE_PUREPYTHON": "1"}, "c"),  # the new name wins
 ])  # fmt: skip
-def test_pure_python_switch(env, backend):
+def test_reference_switch(env, backend):
     code = "from fpmcore import native; print(native.BACKEND, native.version())"
     base = {k: v for k, v in os.environ.items() if k not in ("FPM_PUREPYTHON", "FPMCORE_PUREPYTHON")}
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,

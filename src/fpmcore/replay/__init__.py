@@ -3,24 +3,40 @@
 Public API::
 
     from fpmcore.profile import load_profile
-    from fpmcore.replay import config_from_profile, load_table, load_trace, run_replay
+    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, run_replay
 
-    cfg = config_from_profile(load_profile(path), prefix_caching=True, table=load_table(t))
+    cfg = config_from_profile(load_profile(path), prefix_caching=True, table=load_table(t),
+                              long_prefill_token_threshold=2048, scheduling_policy="priority")
     result = run_replay(cfg, load_trace("trace.jsonl"))   # result.steps / .requests / .summary / .error
 
-Engines.  The C library (``csrc/fpm_replay.c``, ``fpm_replay_run``) replays a
-whole trace in one call; the pure-Python reference
-(:mod:`fpmcore.replay.reference`, with :mod:`fpmcore.replay.prefix`) is its
-oracle and runs instead when ``FPMCORE_PUREPYTHON=1`` is set.  Both take the
-same checked :class:`ReplayConfig` and give identical records.  The summary
-comes from the request records and the engine's R-35 totals; the R-34 step
-records (``result.steps``) are built only when read: the C backend then
-records the steps in a second call with exactly sized buffers.
+    run = ReplayRun(cfg, load_trace("trace.jsonl"))       # the same replay in chunks of steps
+    for chunk in run:                                     # chunk.steps, chunk.requests: records to stream
+        ...                                               # run.steps_done, run.requests_completed: progress
+    run.summary(), run.error
+
+Engines.  The C library (``csrc/``: ``fpm_replay_open``, ``fpm_replay_advance``,
+``fpm_replay_close``) and its Python reference mirror each other file by file
+and phase by phase: :mod:`~fpmcore.replay.reference` (the scheduler loop,
+``fpm_replay.c``), :mod:`~fpmcore.replay.pool` (the block-count pool,
+``fpm_pool.c``), :mod:`~fpmcore.replay.prefix` (the prefix-caching pool,
+``fpm_prefix.c``), :mod:`~fpmcore.replay.latency` (``fpm_latency.c``) and
+:mod:`~fpmcore.replay.align` (``fpm_align.c``).  ``FPM_PUREPYTHON=1`` runs the
+reference instead of C (``FPMCORE_PUREPYTHON``, the former name, is
+deprecated).  Both take the same checked :class:`ReplayConfig` and give
+identical records.  :func:`run_replay` computes the summary in one pass
+without step records (the C engine then jumps over idle periods and
+decode-only stretches) and builds the R-34 step records only when they are
+read.  :class:`ReplayRun` advances a replay in chunks of steps; its memory is
+bounded by the trace, never by the steps.
+
+The rules that differ between runtime releases are a
+:class:`~fpmcore.replay.rules.RuntimeRules` value (``ReplayConfig.rules``;
+:func:`~fpmcore.replay.rules.default_rules` gives vLLM 0.33.0's).
 
 Prefix caching (R-36 … R-38) keeps vLLM's block identities: the free queue,
-reference counts, cached content keys, same-step Mamba states and eviction.
-Without it the pool counts blocks (bytes in byte mode), which is all vLLM's
-accounting needs when nothing is cached.
+reference counts, cached content keys, same-step Mamba states and eviction,
+for every group kind.  Without it the pool counts blocks (bytes in byte
+mode), which is all vLLM's accounting needs when nothing is cached.
 
 The align-stop rule (06 R-§4).  The C engine cannot call Python per step, so
 it implements vLLM 0.33.0's ``_mamba_block_aligned_split`` (04 G-2 … G-6)
@@ -32,7 +48,8 @@ hook, e.g. the ``glm53flash`` plugin) is used by the Python reference:
 ``tests/replay/test_align_stop.py`` checks that the C rule, the reference's
 and the installed plugin's agree on AS-1 … AS-19 and on random queries.
 
-Deliberate differences from the letter of chapter 06 (each with its reason):
+Deliberate differences from the letter of chapter 06 (each with its reason;
+where vLLM 0.33.0 and the chapter disagree, the engine follows vLLM):
 
 RD-1 (R-26)  A step that schedules nothing but preempted a request is no
     stall: the request is re-admitted at the next step, as in vLLM.
@@ -43,7 +60,9 @@ RD-3 (R-35)  ``makespan_s`` is the last step's ``t_end`` minus the first
     null when undefined; in byte mode ``max_full_context_requests`` is
     ``capacity_bytes // peak bytes``.  R-35 leaves these open.
 RD-4 (R-32)  Lengths above 2**40 and arrivals after step 50,000,000 are
-    refused (rule R-32): the engine's integers and the empty steps of R-25.
+    refused (rule R-32): the engine's integers, and the empty steps of R-25
+    that the Python reference replays one by one.  The C library bounds every
+    input itself (``FPM_MAX_*`` in ``csrc/fpm_replay.h``).
 RD-5 (R-27)  A table file is a list of rows or ``{"rows": [...]}``; rows
     may carry ``dp_rank`` (the maximum over ranks is kept); malformed rows get
     ``latency table row <i>: ...`` diagnostics.
@@ -54,6 +73,58 @@ RD-7 (R-6)   A Mamba group reserves its checkpoint block only when the
     checkpoint column of its block table is free, as vLLM's
     ``_needs_internal_checkpoint`` requires; R-6 leaves this implicit.
 RD-8 (R-35)  ``fpm replay --json`` adds ``"error"`` when the replay stopped.
+RD-9 (R-3, R-36 … R-38)  Prefix caching works with sliding-window and
+    convolution groups (R-3 refused them), as vLLM's ``SlidingWindowManager``
+    does it: a hit at ``h`` needs the ``cdiv(W − 1, B)`` blocks below ``h``
+    cached (or every block from the start); blocks that leave the window
+    become null and are freed before the free-space check (R-7 step 1), one
+    batch per group, highest first; of a request's blocks only the run a later
+    hit needs below its replay boundary ``P − 1`` and below its junction is
+    cached (vLLM's ``prefix_cache_retention_interval`` 0), the others are
+    freed to the front of the queue.  The hit of a request is the fixed point
+    of vLLM's ``HybridKVCacheCoordinator``: full attention first, then every
+    windowed group and the Mamba groups until none shortens it; the junction
+    (R-36) is the first cacheable group's hit when it is longer, for every
+    model with two or more groups.  Every attention, convolution and Mamba
+    group must use one block size (vLLM schedules by the groups' least
+    common multiple; refused with a diagnostic).
+RD-10 (R-20) With prefix caching, a windowed group's share of the full-input
+    gate is ``max(min(cdiv(N, B), cap) − h / B, 0)`` plus its evictable hit
+    blocks (vLLM subtracts the hit from the capped count); R-20 omits the hit.
+RD-11 (R-13, R-14, R-18 … R-22)  vLLM 0.33.0's scheduler settings
+    (``ReplayConfig``): a step schedules at most
+    ``min(max_num_scheduled_tokens, max_num_batched_tokens)`` tokens;
+    ``long_prefill_token_threshold`` caps every chunk while more than one
+    request runs or waits (its adaptive form floors the cap at
+    ``max_num_batched_tokens`` divided by them); the align split's chunk
+    limit is ``min(max_num_scheduled_tokens, long_prefill_token_threshold)``;
+    ``max_num_active_seqs`` bounds admissions into running;
+    ``prefill_schedule_interval`` N defers prefill (running prefill chunks, and
+    admissions with more than one token to compute) until N executed steps
+    have passed since the last step that carried prefill, unless the last
+    admission pass could not drain the waiting queue; the ``priority`` policy
+    orders the waiting queue by (``priority``, arrival order), preempts the
+    running request with the largest (``priority``, arrival order), returns
+    the tokens of a victim already scheduled in the step to the budget, and
+    goes on with the next running request after one that preempted itself.
+RD-12 (R-12, R-25)  ``max_num_queued_reqs`` / ``max_num_queued_tokens`` reject
+    an arrival as vLLM's API server does (``AsyncLLM.check_admission``,
+    before the prompt-length check of R-12): when the unfinished requests
+    plus one exceed the limit, or when the prompt tokens of unfinished
+    requests that have produced no token reach it.
+RD-13 (R-25)  A replay stops at ``max_steps`` steps (default 10**9) with
+    ``replay stopped at step <k>: it reached its limit of <n> steps; raise it
+    with --max-steps`` (rule R-25).  Without step records the C engine jumps
+    over idle periods and decode-only stretches (the same totals and request
+    records as stepping through them); jumped steps count toward the limit,
+    so a replay stops at the same step with and without records.
+RD-14 (R-40)  The verified envelope: every group kind with prefix caching on
+    and off, shared prefixes under preemption, eviction and resumption, and
+    every scheduler setting above (``tests/replay/test_vllm_real.py``).  Left
+    out: asynchronous scheduling (vLLM's engine core schedules a step ahead
+    with output placeholders, a different step sequence the replay does not
+    model), speculative decoding, KV connectors, LoRA, multimodal and
+    structured outputs, data parallelism.
 """
 
 from importlib import import_module

@@ -1,7 +1,7 @@
 """Value types of the replay engine (06 R-1, R-27, R-32).
 
 Both backends (the C library through :mod:`fpmcore.replay.engine` and the
-pure-Python reference :mod:`fpmcore.replay.reference`) take the same
+Python reference :mod:`fpmcore.replay.reference`) take the same
 :class:`ReplayConfig` and :class:`ReplayRequest` tuple and return the same
 :class:`RawResult`; :mod:`fpmcore.replay.records` turns it into the R-34/R-35
 records.  Everything here is already validated: the checks with diagnostics
