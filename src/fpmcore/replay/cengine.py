@@ -52,7 +52,7 @@ _WIDTH = {"q": 8, "d": 8, "i": 4}
 STEP_CHUNK = 65536
 
 
-def _lib():  # imported lazily: FPM_PUREPYTHON=1 runs without the build
+def _lib() -> tuple[Any, Any]:  # imported lazily: FPM_PUREPYTHON=1 runs without the build
     from fpmcore._native import ffi, lib
 
     return ffi, lib
@@ -69,7 +69,7 @@ def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, st
         off = ffi.offsetof(ctype, name)
         assert off % w == 0 and size % w == 0
         if fmt not in views:
-            views[fmt] = mem.cast(fmt)
+            views[fmt] = mem.cast(fmt)  # type: ignore[call-overload]
         out[name] = views[fmt][off // w :: size // w].tolist()
     return out
 
@@ -117,8 +117,8 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
         for i, row in enumerate(cfg.table.prefill):
             pre[i] = row
         dec = ffi.new("fpm_decode_row[]", max(len(cfg.table.decode), 1))
-        for i, row in enumerate(cfg.table.decode):
-            dec[i] = row
+        for i, drow in enumerate(cfg.table.decode):
+            dec[i] = drow
         c.prefill, c.nprefill = pre, len(cfg.table.prefill)
         c.decode, c.ndecode = dec, len(cfg.table.decode)
         keep += [pre, dec]
@@ -326,7 +326,7 @@ def step_time_c(table, np_: int, pt: int, pkv: int, nd: int, dkv: int) -> tuple[
     return float(sec[0]), bool(ext[0])
 
 
-def _group(ffi, g):  # type: ignore[no-untyped-def]
+def _group(ffi: Any, g: Any) -> Any:
     cg = ffi.new("fpm_group *")
     cg.kind, cg.block, cg.page, cg.window = g.kind, g.block, g.page, g.window
     cg.blocks_per_request, cg.checkpoint_blocks = g.blocks_per_request, g.checkpoint_blocks

@@ -29,7 +29,7 @@ from fpmcore.replay.model import (
     LatencyTable,
     ReplayConfig,
 )
-from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.rules import RuntimeRules, default_rules
 
 #: Each scheduler setting of :class:`ReplayConfig` and vLLM's default value.
 SETTING_DEFAULTS: dict[str, Any] = {
@@ -217,17 +217,6 @@ def config_from_profile(
     :func:`~fpmcore.replay.rules.default_rules`).  Every parameter is a
     ``fpm replay`` option of the same name (``fpm sweep`` maps them so).
     """
-    settings: dict[str, Any] = {
-        "max_num_scheduled_tokens": max_num_scheduled_tokens,
-        "max_num_active_seqs": max_num_active_seqs,
-        "long_prefill_token_threshold": long_prefill_token_threshold,
-        "long_prefill_token_threshold_adaptive": long_prefill_token_threshold_adaptive,
-        "prefill_schedule_interval": prefill_schedule_interval,
-        "scheduling_policy": scheduling_policy,
-        "max_num_queued_reqs": max_num_queued_reqs,
-        "max_num_queued_tokens": max_num_queued_tokens,
-        "max_steps": max_steps,
-    }
     dep = profile.deployments[deployment]
     res = dep.resources
     if res.cache_layout != "grouped" or not res.cache_groups:
@@ -262,8 +251,16 @@ def config_from_profile(
         hash_block_size=hash_block,
         fixed_step_seconds=fixed_step_seconds if table is None else None,
         table=table,
-        **({"rules": rules} if rules is not None else {}),
-        **settings,
+        max_num_scheduled_tokens=max_num_scheduled_tokens,
+        max_num_active_seqs=max_num_active_seqs,
+        long_prefill_token_threshold=long_prefill_token_threshold,
+        long_prefill_token_threshold_adaptive=long_prefill_token_threshold_adaptive,
+        prefill_schedule_interval=prefill_schedule_interval,
+        scheduling_policy=scheduling_policy,
+        max_num_queued_reqs=max_num_queued_reqs,
+        max_num_queued_tokens=max_num_queued_tokens,
+        max_steps=max_steps,
+        rules=default_rules() if rules is None else rules,
     )
     return check_config(cfg)
 

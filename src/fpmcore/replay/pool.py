@@ -92,10 +92,10 @@ class BlockCountPool:
     def held(self, r: Any, gi: int) -> int:
         g = self.groups[gi]
         if g.kind in ATTENTION:
-            return r.hi[gi] - r.lo[gi]
+            return int(r.hi[gi] - r.lo[gi])
         if g.kind == KIND_MAMBA and self.align_mode:
-            return r.state[gi] + r.trans[gi] + r.ckpt[gi]
-        return r.state[gi]
+            return int(r.state[gi] + r.trans[gi] + r.ckpt[gi])
+        return int(r.state[gi])
 
     def _give_back(self, g: GroupSpec, n: int) -> None:
         self.used_blocks -= n

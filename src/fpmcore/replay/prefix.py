@@ -179,7 +179,7 @@ class PrefixCachingPool:
         for upto, key in rq.origin:
             if q <= upto:
                 return key
-        return rq.own_key if rq.own_key >= 0 else (1 << 40) + r.idx
+        return rq.own_key if rq.own_key >= 0 else (1 << 40) + int(r.idx)
 
     def _key(self, r: Any, gi: int, j: int) -> Key:
         return (self._origin(r, (j + 1) * self.B), j * self.G + gi)
