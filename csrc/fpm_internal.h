@@ -32,6 +32,8 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* count * size bytes, or NULL when the product does not fit size_t or
  * count is negative; zeroed.  Every allocation of the library goes through it. */
 void *fpm_calloc(int64_t count, size_t size);
+/* The same, aligned to a 64-byte cache line. */
+void *fpm_calloc_lines(int64_t count, size_t size);
 /* Grow *p (count elements of size) to new_count; new elements zeroed.  0 on failure (*p unchanged). */
 int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
 
@@ -62,7 +64,7 @@ int64_t align_stop(const fpm_align_query *q);
 
 /* ---------------------------------------------------------------- engine */
 
-/* One request of the replay.  The fields a step reads come first (one cache line). */
+/* One request of the replay: what a step reads, one cache line. */
 typedef struct {
     int64_t prompt_len;  /* P */
     int64_t output_len;  /* O */
@@ -72,14 +74,18 @@ typedef struct {
     int32_t status;      /* 0, FPM_RST_* */
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
-    int32_t reject_reason;
     int64_t junction;    /* kept while running */
-    int64_t reject_a, reject_b;
     int64_t preemptions;
+} request_t;
+
+/* The rest of a request's record: read at arrival, admission, finish and output. */
+typedef struct {
+    int32_t reject_reason;
+    int64_t reject_a, reject_b;
     int64_t hit_tokens;  /* prefix hit of the first admission */
     int64_t arrival_seq; /* order of arrival: the priority tie-break */
     double arrival_time, first_scheduled_time, first_token_time, finish_time;
-} request_t;
+} request_info_t;
 
 static inline int64_t req_len(const request_t *r) { return r->prompt_len + r->generated; }
 
@@ -110,7 +116,8 @@ struct fpm_replay {
     int64_t max_steps;
     int64_t nslots;
     /* requests and queues */
-    request_t *req;
+    request_t *req;       /* 64-byte aligned */
+    request_info_t *info; /* parallel to req */
     int64_t *order; /* arrival order */
     int64_t pend;   /* next index into order */
     int64_t *wq;    /* waiting: FCFS ring buffer of n, or a binary heap (priority) */

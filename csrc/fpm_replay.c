@@ -26,6 +26,16 @@ void *fpm_calloc(int64_t count, size_t size) {
     return calloc((size_t)count, size);
 }
 
+void *fpm_calloc_lines(int64_t count, size_t size) {
+    if (count < 0 || size == 0) return NULL;
+    if (count == 0) count = 1;
+    if ((uint64_t)count > (SIZE_MAX - 63) / size) return NULL;
+    size_t bytes = ((size_t)count * size + 63) / 64 * 64;
+    void *p = aligned_alloc(64, bytes);
+    if (p != NULL) memset(p, 0, bytes);
+    return p;
+}
+
 int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size) {
     if (new_count <= count) return 1;
     if ((uint64_t)new_count > SIZE_MAX / size) return 0;
@@ -92,7 +102,7 @@ static int config_ok(const fpm_replay_config *cfg) {
 static int wait_less(const engine_t *e, int64_t a, int64_t b) {
     const fpm_replay_request *x = &e->in[a], *y = &e->in[b];
     if (x->priority != y->priority) return x->priority < y->priority;
-    return e->req[a].arrival_seq < e->req[b].arrival_seq;
+    return e->info[a].arrival_seq < e->info[b].arrival_seq;
 }
 
 static void heap_push(engine_t *e, int64_t idx) {
@@ -249,10 +259,11 @@ static void complete(engine_t *e, request_t *r) {
 }
 
 static void reject(engine_t *e, request_t *r, int32_t reason, int64_t a, int64_t b) {
+    request_info_t *ri = &e->info[r - e->req];
     r->status = FPM_RST_REJECTED;
-    r->reject_reason = reason;
-    r->reject_a = a;
-    r->reject_b = b;
+    ri->reject_reason = reason;
+    ri->reject_a = a;
+    ri->reject_b = b;
     event(e, FPM_EV_REJECTED, r - e->req);
 }
 
@@ -270,7 +281,7 @@ static void enqueue_arrivals(engine_t *e) {
         }
         e->pend++;
         request_t *r = &e->req[idx];
-        r->arrival_time = e->mode == FPM_ARRIVE_STEP ? e->t_start : q->arrival_time;
+        e->info[idx].arrival_time = e->mode == FPM_ARRIVE_STEP ? e->t_start : q->arrival_time;
         const fpm_replay_config *cfg = &e->cfg;
         if (cfg->max_num_queued_reqs >= 0 && e->unfinished + 1 > cfg->max_num_queued_reqs) {
             reject(e, r, FPM_REJ_QUEUED_REQS, e->unfinished, cfg->max_num_queued_reqs);
@@ -279,7 +290,7 @@ static void enqueue_arrivals(engine_t *e) {
         } else if (r->prompt_len >= cfg->max_model_len) {
             reject(e, r, FPM_REJ_PROMPT, r->prompt_len, cfg->max_model_len);
         } else {
-            r->arrival_seq = e->pend;
+            e->info[idx].arrival_seq = e->pend;
             e->unfinished++;
             e->queued_tokens += r->prompt_len;
             waiting_push_back(e, idx);
@@ -313,11 +324,11 @@ static void begin_step(engine_t *e) {
 }
 
 /* a scheduled entry is a decode entry iff it computes the last token of a request that sampled one */
-static int is_decode(const request_t *r, int64_t n, int64_t c) {
+static inline int is_decode(const request_t *r, int64_t n, int64_t c) {
     return n == 1 && c == req_len(r) - 1 && r->generated >= 1;
 }
 
-static void schedule(engine_t *e, int64_t idx, int64_t n, int64_t c) {
+static inline void schedule(engine_t *e, int64_t idx, int64_t n, int64_t c) {
     e->sched_req[e->nsched] = idx;
     e->sched_n[e->nsched] = n;
     e->sched_c[e->nsched] = c;
@@ -349,7 +360,7 @@ static int64_t victim(const engine_t *e) {
     for (int64_t i = 1; i < e->nrun; i++) {
         const fpm_replay_request *x = &e->in[e->running[i]], *y = &e->in[e->running[best]];
         if (x->priority > y->priority ||
-            (x->priority == y->priority && e->req[e->running[i]].arrival_seq > e->req[e->running[best]].arrival_seq))
+            (x->priority == y->priority && e->info[e->running[i]].arrival_seq > e->info[e->running[best]].arrival_seq))
             best = i;
     }
     return best;
@@ -511,8 +522,8 @@ static void schedule_waiting(engine_t *e) {
         r->computed = h;
         if (!r->admitted_once) {
             r->admitted_once = 1;
-            r->hit_tokens = h;
-            r->first_scheduled_time = e->t_start;
+            e->info[idx].hit_tokens = h;
+            e->info[idx].first_scheduled_time = e->t_start;
         }
         e->prefill_admitted |= h < len - 1;
         event(e, FPM_EV_ADMITTED, idx);
@@ -562,11 +573,11 @@ static void finish_step(engine_t *e) {
         if (r->computed == len) {
             r->generated++;
             if (r->generated == 1) {
-                r->first_token_time = t_end;
+                e->info[r - e->req].first_token_time = t_end;
                 e->queued_tokens -= r->prompt_len;
             }
             if (r->generated >= r->output_len || len + 1 >= L) {
-                r->finish_time = t_end;
+                e->info[r - e->req].finish_time = t_end;
                 r->status = FPM_RST_FINISHED;
                 release_all(e, r);
                 event(e, FPM_EV_FINISHED, r - e->req);
@@ -811,17 +822,18 @@ static void run_step(engine_t *e) {
 
 static void request_record(const engine_t *e, int64_t idx, fpm_request_rec *o) {
     const request_t *r = &e->req[idx];
+    const request_info_t *ri = &e->info[idx];
     o->status = r->status;
-    o->reject_reason = r->reject_reason;
-    o->reject_a = r->reject_a;
-    o->reject_b = r->reject_b;
-    o->arrival_time = r->arrival_time;
-    o->first_scheduled_time = r->first_scheduled_time;
-    o->first_token_time = r->first_token_time;
-    o->finish_time = r->finish_time;
+    o->reject_reason = ri->reject_reason;
+    o->reject_a = ri->reject_a;
+    o->reject_b = ri->reject_b;
+    o->arrival_time = ri->arrival_time;
+    o->first_scheduled_time = ri->first_scheduled_time;
+    o->first_token_time = ri->first_token_time;
+    o->finish_time = ri->finish_time;
     o->output_tokens = r->generated;
     o->preemptions = r->preemptions;
-    o->prefix_hit_tokens = r->hit_tokens;
+    o->prefix_hit_tokens = ri->hit_tokens;
     o->request = idx;
 }
 
@@ -934,6 +946,7 @@ static int order_cmp(const void *pa, const void *pb) {
 void fpm_replay_close(fpm_replay *e) {
     if (e == NULL) return;
     free(e->req);
+    free(e->info);
     free(e->order);
     free(e->wq);
     free(e->running);
@@ -1015,7 +1028,8 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
     e->nslots = min64(n, cfg->max_num_seqs) + 1;
 
     int64_t nn = n > 0 ? n : 1;
-    e->req = fpm_calloc(nn, sizeof(request_t));
+    e->req = fpm_calloc_lines(nn, sizeof(request_t));
+    e->info = fpm_calloc(nn, sizeof(request_info_t));
     e->order = fpm_calloc(nn, sizeof(int64_t));
     e->wq = fpm_calloc(nn, sizeof(int64_t));
     e->running = fpm_calloc(e->nslots, sizeof(int64_t));
@@ -1030,7 +1044,7 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
     e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
     e->done_list = fpm_calloc(nn, sizeof(int64_t));
     order_item *order = fpm_calloc(nn, sizeof(order_item));
-    int ok = e->req && e->order && e->wq && e->running && e->hold && e->grow_at && e->shrink_at && e->free_slot &&
+    int ok = e->req && e->info && e->order && e->wq && e->running && e->hold && e->grow_at && e->shrink_at && e->free_slot &&
              e->sched_req && e->sched_n && e->sched_c && e->ev && e->done_list && order &&
              lin_alloc(&e->lc, max64(cfg->nprefill, cfg->ndecode));
     if (ok && e->pc) {
@@ -1054,7 +1068,8 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
         r->prompt_len = reqs[i].prompt_len;
         r->output_len = reqs[i].output_len;
         r->slot = -1;
-        r->arrival_time = r->first_scheduled_time = r->first_token_time = r->finish_time = NAN;
+        request_info_t *ri = &e->info[i];
+        ri->arrival_time = ri->first_scheduled_time = ri->first_token_time = ri->finish_time = NAN;
         order[i].in = reqs;
         order[i].idx = i;
         order[i].by_time = mode == FPM_ARRIVE_TIME;
