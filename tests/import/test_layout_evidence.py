@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore.importer import import_evidence
-from fpmcore.importer.stage_b import TENSOR_LEVEL_PATHS, tensor_level
+from fpmcore.importer.record_envelope import TENSOR_LEVEL_PATHS, tensor_level
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "probes" / "glm53flash-tp4"
 PLAIN_027 = Path(__file__).parents[2] / "examples" / "probes" / "vllm-0.27.0-plain"

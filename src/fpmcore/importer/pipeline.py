@@ -20,7 +20,14 @@ import attrs
 from fpmcore.hooks import RuntimeHooks
 from fpmcore.hooktypes import RuntimeRules, SpecClassification
 from fpmcore.importer import draft as stage_m
-from fpmcore.importer import stage_a, stage_b, stage_c, stage_d, stage_ef, stage_gh, stage_i, stage_jkl
+from fpmcore.importer import block_pool as stage_gh
+from fpmcore.importer import cache_groups as stage_ef
+from fpmcore.importer import evidence_files as stage_a
+from fpmcore.importer import launch_settings as stage_d
+from fpmcore.importer import layer_views as stage_i
+from fpmcore.importer import prefix_and_capacity as stage_jkl
+from fpmcore.importer import record_envelope as stage_b
+from fpmcore.importer import runtime_identity as stage_c
 from fpmcore.importer.model import Context, ImportDiagnostic, RuntimeServices, run_stage
 from fpmcore.importer.values import StrictJsonError, strict_loads
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
+from fpmcore.importer.cache_groups import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.model import Context, Record, Refusal, per_record
-from fpmcore.importer.stage_ef import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.values import is_int, is_nonneg_int, is_pos_int, show
 
 DTYPE_BYTES = {

@@ -17,8 +17,8 @@ from typing import Any
 
 from fpmcore.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
+from fpmcore.importer.launch_settings import kv_label
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.stage_d import kv_label
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
 
 _EMPTY: dict[str, Any] = {}
