@@ -20,7 +20,7 @@ RECORD_SCHEMA = SCHEMA_VERSION
 
 #: A worker's ``lifecycle.measurement`` when the runtime planned the cache without
 #: allocating it (a dry probe): the record is *layout-level* evidence (see
-#: :mod:`fpmcore.importer.stage_b`, I-113).
+#: :mod:`fpmcore.importer.record_envelope`, I-113).
 CACHE_PLANNED = "cache_planned"
 LAYOUT, TENSOR = "layout", "tensor"
 
