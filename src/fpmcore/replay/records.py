@@ -13,6 +13,8 @@ import math
 from array import array
 from typing import Any
 
+from fpmcore import blocks
+from fpmcore.blocks import cdiv
 from fpmcore.errors import FpmError
 from fpmcore.replay.model import (
     ERR_NO_PHASE,
@@ -44,10 +46,6 @@ from fpmcore.replay.model import (
 )
 
 SUMMARY_SCHEMA = "fpmcore.replay.summary/v1"
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _t(x: float) -> float | None:
@@ -216,25 +214,21 @@ def _stats(values: list[float]) -> dict[str, float | None]:
     return {"mean": sum(v) / n, "p50": pq(0.5), "p90": pq(0.9), "p99": pq(0.99), "max": v[-1]}
 
 
+def _shape(g: Any) -> dict[str, Any]:
+    """A replay group as :mod:`fpmcore.blocks` takes it: block, window, state blocks."""
+    if g.kind in (KIND_RING, KIND_MAMBA):
+        return {"block": g.block, "state_blocks": g.blocks_per_request}
+    return {"block": g.block, "window": None if g.kind == KIND_FULL else g.window}
+
+
 def block_range(g: Any, computed: int, target: int) -> tuple[int, int]:
     """01 P-14: the logical block range a group holds during a forward ``computed → target``."""
-    if target < computed:
-        raise FpmError(
-            "P-14", f"cache group {g.name}: target_tokens must be >= computed_tokens; got target {target} < computed {computed}"
-        )
-    if g.kind in (KIND_RING, KIND_MAMBA):
-        return 0, g.blocks_per_request if target > 0 else 0
-    first = 0 if g.kind == KIND_FULL else max(0, computed - (g.window - 1)) // g.block
-    return first, cdiv(target, g.block)
+    return blocks.block_range(computed, target, label=f"'{g.name}'", **_shape(g))
 
 
 def peak_request_blocks(g: Any, context: int, max_num_tokens: int) -> int:
     """01 P-16 in blocks (R-10)."""
-    if g.kind == KIND_FULL:
-        return cdiv(context, g.block)
-    if g.kind in (KIND_WINDOW, KIND_CONV):
-        return min(cdiv(context, g.block), cdiv(g.window - 1 + max_num_tokens + g.block - 1, g.block))
-    return g.blocks_per_request
+    return blocks.peak_blocks(context, max_num_tokens, **_shape(g))
 
 
 def peak_request_bytes(cfg: ReplayConfig, context: int, max_num_tokens: int | None = None) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
+from fpmcore.blocks import block_range
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import PlanLimits, PointPlan
 
@@ -211,8 +212,8 @@ def exact_blocks(groups: Sequence[GroupFacts], computed: int, target: int, check
     for g in groups:
         B = g.block_size_tokens
         if g.kind != "state":
-            first = 0 if g.sliding_window is None else max(0, computed - (g.sliding_window - 1)) // B
-            total += cdiv(target, B) - first
+            first, end = block_range(computed, target, block=B, window=g.sliding_window)
+            total += end - first
         elif not g.is_mamba:
             total += g.blocks_per_request or 0
         else:
@@ -278,7 +279,7 @@ class Settings:
             t = point.prefix_tokens + point.new_tokens
         else:
             t = point.context_tokens + 1
-        return point.batch_size * (self._fixed + sum(-(-t // b) for b in self._growing))
+        return point.batch_size * (self._fixed + sum(cdiv(t, b) for b in self._growing))
 
     def exact(self, point: Point, taken: bool | None = None) -> int:
         """``b × exact(...)`` (G-19, 03 C-15x); ``taken``: whether the prefill chunk
