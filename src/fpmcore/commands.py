@@ -136,7 +136,9 @@ def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
         if ctx.json:
             ctx.emit_json({"file": path, "status": "invalid", "diagnostics": [_diag(exc)]})
         else:
-            ctx.out.print(f"[red]invalid[/] {path}: {exc} [dim]\\[{exc.rule}][/]", highlight=False)
+            from rich.markup import escape
+
+            ctx.out.print(f"[red]invalid[/] {escape(f'{path}: {exc}')} [dim]\\[{exc.rule}][/]", highlight=False)
         return EXIT_NEGATIVE
     summary = _profile_summary(profile)
     if ctx.json:
@@ -151,10 +153,11 @@ def _diag(exc: FpmError) -> dict[str, str]:
 
 
 def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any]) -> None:
+    from rich.markup import escape  # values from the profile are never read as markup
     from rich.table import Table
 
     ctx.out.print(
-        f"[green]valid[/] {path}: {profile.model} @ {profile.model_revision[:12]}, "
+        f"[green]valid[/] {escape(f'{path}: {profile.model} @ {profile.model_revision[:12]}')}, "
         f"{summary['deployments']} deployment(s), profile_sha256 {summary['profile_sha256']}",
         highlight=False,
     )
@@ -168,7 +171,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
         rm = res.runtime_memory
         if rm is not None:
             title += f", kv_cache_bytes {rm.kv_cache_bytes:,}"
-        table = Table(title=title, title_justify="left")
+        table = Table(title=escape(title), title_justify="left")
         for col in ("group", "kind", "layers", "block", "page bytes", "window", "blocks/req", "checkpoint"):
             table.add_column(col, justify="right" if col not in ("group", "kind") else "left")
         for g in res.cache_groups:
@@ -178,7 +181,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
                 if g.prefill_checkpoint_alignment is not None:
                     ckpt += f" @ {g.prefill_checkpoint_alignment}"
             table.add_row(
-                g.name, g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
+                escape(g.name), g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
                 "-" if g.sliding_window is None else f"{g.sliding_window:,}",
                 "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
             )  # fmt: skip

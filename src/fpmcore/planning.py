@@ -30,16 +30,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore.errors import FpmError
+from fpmcore.schema import MAX_U32
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
-EXIT_OK = 0
+EXIT_OK, EXIT_NEGATIVE = 0, 1
 
 
 def _positive(name: str, value: int | None) -> None:
+    """G-9: an override is a positive count of the profile's range (u32, 01 §1.1)."""
     if value is not None and value <= 0:
         raise FpmError("G-9", f"{name} must be positive; got {value}")
+    if value is not None and value > MAX_U32:
+        raise FpmError("G-9", f"{name} must be at most {MAX_U32} (a count of the profile, 01 §1.1); got {value}")
 
 
 def scheduler_block(deployment: Any) -> int:
@@ -149,14 +153,14 @@ def plan_document(
 
 
 def write_plan(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
-    """Write the plan file atomically: keys in the order built, two-space
-    indentation, non-ASCII as UTF-8, one trailing newline (the file form of
-    01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
+    """Write the plan file atomically (:func:`fpmcore.outputs.write_file`): keys in the
+    order built, two-space indentation, non-ASCII as UTF-8, one trailing newline (the
+    file form of 01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
     import orjson
 
-    from fpmcore.jsonio import write_atomic
+    from fpmcore.outputs import write_file
 
-    write_atomic(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    write_file(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
 def json_output(plan: PointPlan) -> dict[str, Any]:
@@ -181,13 +185,21 @@ def _short(sha: str | None) -> str:
 def render_summary(console: Any, *, model: str, profile: Any, deployment: int, limits: PlanLimits,
                    plan: PointPlan, smoke: bool = False, path: str | None = None,
                    plan_sha256: str | None = None) -> None:
-    """The rich summary: counts per phase, drops per rule, digests, capacity, the plugin's log."""
+    """The rich summary: counts per phase, drops per rule, digests, capacity.
+
+    Each count is shown once (the model plugin's log, which repeats them in
+    04 G-20's words, is printed by ``fpm plan --verbose``); the model is named
+    once unless ``--model`` names it otherwise.  Values from the profile are
+    never read as markup.
+    """
+    from rich.markup import escape
     from rich.table import Table
 
     report = plan.report
+    who = escape(profile.model) if model == profile.model else f"{escape(model)}: {escape(profile.model)}"
     console.print(
-        f"[bold]plan[/] {model}: {profile.model} @ {profile.model_revision[:12]}, deployment {deployment}"
-        + (f", origin {report['origin']}" if report.get("origin") else ""),
+        f"[bold]plan[/] {who} @ {escape(profile.model_revision[:12])}, deployment {deployment}"
+        + (f", origin {escape(str(report['origin']))}" if report.get("origin") else ""),
         highlight=False,
     )
     console.print(
@@ -230,10 +242,8 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
             + (f", {over} kept points hold more than the free blocks" if over else ""),
             highlight=False,
         )
-    for line in report.get("log") or ():
-        console.print(f"[dim]{line}[/]", highlight=False)
     if path is not None:
-        console.print(f"wrote {path} (plan_sha256 {plan_sha256})", highlight=False)
+        console.print(f"wrote {escape(str(path))} (plan_sha256 {plan_sha256})", highlight=False)
 
 
 # ---------------------------------------------------------------------------
@@ -251,34 +261,86 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, metavar="N",
                    help="max_model_len (default: the profile's runtime memory)")
     p.add_argument("--smoke", action="store_true", help="show the smoke subset; the plan stages it")
-    p.add_argument("-o", "--output", metavar="PLAN", help="write the plan file")
+    p.add_argument("-o", "--output", metavar="PLAN",
+                   help="write the plan file (its folder must exist; never a special file or the profile)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the model plugin's log on stderr (04 G-20 lines)")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
+def empty_plan_reason(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits,
+                      plan: PointPlan, overrides: Mapping[str, int | None]) -> str:
+    """Why a plan holds no point, naming the limit that removed everything (a negative verdict, G-9).
+
+    When candidates were dropped, the drop counters say by which rule.  When
+    the limits left no candidate at all, each command-line override
+    (``--max-model-len``, ``--token-budget``) is tried without the others'
+    change: the one whose profile default gives points is named.
+    """
+    dropped = [(rule, n) for rule, n in plan.dropped.items() if n]
+    if dropped:
+        counts = ", ".join(f"{rule} dropped {n:,}" for rule, n in dropped)
+        return f"every candidate point was dropped: {counts} (limits {_limits_text(limits)})"
+    given = {name: value for name, value in overrides.items() if value is not None}
+    for name, value in given.items():
+        relaxed = {k: v for k, v in given.items() if k != name}
+        try:
+            default_limits = resolve_limits(profile, deployment, **relaxed)
+            again = generate(host, model, profile, deployment, default_limits)
+        except FpmError:
+            continue
+        n = sum(again.counts.values())
+        if n:
+            flag = "--" + name.replace("_", "-")
+            default = getattr(default_limits, name)
+            return (f"{flag} {value:,} leaves no candidate point; the profile's {name} {default:,} gives {n:,} "
+                    f"(raise {flag})")
+    return f"the limits leave no candidate point: {_limits_text(limits)}"
+
+
+def _limits_text(limits: PlanLimits) -> str:
+    return (f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
+            f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}")
+
+
 def _run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.outputs import check_output_path
     from fpmcore.profile import load_profile
 
+    output = check_output_path(args.output, inputs=[args.profile]) if args.output else None  # before any work
     profile = load_profile(args.profile)
     model = args.model or profile.model
-    limits = resolve_limits(profile, args.deployment, token_budget=args.token_budget,
-                            max_model_len=args.max_model_len)
+    overrides = {"token_budget": args.token_budget, "max_model_len": args.max_model_len}
+    limits = resolve_limits(profile, args.deployment, **overrides)
     try:
         plan = generate(ctx.host, model, profile, args.deployment, limits)
     except FpmError as exc:
         if not exc.where.startswith(args.profile):
             exc.where = f"{args.profile}: {exc.where}" if exc.where else args.profile
         raise
+    empty = sum(plan.counts.values()) == 0
     document = None
-    if args.output:
+    if output is not None and not empty:
         document = plan_document(model=model, profile=profile, deployment=args.deployment, limits=limits,
                                  plan=plan, smoke=args.smoke)
-        write_plan(args.output, document)
+        write_plan(output, document)
     if ctx.json:
         ctx.emit_json(json_output(plan))
     else:
         render_summary(ctx.out, model=model, profile=profile, deployment=args.deployment, limits=limits,
-                       plan=plan, smoke=args.smoke, path=args.output,
+                       plan=plan, smoke=args.smoke, path=args.output if document is not None else None,
                        plan_sha256=None if document is None else document["plan_sha256"])
+    if getattr(args, "verbose", False):
+        for line in plan.report.get("log") or ():
+            ctx.err.print(str(line), markup=False, highlight=False, soft_wrap=True)
+    if empty:
+        reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
+        ctx.err.print(f"fpm plan: {args.profile}: no benchmark points: {reason} [G-9]",
+                      markup=False, highlight=False, soft_wrap=True)
+        return EXIT_NEGATIVE
+    if document is None:
+        ctx.err.print("the plan was not saved (give -o PLAN to write the plan file)",
+                      markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 

@@ -48,7 +48,8 @@ def _runtime_targets(host: Any) -> list[str]:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL.json", help="layer-spec description of one rank (examples/probes/README.md)")
-    parser.add_argument("-o", "--output", metavar="DIR", required=True, help="evidence folder to write (must not hold observations.json)")
+    parser.add_argument("-o", "--output", metavar="DIR", required=True,
+                        help="evidence folder to write: new or empty, in an existing folder; published at once")
     parser.add_argument("--dry-run", action="store_true", help="plan on CPU with the installed runtime; allocate nothing")
     parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size: one worker record per rank (default 1)")
     parser.add_argument("--caching", choices=("on", "off"), default="on", help="prefix caching of both phases (default on)")
@@ -78,14 +79,19 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if args.tp < 1:
         ctx.err.print(f"fpm probe: --tp must be at least 1; got {args.tp}", markup=False)
         return EXIT_USAGE
-    version = installed_runtime()
-    if version is None:
-        ctx.err.print(f"fpm probe: {FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host)), markup=False)
-        return EXIT_USAGE
+    from fpmcore.dryprobe import NEVER_OVERWRITES
     from fpmcore.errors import FpmError, PluginError
     from fpmcore.jsonio import load_path
+    from fpmcore.outputs import check_output_folder
 
-    load_path(args.model)  # unreadable or not strict JSON: a diagnostic naming the file, exit 2
+    # the inputs and the output first, before the runtime is looked for (exit 2, one line naming the file)
+    load_path(args.model)  # missing, unreadable or not strict JSON
+    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)
+    version = installed_runtime()
+    if version is None:
+        ctx.err.print(f"fpm probe: {FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host)),
+                      markup=False, soft_wrap=True)
+        return EXIT_USAGE
     pin = f"{FRAMEWORK}=={version}"
     try:
         runtime = ctx.host.hooks.runtime(pin)  # the one plugin that targets the installed pin
@@ -99,6 +105,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         )  # fmt: skip
     except PluginError as exc:
         cause = exc.__cause__
+        if isinstance(cause, FpmError):  # an output refused or not written (fpmcore.outputs), a bad MODEL.json
+            raise cause from None
         if isinstance(cause, ImportError):
             ctx.err.print(f"fpm probe: the {pin} runtime cannot be imported: {cause}. " + _install_hint([pin]), markup=False)
             return EXIT_USAGE

@@ -321,11 +321,11 @@ class FpmDeploymentProfile:
     system: str = field("str")
     backend: Literal["vllm"] = field("enum", values=("vllm",))
     backend_version: str = field("str")
-    tp: int = field("u32")
+    tp: int = field("u32", minimum=1)
     pp: int = field("u32")
-    dp: int = field("u32")
-    moe_tp: int = field("u32")
-    moe_ep: int = field("u32")
+    dp: int = field("u32", minimum=1)
+    moe_tp: int = field("u32", minimum=1)
+    moe_ep: int = field("u32", minimum=1)
     cp: int = field("u32")
     gemm_quant_mode: str = field("enum", values=QUANT_LABELS)
     moe_quant_mode: str = field("enum", values=QUANT_LABELS)
@@ -478,11 +478,7 @@ def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
 
 def load_profile(path: str | os.PathLike[str]) -> FpmModelProfile:
     """Read and validate a profile file (``*.fpm-profile.json``)."""
-    try:
-        data = open(path, "rb").read()  # noqa: SIM115
-    except OSError as exc:
-        raise jsonio.JsonError(f"cannot read: {exc.strerror}", str(path)) from None
-    return parse_profile(data, where=str(path))
+    return parse_profile(jsonio.read_bytes(path), where=str(path))
 
 
 def to_data(obj: Any) -> dict[str, Any]:
@@ -499,8 +495,10 @@ def dumps_profile(obj: Any) -> bytes:
 
 
 def save_profile(obj: FpmModelProfile, path: str | os.PathLike[str]) -> None:
-    """Write a profile atomically in file form."""
-    jsonio.write_atomic(path, dumps_profile(obj))
+    """Write a profile atomically in file form (:func:`fpmcore.outputs.write_file`)."""
+    from fpmcore.outputs import write_file
+
+    write_file(path, dumps_profile(obj))
 
 
 def profile_digest(obj: Any) -> str:

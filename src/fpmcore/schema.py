@@ -21,7 +21,6 @@ P-S3 (type) and P-S4 (range), then the nested objects in declaration order.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +28,7 @@ import attrs
 import cattrs
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import is_finite_number
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
@@ -42,7 +42,9 @@ class FieldSpec:
 
     ``kind``: ``u32`` (count, 0..2**32-1), ``u64`` (bytes, 0..2**53), ``int``
     (any integer), ``float``, ``str``, ``bool``, ``enum`` (``values``),
-    ``obj`` (``cls``) or ``list`` (of ``cls``).  ``required``: must be present
+    ``obj`` (``cls``) or ``list`` (of ``cls``).  ``minimum``: the smallest
+    integer of a ``u32``/``u64`` field (0, or 1 for the topology counts of
+    01 §6.1), checked by P-S4 like the upper bound.  ``required``: must be present
     on read.  ``nullable``: ``null`` is a value.  ``omit``: left out of the
     written form when ``None`` (or, for a list, when empty).
     """
@@ -54,6 +56,7 @@ class FieldSpec:
     values: tuple[Any, ...] = ()
     cls: type | None = None
     description: str = ""
+    minimum: int = 0
 
 
 def field(
@@ -66,9 +69,10 @@ def field(
     values: tuple[Any, ...] = (),
     cls: type | None = None,
     description: str = "",
+    minimum: int = 0,
 ) -> Any:
     """Declare a model field (an ``attrs.field`` carrying its :class:`FieldSpec`)."""
-    spec = FieldSpec(kind, required, nullable, omit, values, cls, description)
+    spec = FieldSpec(kind, required, nullable, omit, values, cls, description, minimum)
     if default is _NOTHING and not required:
         default = [] if kind == "list" else None
     if isinstance(default, list):
@@ -143,7 +147,7 @@ def _type_ok(spec: FieldSpec, v: Any) -> bool:
     if k in ("u32", "u64", "int"):
         return _is_int(v)
     if k == "float":
-        return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+        return is_finite_number(v)
     if k == "str":
         return isinstance(v, str)
     if k == "bool":
@@ -173,9 +177,9 @@ def _in_range(spec: FieldSpec, v: Any) -> bool:
     if v is None or not _is_int(v):
         return True
     if spec.kind == "u32":
-        return 0 <= v <= MAX_U32
+        return spec.minimum <= v <= MAX_U32
     if spec.kind == "u64":
-        return 0 <= v <= MAX_EXACT
+        return spec.minimum <= v <= MAX_EXACT
     return True
 
 
@@ -223,9 +227,7 @@ def _strict(kind: str):
     def hook(value: Any, _type: Any) -> Any:
         ok = {
             "int": _is_int(value),
-            "float": (_is_int(value) or isinstance(value, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value),
+            "float": is_finite_number(value),
             "str": isinstance(value, str),
             "bool": isinstance(value, bool),
         }[kind]
@@ -286,9 +288,9 @@ converter.register_unstructure_hook_func(
 def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
     k = spec.kind
     if k == "u32":
-        s: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_U32}
+        s: dict[str, Any] = {"type": "integer", "minimum": spec.minimum, "maximum": MAX_U32}
     elif k == "u64":
-        s = {"type": "integer", "minimum": 0, "maximum": MAX_EXACT}
+        s = {"type": "integer", "minimum": spec.minimum, "maximum": MAX_EXACT}
     elif k == "int":
         s = {"type": "integer"}
     elif k == "float":

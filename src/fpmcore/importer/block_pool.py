@@ -218,8 +218,18 @@ def alloc_page(a: dict[str, Any], page_of: dict[str, int]) -> int:
 
 
 def i67_allocations(ctx: Context, rec: Record) -> None:
-    """I-67: each allocation names a known storage of its size, known layers of one group and one spec."""
+    """I-67: each allocation names a known storage of its size, known layers of one group and one spec.
+
+    For layout-level evidence (a dry run: no storage exists) the checks of what
+    the plan resolves: a positive ``size``, the layers, positive strides and a
+    non-negative offset, as integers (``false`` is not ``0``); ``storage_id``
+    and an unresolved (``null``) ``block_stride`` are the tensor-level paths
+    I-19 lets a dry worker leave unresolved.
+    """
     if not rec.is_worker:
+        return
+    if ctx.layout:
+        _planned_allocations(rec)
         return
     c = rec.cache
     storages = {s.get("storage_id"): s for s in c.get("storages", [])}
@@ -256,6 +266,43 @@ def i67_allocations(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-67", msg + f"block_stride {show(a.get('block_stride'))}")
         if not is_nonneg_int(a.get("offset")):
             raise Refusal("I-67", msg + f"offset {show(a.get('offset'))}")
+
+
+def _planned_allocations(rec: Record) -> None:
+    """I-67 for a dry worker (see :func:`i67_allocations`)."""
+    group_of, _page_of, spec_of = layer_maps(rec, with_specs=True)
+    allocs = rec.cache.get("allocations")
+    if not isinstance(allocs, list):
+        raise Refusal("I-67", "allocation 0 (?) is malformed: allocations is not a list")
+    for k, a in enumerate(allocs):
+        msg = f"allocation {k} ({_name(a)}) is malformed: "
+        if not is_pos_int(a.get("size")):
+            raise Refusal("I-67", msg + f"size {show(a.get('size'))}")
+        layers = a.get("layers")
+        if not isinstance(layers, list) or not layers:
+            raise Refusal("I-67", msg + "no layers")
+        for l in layers:
+            if l not in group_of:
+                raise Refusal("I-67", msg + f"unknown layer {show(l)}")
+        stride = a.get("layer_stride")
+        if rec.hybrid:
+            if len({group_of[l] for l in layers}) > 1:
+                raise Refusal("I-67", msg + "its layers belong to two groups")
+            if len({spec_of[l] for l in layers}) > 1:
+                raise Refusal("I-67", msg + "its layers have two distinct specs")
+            if not is_pos_int(stride):
+                raise Refusal("I-67", msg + f"layer_stride {show(stride)}")
+        elif stride is not None and not is_pos_int(stride):
+            raise Refusal("I-67", msg + f"layer_stride {show(stride)}")
+        block_stride = a.get("block_stride")
+        if block_stride is not None and not (is_pos_int(block_stride) if rec.hybrid else is_nonneg_int(block_stride)):
+            raise Refusal("I-67", msg + f"block_stride {show(block_stride)}")
+        if not is_nonneg_int(a.get("offset")):
+            raise Refusal("I-67", msg + f"offset {show(a.get('offset'))}")
+
+
+#: What stage H checks of layout-level evidence: the allocations as planned (I-67).
+STAGE_H_PLANNED = [per_record(i67_allocations)]
 
 
 def i68_accounting(ctx: Context, rec: Record) -> None:

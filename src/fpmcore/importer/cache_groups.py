@@ -239,8 +239,10 @@ def i44_geometry(ctx: Context, rec: Record) -> None:
     for i, g in enumerate(rec.groups):
         msg = f"cache group {i} geometry contradicts its layer specs: "
         for _name, spec in layer_entries(g):
-            if not same(spec.get("block_size"), g.get("block_size_tokens")):
-                raise Refusal("I-44", msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(spec.get('block_size'))}")
+            # the spec's block size and its dataclass field (as JSON values: false is not a block size)
+            for given in (spec.get("block_size"), fields_of(spec).get("block_size", g.get("block_size_tokens"))):
+                if not same(given, g.get("block_size_tokens")):
+                    raise Refusal("I-44", msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(given)}")
         derived = derived_geometry(ctx, g)
         for key in ("page_size_bytes", "sliding_window", "prefix_cacheable"):
             if not same(g.get(key), derived[key]):

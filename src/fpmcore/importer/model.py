@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import attrs
 
 from fpmcore.hooktypes import RuntimeRules, SpecClassification
+from fpmcore.jsonio import one_line
 from fpmcore.record import SCHEMA_VERSION
 
 PHASES = ("prefill", "decode")
@@ -44,7 +45,8 @@ class ImportDiagnostic:
         return f"{self.configuration or '-'}: {self.phase or '-'}/{self.artifact or '-'}"
 
     def render(self) -> str:
-        return f"{self.where}: {self.message} [{self.rule}]"
+        """One line: a value from the evidence that holds a line break or another unprintable character is escaped."""
+        return one_line(f"{self.where}: {self.message} [{self.rule}]")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -31,7 +31,7 @@ from fpmcore.importer import (
     runtime_identity,
 )
 from fpmcore.importer.model import Context, ImportDiagnostic, RuntimeServices, run_stage
-from fpmcore.importer.values import StrictJsonError, strict_loads
+from fpmcore.jsonio import JsonError, load_path
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
 
@@ -155,8 +155,9 @@ def _stages(ctx: Context) -> bool:
     if not run_stage(ctx, cache_groups.STAGE_E):
         return False
     cache_groups.finish_e(ctx)
-    # layout-level evidence (a dry run) holds no allocated tensors: no stage H or I (stage B, I-113)
-    tensor_stages = [] if ctx.layout else [block_pool.STAGE_H, layer_views.STAGE_I]
+    # layout-level evidence (a dry run) holds no allocated tensors: of stage H only the planned allocations
+    # (I-67), no stage I (stage B, I-113)
+    tensor_stages = [block_pool.STAGE_H_PLANNED] if ctx.layout else [block_pool.STAGE_H, layer_views.STAGE_I]
     for rules in (cache_groups.STAGE_F, block_pool.STAGE_G, *tensor_stages):
         if not run_stage(ctx, rules):
             return False
@@ -205,7 +206,8 @@ def import_evidence(
     except evidence_files.IndexRefusal as exc:
         return ImportRun((), (ImportDiagnostic("I-1", exc.message, configuration),))
     except OSError as exc:
-        return ImportRun((), (ImportDiagnostic("I-1", f"unsupported runtime observation index schema: '{evidence_files.INDEX_FILE}'", configuration),))
+        message = f"runtime observation index cannot be read: {folder / evidence_files.INDEX_FILE}: {exc.strerror}"
+        return ImportRun((), (ImportDiagnostic("I-1", message, configuration),))
     labels = [configuration] if configuration is not None else sorted(index["configurations"])
     if not labels:
         return ImportRun((), (ImportDiagnostic("I-2", "runtime import requires selected configurations with reviewed launch facts"),))
@@ -214,8 +216,8 @@ def import_evidence(
         if len(labels) != 1:
             return ImportRun((), (ImportDiagnostic("I-2", f"a reviewed launch needs exactly one selected configuration; {len(labels)} are selected"),))
         try:
-            reviewed = strict_loads(Path(launch).read_bytes())
-        except (OSError, StrictJsonError):
+            reviewed = load_path(launch)
+        except JsonError:
             reviewed = None
         if isinstance(reviewed, dict) and set(reviewed) == {"launch"}:
             reviewed = reviewed["launch"]

@@ -10,12 +10,12 @@ table keeps the maximum wall time over ranks (R-27).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import JsonError, is_finite_number, loads
 from fpmcore.replay.model import LatencyTable
 
 _ROW_KEYS = {"phase", "batch_size", "total_prefill_tokens", "total_kv_read_tokens", "wall_time_seconds", "dp_rank"}
@@ -51,7 +51,7 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> Laten
         k = _int(row, "total_kv_read_tokens", i, where, 0)
         w = row.get("wall_time_seconds")
         tshow = t if phase == "prefill" else 0
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+        if not is_finite_number(w) or w <= 0:
             raise _bad(
                 "latency table point has a non-positive or non-finite wall time: "
                 f"{phase} batch_size={b} total_prefill_tokens={tshow} total_kv_read_tokens={k} wall_time={w}",
@@ -81,11 +81,11 @@ def load_table(path: str | Path) -> LatencyTable:
     """Read a table file (a list of rows or ``{"rows": [...]}``)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_bytes())
+        data = loads(p.read_bytes())
     except OSError as exc:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
-    except ValueError:
-        raise _bad("latency table is not valid json", str(p)) from None
+    except JsonError as exc:
+        raise _bad(f"latency table is not strict JSON: {exc.message}", str(p)) from None
     if isinstance(data, Mapping):
         data = data.get("rows")
     if not isinstance(data, list):

@@ -13,7 +13,6 @@ request priority, used with ``--scheduling-policy priority``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import attrs
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import JsonError, decode_utf8, is_finite_number, loads
 
 FIELDS = (
     "request_id",
@@ -106,9 +106,10 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         if not line.strip():
             raise _err(f"{pre}: empty line", where)
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            obj = None
+            obj = loads(line)
+        except JsonError as exc:  # the one strict reader: duplicate keys, NaN, lone surrogates, …
+            place = ", ".join([*([exc.path] if exc.path else []), *([f"column {exc.column}"] if exc.column else [])])
+            raise _err(f"{pre}: not a json object: {exc.reason}" + (f" at {place}" if place else ""), where) from None
         if not isinstance(obj, dict):
             raise _err(f"{pre}: not a json object", where)
         if "kv_handoff" in obj:
@@ -147,7 +148,7 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
                 raise _err(f"{pre}: priority must be between -2**62 and 2**62, found {pr}", where)
         if has_t:
             t = obj["arrival_time"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            if not is_finite_number(t) or t < 0:
                 raise _err(f"{pre}: arrival_time must be a finite number >= 0, found {_render(t)}", where)
         for key in ("request_id", "shared_prefix_id", "prefix_of"):
             if key in obj and (not isinstance(obj[key], str) or obj[key] == ""):
@@ -212,9 +213,9 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
     """Validate a JSONL trace (R-33); a final newline is allowed, blank lines are not."""
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _err("trace line 1: not a json object", where) from None
+            text = decode_utf8(text)
+        except JsonError as exc:
+            raise _err(f"trace line {exc.line or 1}: not a json object: {exc.reason}", where) from None
     if text == "":
         raise _err("trace is empty", where)
     lines = text.split("\n")
@@ -233,9 +234,9 @@ def load_trace(path: str | Path) -> Trace:
     stripped = data.lstrip()
     if stripped.startswith(b"{") and b'"requests"' in data and data.count(b"\n{") == 0:
         try:
-            obj = json.loads(data)
-        except ValueError:
-            obj = None
+            obj = loads(data)
+        except JsonError:
+            obj = None  # read as JSONL: the line that is not strict JSON is named
         if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
             return from_sched_json(obj, where=str(p))
     return parse_trace(data, where=str(p))

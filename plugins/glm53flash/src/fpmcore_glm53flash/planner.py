@@ -136,17 +136,26 @@ def batch_sizes(batch_cap: int) -> list[int]:
     return _powers(1, batch_cap)
 
 
-def prefill_shapes(budget: int, hash_block: int, batch_cap: int) -> list[tuple[int, int]]:
-    """G-13: the ``(b, n)`` shapes, power-of-two family ∪ whole-block family, sorted."""
+def prefill_shapes(
+    budget: int, hash_block: int, batch_cap: int, max_new_tokens: int | None = None
+) -> list[tuple[int, int]]:
+    """G-13: the ``(b, n)`` shapes, power-of-two family ∪ whole-block family, sorted.
+
+    ``max_new_tokens`` leaves out the shapes with more new tokens (no prefix
+    fits them, G-14), so that the work follows the list, not the budget: a
+    budget of 2**32 tokens costs what 131,072 does.
+    """
+    limit = budget if max_new_tokens is None else min(budget, max_new_tokens)
     shapes = {
         (b, n)
-        for n in _powers(4, budget)
+        for n in _powers(4, limit)
         for b in batch_sizes(batch_cap)
         if b * n <= budget
     }
     m = 1
-    while m * hash_block < budget:
-        shapes.add((1, m * hash_block))
+    while m * hash_block < budget and (m * hash_block <= limit or m <= batch_cap):
+        if m * hash_block <= limit:
+            shapes.add((1, m * hash_block))
         if m <= batch_cap:
             shapes.add((m, hash_block))
         m += 1
@@ -163,7 +172,7 @@ def prefill_candidates(budget: int, hash_block: int, context: int, batch_cap: in
     """G-13 × G-14, in canonical order."""
     rows = sorted(
         (k * hash_block, n, b)
-        for b, n in prefill_shapes(budget, hash_block, batch_cap)
+        for b, n in prefill_shapes(budget, hash_block, batch_cap, max_new_tokens=context)
         for k in prefix_blocks(n, hash_block, context)
     )
     return [PrefillPoint(*row) for row in rows]
