@@ -31,6 +31,7 @@ GLM_PROFILE := $(DEMO)/glm53flash-tp4.fpm-profile.json
 # measurement run (examples/artifacts) -> replay of a trace.
 demo: env
 	$(FPM) plugins
+	mkdir -p $(DEMO)  # fpm never creates a missing output folder
 	$(FPM) import examples/probes/glm53flash-tp4 -o $(GLM_PROFILE)
 	$(FPM) profile check $(GLM_PROFILE)
 	$(FPM) plan $(GLM_PROFILE) --model glm53flash -o $(DEMO)/glm53flash-tp4.plan.json

@@ -28,7 +28,7 @@ import attrs
 import cattrs
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import is_finite_number
+from fpmcore.jsonio import is_finite_number, one_line
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
@@ -110,7 +110,8 @@ def render_opt(value: Any) -> str:
 
 
 def quote(text: str) -> str:
-    return f"'{text}'"
+    """``'text'``, with characters that are not printable escaped (a message stays one line)."""
+    return f"'{one_line(text)}'"
 
 
 def join_or(values: tuple[Any, ...]) -> str:
