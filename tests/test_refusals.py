@@ -32,7 +32,7 @@ MODELS = ROOT / "tools" / "probe_models"
 
 class FakeRuntime:
     """A runtime plugin whose dry probe writes the committed sliding-window example through
-    :func:`fpmcore.dryprobe.write_dry_probe`, in place of vLLM's planning."""
+    :func:`fpmcore.dryprobe.evidence_files` and :func:`fpmcore.dryprobe.write_files`, in place of vLLM's planning."""
 
     PIN = "vllm==9.9.9"
 
@@ -42,25 +42,21 @@ class FakeRuntime:
 
     @hookimpl
     def fpm_dry_probe(self, runtime, model_path, out_dir, tp, caching, configuration):
-        if runtime != self.PIN:
-            return None
         index = json.loads((SLIDING / "observations.json").read_bytes())
-        (config,) = index["configurations"].values()
-        attempt, launch = config["active_attempt_id"], config["launch"]
-        plan = dryprobe.DryPlan(vllm_config=None, worker_vllm_config=None, layer_specs={}, worker_configs=[None] * tp,
-                                scheduler_config=None, scheduler=None, available_memory_bytes=1, block_size=16,
-                                hash_block_size=16)  # fmt: skip
-
-        def observer(source, *, phase, rank):
-            name = (f"runtime-observation-worker-dp0-tp{rank}-pp0.json" if source["kind"] == "worker"
-                    else "runtime-observation-scheduler-dp0.json")  # fmt: skip
-            return json.loads((SLIDING / attempt / phase / name).read_bytes())
-
-        return dryprobe.write_dry_probe(
-            model_path, out_dir, tp=tp, caching=caching, configuration="sliding-window",
-            plan=lambda model, **kw: plan, launch=lambda model, p, **kw: launch, observer=observer,
-            summarize=lambda p: {"blocks": p.block_size}, digest=launch["deployment"]["image"].rsplit(":", 1)[1],
+        ((label, config),) = index["configurations"].items()
+        (attempt,) = config["attempts"]
+        phases = {}
+        for phase, entry in attempt["phases"].items():
+            manifest = json.loads((SLIDING / entry["launch_manifest"]["path"]).read_bytes())
+            records = [json.loads((SLIDING / a["path"]).read_bytes()) for a in entry["artifacts"]
+                       if a["kind"] == "observation"]  # fmt: skip
+            phases[phase] = (manifest, records)
+        files = dryprobe.evidence_files(
+            configuration=label, attempt=attempt["attempt_id"], launch=config["launch"],
+            model_config=(SLIDING / dryprobe.MODEL_CONFIG).read_bytes(), phases=phases,
         )  # fmt: skip
+        dryprobe.write_files(Path(out_dir), files)
+        return {"configuration": label, "attempt_id": attempt["attempt_id"], "phases": {}}
 
 
 @pytest.fixture(scope="module")
