@@ -125,6 +125,17 @@ def test_import_of_an_empty_folder_names_the_missing_index(tmp_path, host):
     _clean(res)
 
 
+def test_an_unreadable_index_is_named_before_the_output_kind(tmp_path, host):
+    """Without a readable index the import cannot tell a file output from a folder: I-1 is reported, nothing written."""
+    (tmp_path / "out").mkdir()
+    res = run_fpm("import", str(tmp_path), "-o", str(tmp_path / "out"), host=host)
+    assert res.exit_code == 2
+    assert res.stdout == f"-: -/-: runtime observation index is missing: {tmp_path / 'observations.json'} [I-1]\n"
+    assert list((tmp_path / "out").iterdir()) == []
+    res = run_fpm("import", str(tmp_path), "-o", str(tmp_path / "no" / "p.json"), host=host)
+    assert res.exit_code == 2 and res.stderr.endswith(" [O-1]\n")
+
+
 def test_probe_of_a_missing_model_json_says_so_before_the_runtime(tmp_path, host, monkeypatch):
     def no_runtime_lookup(framework="vllm"):
         raise AssertionError("the runtime is looked for after the inputs are checked")
@@ -485,3 +496,18 @@ def test_a_plan_with_no_point_is_a_negative_verdict(tmp_path, host):
     assert res.stderr == (f"fpm plan: {PROFILE}: no benchmark points: --max-model-len 10 leaves no candidate point; "
                           "the profile's max_model_len 1,048,576 gives 577 (raise --max-model-len) [G-9]\n")
     assert not out.exists()  # a negative verdict writes no plan
+
+
+def test_values_from_input_are_never_read_as_markup(tmp_path, host):
+    """A model name or a group name such as ``[/bold]`` is printed as it is (it was ``internal error: MarkupError``)."""
+    doc = json.loads(PROFILE.read_bytes())
+    doc["model"] = "[/bold]zz"
+    doc["deployments"][0]["resources"]["cache_groups"][0]["name"] = "[/x]"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    res = run_fpm("profile", "check", str(path), host=host)
+    assert res.exit_code == 0 and "[/bold]zz @ 04c4e9e95c5d" in res.stdout and "[/x]" in res.stdout
+    _clean(res)
+    res = run_fpm("plan", str(path), "--model", "glm53flash", host=host)
+    assert res.exit_code == 0 and res.stdout.splitlines()[0].startswith("plan glm53flash: [/bold]zz @ 04c4e9e95c5d")
+    _clean(res)

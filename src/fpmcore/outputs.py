@@ -175,6 +175,18 @@ def _within(inner: PathLike, outer: PathLike) -> bool:
     return inner_r == outer_r or inner_r.startswith(outer_r.rstrip(os.sep) + os.sep)
 
 
+def check_output_parent(path: PathLike) -> Path:
+    """O-1 and O-4 only: the folder that would hold ``path`` exists and can be written in.
+
+    For a command that cannot yet tell whether it will write a file or a
+    folder (``fpm import -o`` before its index is read); it checks the rest
+    with :func:`check_output_path` or :func:`check_output_folder` once it can.
+    """
+    target = Path(path)
+    _check_parent(target)
+    return target
+
+
 def check_output_path(path: PathLike, *, inputs: Iterable[PathLike | None] = ()) -> Path:
     """Check one output file before any work (O-1 … O-4); return it as a :class:`Path`.
 
@@ -229,7 +241,11 @@ def check_output_folder(
         return target
     if not stat.S_ISDIR(st.st_mode):
         raise OutputError("O-2", f"the output exists and is {_kind(st.st_mode)}, not a folder", str(target))
-    if any(target.iterdir()) and not (replace and is_earlier_output(target)):
+    try:
+        occupied = any(target.iterdir())
+    except OSError as exc:
+        raise OutputError("O-4", f"cannot read the output folder: {exc.strerror}", str(target)) from None
+    if occupied and not (replace and is_earlier_output(target)):
         what = "holds files fpm did not write" if replace else "is not empty"
         tail = f"; {refusal}" if refusal else "; give a new or an empty folder"
         raise OutputError("O-2", f"the output folder exists and {what}{tail}", str(target))

@@ -96,9 +96,12 @@ def _outputs(folder: Path, args: argparse.Namespace) -> tuple[str, Path] | None:
     if not args.output:
         return None
     from fpmcore.importer.evidence_files import index_outline
-    from fpmcore.outputs import check_output_folder, check_output_path, safe_name
+    from fpmcore.outputs import check_output_folder, check_output_parent, check_output_path, safe_name
 
     outline = index_outline(folder)
+    if outline is None and args.configuration is None:
+        # the index cannot be read: the import refuses it (I-1) and writes nothing
+        return "file", check_output_parent(args.output)
     labels, inputs = outline if outline is not None else ([], [folder / "observations.json"])
     if args.configuration is not None:
         labels = [args.configuration]
