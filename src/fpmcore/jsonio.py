@@ -157,8 +157,8 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
 _CHECKING_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_checked_float)
 #: A number that may overflow a double: a three-digit exponent or 309 digits in a row.
 _OVERFLOW_HINT = re.compile(r"[eE]\+?0*[1-9]\d{2}|\d{309}")
-#: An escaped or raw surrogate code point; the scan of :func:`_locate` decides whether it is lone.
-_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+#: An escaped surrogate code point; the scan of :func:`_locate` decides whether it is lone.
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TOKEN = re.compile(
     r"[ \t\n\r]*(?:(\")|([{}\[\]:,])|(-?(?:Infinity|\d[\d.eE+-]*))|(true|false|null|NaN))"
@@ -359,7 +359,8 @@ def decode_utf8(data: bytes) -> str:
 def loads(data: bytes | str, where: str = "") -> Any:
     """Parse strict JSON (see the module docstring); raises :class:`JsonError` naming ``where`` (a file)."""
     try:
-        text = decode_utf8(bytes(data)) if isinstance(data, (bytes, bytearray)) else data
+        from_bytes = isinstance(data, (bytes, bytearray))
+        text = decode_utf8(bytes(data)) if from_bytes else data
         decoder = _CHECKING_DECODER if _OVERFLOW_HINT.search(text) else _DECODER
         try:
             value = decoder.decode(text)
@@ -377,7 +378,8 @@ def loads(data: bytes | str, where: str = "") -> Any:
             raise _located("bigint", "more than 4300", text) from None
         except RecursionError:
             raise _located("depth", "", text) from None
-        if _SURROGATE_HINT.search(text):
+        # UTF-8 holds no surrogate: only an escape can make one (a str given directly may hold one as is)
+        if ("\\u" in text and _ESCAPED_SURROGATE.search(text)) or (not from_bytes and _SURROGATE.search(text)):
             if len(text) <= LOCATE_LIMIT:
                 found = _locate(text, "surrogate")
                 if found is not None:
