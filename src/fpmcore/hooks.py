@@ -37,16 +37,19 @@ and the collecting hooks) a wrapper runs once per plugin asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from fpmcore.errors import FpmError, PluginError
 from fpmcore.hooktypes import (
+    HARDWARE_KEYS,
     AlignStopQuery,
     CliCommand,
     Diagnostic,
     ExecutionIdentity,
+    LiveProbeOptions,
     PlanLimits,
     PluginInfo,
     PointPlan,
@@ -129,6 +132,17 @@ def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | No
     for setting in rules.nullable_settings:
         if not isinstance(setting, str) or setting.count(".") > 1:
             return f"returned a nullable setting that is not '<section>.<key>' or '<key>' from {name}: {setting!r}"
+    for setting in rules.kv_cache_sizing:
+        if setting not in ("cache.kv_cache_memory_bytes", "cache.num_gpu_blocks_override"):
+            return f"returned a KV cache sizing setting that I-31 does not read from {name}: {setting!r}"
+    if not rules.storage_devices or not all(isinstance(d, str) and d for d in rules.storage_devices):
+        return f"returned storage devices that are not non-empty strings from {name}: {rules.storage_devices!r}"
+    for key in rules.absent_hardware:
+        if key not in HARDWARE_KEYS:
+            return f"returned an absent hardware key that is not one of {', '.join(HARDWARE_KEYS)} from {name}: {key!r}"
+    for key, label in rules.model_dtype_labels.items():
+        if not isinstance(key, str) or not isinstance(label, str):
+            return f"returned a non-string model dtype label from {name}: {key!r}: {label!r}"
     return None
 
 
@@ -157,6 +171,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_plugin_info": Expect((PluginInfo,)),
     "fpm_observe_cache_groups": Expect((dict,)),
     "fpm_dry_probe": Expect((dict,)),
+    "fpm_live_probe": Expect((dict,)),
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
@@ -433,6 +448,21 @@ class RuntimeHooks:
         )  # fmt: skip
         if summary is None:
             raise self._missing("fpm_dry_probe")
+        return summary  # type: ignore[no-any-return]
+
+    def live_probe(
+        self,
+        *,
+        model_dir: str,
+        out_dir: str,
+        options: LiveProbeOptions,
+        progress: Callable[[str], AbstractContextManager[None]],
+    ) -> dict[str, Any]:
+        """The summary of :func:`~fpmcore.hookspecs.fpm_live_probe`; raises when the plugin runs no engine."""
+        summary = self._call("fpm_live_probe", model_dir=model_dir, out_dir=out_dir, options=options,
+                             progress=progress)  # fmt: skip
+        if summary is None:
+            raise self._missing("fpm_live_probe")
         return summary  # type: ignore[no-any-return]
 
     def normalize_record(self, *, record: Mapping[str, Any]) -> dict[str, Any]:

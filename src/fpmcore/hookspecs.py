@@ -44,7 +44,8 @@ names a vLLM version or a model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         CliCommand,
         Diagnostic,
         ExecutionIdentity,
+        LiveProbeOptions,
         PlanLimits,
         PluginInfo,
         PointPlan,
@@ -173,6 +175,50 @@ def fpm_dry_probe(
         ...     tp=4, caching=True, configuration=None)
         >>> summary["phases"]["prefill"]["num_blocks"]
         13697
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_live_probe(
+    runtime: str,
+    model_dir: str,
+    out_dir: str,
+    options: LiveProbeOptions,
+    progress: Callable[[str], AbstractContextManager[None]],
+) -> dict[str, Any] | None:
+    """Start the installed runtime's engine on a model, observe it, write its evidence, shut it down.  *First-result*.
+
+    ``fpm probe --live`` calls it.  The runtime plugin starts an engine in
+    this process with ``options``, observes it once its KV cache is allocated
+    (the scheduler's cache plan and block pool, the worker's real cache
+    tensors, layer views, attention groups and model runner) through its own
+    observer (:func:`fpm_observe_cache_groups`), writes the evidence folder of
+    02 §2 with tensor-level records for both phases, and shuts the engine
+    down, also when it fails or is interrupted (``KeyboardInterrupt`` is
+    re-raised after the shutdown).  The folder appears whole or not at all.
+    The plugin says what its phases are.  **Optional**: a runtime that cannot
+    run an engine here leaves it out, and ``fpm probe --live`` says so.
+
+    :param runtime: the installed runtime as an exact pin, ``"vllm==0.32.0"``:
+        one of your targets.
+    :param model_dir: the model folder the engine loads.
+    :param out_dir: the evidence folder to write; it must not exist yet, or be empty.
+    :param options: the engine settings, a :class:`~fpmcore.hooktypes.LiveProbeOptions`.
+    :param progress: ``progress(message)`` is a context manager that shows
+        ``message`` on stderr while its block runs (a live timer on a
+        terminal); wrap the engine's start-up in it.
+    :returns: a summary, JSON-ready: ``configuration``, ``attempt_id`` and,
+        per phase, what the engine itself reports (``num_blocks``, groups,
+        block and page sizes, ``kv_cache_max_concurrency``, …).  A refusal
+        (not a model folder, settings the engine does not start with) is an
+        :class:`~fpmcore.errors.FpmError` whose message is one line.
+
+    Example::
+
+        >>> host.hooks.runtime("vllm==0.32.0").live_probe(model_dir="tiny-llama",
+        ...     out_dir="out/tiny-llama", options=LiveProbeOptions(max_model_len=2048),
+        ...     progress=lambda message: contextlib.nullcontext())["phases"]["prefill"]["num_blocks"]
+        2048
     """
 
 

