@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -104,6 +105,7 @@ class EngineOptions:
             "enforce_eager": self.enforce_eager,
             "kv_cache_memory_bytes": int(self.kv_cache_bytes),
             "disable_log_stats": True,
+            "use_tqdm_on_load": False,
         }
         optional = {"dtype": self.dtype, "max_model_len": self.max_model_len, "num_gpu_blocks_override": self.num_blocks,
                     "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens}  # fmt: skip
@@ -268,7 +270,8 @@ def start_engine(options: EngineOptions, progress: Progress = stderr_progress) -
     exception goes on.
     """
     prepare_environment()
-    with progress(f"starting the vLLM {VERSION} CPU engine for {Path(options.model).name}"):
+    with progress(f"starting the vLLM {VERSION} CPU engine for {Path(options.model).name}"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecations inside vLLM's and torch's imports
         import vllm
 
         if vllm.__version__ != VERSION:

@@ -28,10 +28,13 @@ The request is finished (and its blocks are back in the pool) when the phase
 is observed, so the scheduler records the pool as start-up left it (02 §3.11:
 ``free_blocks`` = ``num_blocks`` − 1 with the null block reserved) and the
 worker records the tensors the forwards wrote.  Each phase folder also holds
-``engine-steps.json`` (kind ``engine_steps``, 02 §2.1: not read by the
+``engine-report.json`` (kind ``engine_report``, 02 §2.1: not read by the
 import, hashed in its provenance): the phase request's steps, the block ids
-it held per group during each forward, and, for each layer, whether the view
-the observer recorded holds data written by those forwards in those blocks.
+it held per group during each forward, for each layer whether the view the
+observer recorded holds data written by those forwards in those blocks, and
+the engine's own numbers (:func:`fpmcore_vllm032.engine.engine_summary`:
+``num_blocks``, groups, block and page sizes, ``kv_cache_max_concurrency``,
+storages, views), which an imported profile must reproduce.
 The evidence folder also holds ``model-description.json`` (kind
 ``model_description``): the engine's layer specs and settings as a MODEL.json
 for ``fpm probe --dry-run`` (examples/probes/README.md), so that the dry
@@ -64,7 +67,16 @@ import attrs
 from fpmcore.dryprobe import PHASES, dumps, evidence_files, launch_manifest
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import LiveProbeOptions
-from fpmcore_vllm032.engine import GIB, VERSION, EngineOptions, LiveEngine, Progress, engine_summary, start_engine
+from fpmcore_vllm032.engine import (
+    GIB,
+    VERSION,
+    EngineOptions,
+    LiveEngine,
+    Progress,
+    engine_summary,
+    jsonable,
+    start_engine,
+)
 from fpmcore_vllm032.steps import StepRecorder, vocabulary
 
 #: The rule id of a live probe's refusals (the CLI prints ``fpm probe: <message>``).
@@ -74,7 +86,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer
 #: The decode phase's request: (prompt tokens, generated tokens).
 DECODE_REQUEST = (16, 8)
 #: The names of the evidence folder's other artifacts (02 §2.1 kinds).
-STEPS_FILE, STEPS_KIND = "engine-steps.json", "engine_steps"
+REPORT_FILE, REPORT_KIND = "engine-report.json", "engine_report"
 DESCRIPTION_FILE, DESCRIPTION_KIND = "model-description.json", "model_description"
 
 #: ``build_record(source, phase=, rank=)``: the plugin's observer.
@@ -405,15 +417,14 @@ def probe_engine(
     extras: dict[str, list[tuple[str, bytes, str]]] = {}
     summary: dict[str, Any] = {"configuration": configuration, "attempt_id": attempt, "phases": {}}
     for phase in PHASES:
-        steps = run_phase(engine, phase)
+        report = run_phase(engine, phase)
         manifest = launch_manifest(attempt, configuration, phase, launch, 1)
         worker, scheduler = sources(engine, manifest, common)
         records = [observer(worker, phase=phase, rank=0), observer(scheduler, phase=phase, rank=0)]
         phases[phase] = (manifest, records)
-        extras[phase] = [(f"{attempt}/{phase}/{STEPS_FILE}", dumps(steps), STEPS_KIND)]
-        numbers = engine_summary(engine)
-        numbers["engine_steps"] = steps
-        summary["phases"][phase] = numbers
+        report["engine"] = jsonable(engine_summary(engine))
+        extras[phase] = [(f"{attempt}/{phase}/{REPORT_FILE}", dumps(report), REPORT_KIND)]
+        summary["phases"][phase] = report["engine"]
     engine.llm.reset_prefix_cache()
     description = model_description(engine, {**summary["phases"]["prefill"], "configuration": configuration})
     extras[PHASES[0]].append((DESCRIPTION_FILE, dumps(description), DESCRIPTION_KIND))
@@ -460,6 +471,11 @@ def live_probe(
     try:
         summary = probe_engine(engine, out, model=model_dir, configuration=configuration, observer=observer,
                                revision=revision)  # fmt: skip
+    except (KeyboardInterrupt, FpmError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run (a kernel refusing a dtype)
+        raise refuse(f"the vLLM {VERSION} engine started but failed to run the probe requests: "
+                     f"{type(exc).__name__}: {start_message(exc)}") from exc
     finally:
         left = engine.shutdown()
     summary["shutdown"] = left

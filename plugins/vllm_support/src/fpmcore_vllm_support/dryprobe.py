@@ -44,6 +44,7 @@ import attrs
 
 from fpmcore import dryprobe as evidence
 from fpmcore.dryprobe import ModelJsonError
+from fpmcore.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore_vllm_support.rules import KV_DTYPE_LABELS
 
 #: Environment vLLM needs on a CPU-only machine, set before it is imported.
@@ -89,10 +90,9 @@ DTYPES = {
     "fp8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
 }  # fmt: skip
 
-#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype.
-
-#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype.
-AUTO_KV_LABELS = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
+#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype (a
+#: runtime's rules may add to it: ``RuntimeRules.model_dtype_labels``).
+AUTO_KV_LABELS = MODEL_DTYPE_LABELS
 
 #: The image name of a dry run; its digest is :func:`installed_digest`.
 
@@ -439,10 +439,12 @@ def engine_plan(
 # --------------------------------------------------------------------------
 
 
-def kv_label(kv_cache_dtype: str, model_dtype: str, labels: Mapping[str, str]) -> str | None:
-    """The profile label of a KV cache dtype (02 I-32): ``auto`` follows the model dtype, else ``labels``."""
+def kv_label(
+    kv_cache_dtype: str, model_dtype: str, labels: Mapping[str, str], model_labels: Mapping[str, str] = AUTO_KV_LABELS
+) -> str | None:
+    """The profile label of a KV cache dtype (02 I-32): ``auto`` follows the model dtype (``model_labels``), else ``labels``."""
     if kv_cache_dtype == "auto":
-        return AUTO_KV_LABELS.get(model_dtype)
+        return model_labels.get(model_dtype)
     return labels.get(kv_cache_dtype)
 
 
@@ -513,6 +515,7 @@ def default_launch(
     image: str | None,
     revision: str,
     kv_labels: Mapping[str, str] = KV_DTYPE_LABELS,
+    model_labels: Mapping[str, str] = AUTO_KV_LABELS,
 ) -> dict:
     """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
 
@@ -522,10 +525,11 @@ def default_launch(
     them in MODEL.json's ``launch`` to match a deployment.  ``tp`` is always
     the probe's, and ``deployment.image`` the dry run's ``image`` when given
     (the runtime that planned, I-26).  ``revision`` is the default
-    ``identity.model_revision``; ``kv_labels`` the KV dtype labels (02 I-32).
+    ``identity.model_revision``; ``kv_labels`` and ``model_labels`` the KV dtype
+    labels and those of ``auto`` by model dtype (02 I-32, the runtime's rules).
     """
     cc = vllm_config.cache_config
-    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels) or str(cc.cache_dtype)
+    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels, model_labels) or str(cc.cache_dtype)
     identity = {"model": configuration, "model_revision": revision, "architecture": "unknown", "num_experts": 0,
                 "framework_version": version, "gpu": "cpu"}  # fmt: skip
     launch = engine_launch(vllm_config, identity=identity, tp=tp, kv_label=label, image=image or DRY_RUN_IMAGE,
@@ -717,7 +721,14 @@ def write_dry_probe(
     return summary
 
 
-def dry_probe(model_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, version: str, **kw: Any) -> dict:
+def dry_probe(
+    model_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    version: str,
+    model_labels: Mapping[str, str] = AUTO_KV_LABELS,
+    **kw: Any,
+) -> dict:
     """A release's dry probe: plan ``model_path`` with vLLM ``version`` and write the evidence folder ``out_dir``.
 
     Sets the CPU environment, refuses a process that runs another vLLM, and
@@ -733,6 +744,6 @@ def dry_probe(model_path: str | os.PathLike[str], out_dir: str | os.PathLike[str
         raise RuntimeError(f"the vLLM {version} dry probe needs vLLM {version}; this process runs vLLM {vllm.__version__}")
 
     def launch(model: Mapping[str, Any], p: DryPlan, **launch_kw: Any) -> dict:
-        return default_launch(model, p.vllm_config, version=version, **launch_kw)
+        return default_launch(model, p.vllm_config, version=version, model_labels=model_labels, **launch_kw)
 
     return write_dry_probe(model_path, out_dir, launch=launch, **kw)

@@ -95,6 +95,7 @@ class VllmRuntimePlugin:
         sources = {"worker_source": probe.worker_source} if hasattr(probe, "worker_source") else {}
         return dryprobe.dry_probe(
             model_path, out_dir, version=self.rules.version, tp=tp, caching=caching, configuration=configuration,
+            model_labels=self.rules.model_dtype_labels,
             plan=probe.plan, observer=self.build_record, summarize=probe.plan_summary, **sources,
         )  # fmt: skip
 
