@@ -215,10 +215,17 @@ def fpm_live_probe(
 
     Example::
 
-        >>> host.hooks.runtime("vllm==0.32.0").live_probe(model_dir="tiny-llama",
-        ...     out_dir="out/tiny-llama", options=LiveProbeOptions(max_model_len=2048),
-        ...     progress=lambda message: contextlib.nullcontext())["phases"]["prefill"]["num_blocks"]
-        2048
+        >>> import contextlib
+        >>> runtime = host.hooks.runtime("vllm==0.32.0")
+        >>> runtime.live_probe(model_dir="examples", out_dir=str(tmp / "ev"),
+        ...     options=LiveProbeOptions(max_model_len=2048), progress=lambda message: contextlib.nullcontext())
+        Traceback (most recent call last):
+        ...
+        fpmcore.errors.FpmError: examples is not a model folder: it holds no config.json
+
+    On a model folder it returns the engine's numbers:
+    ``summary["phases"]["prefill"]["num_blocks"]`` is 512 for
+    ``examples/probes/live/tiny-llama`` (0.25 GiB of 524,288-byte blocks).
     """
 
 

@@ -36,3 +36,26 @@ def test_each_difference_is_named(change, kw, names):
 def test_several_settings_give_several_reasons():
     reasons = outside_envelope({**CPU, "policy": "priority", "prefill_schedule_interval": 2}, lora=True)
     assert [r.split("(")[-1] for r in reasons] == ["D-S1)", "D-S4)", "D-S5)"]
+
+
+def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(tmp_path):
+    """A replay of the live llama profile with vLLM 0.32.0's rules: settings of D-S1 and D-S4 are refused (R-3)."""
+    from pathlib import Path
+
+    from fpmcore.errors import FpmError
+    from fpmcore.importer import HostServices, import_evidence
+    from fpmcore.replay import config_from_profile, run_replay
+    from fpmcore.replay.trace import parse_trace_lines
+    from fpmcore.testing import make_host
+    from fpmcore_vllm032.envelope import REPLAY_RULES
+
+    folder = Path(__file__).resolve().parents[3] / "examples" / "probes" / "live" / "tiny-llama"
+    (result,) = import_evidence(folder, HostServices(make_host(entry_points=("vllm_032",)))).results
+    profile = result.profile
+    cfg = config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, max_num_seqs=4)
+    out = run_replay(cfg, parse_trace_lines(['{"request_id": "a", "arrival_step": 0, "prompt_len": 300, "output_len": 3}']))
+    assert out.error is None and [s["scheduled"][0][1] for s in out.steps] == [300, 1, 1]
+    for setting, value in (("prefill_schedule_interval", 4), ("scheduling_policy", "priority")):
+        with pytest.raises(FpmError, match=f"the vllm==0.32.0 scheduler has no {setting}: the replay cannot model it"):
+            config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, **{setting: value})
+    config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, long_prefill_token_threshold=64)

@@ -27,12 +27,27 @@ The reasons, by setting:
 
 D-M2 (Mamba align-mode re-keying) is reached only with a hash block smaller
 than the Mamba block; :func:`outside_envelope` names that too.
+
+:data:`REPLAY_RULES` are the replay's rules of vLLM 0.32.0
+(:class:`fpmcore.replay.rules.RuntimeRules`): every switch as 0.33.0 (R-7's
+release before the check, R-38's free-queue order, R-37's same-step Mamba
+rule and R-20's window admission block are the same code, README §4), and the
+scheduler settings 0.32.0 schedules as 0.33.0 does, that is all but
+``prefill_schedule_interval`` (D-S1) and ``scheduling_policy`` (D-S4), so that a
+replay of a 0.32.0 profile refuses those instead of following 0.33.0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
+
+#: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
+REPLAY_RULES = RuntimeRules(
+    runtime="vllm==0.32.0", settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval", "scheduling_policy"}
+)
 
 
 def outside_envelope(scheduler: Mapping[str, Any], *, speculative: bool = False, kv_transfer: bool = False,

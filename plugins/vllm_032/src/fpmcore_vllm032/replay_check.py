@@ -6,8 +6,9 @@ give for the very engine the traces run on (:func:`engine_profile`:
 ``fpm import``'s pipeline), never from the engine's objects directly, so a
 match checks the whole chain: observer, evidence, import rules, profile,
 replay.  The scheduler settings the profile does not hold (chunked prefill,
-the full-input reservation, the watermark) are the engine's, as ``fpm
-replay`` takes them as options.
+the full-input reservation, the watermark, the token and request limits) are
+the engine's, as ``fpm replay`` takes them as options, and the replay's rules
+are vLLM 0.32.0's (:data:`fpmcore_vllm032.envelope.REPLAY_RULES`).
 
 The replay models vLLM 0.33.0's scheduler.  :func:`replay_config` refuses an
 engine whose settings leave the envelope where 0.32.0's scheduler takes the
@@ -28,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
-from fpmcore_vllm032.engine import VERSION, LiveEngine, scheduler_settings
-from fpmcore_vllm032.envelope import engine_outside_envelope
+from fpmcore_vllm032.engine import VERSION, LiveEngine
+from fpmcore_vllm032.envelope import REPLAY_RULES, engine_outside_envelope
 from fpmcore_vllm032.steps import TraceRequest, run_trace, trace_lines, trace_stats
 
 
@@ -69,11 +70,15 @@ def replay_config(profile: Any, engine: LiveEngine) -> Any:
     if reasons:
         raise FpmError("R-40", "the replay does not model vLLM 0.32.0's scheduler here: " + "; ".join(reasons))
     rm = dep.resources.runtime_memory
-    sc = scheduler_settings(engine.vllm_config.scheduler_config)
+    sc = engine.vllm_config.scheduler_config
     return config_from_profile(
-        profile, prefix_caching=bool(rm.enable_prefix_caching), reserve_full_isl=bool(sc["scheduler_reserve_full_isl"]),
-        enable_chunked_prefill=sc["enable_chunked_prefill"], watermark=float(sc["watermark"] or 0.0),
-        fixed_step_seconds=1.0,
+        profile, prefix_caching=bool(rm.enable_prefix_caching), reserve_full_isl=bool(sc.scheduler_reserve_full_isl),
+        enable_chunked_prefill=bool(sc.enable_chunked_prefill), watermark=float(sc.watermark or 0.0),
+        max_num_scheduled_tokens=sc.max_num_scheduled_tokens, max_num_active_seqs=sc.max_num_active_seqs,
+        long_prefill_token_threshold=sc.long_prefill_token_threshold,
+        long_prefill_token_threshold_adaptive=bool(sc.long_prefill_token_threshold_adaptive),
+        max_num_queued_reqs=sc.max_num_queued_reqs, max_num_queued_tokens=sc.max_num_queued_tokens,
+        fixed_step_seconds=1.0, rules=REPLAY_RULES,
     )  # fmt: skip
 
 
