@@ -194,8 +194,9 @@ def fpm_live_probe(
     tensors, layer views, attention groups and model runner) through its own
     observer (:func:`fpm_observe_cache_groups`), writes the evidence folder of
     02 §2 with tensor-level records for both phases, and shuts the engine
-    down, also when it fails or is interrupted (``KeyboardInterrupt`` is
-    re-raised after the shutdown).  The folder appears whole or not at all.
+    down, also when it fails or is interrupted (an interrupt, ``KeyboardInterrupt``
+    or the :class:`~fpmcore.errors.Interrupted` the host raises on Ctrl-C, goes
+    on after the shutdown).  The folder appears whole or not at all.
     The plugin says what its phases are.  **Optional**: a runtime that cannot
     run an engine here leaves it out, and ``fpm probe --live`` says so.
 

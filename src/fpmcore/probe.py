@@ -229,8 +229,13 @@ def _live_options(args: argparse.Namespace) -> Any:
 
 
 def run_live(args: argparse.Namespace, ctx: Any) -> int:
-    """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence (``fpm_live_probe``)."""
-    from fpmcore.errors import FpmError, PluginError
+    """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence (``fpm_live_probe``).
+
+    Ctrl-C raises :class:`~fpmcore.errors.Interrupted` while the plugin works,
+    so that its engine is shut down and the command ends with its message and
+    exit code 130.
+    """
+    from fpmcore.errors import FpmError, Interrupted, PluginError
 
     options = _live_options(args)
     if isinstance(options, str):
@@ -241,9 +246,10 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
         return found
     pin, runtime = found
     try:
-        summary = runtime.live_probe(model_dir=args.model, out_dir=args.output, options=options,
-                                     progress=lambda message: _progress_line(ctx, message))  # fmt: skip
-    except KeyboardInterrupt:
+        with _sigint_raises(Interrupted):
+            summary = runtime.live_probe(model_dir=args.model, out_dir=args.output, options=options,
+                                         progress=lambda message: _progress_line(ctx, message))  # fmt: skip
+    except (KeyboardInterrupt, Interrupted):
         _say(ctx, "interrupted; the engine was shut down and no evidence was written")
         return EXIT_INTERRUPTED
     except PluginError as exc:
@@ -262,6 +268,26 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     else:
         _print_live_summary(ctx, pin, runtime.plugin, args.output, summary)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _sigint_raises(error: type[BaseException]) -> Iterator[None]:
+    """While the block runs, SIGINT raises ``error`` (in the main thread; elsewhere nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise error()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

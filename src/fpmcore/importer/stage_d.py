@@ -277,7 +277,6 @@ def i32_kv_dtype(ctx: Context, rec: Record) -> None:
 
 def i33_fmha(ctx: Context, rec: Record) -> None:
     """I-33: the FMHA label is the label of the observed KV cache dtype."""
-    kv = rec.setting("cache", "kv_cache_dtype")
     native = rule_label(ctx, rec, "I-33")
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
     if fmha != native:

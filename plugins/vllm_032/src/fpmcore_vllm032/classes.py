@@ -9,14 +9,8 @@ same manager for each (README §1), so the table is
 
 from __future__ import annotations
 
-from fpmcore_vllm_support.classes import MODULE, hybrid_class_table
+from fpmcore_vllm_support.classes import hybrid_class_table
 
+#: The table (``CLASSES.table``), its answer for any other class (``CLASSES.unknown``) and :data:`classify`.
 CLASSES = hybrid_class_table("0.32.0")
-#: short class name -> classification, in the row order of 02 §5.2.
-TABLE = CLASSES.table
-#: any other class.
-UNKNOWN = CLASSES.unknown
-#: fully qualified class name -> classification (a class outside :data:`MODULE` is unknown).
 classify = CLASSES.classify
-
-__all__ = ["MODULE", "TABLE", "UNKNOWN", "classify"]

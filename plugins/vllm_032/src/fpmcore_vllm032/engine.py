@@ -33,6 +33,8 @@ from typing import Any
 
 import attrs
 
+from fpmcore_vllm_support.observe import tensors_of
+
 #: The vLLM version this engine driver reaches into.
 VERSION = "0.32.0"
 #: One GiB: the default KV cache memory of a probe (``--kv-cache-space 1``).
@@ -314,15 +316,6 @@ def running_engine(options: EngineOptions, progress: Progress = stderr_progress)
 # --------------------------------------------------------------------------
 # the engine's numbers
 # --------------------------------------------------------------------------
-
-
-def tensors_of(value: Any) -> list[Any]:
-    """The tensors bound to a layer: one tensor, or every tensor of a (nested) tuple or list."""
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_of(v)]
-    return [value]
 
 
 def spec_numbers(spec: Any) -> dict[str, Any]:

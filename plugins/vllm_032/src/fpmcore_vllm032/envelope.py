@@ -46,7 +46,8 @@ from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
 
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
 REPLAY_RULES = RuntimeRules(
-    runtime="vllm==0.32.0", settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval", "scheduling_policy"}
+    runtime="vllm==0.32.0",
+    settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval", "scheduling_policy"},  # type: ignore[arg-type]
 )
 
 

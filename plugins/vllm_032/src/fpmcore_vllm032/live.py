@@ -165,8 +165,8 @@ def start_message(exc: BaseException) -> str:
             text = str(first.get("msg", "")).removeprefix("Value error, ")
             if text:
                 return " ".join(text.split())
-        except Exception:  # noqa: BLE001 - not a pydantic error after all: use its text
-            pass
+        except (AttributeError, IndexError, TypeError, ValueError):  # not a pydantic error after all: its text
+            return " ".join(str(exc).split()) or type(exc).__name__
     text = " ".join(str(exc).split()) or type(exc).__name__
     return re.sub(r" For further information visit \S+$", "", text)
 
@@ -225,7 +225,7 @@ def run_phase(engine: LiveEngine, phase: str) -> dict[str, Any]:
 
 def written_layers(engine: LiveEngine, steps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per layer: the blocks its group held for the request, and whether each of its views holds data there."""
-    from fpmcore_vllm032.engine import tensors_of
+    from fpmcore_vllm_support.observe import tensors_of
 
     caches = engine.layer_kv_caches()
     out: dict[str, dict[str, Any]] = {}

@@ -28,26 +28,16 @@ from __future__ import annotations
 
 from fpmcore_vllm_support import observe
 
-#: The installed vLLM files whose objects the observer reads (02 §3.3).
-SOURCE_FILES: tuple[str, ...] = (
-    "vllm/config/cache.py",
-    "vllm/config/compilation.py",
-    "vllm/config/model.py",
-    "vllm/config/parallel.py",
-    "vllm/config/scheduler.py",
-    "vllm/config/vllm.py",
+#: The installed vLLM files whose objects the observer reads (02 §3.3): besides the files every release
+#: with hybrid evidence has, the CPU platform, the engine core and the worker files of the live engine.
+SOURCE_FILES: tuple[str, ...] = observe.source_files(
     "vllm/platforms/cpu.py",
-    "vllm/v1/core/block_pool.py",
-    "vllm/v1/core/kv_cache_manager.py",
-    "vllm/v1/core/kv_cache_utils.py",
-    "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/engine/core.py",
-    "vllm/v1/kv_cache_interface.py",
     "vllm/v1/worker/cpu_model_runner.py",
     "vllm/v1/worker/cpu_worker.py",
     "vllm/v1/worker/gpu_model_runner.py",
-    "vllm/v1/worker/utils.py",
 )
+
 
 #: The worker ``cache`` (02 §3.6) of vLLM 0.32.0's tensors.
 worker_cache = observe.layer_strided_worker_cache

@@ -26,22 +26,9 @@ from __future__ import annotations
 
 from fpmcore_vllm_support import observe
 
-#: The installed vLLM files whose objects the observer reads (02 §3.3).
-SOURCE_FILES: tuple[str, ...] = (
-    "vllm/config/cache.py",
-    "vllm/config/compilation.py",
-    "vllm/config/model.py",
-    "vllm/config/parallel.py",
-    "vllm/config/scheduler.py",
-    "vllm/config/vllm.py",
-    "vllm/v1/core/block_pool.py",
-    "vllm/v1/core/kv_cache_manager.py",
-    "vllm/v1/core/kv_cache_planning.py",
-    "vllm/v1/core/kv_cache_utils.py",
-    "vllm/v1/core/sched/scheduler.py",
-    "vllm/v1/kv_cache_interface.py",
-    "vllm/v1/worker/utils.py",
-)
+#: The installed vLLM files whose objects the observer reads (02 §3.3): 0.33.0's planning module besides
+#: the files every release with hybrid evidence has.
+SOURCE_FILES: tuple[str, ...] = observe.source_files("vllm/v1/core/kv_cache_planning.py")
 
 
 #: The worker ``cache`` (02 §3.6) of vLLM 0.33.0's tensors: the layer-strided

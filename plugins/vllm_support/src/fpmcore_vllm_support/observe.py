@@ -108,6 +108,30 @@ from fpmcore_vllm_support.encode import cdiv, class_name, encode_value, spec_fie
 #: are part of every observer's ``source_sha256`` (:func:`observer_identity`).
 SHARED_MODULES = ("fpmcore_vllm_support.encode", "fpmcore_vllm_support.observe")
 
+#: The installed vLLM files whose objects every observer of a release with hybrid
+#: evidence (0.32.0, 0.33.0) reads: the configurations, the KV cache interface,
+#: the scheduler, its manager and pool, the planning utilities and the worker's
+#: allocation (02 §3.3); a release adds its own (:func:`source_files`).
+HYBRID_SOURCE_FILES = (
+    "vllm/config/cache.py",
+    "vllm/config/compilation.py",
+    "vllm/config/model.py",
+    "vllm/config/parallel.py",
+    "vllm/config/scheduler.py",
+    "vllm/config/vllm.py",
+    "vllm/v1/core/block_pool.py",
+    "vllm/v1/core/kv_cache_manager.py",
+    "vllm/v1/core/kv_cache_utils.py",
+    "vllm/v1/core/sched/scheduler.py",
+    "vllm/v1/kv_cache_interface.py",
+    "vllm/v1/worker/utils.py",
+)
+
+
+def source_files(*own: str) -> tuple[str, ...]:
+    """:data:`HYBRID_SOURCE_FILES` and a release's ``own`` files, in path order (``runtime.source_files``)."""
+    return tuple(sorted({*HYBRID_SOURCE_FILES, *own}))
+
 
 class Unresolved:
     """Collects the key paths the observer could not read (02 §3.12), each once."""
