@@ -347,7 +347,9 @@ class Hooks:
 
         A plugin that implements ``fpm_choose_producer_contract`` claims what
         it answers; one that does not claims its registered contracts
-        (``fpm_producer_contracts``) whose residency is the identity's.
+        (``fpm_producer_contracts``) whose key matches the identity: the
+        residency and, when the contract names one, the execution profile
+        (:meth:`~fpmcore.hooktypes.ProducerContract.claims`).
         Nobody claiming the residency is A-14; two plugins claiming it is the
         conflict diagnostic of 05 §6.3.
         """
@@ -356,9 +358,9 @@ class Hooks:
         residency = identity.engram_residency
         claims = self.each("fpm_choose_producer_contract", identity=identity)
         choosers = set(self.implementers("fpm_choose_producer_contract"))
-        # the hook's default: a plugin that does not implement it claims by the residency of its registrations
+        # the hook's default: a plugin that does not implement it claims by the key of its registrations
         claims += [(plugin, c) for plugin, c in self.producer_contracts()
-                   if plugin not in choosers and c.residency == residency]  # fmt: skip
+                   if plugin not in choosers and c.claims(identity)]  # fmt: skip
         if not claims:
             raise FpmError(
                 "A-14", f"native execution identity cell has no audited producer contract: {residency}", where

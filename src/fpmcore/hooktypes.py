@@ -10,8 +10,8 @@ from :mod:`fpmcore` directly::
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -398,7 +398,13 @@ class ProducerContract:
     residency it is registered for; ``label`` how diagnostics name the
     contract's model (``glm-5.3-flash``); ``protocol_producer`` the
     ``measurement_protocol.producer.name`` only this contract may carry
-    (A-17), or ``None``.
+    (A-17), or ``None``; ``execution_profile`` the cells' execution profile
+    the contract is registered for, or ``None`` for every profile.
+
+    A contract's key is its residency and its execution profile: two
+    contracts of one residency coexist when both name different profiles
+    (05 §10 asks for such a key: a model with a configuration-bound identity
+    and residency ``none`` besides GLM-5.3-Flash's).
     """
 
     name: str = attrs.field(validator=_nonblank)
@@ -406,6 +412,21 @@ class ProducerContract:
     residency: str = attrs.field(validator=_nonblank)
     label: str = ""
     protocol_producer: str | None = None
+    execution_profile: str | None = None
+
+    def claims(self, identity: ExecutionIdentity) -> bool:
+        """The contract's key matches ``identity``: its residency, and its profile when it names one."""
+        return identity.engram_residency == self.residency and (
+            self.execution_profile is None or identity.execution_profile == self.execution_profile
+        )
+
+    def overlaps(self, other: ProducerContract) -> bool:
+        """Some identity would be claimed by both (their keys clash, 05 §6.3)."""
+        return self.residency == other.residency and (
+            self.execution_profile is None
+            or other.execution_profile is None
+            or self.execution_profile == other.execution_profile
+        )
 
 
 @attrs.frozen
@@ -421,3 +442,193 @@ class CliCommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Any], int]
+
+
+# --------------------------------------------------------------------------
+# measurement engines (fpm collect)
+# --------------------------------------------------------------------------
+
+
+def _count(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{attribute.name} must be an integer >= 0; got {value!r}")
+
+
+@attrs.frozen
+class StepWorkload:
+    """What one engine step computed, in the counts of a forward-pass metric (05 §2.2).
+
+    ``sum_prefill_kv_tokens`` counts the tokens the prefill requests already
+    had in the KV cache before the step (prefix hits plus earlier chunks);
+    ``sum_decode_kv_tokens`` the computed tokens of the decode requests before
+    the step.  The variances are the population variances of the prefill
+    lengths and of the decode contexts.
+    """
+
+    num_prefill_requests: int = attrs.field(default=0, validator=_count)
+    sum_prefill_tokens: int = attrs.field(default=0, validator=_count)
+    var_prefill_length: float = 0.0
+    sum_prefill_kv_tokens: int = attrs.field(default=0, validator=_count)
+    num_decode_requests: int = attrs.field(default=0, validator=_count)
+    sum_decode_kv_tokens: int = attrs.field(default=0, validator=_count)
+    var_decode_kv_tokens: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``scheduled_requests`` object of an FPM."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class EngineStep:
+    """One non-empty step of a measurement engine.
+
+    ``start`` and ``end`` are the process-local monotonic clock (seconds) around
+    the whole engine step (the runtime plugin documents where exactly, in its
+    :attr:`ProducerRecord.timing_boundary`); ``scheduled`` what the step
+    computed; ``queued`` what waited (prefill requests waiting, decode requests
+    preempted).
+    """
+
+    start: float
+    end: float
+    scheduled: StepWorkload
+    queued: StepWorkload = attrs.field(factory=StepWorkload)
+
+    @property
+    def wall_time(self) -> float:
+        return self.end - self.start
+
+
+@attrs.frozen
+class EngineRun:
+    """What :meth:`MeasurementEngine.run` observed for one batch of requests.
+
+    ``steps``: every non-empty engine step from the admission of the first
+    request until the last one finished, in order (each one forward);
+    ``cached_tokens``: per prompt, in prompt order, the tokens its first
+    admission found in the prefix cache (vLLM's ``num_cached_tokens``);
+    ``output_tokens``: per prompt, the tokens it generated.
+    """
+
+    steps: tuple[EngineStep, ...] = attrs.field(converter=tuple)
+    cached_tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    output_tokens: tuple[int, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class EngineFacts:
+    """What a started measurement engine says about itself, read from its own objects.
+
+    ``runtime`` the exact pin of the running runtime (``vllm==0.32.0``);
+    ``vocab_size`` and ``excluded_token_ids`` the token ids prompts may use
+    (``[0, vocab_size)`` minus the special tokens); the scheduler's
+    ``block_size``, ``hash_block_size``, ``max_num_batched_tokens``,
+    ``max_num_seqs``, ``max_model_len`` and ``prefix_caching``;
+    ``kv_cache_bytes`` the pool's usable bytes (the null block excluded, like
+    a profile's ``runtime_memory.kv_cache_bytes``); ``serving_config`` what the
+    artifact records of the launch (JSON-ready).
+    """
+
+    runtime: str = attrs.field(validator=_nonblank)
+    vocab_size: int
+    excluded_token_ids: tuple[int, ...] = attrs.field(converter=tuple)
+    block_size: int
+    hash_block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    prefix_caching: bool
+    kv_cache_bytes: int
+    serving_config: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ProducerFile:
+    """One installed file a producer relies on: its path (as the runtime plugin names it) and SHA-256."""
+
+    path: str = attrs.field(validator=_nonblank)
+    sha256: str = attrs.field(validator=_nonblank)
+
+
+@attrs.frozen
+class ProducerRecord:
+    """Who measures: the producer a runtime plugin drives an engine with (05 §7.1, for ``fpm collect``).
+
+    ``name`` the producer's name (``measurement_protocol.producer.name``);
+    ``runtime`` the exact runtime pin it runs on; ``plugin`` the runtime
+    plugin's id; ``timing_boundary`` what the wall time of a step spans;
+    ``files`` the installed files the producer relies on, each with the
+    SHA-256 it must have: the runtime's own source files whose behaviour the
+    producer reads (scheduler, KV cache manager, model runner, …) and the
+    producer's own module.  The host compares the files recorded in an
+    artifact with this record at validation (A-21) without importing the
+    runtime.
+    """
+
+    name: str = attrs.field(validator=_nonblank)
+    runtime: str = attrs.field(validator=_nonblank)
+    plugin: str = attrs.field(validator=_nonblank)
+    timing_boundary: str = attrs.field(validator=_nonblank)
+    files: tuple[ProducerFile, ...] = attrs.field(converter=tuple)
+
+    def files_json(self) -> list[dict[str, str]]:
+        return [{"path": f.path, "sha256": f.sha256} for f in self.files]
+
+
+@attrs.frozen
+class EngineOptions:
+    """How ``fpm collect`` asks a runtime plugin to start its engine: the deployment the plan was made for.
+
+    ``max_model_len``, ``max_num_batched_tokens``, ``max_num_seqs``,
+    ``prefix_caching`` and ``kv_cache_bytes`` (usable pool bytes) are the
+    profile deployment's; ``dtype`` the model dtype (``None``: the model's
+    own); ``seed`` the engine's sampling seed; ``launch`` runtime-specific
+    launch settings the probe recorded (JSON-ready; the runtime plugin
+    documents what it reads).
+    """
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool
+    kv_cache_bytes: int | None = None
+    dtype: str | None = None
+    seed: int = 0
+    launch: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class MeasurementEngine(Protocol):
+    """A started engine a producer measures with (``fpm collect``).
+
+    The engine runs batches of requests with real token ids through the
+    runtime's own scheduler and model runner and reports every step; it knows
+    nothing of points, repetitions or artifacts, which are the host's
+    measurement protocol (:mod:`fpmcore.collect`).
+    """
+
+    facts: EngineFacts
+
+    def run(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> EngineRun:
+        """Admit one request per prompt at once (greedy sampling, exactly ``max_tokens`` generated tokens,
+        end-of-sequence ignored), step the engine until all finished, and report every step."""
+        ...
+
+    def close(self) -> None:
+        """Shut the engine down and release what it holds."""
+        ...
+
+
+@attrs.frozen
+class MeasurementDriver:
+    """The answer of ``fpm_measurement_driver``: a runtime plugin's producer and how to start its engine.
+
+    ``producer`` is known without importing the runtime (validation needs it);
+    ``start(model_dir, options)`` imports and starts the runtime and returns a
+    :class:`MeasurementEngine`.
+    """
+
+    producer: ProducerRecord
+    start: Callable[[str, EngineOptions], MeasurementEngine] = attrs.field(
+        validator=attrs.validators.is_callable()
+    )
