@@ -352,8 +352,8 @@ class GridPlan:
 
     def point_plan(self) -> PointPlan:
         record = self.record()
-        points = (*self.prefill, *self.decode)
-        smoke = (*self.smoke_prefill, *self.smoke_decode)
+        points: tuple[Point, ...] = (*self.prefill, *self.decode)
+        smoke: tuple[Point, ...] = (*self.smoke_prefill, *self.smoke_decode)
         return PointPlan(
             points=[p.as_point(i) for i, p in enumerate(points, start=1)],
             counts={"prefill": len(self.prefill), "decode": len(self.decode)},

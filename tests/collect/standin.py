@@ -236,3 +236,10 @@ def fake_model_dir(path: Path, config: Any) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_bytes(config if isinstance(config, bytes) else str(config).encode())
     return path
+
+
+def use_standin(runtime: StandinRuntime) -> None:
+    """Make the host find ``runtime``'s driver for its pin (fpmcore.collect.drivers.driver_for)."""
+    from fpmcore.collect import drivers
+
+    drivers.driver_for = lambda host, pin: runtime.driver()  # type: ignore[assignment]

@@ -32,7 +32,8 @@ def _at_least(low: int):  # noqa: ANN202 - an argparse type
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="a plan file of fpm plan whose points the model-agnostic grid gave")
-    p.add_argument("--model-dir", required=True, metavar="DIR", help="the model folder the plan's profile was probed with")
+    p.add_argument("--model-dir", required=True, metavar="DIR",
+                   help="the model folder the plan's profile was probed with")
     p.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="the run folder to write (new or empty; "
                    "with --resume the folder of an earlier run of this plan)")
     p.add_argument("--smoke", action="store_true", help="collect the smoke subset (04 G-24)")
