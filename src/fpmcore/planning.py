@@ -132,7 +132,7 @@ def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
     dep = profile.deployments[deployment]
     res, rm = dep.resources, dep.resources.runtime_memory
     launch = profile_launch(dep)
-    collection = launch.get("collection") if isinstance(launch.get("collection"), Mapping) else {}
+    collection: Mapping[str, Any] = launch["collection"] if isinstance(launch.get("collection"), Mapping) else {}
     return {
         "runtime": f"{dep.backend}=={dep.backend_version}",
         "max_model_len": rm.max_model_len if rm is not None else profile.context_length,
@@ -160,7 +160,7 @@ def collection_cells(profile: Any, deployment: int, plan: PointPlan) -> list[dic
     if not isinstance(ident, Mapping):
         return []
     launch = profile_launch(profile.deployments[deployment])
-    mc = launch.get("model_config") if isinstance(launch.get("model_config"), Mapping) else {}
+    mc: Mapping[str, Any] = launch["model_config"] if isinstance(launch.get("model_config"), Mapping) else {}
     sha = mc.get("sha256") if isinstance(mc.get("sha256"), str) else ""
     cells = []
     for point_set in ("full", "smoke"):

@@ -355,11 +355,11 @@ class GridPlan:
         points: tuple[Point, ...] = (*self.prefill, *self.decode)
         smoke: tuple[Point, ...] = (*self.smoke_prefill, *self.smoke_decode)
         return PointPlan(
-            points=[p.as_point(i) for i, p in enumerate(points, start=1)],
+            points=tuple(p.as_point(i) for i, p in enumerate(points, start=1)),
             counts={"prefill": len(self.prefill), "decode": len(self.decode)},
             dropped=dict(self.dropped),
             digest=record["manifest_sha256"],
-            smoke=[p.as_point(i) for i, p in enumerate(smoke, start=1)],
+            smoke=tuple(p.as_point(i) for i, p in enumerate(smoke, start=1)),
             report={
                 "origin": ORIGIN,
                 "candidates": dict(self.candidates),
