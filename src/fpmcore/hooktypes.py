@@ -10,7 +10,7 @@ from :mod:`fpmcore` directly::
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -354,6 +354,10 @@ class PlanLimits:
     hash_block_size: int
 
 
+def _mappings(items: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class PointPlan:
     """The result of ``fpm_generate_points`` (04 G-16 … G-25).
@@ -366,11 +370,11 @@ class PointPlan:
     ``report``   anything else worth printing (capacity needed, …).
     """
 
-    points: tuple[Mapping[str, Any], ...] = attrs.field(converter=tuple)
+    points: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)
     counts: Mapping[str, int]
     dropped: Mapping[str, int]
     digest: str
-    smoke: tuple[Mapping[str, Any], ...] = attrs.field(converter=tuple)
+    smoke: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)
     report: Mapping[str, Any] = attrs.field(factory=dict)
 
 
