@@ -31,6 +31,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.sweep.command", "sweep_command"),
     ("fpmcore.collect.command", "collect_command"),
     ("fpmcore.collect.publish", "publish_command"),
+    ("fpmcore.collect.onboard", "onboard_command"),
 )
 
 

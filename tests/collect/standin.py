@@ -219,7 +219,8 @@ class StandinRuntime:
 
     @hookimpl
     def fpm_plugin_info(self) -> PluginInfo:
-        return PluginInfo(id="standin", kind="runtime", targets=(self.config.runtime,), api_version=API_VERSION,
+        # no target: the runtime plugin of the pin (vllm_033 for the recorded probe) stays the selected one
+        return PluginInfo(id="standin", kind="runtime", targets=(), api_version=API_VERSION,
                           summary="a deterministic stand-in measurement engine (tests)")  # fmt: skip
 
     def driver(self) -> MeasurementDriver:
@@ -243,3 +244,18 @@ def use_standin(runtime: StandinRuntime) -> None:
     from fpmcore.collect import drivers
 
     drivers.driver_for = lambda host, pin: runtime.driver()  # type: ignore[assignment]
+
+
+def recorded_probe(source: Path, delay: float = 0.0):
+    """A probe stage that writes a recorded evidence folder (``fpm onboard --probe recorded``)."""
+    import shutil
+
+    def probe(ctx: Any, model_dir: str, out_dir: Path, options: Any) -> None:
+        tmp = out_dir.with_name(f".{out_dir.name}.copying")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        if delay:
+            time.sleep(delay)
+        tmp.rename(out_dir)
+
+    return probe
