@@ -161,7 +161,7 @@ def test_twenty_kills_of_onboard_resume_to_the_uninterrupted_table(stages, model
         try:
             _, err = proc.communicate(timeout=rng.uniform(0.3, 1.0) * 2**stalls)
             assert proc.returncode == 0, err.decode()
-            finished = True  # later kills hit the resume of a finished campaign
+            finished, stalls = True, 0  # later kills hit the resume of a finished campaign
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.communicate()
