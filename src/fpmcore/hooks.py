@@ -50,6 +50,7 @@ from fpmcore.hooktypes import (
     Diagnostic,
     ExecutionIdentity,
     LiveProbeOptions,
+    MeasurementDriver,
     PlanLimits,
     PluginInfo,
     PointPlan,
@@ -175,6 +176,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
+    "fpm_measurement_driver": Expect((MeasurementDriver,)),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
     "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
@@ -475,6 +477,13 @@ class RuntimeHooks:
     def classify_spec(self, *, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
         """The classification of ``spec_class``, or ``None`` when the plugin gives none."""
         return self._call("fpm_classify_spec", spec_class=spec_class, spec=spec)  # type: ignore[no-any-return]
+
+    def measurement_driver(self) -> MeasurementDriver:
+        """The :class:`~fpmcore.hooktypes.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
+        driver = self._call("fpm_measurement_driver")
+        if driver is None:
+            raise self._missing("fpm_measurement_driver")
+        return driver  # type: ignore[no-any-return]
 
     def rules(self) -> RuntimeRules:
         """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         Diagnostic,
         ExecutionIdentity,
         LiveProbeOptions,
+        MeasurementDriver,
         PlanLimits,
         PluginInfo,
         PointPlan,
@@ -311,6 +312,43 @@ def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
         ...     {"num_speculative_blocks": 0, "num_prefill_checkpoint_blocks": 1}, 2176,
         ...     StartupLimits(1048576, 8192, mamba_cache_mode="align"))
         (3, 'align mode: 2 + 0 speculative + 1 checkpoint')
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
+    """*Measurement driver*: how ``fpm collect`` measures on this runtime's engine.  *First-result*.
+
+    The answer holds the plugin's producer record (who measures: its name,
+    timing boundary, and the installed runtime files it relies on with their
+    SHA-256, known without importing the runtime; the engine-steps contract
+    compares an artifact's producer with it, A-21) and ``start(model_dir,
+    options)``, which imports the runtime, starts an engine for the model
+    folder with the deployment's :class:`~fpmcore.hooktypes.EngineOptions`
+    and returns a :class:`~fpmcore.hooktypes.MeasurementEngine`: it admits
+    batches of requests with real token ids and reports every engine step
+    (the workload the scheduler computed and its wall time) and each
+    request's prefix-cache hit.
+
+    Why a hook: the measurement protocol — points, prefix seeds, warm-ups,
+    repetitions, the reduction, the evidence, the artifacts, durability and
+    resume (:mod:`fpmcore.collect`) — is the same for every runtime version
+    and lives once in the host; starting one release's engine, reaching its
+    scheduler and model runner and timing its steps depend on that release's
+    internal objects, so they live in its runtime plugin like every other
+    version-specific rule.  Imports of the runtime belong inside ``start``.
+
+    :param runtime: the pin the plan's profile was probed on, ``"vllm==0.32.0"``:
+        one of your targets.
+    :returns: a :class:`~fpmcore.hooktypes.MeasurementDriver`, or ``None`` when
+        the plugin does not drive an engine.
+
+    Example::
+
+        >>> driver = host.hooks.runtime("vllm==0.32.0").measurement_driver()
+        >>> engine = driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))
+        >>> engine.run([[5, 17, 42]], max_tokens=1).steps[0].scheduled.sum_prefill_tokens
+        3
     """
 
 

@@ -55,3 +55,10 @@ def standin() -> StandinRuntime:
 
 def plan_of(path: Path) -> dict:
     return load_path(path)
+
+
+def standin_host(runtime: StandinRuntime | None = None, *entry_points: str):
+    """A host like fpm's with the runtime plugin of the recorded profile (vllm_033) and the stand-in engine
+    wrapping its ``fpm_measurement_driver`` (none: no engine driver at all)."""
+    plugins = (runtime,) if runtime is not None else ()
+    return make_host(*plugins, entry_points=("vllm_033", *entry_points))

@@ -12,17 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from fpmcore.cli import main
+from fpmcore.cli import build_host, main
 from fpmcore.collect import onboard
-from fpmcore.plugins import PluginHost
-from tests.collect.standin import StandinRuntime, recorded_probe, use_standin
+from tests.collect.standin import StandinRuntime, recorded_probe
 
 PROBE = Path(__file__).resolve().parents[2] / "examples" / "probes" / "gdn-hybrid-tp4"
 
 
 def run(argv: list[str]) -> int:
     runtime = StandinRuntime()
-    use_standin(runtime)
     onboard.PROBE_STAGES["recorded"] = recorded_probe(PROBE, delay=float(os.environ.get("FPM_STANDIN_PROBE_SLEEP",
                                                                                           "0")))
     pause = float(os.environ.get("FPM_STANDIN_RECORD_SLEEP", "0"))
@@ -34,7 +32,7 @@ def run(argv: list[str]) -> int:
             return record(self, *args, **kwargs)
 
         onboard.Campaign.record = slow_record  # type: ignore[method-assign]
-    return main(argv, host=PluginHost(plugins=[runtime], autoload=False, enable=("vllm_033",), environ={}))
+    return main(argv, host=build_host(plugins=[runtime], autoload=False, enable=("vllm_033",), environ={}))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ clock: the same prompts always take the same time, so a resumed collection
 measures exactly what an uninterrupted one does.  ``FPM_STANDIN_STEP_SLEEP``
 (seconds) makes each step also take real time, for the kill tests.
 
-:class:`StandinRuntime` is a runtime plugin: ``fpm_plugin_info`` plus
-``fpm_measurement_driver``.
+:class:`StandinRuntime` is a plugin that wraps ``fpm_measurement_driver``: the
+call goes to the runtime plugin selected for the plan's pin (``vllm_033`` for
+the recorded probe of these tests, which drives no engine) and the wrapper
+answers with the stand-in's driver.  It targets no pin itself, so the
+selection of the runtime plugin is unchanged.
 """
 
 from __future__ import annotations
@@ -223,6 +226,13 @@ class StandinRuntime:
         return PluginInfo(id="standin", kind="runtime", targets=(), api_version=API_VERSION,
                           summary="a deterministic stand-in measurement engine (tests)")  # fmt: skip
 
+    @hookimpl(wrapper=True)
+    def fpm_measurement_driver(self, runtime: str) -> Any:
+        """Behind the same hook as a runtime plugin's engine: the selected runtime plugin (``vllm_033`` for the
+        recorded probe) drives no engine, so the stand-in's driver is the answer."""
+        answer = yield
+        return answer if answer is not None or runtime != self.config.runtime else self.driver()
+
     def driver(self) -> MeasurementDriver:
         def start(model_dir: str, options: EngineOptions) -> StandinEngine:
             engine = StandinEngine(self.config, model_dir, options)
@@ -237,13 +247,6 @@ def fake_model_dir(path: Path, config: Any) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_bytes(config if isinstance(config, bytes) else str(config).encode())
     return path
-
-
-def use_standin(runtime: StandinRuntime) -> None:
-    """Make the host find ``runtime``'s driver for its pin (fpmcore.collect.drivers.driver_for)."""
-    from fpmcore.collect import drivers
-
-    drivers.driver_for = lambda host, pin: runtime.driver()  # type: ignore[assignment]
 
 
 def recorded_probe(source: Path, delay: float = 0.0):

@@ -14,42 +14,30 @@ from fpmcore.collect.publish import publish_run
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import load_path, loads
 from fpmcore.testing import make_host, run_fpm
-from tests.collect.conftest import plan_of
+from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinConfig, StandinRuntime
 
 
 @pytest.fixture
-def engine(monkeypatch) -> StandinRuntime:
-    from fpmcore.collect import drivers
-
-    runtime = StandinRuntime()
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: runtime.driver())
-    return runtime
+def engine() -> StandinRuntime:
+    return StandinRuntime()
 
 
-def _collect(plan: Path, model: Path, out: Path, *extra: str, host=None) -> None:
-    result = run_fpm("collect", str(plan), "--model-dir", str(model), "-o", str(out), *extra, host=host or make_host())
+def _collect(plan: Path, model: Path, out: Path, *extra: str, host) -> None:
+    result = run_fpm("collect", str(plan), "--model-dir", str(model), "-o", str(out), *extra, host=host)
     assert result.exit_code == 0, result.stderr
 
 
 @pytest.fixture(scope="module")
 def collected(small_plan, model_dir, tmp_path_factory):
     """One uninterrupted collection of the small plan (module-wide, read-only)."""
-    from fpmcore.collect import drivers
-
-    runtime = StandinRuntime()
-    saved = drivers.driver_for
-    drivers.driver_for = lambda host, pin: runtime.driver()
-    try:
-        out = tmp_path_factory.mktemp("run") / "run"
-        _collect(small_plan, model_dir, out)
-    finally:
-        drivers.driver_for = saved
+    out = tmp_path_factory.mktemp("run") / "run"
+    _collect(small_plan, model_dir, out, host=standin_host(StandinRuntime()))
     return out
 
 
 def test_a_collected_run_validates_under_the_engine_steps_contract(collected, small_plan, engine):
-    results = validate_run(make_host(), collected, plan_of(small_plan))
+    results = validate_run(standin_host(engine), collected, plan_of(small_plan))
     assert [(r.cell, r.contract, r.status) for r in results] == [
         ("gdn-hybrid-tp4-d0-full", "fpmcore_engine_steps", "accepted")]
     assert len(results[0].retained) == 77
@@ -102,26 +90,26 @@ def test_resume_keeps_finished_points_and_builds_the_same_rows(small_plan, model
         path.unlink()
     kept = {p.name: p.read_bytes() for p in records[:30]}
     (out / "points" / ".000031.json.abc123").write_bytes(b'{"benchmark_id": 31, "tor')  # a kill mid-write
-    _collect(small_plan, model_dir, out, "--resume")
+    _collect(small_plan, model_dir, out, "--resume", host=standin_host(engine))
     assert {p.name: p.read_bytes() for p in sorted((out / "points").iterdir())[:30]} == kept
     assert not [p for p in (out / "points").iterdir() if p.name.startswith(".")]
     assert len(engine.engines) == 1
     a, b = load_path(collected / "r0.json"), load_path(out / "r0.json")
     assert [r["fpms"][0]["wall_time"] for r in a["results"]] == [r["fpms"][0]["wall_time"] for r in b["results"]]
-    assert validate_run(make_host(), out, plan_of(small_plan))[0].status == "accepted"
+    assert validate_run(standin_host(engine), out, plan_of(small_plan))[0].status == "accepted"
 
 
 def test_resume_of_a_complete_run_starts_no_engine(small_plan, model_dir, collected, engine, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(collected, out)
     (out / "index.json").unlink()  # killed after the rank artifact, before the index
-    _collect(small_plan, model_dir, out, "--resume")
+    _collect(small_plan, model_dir, out, "--resume", host=standin_host(engine))
     assert engine.engines == []
     assert (out / "index.json").read_bytes() == (collected / "index.json").read_bytes()
 
 
 def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
-    host = make_host()
+    host = standin_host(engine)
     wrong = tmp_path / "other-model"
     wrong.mkdir()
     (wrong / "config.json").write_text("{}")
@@ -143,26 +131,20 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
     assert engine.engines == []
 
 
-def test_an_engine_that_runs_another_deployment_is_refused(small_plan, model_dir, monkeypatch, tmp_path):
-    from fpmcore.collect import drivers
-
+def test_an_engine_that_runs_another_deployment_is_refused(small_plan, model_dir, tmp_path):
     other = StandinRuntime(StandinConfig(block_size=128, hash_block_size=128))
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: other.driver())
     c = collect_run.prepare(plan_of(small_plan), model_dir, tmp_path / "run")
     with pytest.raises(FpmError, match="block_size 128, plan 544; hash_block_size 128, plan 544"):
         collect_run.collect(c, other.driver())
     assert other.engines[0].closed
 
 
-def test_a_point_that_keeps_failing_stops_the_collection(small_plan, model_dir, monkeypatch, tmp_path):
+def test_a_point_that_keeps_failing_stops_the_collection(small_plan, model_dir, tmp_path):
     """A cache too small to keep any seeded prefix: every cached point misses its prefix; after ten rejections
     the collection stops (exit 1), and the points finished before it stay."""
-    from fpmcore.collect import drivers
-
     tiny = StandinRuntime(StandinConfig(cache_blocks=0))
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: tiny.driver())
     out = tmp_path / "run"
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), host=make_host())
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), host=standin_host(tiny))
     assert r.exit_code == 1
     assert "was rejected 11 times (at most 10); last reason prefix_miss:0" in r.stderr
     done = sorted(p.name for p in (out / "points").iterdir())
@@ -173,7 +155,8 @@ def test_a_point_that_keeps_failing_stops_the_collection(small_plan, model_dir, 
 
 def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp_path, gdn_profile):
     table = tmp_path / "table.json"
-    r = run_fpm("publish", str(collected), "--plan", str(small_plan), "-o", str(table), "--json", host=make_host())
+    r = run_fpm("publish", str(collected), "--plan", str(small_plan), "-o", str(table), "--json",
+                host=standin_host(engine))
     assert r.exit_code == 0, r.stderr
     doc = load_path(table)
     plan = plan_of(small_plan)
@@ -200,11 +183,11 @@ def test_publish_refuses_a_run_that_does_not_validate(collected, small_plan, eng
     shutil.copytree(collected, out)
     (out / "r0.json").write_bytes((out / "r0.json").read_bytes().replace(b'"wall_time": 0.', b'"wall_time": 1.', 1))
     table = tmp_path / "table.json"
-    r = run_fpm("publish", str(out), "--plan", str(small_plan), "-o", str(table), host=make_host())
+    r = run_fpm("publish", str(out), "--plan", str(small_plan), "-o", str(table), host=standin_host(engine))
     assert r.exit_code == 1
     assert "file differs from the artifact index" in r.stderr and "nothing was published" in r.stderr
     assert not table.exists()
-    doc, results = publish_run(make_host(), collected, plan_of(small_plan))
+    doc, results = publish_run(standin_host(engine), collected, plan_of(small_plan))
     assert doc is not None and results[0].status == "accepted"
 
 

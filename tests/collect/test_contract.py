@@ -19,34 +19,24 @@ from fpmcore.artifacts import validate_run
 from fpmcore.collect import store
 from fpmcore.jsonio import canonical_bytes, load_path
 from fpmcore.testing import make_host, run_fpm
-from tests.collect.conftest import plan_of
+from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinRuntime
 
 
 @pytest.fixture(scope="module")
 def run_and_engine(small_plan, model_dir, tmp_path_factory):
-    from fpmcore.collect import drivers
-
     runtime = StandinRuntime()
-    saved = drivers.driver_for
-    drivers.driver_for = lambda host, pin: runtime.driver()
     out = tmp_path_factory.mktemp("contract") / "run"
-    try:
-        r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke",
-                    host=make_host())
-    finally:
-        drivers.driver_for = saved
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke",
+                host=standin_host(runtime))
     assert r.exit_code == 0, r.stderr
     return out, runtime
 
 
 @pytest.fixture
-def mutate(run_and_engine, small_plan, tmp_path, monkeypatch):
+def mutate(run_and_engine, small_plan, tmp_path):
     """``mutate(fn)``: a copy of the run with ``fn(artifact, sidecar_lines)`` applied, index re-pinned; its verdict."""
-    from fpmcore.collect import drivers
-
     run, runtime = run_and_engine
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: runtime.driver())
 
     count = iter(range(100))
 
@@ -75,7 +65,7 @@ def mutate(run_and_engine, small_plan, tmp_path, monkeypatch):
         (out / "repetitions.jsonl").write_bytes(side)
         index = {"files": {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in store.ARTIFACT_FILES}}
         (out / "index.json").write_bytes(store.json_bytes(index))
-        (result,) = validate_run(make_host(), out, plan_of(small_plan))
+        (result,) = validate_run(standin_host(runtime), out, plan_of(small_plan))
         return result
 
     return apply
@@ -244,14 +234,18 @@ def test_another_execution_mode_is_refused(mutate):
                                 "native_graph_policy")
 
 
-def test_without_the_runtime_plugin_the_producer_is_unknown(run_and_engine, small_plan, monkeypatch):
-    """A-21: no runtime plugin drives an engine for the plan's runtime: no producer can be expected."""
+def test_without_the_runtime_plugin_the_producer_is_unknown(run_and_engine, small_plan):
+    """A-21: the runtime plugin of the plan's runtime drives no engine, or none is installed: no producer can be
+    expected."""
     run, _ = run_and_engine
-    (result,) = validate_run(make_host(), run, plan_of(small_plan))
+    (result,) = validate_run(standin_host(None), run, plan_of(small_plan))
     d = result.diagnostics[0]
     assert d.rule == "A-21"
-    assert "the producer of an installed runtime plugin (no runtime plugin drives a measurement engine for " \
-           "vllm==0.33.0)" in d.message
+    assert ("the producer of an installed runtime plugin (no runtime plugin drives a measurement engine for "
+            "vllm==0.33.0: runtime plugin 'vllm_033' does not implement fpm_measurement_driver for vllm==0.33.0)"
+            ) in d.message
+    (result,) = validate_run(make_host(), run, plan_of(small_plan))
+    assert "no runtime plugin for vllm==0.33.0" in result.diagnostics[0].message
 
 
 def test_the_contract_is_the_cells_not_the_artifacts(mutate, small_plan, run_and_engine, tmp_path):

@@ -19,8 +19,8 @@ from pathlib import Path
 from fpmcore.artifacts import validate_run
 from fpmcore.collect.publish import publish_run
 from fpmcore.jsonio import loads
-from fpmcore.testing import make_host, run_fpm
-from tests.collect.conftest import plan_of
+from fpmcore.testing import run_fpm
+from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,14 +51,11 @@ def _table_rows(host, run: Path, plan: dict) -> list[dict]:
     return doc["rows"]
 
 
-def test_twenty_kills_and_resumes_give_the_uninterrupted_table(small_plan, model_dir, tmp_path, monkeypatch):
-    from fpmcore.collect import drivers
-
-    runtime = StandinRuntime()
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: runtime.driver())
+def test_twenty_kills_and_resumes_give_the_uninterrupted_table(small_plan, model_dir, tmp_path):
+    host = standin_host(StandinRuntime())
     plan = plan_of(small_plan)
     reference = tmp_path / "uninterrupted"
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(reference), host=make_host())
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(reference), host=host)
     assert r.exit_code == 0, r.stderr
 
     run = tmp_path / "killed"
@@ -88,7 +85,6 @@ def test_twenty_kills_and_resumes_give_the_uninterrupted_table(small_plan, model
     assert final.returncode == 0, final.stderr.decode()
     assert len(whole_files(run)) == 77 and kills == KILLS
 
-    host = make_host()
     (result,) = validate_run(host, run, plan)
     assert (result.contract, result.status) == ("fpmcore_engine_steps", "accepted")
     assert _table_rows(host, run, plan) == _table_rows(host, reference, plan)

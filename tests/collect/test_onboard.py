@@ -18,7 +18,7 @@ from fpmcore.artifacts import validate_run
 from fpmcore.collect import onboard
 from fpmcore.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
-from tests.collect.conftest import PROBE
+from tests.collect.conftest import PROBE, standin_host
 from tests.collect.standin import StandinRuntime, recorded_probe
 from tests.collect.test_kill import whole_files
 
@@ -28,16 +28,15 @@ FILES = ("onboard.json", "plan.json", "profile.json", "table.json", "validation.
 
 @pytest.fixture
 def stages(monkeypatch) -> StandinRuntime:
-    from fpmcore.collect import drivers
-
-    runtime = StandinRuntime()
-    monkeypatch.setattr(drivers, "driver_for", lambda host, pin: runtime.driver())
     monkeypatch.setitem(onboard.PROBE_STAGES, "recorded", recorded_probe(PROBE))
-    return runtime
+    return STANDIN
+
+
+STANDIN = StandinRuntime()
 
 
 def _onboard(model: Path, out: Path, *extra: str):
-    host = make_host(entry_points=("vllm_033",))
+    host = standin_host(STANDIN)
     return run_fpm("onboard", str(model), "-o", str(out), "--probe", "recorded", *extra, host=host)
 
 
@@ -174,6 +173,6 @@ def test_twenty_kills_of_onboard_resume_to_the_uninterrupted_table(stages, model
     assert final.returncode == 0, final.stderr.decode()
     assert len(set(stages_at_kill)) >= 3, stages_at_kill  # the kills fell into several stages
     plan = load_path(out / "plan.json")
-    (result,) = validate_run(make_host(), out / "run", plan)
+    (result,) = validate_run(standin_host(STANDIN), out / "run", plan)
     assert result.status == "accepted", result.diagnostics
     assert load_path(out / "table.json")["rows"] == load_path(reference / "table.json")["rows"]

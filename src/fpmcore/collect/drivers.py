@@ -15,8 +15,13 @@ from fpmcore.hooktypes import MeasurementDriver
 
 
 def driver_for(host: Any, runtime: str) -> MeasurementDriver:
-    """The measurement driver of the runtime plugin selected for ``runtime`` (an exact pin)."""
-    raise FpmError("plugins", f"no runtime plugin drives a measurement engine for {runtime}")
+    """The measurement driver of the runtime plugin selected for ``runtime`` (an exact pin,
+    ``fpm_measurement_driver``); a refusal names the pin when no plugin drives an engine for it."""
+    try:
+        return host.hooks.runtime(runtime).measurement_driver()  # type: ignore[no-any-return]
+    except FpmError as exc:
+        raise FpmError("plugins", f"no runtime plugin drives a measurement engine for {runtime}: {exc.message}") \
+            from None
 
 
 def expected_producer(host: Any, plan: Mapping[str, Any]) -> dict[str, Any]:
