@@ -584,11 +584,13 @@ class EngineOptions:
     """How ``fpm collect`` asks a runtime plugin to start its engine: the deployment the plan was made for.
 
     ``max_model_len``, ``max_num_batched_tokens``, ``max_num_seqs``,
-    ``prefix_caching`` and ``kv_cache_bytes`` (usable pool bytes) are the
-    profile deployment's; ``dtype`` the model dtype (``None``: the model's
-    own); ``seed`` the engine's sampling seed; ``launch`` runtime-specific
-    launch settings the probe recorded (JSON-ready; the runtime plugin
-    documents what it reads).
+    ``prefix_caching``, ``kv_cache_bytes`` (usable pool bytes, the null
+    block excluded) and ``kv_cache_page_bytes`` (the pool page) are the
+    profile deployment's; ``dtype`` the model dtype, as fpmcore labels it
+    (``float32``, ``bfloat16``, ``half``; ``None``: the model's own);
+    ``seed`` the engine's sampling seed; ``launch`` runtime-specific launch
+    settings the probe recorded (JSON-ready; the runtime plugin documents what
+    it reads).
     """
 
     max_model_len: int
@@ -596,6 +598,7 @@ class EngineOptions:
     max_num_seqs: int
     prefix_caching: bool
     kv_cache_bytes: int | None = None
+    kv_cache_page_bytes: int | None = None
     dtype: str | None = None
     seed: int = 0
     launch: Mapping[str, Any] = attrs.field(factory=dict)

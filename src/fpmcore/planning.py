@@ -126,6 +126,10 @@ def profile_launch(dep: Any) -> dict[str, Any]:
     return dict(launch) if isinstance(launch, Mapping) else {}
 
 
+#: Precision labels of a profile that name the dtype a model is loaded in (``plan["engine"]["dtype"]``).
+ENGINE_DTYPES = ("float32", "bfloat16", "half")
+
+
 def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
     """What a producer starts its engine with (``plan["engine"]``): the runtime pin and the settings of the
     profile deployment the points were planned for (``fpm collect`` reads it)."""
@@ -140,7 +144,8 @@ def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
         "max_num_seqs": res.max_batch_size,
         "prefix_caching": bool(rm is not None and rm.enable_prefix_caching),
         "kv_cache_bytes": rm.kv_cache_bytes if rm is not None else None,
-        "dtype": collection.get("dtype") if isinstance(collection.get("dtype"), str) else None,
+        "pool_page_bytes": res.cache_groups[0].page_size_bytes if res.cache_groups else None,
+        "dtype": dep.gemm_quant_mode if dep.gemm_quant_mode in ENGINE_DTYPES else None,
         "launch": dict(collection),
     }
 

@@ -58,6 +58,8 @@ class ProbeOptions:
     kv_cache_space: float | None = None
     max_model_len: int | None = None
     caching: bool = True
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -74,8 +76,10 @@ def live_probe(ctx: Any, model_dir: str, out_dir: Path, options: ProbeOptions) -
         argv += ["--dtype", options.dtype]
     if options.kv_cache_space is not None:
         argv += ["--kv-cache-space", str(options.kv_cache_space)]
-    if options.max_model_len is not None:
-        argv += ["--max-model-len", str(options.max_model_len)]
+    for flag, value in (("--max-model-len", options.max_model_len), ("--max-num-seqs", options.max_num_seqs),
+                        ("--max-num-batched-tokens", options.max_num_batched_tokens)):  # fmt: skip
+        if value is not None:
+            argv += [flag, str(value)]
     run_command(ctx, argv)
 
 
@@ -359,6 +363,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-cache-space", type=float, metavar="GIB", help="KV cache memory of the live engine, GiB")
     p.add_argument("--max-model-len", type=_at_least(1), metavar="N", help="max_model_len of the live engine")
     p.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
+    p.add_argument("--max-num-seqs", type=_at_least(1), metavar="N", help="the live engine's running-request limit")
+    p.add_argument("--max-num-batched-tokens", type=_at_least(1), metavar="N",
+                   help="the live engine's token budget per step")
     p.add_argument("--repetitions", type=_at_least(3), metavar="N", help="measured repetitions per point (default 5)")
     p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
     p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
@@ -369,7 +376,8 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     options = OnboardOptions(
         model_dir=args.model_dir,
         probe=ProbeOptions(dtype=args.dtype, kv_cache_space=args.kv_cache_space, max_model_len=args.max_model_len,
-                           caching=args.caching),
+                           caching=args.caching, max_num_seqs=args.max_num_seqs,
+                           max_num_batched_tokens=args.max_num_batched_tokens),
         smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
     )  # fmt: skip
 

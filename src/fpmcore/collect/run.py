@@ -101,7 +101,8 @@ def engine_options(plan: Mapping[str, Any], *, dtype: str | None = None, seed: i
     return EngineOptions(
         max_model_len=e["max_model_len"], max_num_batched_tokens=e["max_num_batched_tokens"],
         max_num_seqs=e["max_num_seqs"], prefix_caching=bool(e["prefix_caching"]),
-        kv_cache_bytes=e.get("kv_cache_bytes"), dtype=dtype if dtype is not None else e.get("dtype"),
+        kv_cache_bytes=e.get("kv_cache_bytes"), kv_cache_page_bytes=e.get("pool_page_bytes"),
+        dtype=dtype if dtype is not None else e.get("dtype"),
         seed=seed, launch=dict(e.get("launch") or {}),
     )  # fmt: skip
 

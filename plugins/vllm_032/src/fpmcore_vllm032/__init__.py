@@ -14,7 +14,8 @@ README with file:line citations; here it lives as:
 * the dry probe with 0.32.0's planning calls (:mod:`fpmcore_vllm032.probe`);
 * the live engine (:mod:`fpmcore_vllm032.engine`), stepping a trace through its
   scheduler (:mod:`fpmcore_vllm032.steps`), the live probe
-  (:mod:`fpmcore_vllm032.live`, ``fpm probe --live``) and the scheduler envelope
+  (:mod:`fpmcore_vllm032.live`, ``fpm probe --live``), the measurement driver of
+  ``fpm collect`` (:mod:`fpmcore_vllm032.measure`) and the scheduler envelope
   a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`).
 
 The hook implementations and everything the vLLM releases share come from
@@ -31,6 +32,7 @@ from typing import Any
 import attrs
 
 from fpmcore import LiveProbeOptions, hookimpl
+from fpmcore.hooktypes import MeasurementDriver
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
 from fpmcore_vllm032.classes import classify
@@ -39,7 +41,8 @@ from fpmcore_vllm032.rules import RULES
 
 @attrs.frozen(eq=False)
 class VllmCpuEnginePlugin(VllmRuntimePlugin):
-    """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe``."""
+    """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe`` and
+    ``fpm_measurement_driver``."""
 
     @hookimpl
     def fpm_live_probe(
@@ -53,6 +56,13 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
         from fpmcore_vllm032.live import live_probe
 
         return live_probe(model_dir, out_dir, options, progress, self.build_record)
+
+    @hookimpl
+    def fpm_measurement_driver(self) -> MeasurementDriver:
+        """``fpm collect`` on the live engine: the producer and its engine (:mod:`fpmcore_vllm032.measure`)."""
+        from fpmcore_vllm032.measure import driver
+
+        return driver()
 
 
 #: The plugin object the entry point ``vllm_032`` names.
