@@ -3,9 +3,14 @@
 Every token id comes from a seeded generator, so a run, a resumed run and a
 rerun with the same seed feed the engine the same prompts:
 
-* **prefix stream**: one stream per run; the cached prefix of ``P`` tokens is
-  its first ``P`` tokens, so the prefixes of a run nest (the seed of a longer
-  prefix hits the blocks of a shorter one);
+* **prefix streams**: one stream per request slot of a batch; the cached
+  prefix of ``P`` tokens of slot ``j`` is the first ``P`` tokens of stream
+  ``j``, so the prefixes of a run nest (the seed of a longer prefix hits the
+  blocks of a shorter one), and the requests of one batch share no block: a
+  runtime may admit only one request per step whose hit ends on a block
+  another request of the step cached (vLLM 0.32.0's Mamba align mode does,
+  ``MambaManager.get_num_blocks_to_allocate``), and the batch must start
+  together;
 * **fresh tokens**: the new tokens of request ``slot`` of repetition ``rep``
   of point ``benchmark_id``, drawn from a generator keyed by the four, so no
   two requests of a run share a block beyond the prefix.
@@ -35,18 +40,21 @@ class TokenSource:
         if len(self.allowed) < 2:
             raise ValueError(f"the engine's vocabulary leaves {len(self.allowed)} usable token ids")
         self.seed = seed
-        self._prefix: list[int] = []
-        self._prefix_rng = random.Random(f"fpmcore-prefix:{seed}")
+        self._prefix: dict[int, list[int]] = {}
+        self._prefix_rng: dict[int, random.Random] = {}
 
     def _draw(self, rng: random.Random, n: int) -> list[int]:
         allowed = self.allowed
         return [allowed[i] for i in (rng.randrange(len(allowed)) for _ in range(n))]
 
-    def prefix(self, n: int) -> list[int]:
-        """The first ``n`` tokens of the run's prefix stream."""
-        if n > len(self._prefix):
-            self._prefix += self._draw(self._prefix_rng, n - len(self._prefix))
-        return self._prefix[:n]
+    def prefix(self, n: int, slot: int = 0) -> list[int]:
+        """The first ``n`` tokens of the prefix stream of request slot ``slot``."""
+        stream = self._prefix.setdefault(slot, [])
+        if n > len(stream):
+            key = f"fpmcore-prefix:{self.seed}" + (f":{slot}" if slot else "")
+            rng = self._prefix_rng.setdefault(slot, random.Random(key))
+            stream += self._draw(rng, n - len(stream))
+        return stream[:n]
 
     def fresh(self, n: int, *key: object) -> list[int]:
         """``n`` tokens unique to ``key`` (point, repetition, slot, …)."""

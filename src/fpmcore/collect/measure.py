@@ -2,9 +2,10 @@
 
 For every point of the staged list the producer:
 
-1. **seeds** the prefix cache when the point reads cached tokens: one request
-   whose prompt is the ``P`` prefix tokens plus one more token, generating one
-   token.  The extra token makes the forward that covers the prefix end on
+1. **seeds** the prefix cache when the point reads cached tokens: for each of
+   the point's ``b`` request slots one request whose prompt is the slot's
+   ``P`` prefix tokens plus one more token, generating one token (each slot
+   has its own prefix, :mod:`fpmcore.collect.content`).  The extra token makes the forward that covers the prefix end on
    the prefix boundary ``P`` as a non-final chunk, so that a runtime which
    keeps recurrent (Mamba) state only where a chunk ends on a block boundary
    keeps it at ``P`` (04 §8: a seed of exactly ``P`` tokens keeps it at
@@ -172,18 +173,19 @@ class Measurer:
         self.forward_index += len(run.steps)
         return run, start
 
-    def _seed(self, prefix: int, bid: int, ledger: list[dict[str, Any]]) -> None:
-        prompt = self.tokens.prefix(prefix) + self.tokens.fresh(1, "seed", bid, len(ledger))
-        run, start = self._run([prompt], 1)
-        ledger.append(_ledger_record("real_prefix_seed", "completed", None, start, run, {"prefix_tokens": prefix}))
+    def _seed(self, prefix: int, point: PlannedPoint, ledger: list[dict[str, Any]]) -> None:
+        prompts = [self.tokens.prefix(prefix, slot) + self.tokens.fresh(1, "seed", point.benchmark_id, len(ledger), slot)
+                   for slot in range(point.batch_size)]  # fmt: skip
+        run, start = self._run(prompts, 1)
+        ledger.append(_ledger_record("real_prefix_seed", "completed", None, start, run,
+                                     {"batch_size": point.batch_size, "prefix_tokens": prefix}))  # fmt: skip
 
     def _prompts(self, point: PlannedPoint, rep: int, seeded: int) -> list[list[int]]:
         if point.is_prefill:
             length = point.prefix_tokens + point.new_tokens + point.prompt_extension
         else:
             length = point.context_tokens - 1
-        prefix = self.tokens.prefix(seeded)
-        return [prefix + self.tokens.fresh(length - seeded, point.benchmark_id, rep, slot)
+        return [self.tokens.prefix(seeded, slot) + self.tokens.fresh(length - seeded, point.benchmark_id, rep, slot)
                 for slot in range(point.batch_size)]  # fmt: skip
 
     def check(self, point: PlannedPoint, run: EngineRun, seeded: int) -> tuple[EngineStep | None, str | None]:
@@ -220,7 +222,7 @@ class Measurer:
         seeded = point.seeded_prefix(self.hash_block, self.caching)
         ledger: list[dict[str, Any]] = []
         if seeded:
-            self._seed(seeded, point.benchmark_id, ledger)
+            self._seed(seeded, point, ledger)
         reps: list[dict[str, Any]] = []
         raw: list[dict[str, Any]] = []
         prompts_evidence: list[dict[str, Any]] = []
@@ -245,7 +247,7 @@ class Measurer:
                         f"(at most {s.max_rejected}); last reason {reason}",
                     )
                 if reason is not None and reason.startswith("prefix_miss") and seeded:
-                    self._seed(seeded, point.benchmark_id, ledger)
+                    self._seed(seeded, point, ledger)
                 continue
             if warm < s.warmups:
                 warm += 1

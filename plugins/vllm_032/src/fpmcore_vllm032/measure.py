@@ -150,7 +150,8 @@ class VllmMeasurementEngine:
         sc, cc = vc.scheduler_config, vc.cache_config
         sched = live.scheduler
         kcc = live.kv_cache_config
-        page = kcc.kv_cache_groups[0].kv_cache_spec.page_size_bytes if kcc.kv_cache_groups else 0
+        # the pool page: one block of the backing all groups share (their tensors alias one storage, README D-L*)
+        page = max((int(t.size) for t in kcc.kv_cache_tensors), default=0) // max(int(kcc.num_blocks), 1)
         tokenizer = live.llm.get_tokenizer()
         self.facts = EngineFacts(
             runtime=RUNTIME,
