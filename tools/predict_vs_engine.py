@@ -21,13 +21,17 @@ Runs in the live env (``tox -e vllm032-live``'s interpreter)::
    arrival when none is; each request's first-token and finish times are the
    wall-clock ends of the steps that returned them, taken from its arrival
    time (TTFT, E2E; TPOT = (finish − first token) / (tokens − 1)); the prefix
-   cache is reset between runs;
+   cache is reset between runs, and a few requests are served first, unmeasured;
 3. **replay** it with fpmcore (``config_from_profile`` of the campaign's
    profile with its prefix caching, the published table, the C engine);
 4. **compare**: per request the relative errors ``|predicted − served| /
    served`` of TTFT, TPOT and E2E (their median and P90), and the signed
    relative errors of the makespan (last finish − first arrival) and the
    output throughput.
+
+With ``--noise-floor`` every trace is served twice and the second serving is
+compared with the first like the replay is: the error the engine makes in
+predicting itself on this machine, the floor no model can go below.
 
 Printed as a table; ``-o`` writes every run's numbers as JSON.  The medians
 over runs are reported with their spread (min … max).
@@ -164,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default="64:512", help="prompt length range LO:HI (uniform)")
     ap.add_argument("--output", default="8:64", help="output length range LO:HI (uniform)")
     ap.add_argument("--label", default="", help="a name for this load in the report")
+    ap.add_argument("--warmup-requests", type=int, default=8, help="requests served first and not measured")
+    ap.add_argument("--noise-floor", action="store_true",
+                    help="serve every trace twice and report how far the engine is from itself")
     ap.add_argument("-o", "--out", type=Path, help="write every run's numbers as JSON")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -184,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         live = engine.live
         vocab, excluded = engine.facts.vocab_size, set(engine.facts.excluded_token_ids)
+        warm = poisson_trace(args.seed - 1, args.warmup_requests, args.rate, prompt, output)
+        serve(live, warm, prompts_for(warm, vocab, excluded, -1))  # the engine's first forwards, not measured
         for k in range(args.runs):
             seed = args.seed + k
             trace = poisson_trace(seed, args.requests, args.rate, prompt, output)
@@ -191,13 +200,24 @@ def main(argv: list[str] | None = None) -> int:
             served = serve(live, trace, prompts_for(trace, vocab, excluded, seed))
             predicted = replay(args.campaign, trace)
             errors = compare(served, predicted)
-            runs.append({"seed": seed, "served": served, "predicted": predicted, "errors": errors})
+            run = {"seed": seed, "served": served, "predicted": predicted, "errors": errors}
+            if args.noise_floor:  # the same trace served again: how far the engine is from itself
+                live.llm.reset_prefix_cache()
+                again = serve(live, trace, prompts_for(trace, vocab, excluded, seed))
+                run["again"] = again
+                run["noise_floor"] = compare(served, again)
+            runs.append(run)
             e = errors
             print(f"{args.label} run {k + 1}: TTFT median {e['ttft_s']['median']:.1%} p90 {e['ttft_s']['p90']:.1%} | "
                   f"TPOT median {e['tpot_s']['median']:.1%} p90 {e['tpot_s']['p90']:.1%} | E2E median "
                   f"{e['e2e_s']['median']:.1%} p90 {e['e2e_s']['p90']:.1%} | makespan {e['makespan_s']:+.1%} | "
                   f"throughput {e['output_tokens_per_s']:+.1%} | served makespan {served['makespan_s']:.2f} s, "
                   f"{served['steps']:.0f} steps; replay {predicted['steps']} steps", file=sys.stderr, flush=True)
+            if args.noise_floor:
+                f = run["noise_floor"]
+                print(f"{args.label} run {k + 1} served again: TTFT median {f['ttft_s']['median']:.1%} | TPOT median "
+                      f"{f['tpot_s']['median']:.1%} | E2E median {f['e2e_s']['median']:.1%} | makespan "
+                      f"{f['makespan_s']:+.1%}", file=sys.stderr, flush=True)
     finally:
         engine.close()
     summary: dict[str, Any] = {}
@@ -208,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("makespan_s", "output_tokens_per_s"):
         vals = [r["errors"][key] for r in runs]
         summary[key] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+    if args.noise_floor:
+        for metric in ("ttft_s", "tpot_s", "e2e_s"):
+            vals = [r["noise_floor"][metric]["median"] for r in runs]
+            summary[f"noise_floor_{metric}_median"] = {"median": statistics.median(vals), "min": min(vals),
+                                                       "max": max(vals)}
+        vals = [r["noise_floor"]["makespan_s"] for r in runs]
+        summary["noise_floor_makespan_s"] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
     doc = {"campaign": str(args.campaign), "label": args.label, "rate": args.rate, "requests": args.requests,
            "prompt": prompt, "output": output, "summary": summary, "runs": runs}
     if args.out:

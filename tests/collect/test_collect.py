@@ -52,7 +52,8 @@ def test_the_run_holds_the_protocol(collected, small_plan):
     assert art["measurement_protocol"]["producer"] == {
         "name": "fpmcore_engine_steps", "reduction": "upper_median_after_first_repetition",
         "warmup_repetitions": 2, "measured_repetitions": 5, "max_rejected_repetitions": 10,
-        "state_protocol": "fpmcore_prefix_cache_real_seed_v1", "timing_boundary": "standin_virtual_clock_step"}
+        "state_protocol": "fpmcore_prefix_cache_real_seed_v1", "timing_boundary": "standin_virtual_clock_step",
+        "repetition_spacing_seconds": 0.0}
     assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
     last = -1
     for row, point in zip(art["results"], plan["points"], strict=True):
@@ -125,10 +126,26 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
     r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
                 "--repetitions", "7", host=host)
     assert r.exit_code == 2 and "--repetitions 7 differs from the run's 5" in r.stderr
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
+                "--spacing", "0.5", host=host)
+    assert r.exit_code == 2 and "--spacing 0.5 differs from the run's 0.0" in r.stderr
     r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "c"),
                 "--repetitions", "2", host=host)
     assert r.exit_code == 2 and "must be at least 3" in r.stderr
     assert engine.engines == []
+
+
+def test_spacing_pauses_before_every_repetition(small_plan, model_dir, engine, tmp_path, monkeypatch):
+    """--spacing 0.25: a pause before each of the 2 + 5 repetitions of every point, recorded in the protocol."""
+    from fpmcore.collect import measure
+
+    pauses: list[float] = []
+    monkeypatch.setattr(measure.time, "sleep", pauses.append)
+    _collect(small_plan, model_dir, tmp_path / "run", "--smoke", "--spacing", "0.25", host=standin_host(engine))
+    assert pauses == [0.25] * (4 * 7)
+    art = load_path(tmp_path / "run" / "r0.json")
+    assert art["measurement_protocol"]["producer"]["repetition_spacing_seconds"] == 0.25
+    assert validate_run(standin_host(engine), tmp_path / "run", plan_of(small_plan))[0].status == "accepted"
 
 
 def test_an_engine_that_runs_another_deployment_is_refused(small_plan, model_dir, tmp_path):

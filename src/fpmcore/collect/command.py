@@ -40,6 +40,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=_at_least(3), metavar="N",
                    help="measured repetitions per point (default 5; the retained value is the upper median of 2…N)")
     p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    p.add_argument("--spacing", type=float, metavar="SECONDS",
+                   help="pause before every repetition, to spread a point's samples over a shared machine's load "
+                        "(default 0)")
     p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's, else the "
                    "model's own)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: finished points are kept")
@@ -68,13 +71,13 @@ def progress_bar(ctx: Any, label: str) -> Any:
 
 def run_collect(ctx: Any, *, plan_path: str, plan: Any, model_dir: str, output: str, smoke: bool = False,
                 warmups: int | None = None, repetitions: int | None = None, resume: bool = False,
-                dtype: str | None = None) -> dict[str, Any]:
+                dtype: str | None = None, spacing: float | None = None) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
     from fpmcore.collect import run as collect_run
     from fpmcore.collect.drivers import driver_for
 
     c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
-                            resume=resume)  # fmt: skip
+                            resume=resume, spacing=spacing)  # fmt: skip
     driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
     label = f"collect {c.stage.cell['cell_id']}"
     bar = progress_bar(ctx, label) if not ctx.json else None
@@ -113,7 +116,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     try:
         summary = run_collect(ctx, plan_path=args.plan, plan=plan, model_dir=args.model_dir, output=args.output,
                               smoke=args.smoke, warmups=args.warmup, repetitions=args.repetitions,
-                              resume=args.resume, dtype=args.dtype)  # fmt: skip
+                              resume=args.resume, dtype=args.dtype, spacing=args.spacing)  # fmt: skip
     except PointFailed as exc:
         ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues",
                       markup=False, highlight=False)  # fmt: skip

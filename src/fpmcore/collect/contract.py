@@ -174,7 +174,11 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
             v = get(prod, field)
             if not (is_int(v) and v >= low):
                 return bad(f"producer.{field}", f"an integer ≥ {low}", plain(v))
-        allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions"}
+        spacing = get(prod, "repetition_spacing_seconds")
+        if not (type(spacing) in (int, float) and 0 <= spacing < 3600):
+            return bad("producer.repetition_spacing_seconds", "a number of seconds ≥ 0", plain(spacing))
+        allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions",
+                                           "repetition_spacing_seconds"}  # fmt: skip
         for key in prod:
             if key not in allowed:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))

@@ -26,7 +26,9 @@ For every point of the staged list the producer:
    reason (``prefix_miss`` also re-seeds) and retried, at most
    ``max_rejected`` times per point; then the point fails the collection.
 4. keeps ``warmups`` accepted repetitions as warm-ups, then ``repetitions``
-   as the **raw samples**; the retained wall time is the upper median of
+   as the **raw samples** — with ``spacing`` seconds of pause before every
+   repetition, so that the samples of a point spread over a longer stretch of
+   a shared machine's load instead of one burst of it; the retained wall time is the upper median of
    samples ``1 … R−1`` (``adjacent_upper_median``: the first measurement is
    left out, 05 §4.2).
 
@@ -64,13 +66,14 @@ class ProtocolSettings:
     repetitions: int
     max_rejected: int
     seed: int
+    spacing: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         if self.repetitions < 3:
             raise FpmError("collect", f"--repetitions must be at least 3 ({ESTIMATE_METHOD}); got {self.repetitions}")
-        if self.warmups < 0 or self.max_rejected < 0:
-            raise FpmError("collect", f"--warmup and the rejection budget must be >= 0; got {self.warmups}, "
-                                      f"{self.max_rejected}")  # fmt: skip
+        if self.warmups < 0 or self.max_rejected < 0 or not 0 <= self.spacing < 3600:
+            raise FpmError("collect", f"--warmup, --spacing and the rejection budget must be >= 0; got "
+                                      f"{self.warmups}, {self.spacing}, {self.max_rejected}")  # fmt: skip
 
 
 @attrs.frozen
@@ -230,6 +233,8 @@ class Measurer:
         shape_kind = "real_prefix_shape" if point.kv_seed_regime() == "real_kv" else "eager_shape"
         max_tokens = PREFILL_OUTPUT_TOKENS if point.is_prefill else DECODE_OUTPUT_TOKENS
         while len(raw) < s.repetitions:
+            if s.spacing:
+                time.sleep(s.spacing)
             prompts = self._prompts(point, len(reps), seeded)
             run, start = self._run(prompts, max_tokens)
             measured, reason = self.check(point, run, seeded)

@@ -197,10 +197,12 @@ class OnboardOptions:
     repetitions: int | None = None
     warmups: int | None = None
     probe_stage: str = "live"
+    spacing: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"model_dir": self.model_dir, "probe": self.probe.as_json(), "smoke": self.smoke,
-                "repetitions": self.repetitions, "warmups": self.warmups, "probe_stage": self.probe_stage}
+                "repetitions": self.repetitions, "warmups": self.warmups, "probe_stage": self.probe_stage,
+                "spacing": self.spacing}
 
 
 def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
@@ -250,7 +252,7 @@ def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     run = c.path(RUN_DIR)
     run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
                 output=str(run), smoke=o.smoke, warmups=o.warmups, repetitions=o.repetitions,
-                resume=run.exists(), dtype=o.probe.dtype)  # fmt: skip
+                resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing)  # fmt: skip
     c.record("collect", {"plan": ("file", PLAN), "model_config": ("model", o.model_dir)},
              {"run": ("run", RUN_DIR)})  # fmt: skip
 
@@ -368,6 +370,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="the live engine's token budget per step")
     p.add_argument("--repetitions", type=_at_least(3), metavar="N", help="measured repetitions per point (default 5)")
     p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
     p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
     p.add_argument("--json", action="store_true", help="print the manifest on stdout")
 
@@ -379,6 +382,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                            caching=args.caching, max_num_seqs=args.max_num_seqs,
                            max_num_batched_tokens=args.max_num_batched_tokens),
         smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
+        spacing=args.spacing,
     )  # fmt: skip
 
     def report(stage: str, status: str) -> None:

@@ -135,6 +135,7 @@ def protocol_record(settings: ProtocolSettings, producer: ProducerRecord) -> dic
         "execution_evidence": dict(EXECUTION_EVIDENCE),
         "producer": {"name": PROTOCOL_NAME, "reduction": REDUCTION, "warmup_repetitions": settings.warmups,
                      "measured_repetitions": settings.repetitions, "max_rejected_repetitions": settings.max_rejected,
+                     "repetition_spacing_seconds": settings.spacing,
                      "state_protocol": STATE_PROTOCOL, "timing_boundary": producer.timing_boundary},
     }  # fmt: skip
 
@@ -179,6 +180,7 @@ def prepare(
     repetitions: int | None = None,
     resume: bool = False,
     seed: int = 0,
+    spacing: float | None = None,
 ) -> Collection:
     """Everything ``fpm collect`` checks before an engine starts (module docstring)."""
     stage = staged(plan, smoke)
@@ -200,10 +202,10 @@ def prepare(
                                           f"{run.get(key)}, this plan {want}", str(root))  # fmt: skip
         s = run["settings"]
         for name, given, have in (("--warmup", warmups, s["warmups"]), ("--repetitions", repetitions,
-                                                                          s["repetitions"])):
+                                  s["repetitions"]), ("--spacing", spacing, s["spacing"])):  # fmt: skip
             if given is not None and given != have:
                 raise FpmError("collect", f"--resume: {name} {given} differs from the run's {have}", str(root))
-        settings = ProtocolSettings(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"])
+        settings = ProtocolSettings(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"], s["spacing"])
     else:
         if root.exists() and (not root.is_dir() or any(p.name != store.POINTS_DIR or any(p.iterdir())
                                                        for p in root.iterdir())):  # fmt: skip
@@ -216,7 +218,7 @@ def prepare(
         settings = ProtocolSettings(
             DEFAULT_WARMUPS if warmups is None else warmups,
             DEFAULT_REPETITIONS if repetitions is None else repetitions,
-            DEFAULT_MAX_REJECTED, seed,
+            DEFAULT_MAX_REJECTED, seed, 0.0 if spacing is None else spacing,
         )  # fmt: skip
     done = folder.records([{"benchmark_id": p.benchmark_id} for p in stage.points]) if run is not None else {}
     return Collection(plan, stage, folder, run, done, settings, str(model_dir), model_sha, resumed=run is not None)
@@ -240,7 +242,7 @@ def _new_run(c: Collection, facts: EngineFacts, producer: ProducerRecord) -> dic
         "grid_digest": f"{cell['cell_id']}-{c.stage.manifest_sha256[:16]}",
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "settings": {"warmups": c.settings.warmups, "repetitions": c.settings.repetitions,
-                     "max_rejected": c.settings.max_rejected, "seed": c.settings.seed},
+                     "max_rejected": c.settings.max_rejected, "seed": c.settings.seed, "spacing": c.settings.spacing},
         "execution_mode": EXECUTION_MODE,
         "execution_identity": dict(cell.get("execution_identity") or {}),
         "producer": producer_json(producer, c.model_sha, c.model_dir),
