@@ -42,7 +42,8 @@ def campaign(tiny, tmp_path_factory) -> Path:
     """fpm onboard --smoke of the tiny plain model: probe, import, plan, collect, validate, publish."""
     out = tmp_path_factory.mktemp("campaign") / "llama"
     r = run_fpm("onboard", str(tiny), "-o", str(out), "--smoke", "--max-model-len", "1024", "--dtype", "float32",
-                "--kv-cache-space", "0.25", "--repetitions", "3", "--warmup", "1", host=make_host(entry_points=("vllm_032",)))
+                "--kv-cache-space", "0.25", "--repetitions", "3", "--warmup", "1",
+                host=make_host(entry_points=("vllm_032",)))
     assert r.exit_code == 0, r.stderr
     return out
 

@@ -177,7 +177,8 @@ class Measurer:
         return run, start
 
     def _seed(self, prefix: int, point: PlannedPoint, ledger: list[dict[str, Any]]) -> None:
-        prompts = [self.tokens.prefix(prefix, slot) + self.tokens.fresh(1, "seed", point.benchmark_id, len(ledger), slot)
+        bid, n = point.benchmark_id, len(ledger)
+        prompts = [self.tokens.prefix(prefix, slot) + self.tokens.fresh(1, "seed", bid, n, slot)
                    for slot in range(point.batch_size)]  # fmt: skip
         run, start = self._run(prompts, 1)
         ledger.append(_ledger_record("real_prefix_seed", "completed", None, start, run,
