@@ -23,7 +23,8 @@ Runs in the live env (``tox -e vllm032-live``'s interpreter)::
    time (TTFT, E2E; TPOT = (finish − first token) / (tokens − 1)); the prefix
    cache is reset between runs, and a few requests are served first, unmeasured;
 3. **replay** it with fpmcore (``config_from_profile`` of the campaign's
-   profile with its prefix caching, the published table, the C engine);
+   profile with its prefix caching and vLLM 0.32.0's replay rules, the
+   published table, the C engine);
 4. **compare**: per request the relative errors ``|predicted − served| /
    served`` of TTFT, TPOT and E2E (their median and P90), and the signed
    relative errors of the makespan (last finish − first arrival) and the
@@ -125,9 +126,12 @@ def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
     from fpmcore.replay import config_from_profile, load_table, run_replay
     from fpmcore.replay.trace import parse_trace_lines
 
+    from fpmcore_vllm032.envelope import REPLAY_RULES
+
     profile = load_profile(campaign / "profile.json")
     caching = bool(profile.deployments[0].resources.runtime_memory.enable_prefix_caching)
-    cfg = config_from_profile(profile, 0, prefix_caching=caching, table=load_table(campaign / "table.json"))
+    cfg = config_from_profile(profile, 0, prefix_caching=caching, table=load_table(campaign / "table.json"),
+                              rules=REPLAY_RULES)
     result = run_replay(cfg, parse_trace_lines([json.dumps(r) for r in trace]))
     if result.error is not None:
         raise RuntimeError(f"the replay stopped: {result.error}")

@@ -343,12 +343,18 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
     :returns: a :class:`~fpmcore.hooktypes.MeasurementDriver`, or ``None`` when
         the plugin does not drive an engine.
 
+    ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
+    starts the engine (in the runtime's environment: ``tox -e vllm032-live``);
+    ``engine.run([[5, 17, 42]], max_tokens=1).steps[0].scheduled.sum_prefill_tokens``
+    is then 3.
+
     Example::
 
         >>> driver = host.hooks.runtime("vllm==0.32.0").measurement_driver()
-        >>> engine = driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))
-        >>> engine.run([[5, 17, 42]], max_tokens=1).steps[0].scheduled.sum_prefill_tokens
-        3
+        >>> driver.producer.name, driver.producer.timing_boundary
+        ('vllm_032_cpu_engine_steps', 'vllm_032_llm_engine_step')
+        >>> [f.path for f in driver.producer.files][:2]
+        ['vllm/entrypoints/llm.py', 'vllm/outputs.py']
     """
 
 
@@ -412,8 +418,11 @@ def fpm_generate_points(
 def fpm_producer_contracts() -> list[ProducerContract]:
     """Register the producer contracts a model plugin owns.  *Collecting*.
 
-    The host reads the registrations once, when it loads the plugins: a
-    residency registered by two plugins fails the later plugin with
+    The host reads the registrations once, when it loads the plugins.  A
+    contract's key is its Engram residency and, when it names one, the cells'
+    execution profile (``ProducerContract.execution_profile``; ``None``: every
+    profile): a key registered by two plugins, or overlapping another's,
+    fails the later plugin with
     ``producer contract for engram residency <residency> is registered twice:
     <plugin>, <plugin>`` (05 §6.3), and A-17 finds the contract that owns a
     ``measurement_protocol.producer`` by its ``protocol_producer``.
@@ -425,10 +434,11 @@ def fpm_producer_contracts() -> list[ProducerContract]:
         >>> @hookimpl
         ... def fpm_producer_contracts():
         ...     return [ProducerContract("glm53flash_native_graph_policy", "native_graph_policy", "none",
-        ...                              label="glm-5.3-flash",
-        ...                              protocol_producer="glm53flash_prefix_scheduler")]
-        >>> [c.name for _plugin, c in host.hooks.producer_contracts() if c.residency == "none"]
-        ['glm53flash_native_graph_policy']
+        ...                              label="glm-5.3-flash", protocol_producer="glm53flash_prefix_scheduler",
+        ...                              execution_profile="full")]
+        >>> sorted((c.name, c.execution_profile) for _plugin, c in host.hooks.producer_contracts()
+        ...        if c.residency == "none")
+        [('fpmcore_engine_steps', 'engine_steps'), ('glm53flash_native_graph_policy', 'full')]
     """
 
 
@@ -443,9 +453,10 @@ def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContrac
     <residency>``); two plugins claiming it give the conflict diagnostic.
 
     **Optional**: a plugin that does not implement it claims, by default, its
-    registered contracts (:func:`fpm_producer_contracts`) whose ``residency``
-    is the identity's Engram residency.  Implement it to claim by more than
-    the residency.
+    registered contracts (:func:`fpm_producer_contracts`) whose key matches
+    the identity: its Engram residency and, when the contract names one, its
+    execution profile (``ProducerContract.claims``).  Implement it to claim
+    by more than that.
 
     :param identity: the cell's :class:`~fpmcore.hooktypes.ExecutionIdentity`.
     :returns: a :class:`~fpmcore.hooktypes.ProducerContract`, or ``None``

@@ -279,7 +279,7 @@ def decode_candidates(inputs: GridInputs) -> list[DecodePoint]:
 
 
 def _align_default() -> AlignFn:
-    from fpmcore.replay.reference import align_stop
+    from fpmcore.replay.align import align_stop
 
     return align_stop
 

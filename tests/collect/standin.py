@@ -143,7 +143,7 @@ class StandinEngine:
         k = min(r.length - r.computed, left)
         if k <= 0 or not self.config.align_mode or r.computed >= len(r.prompt):
             return max(k, 0)
-        from fpmcore.replay.reference import align_stop
+        from fpmcore.replay.align import align_stop
 
         return align_stop(AlignStopQuery(
             start=r.computed, num_new_tokens=k, prompt_len=len(r.prompt), num_tokens=r.length,

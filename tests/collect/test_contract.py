@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.artifacts import validate_run
 from fpmcore.collect import store
 from fpmcore.jsonio import canonical_bytes, load_path
 from fpmcore.testing import make_host, run_fpm
+from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinRuntime
 

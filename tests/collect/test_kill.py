@@ -16,10 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fpmcore.artifacts import validate_run
 from fpmcore.collect.publish import publish_run
 from fpmcore.jsonio import loads
 from fpmcore.testing import run_fpm
+from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinRuntime
 

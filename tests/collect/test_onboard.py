@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.artifacts import validate_run
 from fpmcore.collect import onboard
 from fpmcore.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
+from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import PROBE, standin_host
 from tests.collect.standin import StandinRuntime, recorded_probe
 from tests.collect.test_kill import whole_files

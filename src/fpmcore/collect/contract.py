@@ -9,7 +9,7 @@ protocol (:mod:`fpmcore.collect.measure`), so its rules name neither a
 runtime nor a model: the runtime comes from the plan, the expected producer
 from the runtime plugin selected for it.
 
-The cell is read with the general rules of :mod:`fpmcore.artifacts` plus:
+The cell is read with the general rules of :mod:`fpmcore.validate` plus:
 
 * artifact level: A-18 (a protocol is required), A-21 (the producer record
   equals the one the runtime plugin of the plan's runtime gives — name,
@@ -30,23 +30,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.artifacts import (
-    ABSENT,
-    EXECUTION_EVIDENCE,
-    CellView,
-    ContractRules,
-    RankView,
-    get,
-    is_int,
-    js,
-    measurement,
-    plain,
-    run_rules,
-)
 from fpmcore.collect.run import EXECUTION_MODE, PROTOCOL_NAME, REDUCTION, STATE_PROTOCOL
 from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.point_grid import CELL_IDENTITY
-from fpmcore.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
+from fpmcore.validate.cell import CellView, RankView
+from fpmcore.validate.evaluation import ContractRules, run_rules
+from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
+from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
+from fpmcore.validate.values import ABSENT, get, is_int, js, plain
 
 CONTRACT = ProducerContract(
     name="fpmcore_engine_steps",
@@ -215,26 +207,6 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     return None
 
 
-def expected_regime(point: Any) -> str:
-    """05 §7.4: ``real_kv`` for decode and cached prefill, ``not_applicable`` for a prefill without prefix."""
-    if get(point, "point_type") == "decode":
-        return "real_kv"
-    kv = get(point, "total_kv_read_tokens")
-    return "real_kv" if is_int(kv) and kv > 0 else "not_applicable"
-
-
-def a37_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-37: the row's ``kv_seed_regime`` follows its point (05 §7.4)."""
-    want, v = expected_regime(get(row, "point")), get(row, "kv_seed_regime")
-    if v != want:
-        return Diagnostic(
-            "A-37",
-            f"kv_seed_regime does not follow its point: expected {want}, found {plain(v)}" + rank.row_suffix(row),
-            rank.path,
-        )
-    return None
-
-
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(
@@ -242,7 +214,7 @@ RULES = ContractRules(
         ("A-25", a25_warmup_recorded), ("A-28", a28_sidecar),
     ),
     rows=(
-        ("A-32", a32_measurement_record), ("A-37", a37_regime), ("A-38", a38_bind),
+        ("A-32", a32_measurement_record), A37_KV_SEED_REGIME, ("A-38", a38_bind),
         ("A-39", a39_rule(protocol_counts)),
     ),
     rank_end=(("A-38", a38_unbound),),

@@ -258,8 +258,8 @@ def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    from fpmcore.artifacts import validate_run
     from fpmcore.jsonio import load_path
+    from fpmcore.validate.reader import validate_run
 
     results = validate_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)))
     verdict = {

@@ -77,8 +77,8 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
 
 def publish_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Any]]:
     """``(table, results)``: the table when every cell of the run is accepted for publication, else ``None``."""
-    from fpmcore.artifacts import validate_run
     from fpmcore.replay.table import table_from_rows
+    from fpmcore.validate.reader import validate_run
 
     root = Path(run_dir)
     if not root.is_dir():

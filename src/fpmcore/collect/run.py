@@ -31,12 +31,13 @@ from typing import Any
 
 import attrs
 
-from fpmcore.artifacts import EXECUTION_EVIDENCE, canonical_digest, manifest_of
 from fpmcore.collect import store
 from fpmcore.collect.content import POOL_TAG, TokenSource
 from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.values import canonical_digest, manifest_of
 
 #: ``execution_mode`` of the artifacts, ``measurement_protocol.producer.name`` and the protocol's fixed fields.
 EXECUTION_MODE = "engine_steps"

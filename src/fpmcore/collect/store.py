@@ -273,7 +273,7 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
 
 
 def _point_key(point: Mapping[str, Any]) -> str:
-    from fpmcore.artifacts import point_key
+    from fpmcore.validate.values import point_key
 
     return point_key(point)
 
