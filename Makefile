@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 FPM := $(VENV)/bin/fpm
-PLUGINS := plugins/vllm_support plugins/vllm_027 plugins/vllm_033 plugins/glm53flash plugins/dsv41
+PLUGINS := plugins/vllm_support plugins/vllm_027 plugins/vllm_033 plugins/vllm_032 plugins/glm53flash plugins/dsv41
 STAMP := $(VENV)/.fpmcore-installed
 # Anything whose change needs a reinstall (metadata, entry points, C sources).
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \

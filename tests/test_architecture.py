@@ -146,7 +146,7 @@ def _runtime_words() -> tuple[set[str], set[str]]:
 
     from fpmcore.testing import make_host
 
-    host = make_host(entry_points=("vllm_027", "vllm_033", "glm53flash", "dsv41"))
+    host = make_host(entry_points=("vllm_027", "vllm_032", "vllm_033", "glm53flash", "dsv41"))
     classes = set(TABLE) | {"KVCacheConfig", "KVCacheTensor", "KVCacheGroupSpec", "VllmConfig", "CacheConfig",
                             "SchedulerConfig", "BlockPool", "KVCacheManager", "MultipleOf", "LlamaForCausalLM"}  # fmt: skip
     models = {t for r in host.active("model") for t in (r.id, *r.targets)}

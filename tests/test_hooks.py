@@ -432,12 +432,29 @@ def test_producer_contract_registrations(fpm_host):
 
 
 def test_a_second_registration_of_a_residency_fails_that_plugin(fpm_host):
-    rival = _plugin("rival", fpm_producer_contracts=lambda: [ProducerContract("rival_graph", "native_graph_policy", "none")])
+    rival = _plugin("rival", fpm_producer_contracts=lambda: [
+        ProducerContract("rival_graph", "native_graph_policy", "none", execution_profile="full")])
     host = fpm_host(rival, entry_points=("glm53flash",))  # rival registers first: glm53flash is the second
     rec = host.record("glm53flash")
     assert rec.status == "failed"
     assert rec.error == "producer contract for engram residency none is registered twice: rival, glm53flash"
     assert host.record("rival").status == "ok"
+
+
+def test_a_contract_key_is_residency_and_execution_profile(fpm_host):
+    """05 §10: residency none holds GLM-5.3-Flash's contract (profile full) and fpm collect's (engine_steps);
+    a contract of residency none for every profile overlaps both and fails its plugin."""
+    host = fpm_host(entry_points=("glm53flash",))
+    keys = {c.name: (c.residency, c.execution_profile) for _, c in host.hooks.producer_contracts()}
+    assert keys == {"fpmcore_engine_steps": ("none", "engine_steps"),
+                    "glm53flash_native_graph_policy": ("none", "full")}
+    for profile, name in (("full", "glm53flash_native_graph_policy"), ("engine_steps", "fpmcore_engine_steps")):
+        _, contract = host.hooks.choose_producer_contract(identity=ExecutionIdentity("ab" * 32, profile, "none", "text"))
+        assert contract.name == name
+    anyone = _plugin("anyone", fpm_producer_contracts=lambda: [ProducerContract("any_graph", "graph", "none")])
+    host = fpm_host(anyone)
+    assert host.record("anyone").error == "producer contract for engram residency none is registered twice: " \
+        "fpmcore, anyone"
 
 
 # ---------------------------------------------------------------------------

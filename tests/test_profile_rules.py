@@ -72,7 +72,7 @@ STRUCTURAL = [
     (f"{DEP}.backend", "sglang", "P-S3", DEP, "backend must be vllm; got 'sglang'"),
     (f"{DEP}.enable_eplb", True, "P-S3", DEP, "enable_eplb must be false; got true"),
     (f"{DEP}.kv_cache_dtype", "fp8_e4m3", "P-S3", DEP,
-     "kv_cache_dtype must be one of bfloat16, half, fp8 or int8; got 'fp8_e4m3'"),
+     "kv_cache_dtype must be one of bfloat16, half, float32, fp8 or int8; got 'fp8_e4m3'"),
     (f"{RM}.enable_prefix_caching", "false", "P-S3", RM, 'enable_prefix_caching must be a boolean; got "false"'),
     (f"{RM}.gpu_memory_utilization", "0.9", "P-S3", RM, 'gpu_memory_utilization must be a number; got "0.9"'),
     (f"{RM}.gpu_memory_utilization", False, "P-S3", RM, "gpu_memory_utilization must be a number; got false"),

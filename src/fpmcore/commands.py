@@ -1,4 +1,5 @@
-"""fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``.
+"""fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``,
+and the producer contract of ``fpm collect`` (``fpmcore_engine_steps``, :mod:`fpmcore.collect.contract`).
 
 The command line (:func:`fpmcore.cli.build_host`) registers this module in
 the plugin host it builds; the host itself imports no command.
@@ -18,7 +19,7 @@ from typing import Any
 from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
 from fpmcore.hookspecs import hookimpl
-from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo
+from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
 
 #: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
 PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -28,6 +29,9 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.validate.command", "validate_command"),
     ("fpmcore.replay.cli", "replay_command"),
     ("fpmcore.sweep.command", "sweep_command"),
+    ("fpmcore.collect.command", "collect_command"),
+    ("fpmcore.collect.publish", "publish_command"),
+    ("fpmcore.collect.onboard", "onboard_command"),
 )
 
 
@@ -37,6 +41,25 @@ def fpm_plugin_info() -> PluginInfo:
         id="fpmcore", kind="builtin", targets=(), api_version=API_VERSION,
         summary="fpmcore's own commands: plugins, profile, schema and the pipelines",
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# the producer contract of fpm collect (fpmcore.collect.contract)
+# ---------------------------------------------------------------------------
+
+
+@hookimpl
+def fpm_producer_contracts() -> list[ProducerContract]:
+    from fpmcore.collect.contract import CONTRACT
+
+    return [CONTRACT]
+
+
+@hookimpl
+def fpm_validate_artifact(contract: ProducerContract, cell: Any, files: Any, plan: Any) -> list[Any] | None:
+    from fpmcore.collect.contract import validate
+
+    return validate(contract, cell, files, plan)
 
 
 # ---------------------------------------------------------------------------

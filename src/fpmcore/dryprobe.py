@@ -198,6 +198,7 @@ def evidence_files(
     launch: Mapping[str, Any],
     model_config: bytes,
     phases: Mapping[str, tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+    extras: Mapping[str, Sequence[tuple[str, bytes, str]]] | None = None,
 ) -> dict[Path, bytes]:
     """The files of an evidence folder with one attempt (02 §2), relative path → bytes, the index last.
 
@@ -205,6 +206,9 @@ def evidence_files(
     records (worker ranks, then the scheduler).  Each record goes to
     ``<attempt>/<phase>/<its 02 §2.3 name>``; the index lists every file with
     its SHA-256 and the staged ``model_config`` once, in the first phase.
+    ``extras`` gives, per phase, more artifacts ``(path relative to the
+    folder, bytes, kind)``, listed after the records (``fpm import`` reads
+    only kind ``observation`` and keeps the hashes of the others, 02 §2.1).
     Pass the result to :func:`write_files`.
     """
     config_sha = hashlib.sha256(model_config).hexdigest()
@@ -220,6 +224,9 @@ def evidence_files(
             data = dumps(record)
             files[rel] = data
             artifacts.append({"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "kind": "observation"})
+        for rel_path, data, kind in (extras or {}).get(phase, ()):
+            files[Path(rel_path)] = data
+            artifacts.append({"path": rel_path, "sha256": hashlib.sha256(data).hexdigest(), "kind": kind})
         if i == 0:
             artifacts.append({"path": MODEL_CONFIG, "sha256": config_sha, "kind": "model_config"})
         listed[phase] = {

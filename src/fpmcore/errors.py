@@ -30,3 +30,17 @@ class FpmError(Exception):
 
 class PluginError(FpmError):
     """A plugin broke its contract: it raised, or returned a value of the wrong type."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) during work that must clean up before the command ends, such as a live engine.
+
+    A command that runs such work installs a SIGINT handler that raises this
+    instead of ``KeyboardInterrupt`` (``fpm probe --live``).  Like
+    ``KeyboardInterrupt`` it is no ``Exception``, so only ``finally`` blocks
+    and ``except BaseException`` clean-ups see it on its way out; unlike it,
+    CPython does not remember it: a ``KeyboardInterrupt`` that passed through
+    code the interpreter ran from C (``PyRun_*``) makes the process end by
+    SIGINT even after Python caught it, and the command's exit code (130) and
+    its one-line message would be lost.
+    """

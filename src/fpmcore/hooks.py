@@ -37,16 +37,20 @@ and the collecting hooks) a wrapper runs once per plugin asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from fpmcore.errors import FpmError, PluginError
 from fpmcore.hooktypes import (
+    HARDWARE_KEYS,
     AlignStopQuery,
     CliCommand,
     Diagnostic,
     ExecutionIdentity,
+    LiveProbeOptions,
+    MeasurementDriver,
     PlanLimits,
     PluginInfo,
     PointPlan,
@@ -129,6 +133,17 @@ def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | No
     for setting in rules.nullable_settings:
         if not isinstance(setting, str) or setting.count(".") > 1:
             return f"returned a nullable setting that is not '<section>.<key>' or '<key>' from {name}: {setting!r}"
+    for setting in rules.kv_cache_sizing:
+        if setting not in ("cache.kv_cache_memory_bytes", "cache.num_gpu_blocks_override"):
+            return f"returned a KV cache sizing setting that I-31 does not read from {name}: {setting!r}"
+    if not rules.storage_devices or not all(isinstance(d, str) and d for d in rules.storage_devices):
+        return f"returned storage devices that are not non-empty strings from {name}: {rules.storage_devices!r}"
+    for key in rules.absent_hardware:
+        if key not in HARDWARE_KEYS:
+            return f"returned an absent hardware key that is not one of {', '.join(HARDWARE_KEYS)} from {name}: {key!r}"
+    for key, label in rules.model_dtype_labels.items():
+        if not isinstance(key, str) or not isinstance(label, str):
+            return f"returned a non-string model dtype label from {name}: {key!r}: {label!r}"
     return None
 
 
@@ -157,9 +172,11 @@ RETURNS: dict[str, Expect] = {
     "fpm_plugin_info": Expect((PluginInfo,)),
     "fpm_observe_cache_groups": Expect((dict,)),
     "fpm_dry_probe": Expect((dict,)),
+    "fpm_live_probe": Expect((dict,)),
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
+    "fpm_measurement_driver": Expect((MeasurementDriver,)),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
     "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
@@ -332,7 +349,9 @@ class Hooks:
 
         A plugin that implements ``fpm_choose_producer_contract`` claims what
         it answers; one that does not claims its registered contracts
-        (``fpm_producer_contracts``) whose residency is the identity's.
+        (``fpm_producer_contracts``) whose key matches the identity: the
+        residency and, when the contract names one, the execution profile
+        (:meth:`~fpmcore.hooktypes.ProducerContract.claims`).
         Nobody claiming the residency is A-14; two plugins claiming it is the
         conflict diagnostic of 05 §6.3.
         """
@@ -341,9 +360,9 @@ class Hooks:
         residency = identity.engram_residency
         claims = self.each("fpm_choose_producer_contract", identity=identity)
         choosers = set(self.implementers("fpm_choose_producer_contract"))
-        # the hook's default: a plugin that does not implement it claims by the residency of its registrations
+        # the hook's default: a plugin that does not implement it claims by the key of its registrations
         claims += [(plugin, c) for plugin, c in self.producer_contracts()
-                   if plugin not in choosers and c.residency == residency]  # fmt: skip
+                   if plugin not in choosers and c.claims(identity)]  # fmt: skip
         if not claims:
             raise FpmError(
                 "A-14", f"native execution identity cell has no audited producer contract: {residency}", where
@@ -435,6 +454,21 @@ class RuntimeHooks:
             raise self._missing("fpm_dry_probe")
         return summary  # type: ignore[no-any-return]
 
+    def live_probe(
+        self,
+        *,
+        model_dir: str,
+        out_dir: str,
+        options: LiveProbeOptions,
+        progress: Callable[[str], AbstractContextManager[None]],
+    ) -> dict[str, Any]:
+        """The summary of :func:`~fpmcore.hookspecs.fpm_live_probe`; raises when the plugin runs no engine."""
+        summary = self._call("fpm_live_probe", model_dir=model_dir, out_dir=out_dir, options=options,
+                             progress=progress)  # fmt: skip
+        if summary is None:
+            raise self._missing("fpm_live_probe")
+        return summary  # type: ignore[no-any-return]
+
     def normalize_record(self, *, record: Mapping[str, Any]) -> dict[str, Any]:
         """The record in the form the import rules read; by default a new top-level dict of its values."""
         normalized = self._call("fpm_normalize_record", record=record)
@@ -443,6 +477,13 @@ class RuntimeHooks:
     def classify_spec(self, *, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
         """The classification of ``spec_class``, or ``None`` when the plugin gives none."""
         return self._call("fpm_classify_spec", spec_class=spec_class, spec=spec)  # type: ignore[no-any-return]
+
+    def measurement_driver(self) -> MeasurementDriver:
+        """The :class:`~fpmcore.hooktypes.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
+        driver = self._call("fpm_measurement_driver")
+        if driver is None:
+            raise self._missing("fpm_measurement_driver")
+        return driver  # type: ignore[no-any-return]
 
     def rules(self) -> RuntimeRules:
         """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.

@@ -44,7 +44,8 @@ names a vLLM version or a model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
         CliCommand,
         Diagnostic,
         ExecutionIdentity,
+        LiveProbeOptions,
+        MeasurementDriver,
         PlanLimits,
         PluginInfo,
         PointPlan,
@@ -177,6 +180,58 @@ def fpm_dry_probe(
 
 
 @hookspec(firstresult=True)
+def fpm_live_probe(
+    runtime: str,
+    model_dir: str,
+    out_dir: str,
+    options: LiveProbeOptions,
+    progress: Callable[[str], AbstractContextManager[None]],
+) -> dict[str, Any] | None:
+    """Start the installed runtime's engine on a model, observe it, write its evidence, shut it down.  *First-result*.
+
+    ``fpm probe --live`` calls it.  The runtime plugin starts an engine in
+    this process with ``options``, observes it once its KV cache is allocated
+    (the scheduler's cache plan and block pool, the worker's real cache
+    tensors, layer views, attention groups and model runner) through its own
+    observer (:func:`fpm_observe_cache_groups`), writes the evidence folder of
+    02 §2 with tensor-level records for both phases, and shuts the engine
+    down, also when it fails or is interrupted (an interrupt, ``KeyboardInterrupt``
+    or the :class:`~fpmcore.errors.Interrupted` the host raises on Ctrl-C, goes
+    on after the shutdown).  The folder appears whole or not at all.
+    The plugin says what its phases are.  **Optional**: a runtime that cannot
+    run an engine here leaves it out, and ``fpm probe --live`` says so.
+
+    :param runtime: the installed runtime as an exact pin, ``"vllm==0.32.0"``:
+        one of your targets.
+    :param model_dir: the model folder the engine loads.
+    :param out_dir: the evidence folder to write; it must not exist yet, or be empty.
+    :param options: the engine settings, a :class:`~fpmcore.hooktypes.LiveProbeOptions`.
+    :param progress: ``progress(message)`` is a context manager that shows
+        ``message`` on stderr while its block runs (a live timer on a
+        terminal); wrap the engine's start-up in it.
+    :returns: a summary, JSON-ready: ``configuration``, ``attempt_id`` and,
+        per phase, what the engine itself reports (``num_blocks``, groups,
+        block and page sizes, ``kv_cache_max_concurrency``, …).  A refusal
+        (not a model folder, settings the engine does not start with) is an
+        :class:`~fpmcore.errors.FpmError` whose message is one line.
+
+    Example::
+
+        >>> import contextlib
+        >>> runtime = host.hooks.runtime("vllm==0.32.0")
+        >>> runtime.live_probe(model_dir="examples", out_dir=str(tmp / "ev"),
+        ...     options=LiveProbeOptions(max_model_len=2048), progress=lambda message: contextlib.nullcontext())
+        Traceback (most recent call last):
+        ...
+        fpmcore.errors.FpmError: examples is not a model folder: it holds no config.json
+
+    On a model folder it returns the engine's numbers:
+    ``summary["phases"]["prefill"]["num_blocks"]`` is 512 for
+    ``examples/probes/live/tiny-llama`` (0.25 GiB of 524,288-byte blocks).
+    """
+
+
+@hookspec(firstresult=True)
 def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
     """Import side of *observe cache groups*: one record of your version → normalized form.  *First-result*.
 
@@ -260,6 +315,49 @@ def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
     """
 
 
+@hookspec(firstresult=True)
+def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
+    """*Measurement driver*: how ``fpm collect`` measures on this runtime's engine.  *First-result*.
+
+    The answer holds the plugin's producer record (who measures: its name,
+    timing boundary, and the installed runtime files it relies on with their
+    SHA-256, known without importing the runtime; the engine-steps contract
+    compares an artifact's producer with it, A-21) and ``start(model_dir,
+    options)``, which imports the runtime, starts an engine for the model
+    folder with the deployment's :class:`~fpmcore.hooktypes.EngineOptions`
+    and returns a :class:`~fpmcore.hooktypes.MeasurementEngine`: it admits
+    batches of requests with real token ids and reports every engine step
+    (the workload the scheduler computed and its wall time) and each
+    request's prefix-cache hit.
+
+    Why a hook: the measurement protocol — points, prefix seeds, warm-ups,
+    repetitions, the reduction, the evidence, the artifacts, durability and
+    resume (:mod:`fpmcore.collect`) — is the same for every runtime version
+    and lives once in the host; starting one release's engine, reaching its
+    scheduler and model runner and timing its steps depend on that release's
+    internal objects, so they live in its runtime plugin like every other
+    version-specific rule.  Imports of the runtime belong inside ``start``.
+
+    :param runtime: the pin the plan's profile was probed on, ``"vllm==0.32.0"``:
+        one of your targets.
+    :returns: a :class:`~fpmcore.hooktypes.MeasurementDriver`, or ``None`` when
+        the plugin does not drive an engine.
+
+    ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
+    starts the engine (in the runtime's environment: ``tox -e vllm032-live``);
+    ``engine.run([[5, 17, 42]], max_tokens=1).steps[0].scheduled.sum_prefill_tokens``
+    is then 3.
+
+    Example::
+
+        >>> driver = host.hooks.runtime("vllm==0.32.0").measurement_driver()
+        >>> driver.producer.name, driver.producer.timing_boundary
+        ('vllm_032_cpu_engine_steps', 'vllm_032_llm_engine_step')
+        >>> [f.path for f in driver.producer.files][:2]
+        ['vllm/entrypoints/llm.py', 'vllm/outputs.py']
+    """
+
+
 # --------------------------------------------------------------------------
 # model plugins
 # --------------------------------------------------------------------------
@@ -320,8 +418,11 @@ def fpm_generate_points(
 def fpm_producer_contracts() -> list[ProducerContract]:
     """Register the producer contracts a model plugin owns.  *Collecting*.
 
-    The host reads the registrations once, when it loads the plugins: a
-    residency registered by two plugins fails the later plugin with
+    The host reads the registrations once, when it loads the plugins.  A
+    contract's key is its Engram residency and, when it names one, the cells'
+    execution profile (``ProducerContract.execution_profile``; ``None``: every
+    profile): a key registered by two plugins, or overlapping another's,
+    fails the later plugin with
     ``producer contract for engram residency <residency> is registered twice:
     <plugin>, <plugin>`` (05 §6.3), and A-17 finds the contract that owns a
     ``measurement_protocol.producer`` by its ``protocol_producer``.
@@ -333,10 +434,11 @@ def fpm_producer_contracts() -> list[ProducerContract]:
         >>> @hookimpl
         ... def fpm_producer_contracts():
         ...     return [ProducerContract("glm53flash_native_graph_policy", "native_graph_policy", "none",
-        ...                              label="glm-5.3-flash",
-        ...                              protocol_producer="glm53flash_prefix_scheduler")]
-        >>> [c.name for _plugin, c in host.hooks.producer_contracts() if c.residency == "none"]
-        ['glm53flash_native_graph_policy']
+        ...                              label="glm-5.3-flash", protocol_producer="glm53flash_prefix_scheduler",
+        ...                              execution_profile="full")]
+        >>> sorted((c.name, c.execution_profile) for _plugin, c in host.hooks.producer_contracts()
+        ...        if c.residency == "none")
+        [('fpmcore_engine_steps', 'engine_steps'), ('glm53flash_native_graph_policy', 'full')]
     """
 
 
@@ -351,9 +453,10 @@ def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContrac
     <residency>``); two plugins claiming it give the conflict diagnostic.
 
     **Optional**: a plugin that does not implement it claims, by default, its
-    registered contracts (:func:`fpm_producer_contracts`) whose ``residency``
-    is the identity's Engram residency.  Implement it to claim by more than
-    the residency.
+    registered contracts (:func:`fpm_producer_contracts`) whose key matches
+    the identity: its Engram residency and, when the contract names one, its
+    execution profile (``ProducerContract.claims``).  Implement it to claim
+    by more than that.
 
     :param identity: the cell's :class:`~fpmcore.hooktypes.ExecutionIdentity`.
     :returns: a :class:`~fpmcore.hooktypes.ProducerContract`, or ``None``

@@ -10,8 +10,8 @@ from :mod:`fpmcore` directly::
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -26,6 +26,12 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 #: ``uniform``; :class:`RuntimeRules` gains ``nullable_settings``,
 #: ``in_flight_batches`` and ``hash_block_size``; ``fpm_normalize_record`` is
 #: optional.
+#:
+#: Additions a plugin of this version need not know keep the version: the
+#: optional hook ``fpm_live_probe`` and its :class:`LiveProbeOptions`;
+#: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
+#: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
+#: defaults are the rules of 02 as written.
 API_VERSION = 2
 
 PluginKind = Literal["runtime", "model", "builtin"]
@@ -155,6 +161,13 @@ def _scheduler_block(query: HashBlockQuery) -> int | str:
     return query.scheduler_block_size
 
 
+#: 02 §7.4 (I-32): the label of KV cache dtype ``auto`` by model dtype, the default of
+#: :attr:`RuntimeRules.model_dtype_labels`.
+MODEL_DTYPE_LABELS: Mapping[str, str] = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
+#: The keys of a worker's ``hardware`` (02 §3.1).
+HARDWARE_KEYS = ("gpu", "sm", "device_name", "total_memory_bytes")
+
+
 @attrs.frozen
 class RuntimeRules:
     """The answer of ``fpm_runtime_rules``: what the import knows of one runtime version besides its class table.
@@ -204,6 +217,34 @@ class RuntimeRules:
         the runtime would not start with them (I-97 prints it after
         ``scheduler block sizes contradict its cache groups:``).  Default:
         the scheduler block size.
+
+    **Where the runtime's platform differs from 02.**  02 describes a GPU
+    deployment.  A runtime whose engine runs elsewhere (vLLM's CPU engine)
+    states what of 02 cannot hold there; the import accepts exactly that and
+    adds a note that names the rule and this field (``fpm import`` prints the
+    notes, the result and the provenance list them).  The defaults are 02 as
+    written.
+
+    ``kv_cache_sizing``
+        I-31: the cache settings (``"cache.kv_cache_memory_bytes"``,
+        ``"cache.num_gpu_blocks_override"``) through which the platform sizes
+        the KV cache itself, so that a record holds a value there without
+        offloading or overriding a profiled allowance.  Default: none.
+    ``storage_devices``
+        I-64: the prefixes of the devices the KV cache storages live on
+        (a storage's ``device`` is one of them or starts with one).
+        Default ``("cuda:",)``.
+    ``absent_hardware``
+        I-35: the ``hardware`` keys (:data:`HARDWARE_KEYS`) the platform does
+        not have (``"sm"`` on a CPU): ``null`` there.  Default: none.
+    ``graph_capture``
+        I-20: the runtime captures graphs at start-up.  ``False``: it captures
+        none (a CPU engine), so a worker's ``capture_completed`` is ``false``.
+        Default ``True``.
+    ``model_dtype_labels``
+        I-32, I-33: the label of KV cache dtype ``auto`` for each model dtype
+        (``"torch.float32"`` → ``"float32"`` on an engine that runs float32
+        natively).  Default :data:`MODEL_DTYPE_LABELS`.
     """
 
     version: str = attrs.field(validator=_nonblank)
@@ -228,6 +269,46 @@ class RuntimeRules:
     hash_block_size: Callable[[HashBlockQuery], int | str] = attrs.field(
         default=_scheduler_block, validator=attrs.validators.is_callable()
     )
+    kv_cache_sizing: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    storage_devices: tuple[str, ...] = attrs.field(default=("cuda:",), converter=tuple)
+    absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    graph_capture: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    model_dtype_labels: Mapping[str, str] = attrs.field(
+        default=MODEL_DTYPE_LABELS, validator=attrs.validators.instance_of(Mapping)
+    )
+
+
+def _positive_or_none(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"{attribute.name} must be a positive integer or None; got {value!r}")
+
+
+@attrs.frozen
+class LiveProbeOptions:
+    """How ``fpm probe --live`` starts the engine it observes (``fpm_live_probe``).
+
+    ``None`` leaves a setting to the runtime (its default for the model).
+
+    ``caching``                  prefix caching on or off;
+    ``max_model_len``            the context length;
+    ``dtype``                    the model dtype the runtime loads (``"float32"``, ``"bfloat16"``);
+    ``kv_cache_bytes``           the memory the KV cache gets, in bytes;
+    ``num_blocks``               a forced pool size in blocks (memory pressure for a replay check);
+    ``max_num_seqs``             the scheduler's running-request limit;
+    ``max_num_batched_tokens``   the scheduler's token budget per step;
+    ``enforce_eager``            run without graph compilation (a start in seconds, not minutes);
+    ``configuration``            the configuration label of the evidence (02 §2.1).
+    """
+
+    caching: bool = True
+    max_model_len: int | None = attrs.field(default=None, validator=_positive_or_none)
+    dtype: str | None = None
+    kv_cache_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
+    num_blocks: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_num_seqs: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_num_batched_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    enforce_eager: bool = True
+    configuration: str | None = None
 
 
 @attrs.frozen
@@ -273,6 +354,10 @@ class PlanLimits:
     hash_block_size: int
 
 
+def _mappings(items: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class PointPlan:
     """The result of ``fpm_generate_points`` (04 G-16 … G-25).
@@ -285,11 +370,11 @@ class PointPlan:
     ``report``   anything else worth printing (capacity needed, …).
     """
 
-    points: tuple[Mapping[str, Any], ...] = attrs.field(converter=tuple)
+    points: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)
     counts: Mapping[str, int]
     dropped: Mapping[str, int]
     digest: str
-    smoke: tuple[Mapping[str, Any], ...] = attrs.field(converter=tuple)
+    smoke: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)
     report: Mapping[str, Any] = attrs.field(factory=dict)
 
 
@@ -317,7 +402,13 @@ class ProducerContract:
     residency it is registered for; ``label`` how diagnostics name the
     contract's model (``glm-5.3-flash``); ``protocol_producer`` the
     ``measurement_protocol.producer.name`` only this contract may carry
-    (A-17), or ``None``.
+    (A-17), or ``None``; ``execution_profile`` the cells' execution profile
+    the contract is registered for, or ``None`` for every profile.
+
+    A contract's key is its residency and its execution profile: two
+    contracts of one residency coexist when both name different profiles
+    (05 §10 asks for such a key: a model with a configuration-bound identity
+    and residency ``none`` besides GLM-5.3-Flash's).
     """
 
     name: str = attrs.field(validator=_nonblank)
@@ -325,6 +416,21 @@ class ProducerContract:
     residency: str = attrs.field(validator=_nonblank)
     label: str = ""
     protocol_producer: str | None = None
+    execution_profile: str | None = None
+
+    def claims(self, identity: ExecutionIdentity) -> bool:
+        """The contract's key matches ``identity``: its residency, and its profile when it names one."""
+        return identity.engram_residency == self.residency and (
+            self.execution_profile is None or identity.execution_profile == self.execution_profile
+        )
+
+    def overlaps(self, other: ProducerContract) -> bool:
+        """Some identity would be claimed by both (their keys clash, 05 §6.3)."""
+        return self.residency == other.residency and (
+            self.execution_profile is None
+            or other.execution_profile is None
+            or self.execution_profile == other.execution_profile
+        )
 
 
 @attrs.frozen
@@ -340,3 +446,196 @@ class CliCommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Any], int]
+
+
+# --------------------------------------------------------------------------
+# measurement engines (fpm collect)
+# --------------------------------------------------------------------------
+
+
+def _count(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{attribute.name} must be an integer >= 0; got {value!r}")
+
+
+@attrs.frozen
+class StepWorkload:
+    """What one engine step computed, in the counts of a forward-pass metric (05 §2.2).
+
+    ``sum_prefill_kv_tokens`` counts the tokens the prefill requests already
+    had in the KV cache before the step (prefix hits plus earlier chunks);
+    ``sum_decode_kv_tokens`` the computed tokens of the decode requests before
+    the step.  The variances are the population variances of the prefill
+    lengths and of the decode contexts.
+    """
+
+    num_prefill_requests: int = attrs.field(default=0, validator=_count)
+    sum_prefill_tokens: int = attrs.field(default=0, validator=_count)
+    var_prefill_length: float = 0.0
+    sum_prefill_kv_tokens: int = attrs.field(default=0, validator=_count)
+    num_decode_requests: int = attrs.field(default=0, validator=_count)
+    sum_decode_kv_tokens: int = attrs.field(default=0, validator=_count)
+    var_decode_kv_tokens: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``scheduled_requests`` object of an FPM."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class EngineStep:
+    """One non-empty step of a measurement engine.
+
+    ``start`` and ``end`` are the process-local monotonic clock (seconds) around
+    the whole engine step (the runtime plugin documents where exactly, in its
+    :attr:`ProducerRecord.timing_boundary`); ``scheduled`` what the step
+    computed; ``queued`` what waited (prefill requests waiting, decode requests
+    preempted).
+    """
+
+    start: float
+    end: float
+    scheduled: StepWorkload
+    queued: StepWorkload = attrs.field(factory=StepWorkload)
+
+    @property
+    def wall_time(self) -> float:
+        return self.end - self.start
+
+
+@attrs.frozen
+class EngineRun:
+    """What :meth:`MeasurementEngine.run` observed for one batch of requests.
+
+    ``steps``: every non-empty engine step from the admission of the first
+    request until the last one finished, in order (each one forward);
+    ``cached_tokens``: per prompt, in prompt order, the tokens its first
+    admission found in the prefix cache (vLLM's ``num_cached_tokens``);
+    ``output_tokens``: per prompt, the tokens it generated.
+    """
+
+    steps: tuple[EngineStep, ...] = attrs.field(converter=tuple)
+    cached_tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    output_tokens: tuple[int, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class EngineFacts:
+    """What a started measurement engine says about itself, read from its own objects.
+
+    ``runtime`` the exact pin of the running runtime (``vllm==0.32.0``);
+    ``vocab_size`` and ``excluded_token_ids`` the token ids prompts may use
+    (``[0, vocab_size)`` minus the special tokens); the scheduler's
+    ``block_size``, ``hash_block_size``, ``max_num_batched_tokens``,
+    ``max_num_seqs``, ``max_model_len`` and ``prefix_caching``;
+    ``kv_cache_bytes`` the pool's usable bytes (the null block excluded, like
+    a profile's ``runtime_memory.kv_cache_bytes``); ``serving_config`` what the
+    artifact records of the launch (JSON-ready).
+    """
+
+    runtime: str = attrs.field(validator=_nonblank)
+    vocab_size: int
+    excluded_token_ids: tuple[int, ...] = attrs.field(converter=tuple)
+    block_size: int
+    hash_block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    prefix_caching: bool
+    kv_cache_bytes: int
+    serving_config: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ProducerFile:
+    """One installed file a producer relies on: its path (as the runtime plugin names it) and SHA-256."""
+
+    path: str = attrs.field(validator=_nonblank)
+    sha256: str = attrs.field(validator=_nonblank)
+
+
+@attrs.frozen
+class ProducerRecord:
+    """Who measures: the producer a runtime plugin drives an engine with (05 §7.1, for ``fpm collect``).
+
+    ``name`` the producer's name (``measurement_protocol.producer.name``);
+    ``runtime`` the exact runtime pin it runs on; ``plugin`` the runtime
+    plugin's id; ``timing_boundary`` what the wall time of a step spans;
+    ``files`` the installed files the producer relies on, each with the
+    SHA-256 it must have: the runtime's own source files whose behaviour the
+    producer reads (scheduler, KV cache manager, model runner, …) and the
+    producer's own module.  The host compares the files recorded in an
+    artifact with this record at validation (A-21) without importing the
+    runtime.
+    """
+
+    name: str = attrs.field(validator=_nonblank)
+    runtime: str = attrs.field(validator=_nonblank)
+    plugin: str = attrs.field(validator=_nonblank)
+    timing_boundary: str = attrs.field(validator=_nonblank)
+    files: tuple[ProducerFile, ...] = attrs.field(converter=tuple)
+
+    def files_json(self) -> list[dict[str, str]]:
+        return [{"path": f.path, "sha256": f.sha256} for f in self.files]
+
+
+@attrs.frozen
+class EngineOptions:
+    """How ``fpm collect`` asks a runtime plugin to start its engine: the deployment the plan was made for.
+
+    ``max_model_len``, ``max_num_batched_tokens``, ``max_num_seqs``,
+    ``prefix_caching``, ``kv_cache_bytes`` (usable pool bytes, the null
+    block excluded) and ``kv_cache_page_bytes`` (the pool page) are the
+    profile deployment's; ``dtype`` the model dtype, as fpmcore labels it
+    (``float32``, ``bfloat16``, ``half``; ``None``: the model's own);
+    ``seed`` the engine's sampling seed; ``launch`` runtime-specific launch
+    settings the probe recorded (JSON-ready; the runtime plugin documents what
+    it reads).
+    """
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool
+    kv_cache_bytes: int | None = None
+    kv_cache_page_bytes: int | None = None
+    dtype: str | None = None
+    seed: int = 0
+    launch: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class MeasurementEngine(Protocol):
+    """A started engine a producer measures with (``fpm collect``).
+
+    The engine runs batches of requests with real token ids through the
+    runtime's own scheduler and model runner and reports every step; it knows
+    nothing of points, repetitions or artifacts, which are the host's
+    measurement protocol (:mod:`fpmcore.collect`).
+    """
+
+    facts: EngineFacts
+
+    def run(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> EngineRun:
+        """Admit one request per prompt at once (greedy sampling, exactly ``max_tokens`` generated tokens,
+        end-of-sequence ignored), step the engine until all finished, and report every step."""
+        ...
+
+    def close(self) -> None:
+        """Shut the engine down and release what it holds."""
+        ...
+
+
+@attrs.frozen
+class MeasurementDriver:
+    """The answer of ``fpm_measurement_driver``: a runtime plugin's producer and how to start its engine.
+
+    ``producer`` is known without importing the runtime (validation needs it);
+    ``start(model_dir, options)`` imports and starts the runtime and returns a
+    :class:`MeasurementEngine`.
+    """
+
+    producer: ProducerRecord
+    start: Callable[[str, EngineOptions], MeasurementEngine] = attrs.field(
+        validator=attrs.validators.is_callable()
+    )

@@ -107,8 +107,85 @@ def _in(where: str, fn: Any, *args: Any) -> Any:
 
 
 def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits) -> PointPlan:
-    """Ask the model plugin of ``model`` for the point list (``fpm_generate_points``)."""
-    return host.hooks.model(model).generate_points(profile=profile, deployment=deployment, limits=limits)
+    """The point list of the model plugin of ``model`` (``fpm_generate_points``), or the model-agnostic grid
+    (:mod:`fpmcore.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
+    models = host.hooks.model(model)
+    if models.plugin is not None and models.plugin in host.hooks.implementers("fpm_generate_points"):
+        return models.generate_points(profile=profile, deployment=deployment, limits=limits)
+    from fpmcore import point_grid
+
+    return point_grid.generate_points(profile, deployment, limits)
+
+
+def profile_launch(dep: Any) -> dict[str, Any]:
+    """The launch the deployment was probed with (02 §2.2), as the import recorded it in
+    ``runtime_memory.provenance``; ``{}`` when the profile does not carry one."""
+    from fpmcore.jsonio import JsonError, loads
+
+    rm = dep.resources.runtime_memory
+    try:
+        launch = loads(rm.provenance).get("launch") if rm is not None else None
+    except (JsonError, AttributeError):
+        return {}
+    return dict(launch) if isinstance(launch, Mapping) else {}
+
+
+#: Precision labels of a profile that name the dtype a model is loaded in (``plan["engine"]["dtype"]``).
+ENGINE_DTYPES = ("float32", "bfloat16", "half")
+
+
+def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
+    """What a producer starts its engine with (``plan["engine"]``): the runtime pin and the settings of the
+    profile deployment the points were planned for (``fpm collect`` reads it)."""
+    dep = profile.deployments[deployment]
+    res, rm = dep.resources, dep.resources.runtime_memory
+    launch = profile_launch(dep)
+    collection: Mapping[str, Any] = launch["collection"] if isinstance(launch.get("collection"), Mapping) else {}
+    return {
+        "runtime": f"{dep.backend}=={dep.backend_version}",
+        "max_model_len": rm.max_model_len if rm is not None else profile.context_length,
+        "max_num_batched_tokens": res.max_num_tokens,
+        "max_num_seqs": res.max_batch_size,
+        "prefix_caching": bool(rm is not None and rm.enable_prefix_caching),
+        "kv_cache_bytes": rm.kv_cache_bytes if rm is not None else None,
+        "pool_page_bytes": res.cache_groups[0].page_size_bytes if res.cache_groups else None,
+        "dtype": dep.gemm_quant_mode if dep.gemm_quant_mode in ENGINE_DTYPES else None,
+        "launch": dict(collection),
+    }
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "model"
+
+
+def collection_cells(profile: Any, deployment: int, plan: PointPlan) -> list[dict[str, Any]]:
+    """The collection cells of a plan whose point list names its cells' identity (``report["cell_identity"]``):
+    one cell for the full list and one for the smoke subset (05 §6.2).  The cell's ``model_config_sha256`` is
+    the digest of the model configuration the deployment was probed with (the launch evidence); without one
+    the cell has no configuration-bound identity and is read by the general rules only."""
+    ident = plan.report.get("cell_identity")
+    if not isinstance(ident, Mapping):
+        return []
+    launch = profile_launch(profile.deployments[deployment])
+    mc: Mapping[str, Any] = launch["model_config"] if isinstance(launch.get("model_config"), Mapping) else {}
+    sha = mc.get("sha256") if isinstance(mc.get("sha256"), str) else ""
+    cells = []
+    for point_set in ("full", "smoke"):
+        cells.append({
+            "cell_id": f"{_slug(profile.model)}-d{deployment}-{point_set}",
+            "point_set": point_set,
+            "model": profile.model,
+            "model_revision": profile.model_revision,
+            "execution_identity": {
+                "model_config_sha256": sha,
+                "execution_profile": ident["execution_profile"],
+                "engram_residency": ident["engram_residency"],
+                "input_modality": ident["input_modality"],
+            },
+        })  # fmt: skip
+    return cells
 
 
 def limits_dict(limits: PlanLimits) -> dict[str, int]:
@@ -147,6 +224,10 @@ def plan_document(
     record = plan.report.get("plan_record")
     if isinstance(record, Mapping):
         doc["options"] = {"benchmark_points": dict(record)}
+    cells = collection_cells(profile, deployment, plan)
+    if cells:
+        doc["engine"] = engine_settings(profile, deployment)
+        doc["cells"] = cells
     doc["plan_sha256"] = digest(doc)
     doc["stage"] = "smoke" if smoke else "full"
     return doc

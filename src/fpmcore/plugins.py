@@ -226,8 +226,10 @@ class PluginHost:
         self._record(PluginRecord(**base, hooks=hooks, status="ok"))
 
     def _check_contract_registrations(self) -> None:
-        """05 §6.3: one plugin per Engram residency; a second registration fails its plugin."""
-        owner: dict[str, str] = {}
+        """05 §6.3: one plugin per contract key — the Engram residency and, when a contract names one, the
+        execution profile (:meth:`~fpmcore.hooktypes.ProducerContract.overlaps`); a second registration of an
+        overlapping key fails its plugin."""
+        owned: list[tuple[Any, str]] = []  # (contract, plugin)
         for plugin in self.hooks.implementers("fpm_producer_contracts"):  # registration order
             try:
                 contracts = self.hooks.call("fpm_producer_contracts", plugin) or []
@@ -235,14 +237,15 @@ class PluginHost:
                 cause = exc.__cause__ or exc
                 self.plugin_failed(plugin, f"fpm_producer_contracts: {_describe(cause)}", cause)
                 continue
-            residencies = [c.residency for c in contracts]
-            clash = next((r for r in residencies if r in owner), None)
+            clash = next(((c, o) for c in contracts for o in owned if c.overlaps(o[0])), None)
             if clash is not None:
-                message = f"producer contract for engram residency {clash} is registered twice: {owner[clash]}, {plugin}"
+                contract, (_, first) = clash
+                message = (
+                    f"producer contract for engram residency {contract.residency} is registered twice: {first}, {plugin}"
+                )
                 self.plugin_failed(plugin, message, PluginError("A-14", message))
                 continue
-            for r in residencies:
-                owner[r] = plugin
+            owned += [(c, plugin) for c in contracts]
 
     @staticmethod
     def _plugin_info(obj: object) -> PluginInfo:

@@ -43,9 +43,9 @@ from fpmcore.schema import (
 
 CacheKindName = Literal["attention", "convolution", "state"]
 
-QUANT_LABELS = ("bfloat16", "half", "fp8", "fp8_block", "fp8_static", "nvfp4", "int8")
-FMHA_LABELS = ("bfloat16", "half", "fp8", "int8")
-KV_LABELS = ("bfloat16", "half", "fp8", "int8")
+QUANT_LABELS = ("bfloat16", "half", "float32", "fp8", "fp8_block", "fp8_static", "nvfp4", "int8")
+FMHA_LABELS = ("bfloat16", "half", "float32", "fp8", "int8")
+KV_LABELS = ("bfloat16", "half", "float32", "fp8", "int8")
 
 #: 01 §7 P-62: mutable placeholders a model revision may not be (case-insensitive).
 REVISION_PLACEHOLDERS = frozenset(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "examples" / "probes"
+EXAMPLES = ROOT / "examples" / "probes"  # each example folder holds observations.json (live/ holds more folders)
 
 WORKER_KEYS = {"schema_version", "binding", "runtime", "observer", "launch", "model", "settings",
                "lifecycle", "hardware", "cache", "unresolved_fields", "error"}  # fmt: skip
@@ -76,7 +76,7 @@ GLM = "glm53flash-tp4"
 KDA = "language_model.model.layers.{}.self_attn"
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file()))
 def test_index_pins_every_file_by_sha256(name):
     """02 §2.1 (I-1, I-9): exact key sets, normalized relative paths, matching hashes, no path twice."""
     folder = EXAMPLES / name
@@ -113,7 +113,7 @@ def test_index_pins_every_file_by_sha256(name):
         )  # I-16, I-18
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and "0.27.0" not in p.name))
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file() and "0.27.0" not in p.name))
 def test_hybrid_records_have_the_key_sets_of_3_13(name):
     """02 §3.13 (I-13) and §3.4 (I-28): closed key sets, at every covered depth."""
     _, phases = _evidence(name)
@@ -142,7 +142,7 @@ def test_hybrid_records_have_the_key_sets_of_3_13(name):
                 assert set(r["cache"]["startup"]) == {"max_model_len", "max_in_flight_tokens", "kv_cache_max_concurrency", "kv_cache_size_tokens"}
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file()))
 def test_dry_records_say_tensors_were_not_allocated(name):
     """02 §3.12: nothing invented; the tensor evidence of a dry probe is unresolved."""
     _, phases = _evidence(name)
@@ -159,7 +159,7 @@ def test_dry_records_say_tensors_were_not_allocated(name):
         assert "cache.storages" not in _scheduler(records)["unresolved_fields"]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file()))
 def test_dry_run_runtime_is_the_installed_distribution(name):
     """02 §2.2, I-5, I-26: the launch image is ``local/vllm-cpu-dry-run@sha256:<d>``, every record's runtime
     names it, ``source_revision`` is ``<d>`` (the installed RECORD digest), and the model revision is pinned

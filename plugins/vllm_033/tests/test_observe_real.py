@@ -72,7 +72,7 @@ def glm():
             layer = SimpleNamespace(get_state_shape=lambda s=spec: s.shapes, get_state_dtype=lambda s=spec: s.dtypes)
             MambaBase.bind_kv_cache(layer, bound[name])
             bound[name] = layer.kv_cache
-    runner = SimpleNamespace(attn_groups=attn_groups, kernel_block_sizes=kernel_block_sizes)
+    runner = SimpleNamespace(attn_groups=attn_groups, _kernel_block_sizes=kernel_block_sizes)  # vLLM's attribute
     return p, cfg, bound, runner
 
 

@@ -98,7 +98,11 @@ def cache_bytes(rec: Record) -> Any:
 
 
 def i64_storages(ctx: Context, rec: Record) -> None:
-    """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence)."""
+    """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence).
+
+    The runtime's platform may keep them on another device (``RuntimeRules.storage_devices``,
+    ``cpu`` for the CPU engine): accepted, noted.
+    """
     if not rec.is_worker or ctx.layout:
         return
     c = rec.cache
@@ -109,10 +113,16 @@ def i64_storages(ctx: Context, rec: Record) -> None:
     seen: set[tuple[Any, Any]] = set()
     devices: set[Any] = set()
     total = 0
+    prefixes = tuple(ctx.runtime_rules.storage_devices)
     for s in storages:
         dev, ptr, size = s.get("device"), s.get("pointer"), s.get("size_bytes")
-        if not isinstance(dev, str) or not dev.startswith("cuda:"):
-            raise Refusal("I-64", msg + f"device {show(dev)} is not a CUDA device")
+        if not isinstance(dev, str) or not dev.startswith(prefixes):
+            if prefixes == ("cuda:",):
+                raise Refusal("I-64", msg + f"device {show(dev)} is not a CUDA device")
+            raise Refusal("I-64", msg + f"device {show(dev)} is not a device of vLLM {ctx.version} ({', '.join(prefixes)})")
+        if not dev.startswith("cuda:"):
+            ctx.note("I-64", f"the KV cache storages are on device {show(dev)}, not a CUDA device: vLLM {ctx.version}'s "
+                             "platform keeps them there (runtime rule storage_devices)")
         if not is_pos_int(ptr):
             raise Refusal("I-64", msg + f"pointer {show(ptr)} of storage {show(s.get('storage_id'))}")
         if (dev, ptr) in seen:

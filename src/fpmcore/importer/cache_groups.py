@@ -17,7 +17,7 @@ from typing import Any
 
 from fpmcore.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
-from fpmcore.importer.launch_settings import kv_label
+from fpmcore.importer.launch_settings import rule_label
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
 
@@ -27,6 +27,7 @@ _EMPTY: dict[str, Any] = {}
 STORAGE_DTYPES = {
     "bfloat16": ("torch.bfloat16",),
     "half": ("torch.float16",),
+    "float32": ("torch.float32",),
     "fp8": ("torch.uint8", "torch.float8_e4m3fn", "torch.float8_e5m2"),
 }
 
@@ -294,8 +295,7 @@ def i47_dtypes(ctx: Context, rec: Record) -> None:
     """I-47: attention layers store the requested KV precision (the sparse indexer is exempt)."""
     if not (rec.is_worker and rec.hybrid):
         return
-    kv, model_dtype = rec.setting("cache", "kv_cache_dtype"), rec.setting("model", "dtype")
-    label = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, model_dtype)
+    label = rule_label(ctx, rec, "I-47")
     allowed = STORAGE_DTYPES.get(label or "", ())
     for g in rec.groups:
         if g.get("kind") != "attention":

@@ -34,6 +34,8 @@ def _json_result(run: ImportRun) -> dict[str, Any]:
         "diagnostics": [{"rule": d.rule, "message": d.message, "where": d.where} for d in run.diagnostics],
         "profile": single.draft if single is not None and single.complete else None,
         "evidence": single.evidence if single is not None else None,
+        "notes": [{"rule": n.rule, "message": n.message, "configuration": r.configuration}
+                  for r in run.results for n in r.notes],
         "results": [r.to_json() for r in run.results],
     }
 
@@ -47,6 +49,9 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
         out.print(f"[bold]{escape(r.configuration)}[/bold]: {r.status}")
         if r.evidence == "layout":
             out.print("evidence: layout-level (a dry run: the cache was planned, no tensors were allocated)",
+                      markup=False, highlight=False)
+        elif r.evidence == "tensor":
+            out.print("evidence: tensor-level (a live engine: every stage ran on its allocated tensors)",
                       markup=False, highlight=False)
         if not r.complete or r.draft is None:
             continue
@@ -80,6 +85,9 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
                       f"{s['kv_cache_max_concurrency']!r} = {s['num_blocks']} / {s['blocks_per_request']}")
             m.add_row(f"{s['phase']} dp{s['dp']} kv_cache_size_tokens", str(s["kv_cache_size_tokens"]))
         out.print(m)
+    for r in run.results:  # what the runtime's rules accepted, one line each
+        for note in r.notes:
+            out.print(f"{r.configuration}: {note.render()}", soft_wrap=True, markup=False, highlight=False)
     for diag in run.diagnostics:  # 02 §1: one line each, never wrapped
         out.print(diag.render(), soft_wrap=True, markup=False, highlight=False)
 

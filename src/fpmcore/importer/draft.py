@@ -88,7 +88,8 @@ def provenance(ctx: Context) -> dict[str, Any]:
         "runtime_artifacts": ctx.other_artifacts,
         "launch_artifacts": ctx.manifest_refs,
         "observations_index": ctx.index_ref,
-    } | ({"evidence": "layout"} if ctx.layout else {})
+    } | ({"evidence": "layout"} if ctx.layout else {}) | (
+        {"runtime_rule_notes": [n.to_json() for n in ctx.notes]} if ctx.notes else {})
 
 
 def cache_groups(ctx: Context) -> list[dict[str, Any]]:

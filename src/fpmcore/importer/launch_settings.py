@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from fpmcore.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, same, show
 
@@ -88,19 +89,33 @@ DOWNGRADES = {
     "FULL_DECODE_ONLY": {"PIECEWISE", "NONE"},
 }
 
-#: I-32: the label of KV cache dtype ``auto`` is the model dtype's (02 §7.4 table)
-MODEL_DTYPE_LABELS = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
-
-
-def kv_label(labels: Mapping[str, str], kv_dtype: Any, model_dtype: Any) -> str | None:
+def kv_label(
+    labels: Mapping[str, str], kv_dtype: Any, model_dtype: Any, model_labels: Mapping[str, str] = MODEL_DTYPE_LABELS
+) -> str | None:
     """The label of a KV cache dtype (02 §7.4 table), ``None`` when it has none.
 
     ``labels`` is the runtime's table of every dtype but ``auto``
-    (``RuntimeRules.kv_dtype_labels``).
+    (``RuntimeRules.kv_dtype_labels``), ``model_labels`` its table of
+    ``auto`` by model dtype (``RuntimeRules.model_dtype_labels``).
     """
     if kv_dtype == "auto":
-        return MODEL_DTYPE_LABELS.get(model_dtype)
+        return model_labels.get(model_dtype)
     return labels.get(kv_dtype)
+
+
+def rule_label(ctx: Context, rec: Record, rule: str) -> str | None:
+    """The label of ``rec``'s KV cache dtype under its runtime's rules (I-32, I-33, I-47).
+
+    A label that only the runtime's ``model_dtype_labels`` gives (not 02
+    §7.4's table) is noted.
+    """
+    rules = ctx.runtime_rules
+    kv, model_dtype = rec.setting("cache", "kv_cache_dtype"), rec.setting("model", "dtype")
+    label = kv_label(rules.kv_dtype_labels, kv, model_dtype, rules.model_dtype_labels)
+    if kv == "auto" and label is not None and model_dtype not in MODEL_DTYPE_LABELS:
+        ctx.note(rule, f"model dtype {show(model_dtype)} takes the label {show(label)} on vLLM {ctx.version}'s "
+                       "platform (runtime rule model_dtype_labels)")
+    return label
 
 
 def settings_path(path: str) -> str:
@@ -228,11 +243,22 @@ def i30_speculative(ctx: Context, rec: Record) -> None:
 
 
 def i31_offload(ctx: Context, rec: Record) -> None:
-    """I-31: no block override, no KV memory override, no CPU offload."""
+    """I-31: no block override, no KV memory override, no CPU offload.
+
+    A setting through which the runtime's platform sizes its KV cache itself
+    (``RuntimeRules.kv_cache_sizing``: the CPU engine's KV space, a pool
+    forced to a block count) is accepted with a note.
+    """
+    sizing = ctx.runtime_rules.kv_cache_sizing
     for key in ("num_gpu_blocks_override", "kv_cache_memory_bytes"):
         value = rec.setting("cache", key)
-        if value is not None:
-            raise Refusal("I-31", f"runtime observation does not support KV offload or block overrides: cache.{key}={show(value)}")
+        if value is None:
+            continue
+        if f"cache.{key}" in sizing and is_int(value) and value > 0:
+            ctx.note("I-31", f"cache.{key}={show(value)} sizes the KV cache on vLLM {ctx.version}'s platform "
+                             "(runtime rule kv_cache_sizing)")
+            continue
+        raise Refusal("I-31", f"runtime observation does not support KV offload or block overrides: cache.{key}={show(value)}")
     value = rec.setting("cache", "cpu_offload_gb")
     if not (is_number(value) and value == 0):
         raise Refusal("I-31", f"runtime observation does not support KV offload or block overrides: cache.cpu_offload_gb={show(value)}")
@@ -241,7 +267,7 @@ def i31_offload(ctx: Context, rec: Record) -> None:
 def i32_kv_dtype(ctx: Context, rec: Record) -> None:
     """I-32: the KV cache dtype has a label, equal to the launch's ``kvcache_quant_mode``."""
     kv = rec.setting("cache", "kv_cache_dtype")
-    label = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, rec.setting("model", "dtype"))
+    label = rule_label(ctx, rec, "I-32")
     if label is None:
         raise Refusal("I-32", f"observed KV cache dtype '{kv}' has no label")
     want = ctx.launch["precision"]["kvcache_quant_mode"]
@@ -251,8 +277,7 @@ def i32_kv_dtype(ctx: Context, rec: Record) -> None:
 
 def i33_fmha(ctx: Context, rec: Record) -> None:
     """I-33: the FMHA label is the label of the observed KV cache dtype."""
-    kv = rec.setting("cache", "kv_cache_dtype")
-    native = kv_label(ctx.runtime_rules.kv_dtype_labels, kv, rec.setting("model", "dtype"))
+    native = rule_label(ctx, rec, "I-33")
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
     if fmha != native:
         raise Refusal(
@@ -282,19 +307,24 @@ def i35_hardware(ctx: Context, rec: Record) -> None:
     """I-35: worker hardware as launched, complete, and the cache allowance within device memory.
 
     Not for layout-level evidence (a dry run names no device; stage B, I-113).
+    A key the runtime's platform does not have (``RuntimeRules.absent_hardware``,
+    ``sm`` on a CPU) may be ``null``: accepted, noted.
     """
     if not rec.is_worker or ctx.layout:
         return
     hw, identity = rec.data["hardware"], ctx.launch["identity"]
+    absent = {k for k in ctx.runtime_rules.absent_hardware if hw.get(k) is None}
     if not same(hw.get("gpu"), identity["gpu"]):
         raise Refusal("I-35", f"observed hardware differs from the launch: gpu {show(hw.get('gpu'))}, launch {show(identity['gpu'])}")
     if "sm" in identity and not same(hw.get("sm"), identity["sm"]):
         raise Refusal("I-35", f"observed hardware differs from the launch: sm {show(hw.get('sm'))}, launch {show(identity['sm'])}")
-    if not isinstance(hw.get("device_name"), str) or not hw["device_name"].strip():
+    if "device_name" not in absent and (not isinstance(hw.get("device_name"), str) or not hw["device_name"].strip()):
         raise Refusal("I-35", "observed hardware evidence is incomplete: hardware.device_name")
     for key in ("sm", "total_memory_bytes"):
-        if not (is_int(hw.get(key)) and hw[key] > 0):
+        if key not in absent and not (is_int(hw.get(key)) and hw[key] > 0):
             raise Refusal("I-35", f"observed hardware evidence is incomplete: hardware.{key}")
+    for key in sorted(absent):
+        ctx.note("I-35", f"hardware.{key} is null: vLLM {ctx.version}'s platform has none (runtime rule absent_hardware)")
     available = rec.cache.get("available_cache_bytes")
     if is_int(available) and available > hw["total_memory_bytes"]:
         raise Refusal("I-35", "profiled cache allowance exceeds physical device memory")

@@ -58,6 +58,26 @@ class ImportDiagnostic:
         }
 
 
+@attrs.frozen
+class ImportNote:
+    """A rule of 02 that the record's runtime says cannot hold on its platform, accepted as it says.
+
+    ``rule`` is the 02 rule, ``message`` what was accepted and which field of
+    the runtime's :class:`~fpmcore.hooktypes.RuntimeRules` says so; a note is
+    never a failure (``fpm import`` prints it, the result and the provenance
+    list it).
+    """
+
+    rule: str
+    message: str
+
+    def render(self) -> str:
+        return f"note: {self.message} [{self.rule}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "message": self.message}
+
+
 class Refusal(Exception):
     """Raised inside a rule: the first failure of one rule for one record."""
 
@@ -165,6 +185,11 @@ class Record:
         return sec.get(key, default) if isinstance(sec, dict) else default
 
 
+def pin(version: object) -> str:
+    """The runtime pin a record's ``runtime.version`` names (I-25 selects its plugin by it)."""
+    return f"vllm=={version}"
+
+
 def parse_record_name(file: str) -> tuple[str | None, tuple[int, int | None, int | None] | None]:
     m = _WORKER_FILE.match(file)
     if m:
@@ -223,6 +248,8 @@ class Context:
     #: ``"layout"`` or ``"tensor"``: the evidence level of the attempt, fixed by I-113 (stage B)
     evidence: str | None = None
     diagnostics: list[ImportDiagnostic] = attrs.Factory(list)
+    #: what the runtime's rules accepted where 02 cannot hold on its platform, each once
+    notes: list[ImportNote] = attrs.Factory(list)
     #: records that already failed in the running stage
     failed: set[int] = attrs.Factory(set)
     extra: dict[str, Any] = attrs.Factory(dict)
@@ -259,7 +286,25 @@ class Context:
                 return s
         return None
 
+    def rules_of(self, rec: Record) -> RuntimeRules:
+        """The rules of ``rec``'s runtime version before stage C fixes them (the defaults without a plugin)."""
+        if self.rules is not None:
+            return self.rules
+        version = rec.get("runtime", "version")
+        if not isinstance(version, str):
+            return RuntimeRules(version="unknown")
+        key = f"rules:{version}"
+        if key not in self.extra:
+            self.extra[key] = self.services.rules(pin(version)) or RuntimeRules(version=version)
+        return self.extra[key]  # type: ignore[no-any-return]
+
     # -- diagnostics --------------------------------------------------------
+
+    def note(self, rule: str, message: str) -> None:
+        """Record that ``rule`` accepted what the runtime's rules say (:class:`ImportNote`), once."""
+        found = ImportNote(rule, message)
+        if found not in self.notes:
+            self.notes.append(found)
 
     def diag(self, rule: str, message: str, rec: Record | None = None, *, whole: bool = False) -> ImportDiagnostic:
         if rec is None:

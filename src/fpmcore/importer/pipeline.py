@@ -30,7 +30,7 @@ from fpmcore.importer import (
     record_envelope,
     runtime_identity,
 )
-from fpmcore.importer.model import Context, ImportDiagnostic, RuntimeServices, run_stage
+from fpmcore.importer.model import Context, ImportDiagnostic, ImportNote, RuntimeServices, run_stage
 from fpmcore.jsonio import JsonError, load_path
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
@@ -48,6 +48,8 @@ class ConfigResult:
     profile: Any = None  #: the validated FpmModelProfile when complete
     #: ``"layout"`` (a dry run: cache planned, no tensors), ``"tensor"`` (live), ``None`` when stage B did not decide
     evidence: str | None = None
+    #: what the runtime's rules accepted where 02 cannot hold on its platform (:class:`~fpmcore.importer.model.ImportNote`)
+    notes: tuple[ImportNote, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -60,6 +62,7 @@ class ConfigResult:
             "status": self.status,
             "evidence": self.evidence,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "notes": [n.to_json() for n in self.notes],
             "draft": self.draft,
             "provenance": self.provenance,
         }
@@ -183,13 +186,15 @@ def import_configuration(
             if problem is None:
                 from fpmcore.profile import profile_to_dict
 
-                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence)
+                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence,
+                                    tuple(ctx.notes))
             ctx.diagnostics.append(ctx.diag("I-110", f"imported resources fail profile validation: {problem}"))
             prov = {"observations_index": index_ref}
     except Exception as exc:  # noqa: BLE001 - 02 §6.2: never an exception
         ctx.diagnostics.append(ctx.diag("I-0", f"import failed unexpectedly: {type(exc).__name__}: {exc}"))
         prov = {"observations_index": index_ref}
-    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov, evidence=ctx.evidence)
+    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov, evidence=ctx.evidence,
+                        notes=tuple(ctx.notes))
 
 
 def import_evidence(

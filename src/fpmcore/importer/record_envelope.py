@@ -302,6 +302,8 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
     """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized.
 
     A dry worker (layout-level attempt): ``cache_planned`` with every flag false.
+    A runtime that captures no graphs (``RuntimeRules.graph_capture`` false,
+    a CPU engine) may record ``capture_completed`` false: accepted, noted.
     """
     life = rec.data["lifecycle"]
     if not isinstance(life, dict):
@@ -314,8 +316,12 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
     if not isinstance(life, dict) or life.get("cache_initialized") is not True:
         raise Refusal("I-20", "cache initialization lifecycle evidence is missing")
     if rec.kind == "worker":
-        if not (life.get("measurement") == "after_warmup" and life.get("warmup_completed") is True
-                and life.get("capture_completed") is True):
+        captured = life.get("capture_completed") is True
+        if life.get("capture_completed") is False and not ctx.rules_of(rec).graph_capture:
+            captured = True  # the runtime captures no graphs (RuntimeRules.graph_capture)
+            ctx.note("I-20", f"capture_completed false: vLLM {rec.get('runtime', 'version')} captures no graphs "
+                             "on its platform (runtime rule graph_capture)")
+        if not (life.get("measurement") == "after_warmup" and life.get("warmup_completed") is True and captured):
             raise Refusal("I-20", "worker warmup and graph capture completion evidence is missing")
     elif life.get("measurement") != "scheduler_initialized":
         raise Refusal("I-20", "scheduler initialization lifecycle evidence is missing")

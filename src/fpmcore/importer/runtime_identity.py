@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fpmcore.hooktypes import RuntimeRules
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
+from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
 from fpmcore.importer.values import first_difference, same, show
 
 
@@ -28,10 +28,6 @@ def holds_hybrid(rec: Record) -> bool:
     """02 §3.1: a worker group holds ``layer_specs``, or a scheduler group ``spec_fields``."""
     key = "layer_specs" if rec.kind == "worker" else "spec_fields"
     return any(isinstance(g, dict) and key in g for g in rec.groups)
-
-
-def pin(version: object) -> str:
-    return f"vllm=={version}"
 
 
 def i21_framework(ctx: Context, rec: Record) -> None:

@@ -144,8 +144,11 @@ class CellView:
         """The view of the files ``fpm_validate_artifact`` receives (ranks in DP-rank order).
 
         Besides the files, that mapping holds ``"@attempt"`` (the attempt as
-        diagnostics name it) and ``"@owners"`` (protocol producer name → the
-        label of the contract that owns it, for A-17).
+        diagnostics name it), ``"@owners"`` (protocol producer name → the
+        label of the contract that owns it, for A-17) and ``"@producer"`` (the
+        producer record the runtime plugin of the plan's engine runtime gives,
+        :func:`fpmcore.collect.drivers.expected_producer`, for a contract that
+        compares a runtime producer).
         """
         view = cls(cell=cell, files=files, plan=plan, contract=contract, attempt=str(files.get("@attempt", ".")))
         owners = files.get("@owners")
@@ -226,6 +229,13 @@ def cell_identity(cell: Mapping[str, Any]) -> ExecutionIdentity:
         if problem is not None:
             raise refuse(problem)
     return ExecutionIdentity(**vals)
+
+
+def plan_digest(plan: Mapping[str, Any]) -> Any:
+    """The plan hash a collection records: ``sha256`` of a frozen collection plan, else the ``plan_sha256``
+    that ``fpm plan`` writes; :data:`ABSENT` when the plan has neither."""
+    found = get(plan, "sha256")
+    return get(plan, "plan_sha256") if found is ABSENT else found
 
 
 def benchmark_points(plan: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -25,7 +25,7 @@ import attrs
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
 from fpmcore.validate.attempt import attempts
-from fpmcore.validate.cell import GENERAL, HEX64, CellView
+from fpmcore.validate.cell import GENERAL, HEX64, CellView, plan_digest
 from fpmcore.validate.evaluation import (
     GENERAL_CONTRACT,
     run_artifact_rules,
@@ -156,9 +156,12 @@ def validate_files(
     if contract is None:
         diags = run_rules(view, GENERAL_CONTRACT)
     else:
+        from fpmcore.collect.drivers import expected_producer
+
         hook_files = dict(files)
         hook_files["@attempt"] = attempt
         hook_files["@owners"] = dict(owners)
+        hook_files["@producer"] = expected_producer(host, plan)
         try:
             diags = host.hooks.validate_artifact(contract=contract, cell=cell, files=hook_files, plan=plan)
         except FpmError as exc:
@@ -225,7 +228,8 @@ def _brief(value: Any) -> str:
 def plan_problem(plan: Any) -> str | None:
     """Why a JSON document is not a frozen collection plan, or ``None``.
 
-    A frozen plan is an object with its 64-hex plan hash ``sha256`` and a
+    A frozen plan is an object with its 64-hex plan hash ``sha256`` (or the
+    ``plan_sha256`` of a plan ``fpm plan`` writes, :func:`~fpmcore.validate.cell.plan_digest`) and a
     non-empty list ``cells`` of objects, each with a unique non-empty string
     ``cell_id`` (05 §6.2: the identity of a cell is covered by its id and the
     plan hash).  A cell's execution identity is read per cell (A-14).
@@ -245,9 +249,10 @@ def plan_problem(plan: Any) -> str | None:
         if cid in seen:
             return f"cells[{i}].cell_id {cid} is not unique"
         seen.add(cid)
-    sha = plan.get("sha256", ABSENT)
+    sha = plan_digest(plan)
     if not (isinstance(sha, str) and HEX64.match(sha)):
-        return f"sha256 expected the 64-hex plan hash, found {_brief(sha)}"
+        key = "plan_sha256" if "sha256" not in plan and "plan_sha256" in plan else "sha256"
+        return f"{key} expected the 64-hex plan hash, found {_brief(sha)}"
     return None
 
 
@@ -260,14 +265,18 @@ def plan_cells(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def validate_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> list[CellResult]:
+def validate_run(
+    host: Any, run_dir: str | Path, plan: Mapping[str, Any], *, publish: bool = False
+) -> list[CellResult]:
     """Validate every attempt of a run directory (one sub-directory per cell, or one attempt).
 
     A directory that holds ``index.json`` or a rank artifact itself is one
     attempt, whose cell is named by its collector provenance; otherwise each
     sub-directory is the attempt of the cell it is named after
-    (:func:`~fpmcore.validate.attempt.attempts`).
+    (:func:`~fpmcore.validate.attempt.attempts`).  ``publish`` reads each
+    attempt for publication (A-41, A-42: :func:`publish_files`).
     """
+    check = publish_files if publish else validate_files
     cells = plan_cells(plan)
     owners = protocol_owners(host)
     results = []
@@ -287,7 +296,7 @@ def validate_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> lis
             results.append(CellResult(shown(name), GENERAL, (d,)))
             continue
         results.append(
-            validate_files(
+            check(
                 host,
                 cell if cell is not None else {"cell_id": shown(name)},
                 attempt.files,

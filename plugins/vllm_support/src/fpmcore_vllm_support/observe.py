@@ -41,7 +41,7 @@ The ``source`` mapping (``fpm_observe_cache_groups``) holds, by name:
     allocated: the record then lists the tensor evidence as unresolved.
 ``model_runner``
     worker only, optional: the model runner (``attn_groups``,
-    ``kernel_block_sizes``), where the release reads it.
+    ``_kernel_block_sizes``), where the release reads it.
 ``scheduler``
     scheduler only: the live ``Scheduler`` (block sizes, block pool).
 ``available_cache_bytes``
@@ -108,6 +108,30 @@ from fpmcore_vllm_support.encode import cdiv, class_name, encode_value, spec_fie
 #: are part of every observer's ``source_sha256`` (:func:`observer_identity`).
 SHARED_MODULES = ("fpmcore_vllm_support.encode", "fpmcore_vllm_support.observe")
 
+#: The installed vLLM files whose objects every observer of a release with hybrid
+#: evidence (0.32.0, 0.33.0) reads: the configurations, the KV cache interface,
+#: the scheduler, its manager and pool, the planning utilities and the worker's
+#: allocation (02 §3.3); a release adds its own (:func:`source_files`).
+HYBRID_SOURCE_FILES = (
+    "vllm/config/cache.py",
+    "vllm/config/compilation.py",
+    "vllm/config/model.py",
+    "vllm/config/parallel.py",
+    "vllm/config/scheduler.py",
+    "vllm/config/vllm.py",
+    "vllm/v1/core/block_pool.py",
+    "vllm/v1/core/kv_cache_manager.py",
+    "vllm/v1/core/kv_cache_utils.py",
+    "vllm/v1/core/sched/scheduler.py",
+    "vllm/v1/kv_cache_interface.py",
+    "vllm/v1/worker/utils.py",
+)
+
+
+def source_files(*own: str) -> tuple[str, ...]:
+    """:data:`HYBRID_SOURCE_FILES` and a release's ``own`` files, in path order (``runtime.source_files``)."""
+    return tuple(sorted({*HYBRID_SOURCE_FILES, *own}))
+
 
 class Unresolved:
     """Collects the key paths the observer could not read (02 §3.12), each once."""
@@ -137,7 +161,9 @@ class Release:
     ``hybrid``         the release's records carry hybrid evidence (02 §3.14);
     ``classify``       the class table a worker group's ``kind`` comes from (02 §5);
     ``worker_cache``   ``worker_cache(source, unresolved, release)``: the worker's
-                       ``cache`` object, whose tensor layout is the release's.
+                       ``cache`` object, whose tensor layout is the release's;
+    ``absent_hardware`` the ``hardware`` keys the release's platform does not have
+                       (``RuntimeRules.absent_hardware``): ``null`` there is not unresolved.
     """
 
     version: str
@@ -147,6 +173,7 @@ class Release:
     hybrid: bool
     classify: Callable[[str], SpecClassification]
     worker_cache: Callable[[Mapping[str, Any], Unresolved, Release], WorkerCache]
+    absent_hardware: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------
@@ -249,8 +276,12 @@ def model_identity(source: Mapping[str, Any], vllm_config: Any, unresolved: Unre
     return ModelIdentity(**out)
 
 
-def hardware(source: Mapping[str, Any], unresolved: Unresolved) -> Hardware:
-    """``hardware`` (02 §3.1): given by the runner, or read from the CUDA device of the process."""
+def hardware(source: Mapping[str, Any], unresolved: Unresolved, absent: frozenset[str] = frozenset()) -> Hardware:
+    """``hardware`` (02 §3.1): given by the runner, or read from the CUDA device of the process.
+
+    A key in ``absent`` (one the platform does not have, ``sm`` on a CPU) is
+    ``null`` without being unresolved when the runner gives ``None`` for it.
+    """
     given = source.get("hardware")
     if given is None:
         given = {}
@@ -260,8 +291,10 @@ def hardware(source: Mapping[str, Any], unresolved: Unresolved) -> Hardware:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             given = {"sm": props.major * 10 + props.minor, "device_name": props.name,
                      "total_memory_bytes": int(props.total_memory)}  # fmt: skip
-    return Hardware(**{k: unresolved.value(f"hardware.{k}", given.get(k))
-                       for k in ("gpu", "sm", "device_name", "total_memory_bytes")})  # fmt: skip
+    return Hardware(**{
+        k: given.get(k) if k in absent and k in given and given[k] is None else unresolved.value(f"hardware.{k}", given.get(k))
+        for k in ("gpu", "sm", "device_name", "total_memory_bytes")
+    })  # fmt: skip
 
 
 def binding(manifest: Mapping[str, Any], *, phase: str, kind: str, dp: int, rank: int) -> Binding:
@@ -583,6 +616,118 @@ def worker_cache(
     )
 
 
+def _attention_groups(model_runner: Any) -> list[Any]:
+    groups = getattr(model_runner, "attn_groups", None) or []
+    return [g for per_group in groups for g in (per_group if isinstance(per_group, (list, tuple)) else [per_group])]
+
+
+def kernel_block_sizes(model_runner: Any) -> list[int]:
+    """The model runner's kernel block size per cache group (02 §3.10).
+
+    ``GPUModelRunner._kernel_block_sizes`` in vLLM 0.32.0 and 0.33.0
+    (vllm/v1/worker/gpu_model_runner.py: 0.32.0 7093, 0.33.0 7028): neither
+    release has a public ``kernel_block_sizes``.  Empty when the runner has none.
+    """
+    return [int(k) for k in getattr(model_runner, "_kernel_block_sizes", None) or []]
+
+
+def layer_strided_worker_cache(
+    source: Mapping[str, Any], unresolved: Unresolved, release: Release
+) -> WorkerCache:
+    """The worker ``cache`` (02 §3.6) of a release whose ``KVCacheTensor`` has layer strides (vLLM 0.32.0, 0.33.0).
+
+    The planned ``KVCacheTensor(size, layers, layer_stride, block_stride,
+    offset)`` of the worker's ``KVCacheConfig`` are the allocations; the
+    model runner's attention groups (``attn_groups``) and kernel block sizes
+    (:func:`kernel_block_sizes`); one view per tensor bound to a layer, whose
+    outermost axis walks the blocks; the storages behind the views, each
+    counted once however many groups and layers alias it (:class:`Storages`).
+    Without ``kv_caches`` (a dry run) the tensor evidence is unresolved.
+    """
+    vc = source["vllm_config"]
+    kcc = source["kv_cache_config"]
+    kv_caches = source.get("kv_caches")
+    runner = source.get("model_runner")
+    groups = list(kcc.kv_cache_groups)
+
+    placement = "shared_pool"
+    if any(g.host_resident or getattr(g.role, "value", g.role) != "default" for g in groups):
+        placement = "hisparse"
+        unresolved.add("cache.groups")
+
+    storages = Storages()
+    layer_views: dict[str, list[LayerView]] = {}
+    attention_groups: list[AttentionGroup] | None = None
+    model_runner: ModelRunner | None = None
+    kernels = kernel_block_sizes(runner) if runner is not None else []
+
+    ag_of: dict[str, Any] = {}
+    if runner is not None:
+        attention_groups = []
+        for ag in _attention_groups(runner):
+            attention_groups.append(AttentionGroup(
+                kv_cache_group_id=ag.kv_cache_group_id, backend=ag.backend.get_name(),
+                layer_names=list(ag.layer_names), kernel_block_size=ag.kernel_block_size,
+                kernel_block_stride=int(ag.kernel_block_stride),
+            ))  # fmt: skip
+            for name in ag.layer_names:
+                ag_of[name] = ag
+        model_runner = ModelRunner(
+            runner_class=class_name(runner),
+            version="v2" if getattr(vc, "use_v2_model_runner", False) else "v1",
+            kernel_block_sizes=unresolved.value("cache.model_runner.kernel_block_sizes", kernels or None),
+        )
+    else:
+        unresolved.add("cache.attention_groups")
+        unresolved.add("cache.model_runner")
+
+    if kv_caches is None:
+        for path in ("cache.storages", "cache.allocated_cache_bytes", "cache.layer_views"):
+            unresolved.add(path)
+    else:
+        n = kcc.num_blocks
+        for gid, group in enumerate(groups):
+            block = group.kv_cache_spec.block_size
+            for name in group.layer_names:
+                tensors = tensors_of(kv_caches.get(name))
+                if not tensors:
+                    unresolved.add(f"cache.layer_views.{name}")
+                    continue
+                ag = ag_of.get(name)
+                stride = int(ag.kernel_block_stride) if ag is not None else 0
+                if ag is not None and ag.kernel_block_size is not None:
+                    kernel = int(ag.kernel_block_size)
+                elif gid < len(kernels):
+                    kernel = kernels[gid]
+                elif int(tensors[0].shape[0]) % n == 0 and block % (int(tensors[0].shape[0]) // n) == 0:
+                    # no runner: the view holds n * r kernel blocks of B // r tokens
+                    kernel = block // (int(tensors[0].shape[0]) // n)
+                else:
+                    unresolved.add(f"cache.layer_views.{name}")
+                    continue
+                layer_views[name] = [
+                    LayerView(storage_id=storages.id_of(t), **view_layout(t), block_axis=0,
+                              kernel_block_size_tokens=kernel, kernel_block_stride=stride)
+                    for t in tensors
+                ]  # fmt: skip
+
+    allocations = []
+    for k, tensor in enumerate(kcc.kv_cache_tensors):
+        views = tensors_of(kv_caches.get(tensor.layers[0])) if kv_caches is not None else []
+        allocations.append(Allocation(
+            storage_id=unresolved.value(f"cache.allocations[{k}].storage_id", storages.id_of(views[0]) if views else None),
+            size=tensor.size, layers=list(tensor.layers), layer_stride=tensor.layer_stride,
+            block_stride=tensor.block_stride, offset=tensor.offset,
+        ))  # fmt: skip
+
+    layout = getattr(kcc, "kv_cache_layout", None) or getattr(vc.cache_config, "kv_cache_layout", None)
+    return worker_cache(
+        source, unresolved, release, storages=storages, allocations=allocations, layer_views=layer_views,
+        kv_cache_layout=unresolved.value("cache.kv_cache_layout", encode_value(layout)),
+        attention_groups=attention_groups, model_runner=model_runner, placement=placement,
+    )  # fmt: skip
+
+
 def view_layout(tensor: Any) -> dict[str, Any]:
     """The layout keys of a view record (02 §3.9): offset, dtype, shape and strides in bytes, element size."""
     esize = int(tensor.element_size())
@@ -634,7 +779,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int, release: R
             **common,
             prefix_caching=prefix_caching(vc, hash_block, unresolved) if release.hybrid else ABSENT,
             lifecycle=worker_lifecycle(source),
-            hardware=hardware(source, unresolved),
+            hardware=hardware(source, unresolved, release.absent_hardware),
             cache=release.worker_cache(source, unresolved, release),
             unresolved_fields=[],
             error=source.get("error"),

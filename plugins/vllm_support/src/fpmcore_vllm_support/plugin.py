@@ -66,7 +66,7 @@ class VllmRuntimePlugin:
         return observe.Release(
             version=self.rules.version, distribution=self.distribution, observer=module.__name__,
             source_files=tuple(module.SOURCE_FILES), hybrid=self.rules.hybrid_evidence, classify=self.classify,
-            worker_cache=module.worker_cache,
+            worker_cache=module.worker_cache, absent_hardware=self.rules.absent_hardware,
         )  # fmt: skip
 
     def build_record(self, source: Mapping[str, Any], *, phase: str, rank: int) -> dict[str, Any]:
@@ -95,6 +95,7 @@ class VllmRuntimePlugin:
         sources = {"worker_source": probe.worker_source} if hasattr(probe, "worker_source") else {}
         return dryprobe.dry_probe(
             model_path, out_dir, version=self.rules.version, tp=tp, caching=caching, configuration=configuration,
+            model_labels=self.rules.model_dtype_labels,
             plan=probe.plan, observer=self.build_record, summarize=probe.plan_summary, **sources,
         )  # fmt: skip
 

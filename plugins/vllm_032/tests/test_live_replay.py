@@ -1,0 +1,122 @@
+"""fpmcore's replay against the running vLLM 0.32.0 scheduler, step by step (06 R-40): the acceptance run.
+
+For the tiny plain model and the tiny hybrid, prefix caching on and off, the
+profile is what ``fpm probe --live`` and ``fpm import`` give (in this
+process, through the command line), and the replay is configured from it
+(:func:`fpmcore_vllm032.replay_check.replay_config`: the scheduler settings the
+profile does not hold are the engine's; a setting outside the envelope both
+schedulers share is refused).  Then :data:`TRACES` random traces with shared
+prefixes run through an engine started with the same options, under memory
+pressure (a pool forced to a few blocks, so that requests are preempted), and
+every step must be identical: tokens scheduled per request in batch order,
+preemptions, running requests and their held blocks per group, waiting count,
+free blocks.  ``FPM_LIVE_TRACES`` changes the number of traces (default 50).
+The counts are printed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fpmcore.testing import run_fpm
+
+pytestmark = pytest.mark.live
+
+TRACES = int(os.environ.get("FPM_LIVE_TRACES", "50"))
+
+#: (kind, caching) -> the engine's options and the traces' shape
+PLAIN = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 12, "max_num_seqs": 6,
+         "max_num_batched_tokens": 512, "requests": 16, "prompt_max": 600, "output_max": 48}  # fmt: skip
+HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num_seqs": 6,
+          "max_num_batched_tokens": 768, "requests": 6, "prompt_max": 600, "output_max": 40}  # fmt: skip
+#: The hybrid's bfloat16 prefill is slow on this CPU (README D-L8): six requests a trace.  Without prefix
+#: caching a hybrid request reserves 3 x 1 + 3 blocks at 1,024 tokens, with it 3 x 2 + 3 (03 C-1): 10 and
+#: 16 blocks hold 1.6 and 1.8 such requests.  Prefix hits need shared prefixes of a 384-token block.
+CONFIGS = {("llama", "on"): PLAIN, ("llama", "off"): PLAIN, ("qwen3-next", "on"): HYBRID,
+           ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500}}
+
+ENGINE_KEYS = ("dtype", "max_model_len", "num_blocks", "max_num_seqs", "max_num_batched_tokens")
+
+
+def _probe_args(c: dict[str, Any]) -> list[str]:
+    return ["--dtype", c["dtype"], "--max-model-len", str(c["max_model_len"]), "--num-gpu-blocks", str(c["num_blocks"]),
+            "--max-num-seqs", str(c["max_num_seqs"]), "--max-num-batched-tokens", str(c["max_num_batched_tokens"]),
+            "--kv-cache-space", "0.25"]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", sorted(CONFIGS), ids=lambda k: f"{k[0]}-caching-{k[1]}")
+def test_the_replay_of_the_imported_profile_steps_like_the_engine(key, model_dirs, tmp_path, live_report):
+    from fpmcore.profile import load_profile
+    from fpmcore_vllm032.engine import EngineOptions, running_engine
+    from fpmcore_vllm032.replay_check import check_trace, replay_config
+    from fpmcore_vllm032.steps import random_trace
+
+    kind, caching = key
+    c = CONFIGS[key]
+    model = str(model_dirs[kind])
+    probe = run_fpm("probe", "--live", model, "-o", str(tmp_path / "evidence"), "--caching", caching, "--json",
+                    *_probe_args(c))  # fmt: skip
+    assert probe.exit_code == 0, probe.stderr[-3000:]
+    imported = run_fpm("import", str(tmp_path / "evidence"), "-o", str(tmp_path / "profile.json"))
+    assert imported.exit_code == 0, imported.stdout[-3000:]
+    profile = load_profile(tmp_path / "profile.json")
+    probed = probe.json()["phases"]["prefill"]
+
+    options = EngineOptions(model=model, caching=caching == "on", kv_cache_bytes=1 << 28,
+                            **{k: c[k] for k in ENGINE_KEYS})  # fmt: skip
+    totals = {"traces": 0, "steps": 0, "preemptions": 0, "admissions_with_prefix_hit": 0, "prefix_hit_tokens": 0,
+              "requests": 0, "finished": 0}  # fmt: skip
+    differences: list[str] = []
+    with running_engine(options) as engine:
+        summary = engine.summary()
+        assert (summary["num_blocks"], summary["groups"]) == (probed["num_blocks"], probed["groups"])
+        config = replay_config(profile, engine)
+        for seed in range(TRACES):
+            engine.llm.reset_prefix_cache()
+            requests = random_trace(seed, c["requests"], c["max_model_len"], prompt_max=c["prompt_max"],
+                                    output_max=c["output_max"])  # fmt: skip
+            result = check_trace(engine, config, requests)
+            if result["difference"] is not None:
+                differences.append(f"trace {seed}: {result['difference']}")
+            totals["traces"] += 1
+            for k in ("steps", "preemptions", "admissions_with_prefix_hit", "prefix_hit_tokens", "requests", "finished"):
+                totals[k] += result[k]
+    live_report[f"{kind}, caching {caching}"] = totals
+    assert differences == []
+    assert totals["traces"] == TRACES and totals["finished"] == totals["requests"]
+    assert totals["preemptions"] > 0  # memory pressure reached
+    if caching == "on":
+        assert totals["admissions_with_prefix_hit"] > 0
+    else:
+        assert totals["prefix_hit_tokens"] == 0
+
+
+def test_a_setting_outside_the_shared_envelope_is_refused(model_dirs, tmp_path):
+    """A profile of another runtime, or a 0.32.0 engine outside the envelope, is never replayed silently."""
+    import attrs
+
+    from fpmcore.errors import FpmError
+    from fpmcore.profile import load_profile
+    from fpmcore_vllm032.engine import EngineOptions, running_engine
+    from fpmcore_vllm032.replay_check import replay_config
+
+    model = str(model_dirs["llama"])
+    assert run_fpm("probe", "--live", model, "-o", str(tmp_path / "ev"), "--max-model-len", "1024",
+                   "--kv-cache-space", "0.25").exit_code == 0  # fmt: skip
+    assert run_fpm("import", str(tmp_path / "ev"), "-o", str(tmp_path / "p.json")).exit_code == 0
+    profile = load_profile(tmp_path / "p.json")
+    with running_engine(EngineOptions(model=model, max_model_len=1024, kv_cache_bytes=1 << 28)) as engine:
+        replay_config(profile, engine)  # inside: accepted
+        other = attrs.evolve(profile, deployments=[attrs.evolve(profile.deployments[0], backend_version="0.33.0")])
+        with pytest.raises(FpmError, match="the profile's runtime is vLLM 0.33.0; the engine runs vLLM 0.32.0"):
+            replay_config(other, engine)
+        engine.vllm_config.scheduler_config.prefill_schedule_interval = 4
+        try:
+            with pytest.raises(FpmError, match=r"prefill_schedule_interval 4: .*\(D-S1\)"):
+                replay_config(profile, engine)
+        finally:
+            engine.vllm_config.scheduler_config.prefill_schedule_interval = 1

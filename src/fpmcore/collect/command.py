@@ -1,0 +1,138 @@
+"""``fpm collect PLAN --model-dir DIR -o RUN_DIR [--smoke] [--repetitions N] [--warmup N] [--resume] [--json]``.
+
+Measures the staged points of a plan cell on the engine of the runtime plugin
+selected for the plan's runtime (:mod:`fpmcore.collect.run`), with a progress
+bar of points done / total and an ETA, and writes the run folder
+(:mod:`fpmcore.collect.store`).  Exit 0 when the run is complete, 1 when a
+point exhausted its rejections (the finished points stay; ``--resume``
+continues), 2 for bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import nullcontext
+from typing import Any
+
+from fpmcore.hooktypes import CliCommand
+
+
+def _at_least(low: int):  # noqa: ANN202 - an argparse type
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
+        return v
+
+    return parse
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", metavar="PLAN", help="a plan file of fpm plan whose points the model-agnostic grid gave")
+    p.add_argument("--model-dir", required=True, metavar="DIR",
+                   help="the model folder the plan's profile was probed with")
+    p.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="the run folder to write (new or empty; "
+                   "with --resume the folder of an earlier run of this plan)")
+    p.add_argument("--smoke", action="store_true", help="collect the smoke subset (04 G-24)")
+    p.add_argument("--repetitions", type=_at_least(3), metavar="N",
+                   help="measured repetitions per point (default 5; the retained value is the upper median of 2…N)")
+    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    p.add_argument("--spacing", type=float, metavar="SECONDS",
+                   help="pause before every repetition, to spread a point's samples over a shared machine's load "
+                        "(default 0)")
+    p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's, else the "
+                   "model's own)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run: finished points are kept")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+def progress_bar(ctx: Any, label: str) -> Any:
+    """A rich progress bar on stderr (points done / total, elapsed, ETA); off when stderr is not a terminal."""
+    import sys
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=ctx.err,
+        disable=not sys.stderr.isatty(), transient=False,
+    )  # fmt: skip
+
+
+def run_collect(ctx: Any, *, plan_path: str, plan: Any, model_dir: str, output: str, smoke: bool = False,
+                warmups: int | None = None, repetitions: int | None = None, resume: bool = False,
+                dtype: str | None = None, spacing: float | None = None) -> dict[str, Any]:
+    """Collect (or resume) a run with a progress bar; the summary of the finished run."""
+    from fpmcore.collect import run as collect_run
+    from fpmcore.collect.drivers import driver_for
+
+    c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
+                            resume=resume, spacing=spacing)  # fmt: skip
+    driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
+    label = f"collect {c.stage.cell['cell_id']}"
+    bar = progress_bar(ctx, label) if not ctx.json else None
+    with bar if bar is not None else nullcontext():
+        task = bar.add_task(label, total=len(c.stage.points)) if bar is not None else None
+
+        def progress(done: int, total: int, point: Any) -> None:
+            if bar is not None:
+                bar.update(task, completed=done)
+
+        if driver is None:
+            from fpmcore.collect import store
+
+            files = store.build_artifacts(c.run or c.folder.read_run(), c.done.values())
+            store.publish_artifacts(c.folder, files)
+        else:
+            collect_run.collect(c, driver, progress=progress, dtype=dtype)
+    return {
+        "run": output,
+        "cell": c.stage.cell["cell_id"],
+        "points": len(c.stage.points),
+        "resumed": c.resumed,
+        "repetitions": c.settings.repetitions,
+        "warmups": c.settings.warmups,
+    }
+
+
+def _run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.collect.measure import PointFailed
+    from fpmcore.errors import FpmError
+    from fpmcore.jsonio import load_path
+
+    plan = load_path(args.plan)
+    if not isinstance(plan, dict):
+        raise FpmError("input", f"plan is not a JSON object: {args.plan}")
+    try:
+        summary = run_collect(ctx, plan_path=args.plan, plan=plan, model_dir=args.model_dir, output=args.output,
+                              smoke=args.smoke, warmups=args.warmup, repetitions=args.repetitions,
+                              resume=args.resume, dtype=args.dtype, spacing=args.spacing)  # fmt: skip
+    except PointFailed as exc:
+        ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues",
+                      markup=False, highlight=False)  # fmt: skip
+        return 1
+    if ctx.json:
+        ctx.emit_json({"command": "collect", **summary})
+    else:
+        ctx.out.print(f"collected {summary['points']} points of {summary['cell']} into {summary['run']}"
+                      + (" (resumed)" if summary["resumed"] else ""), markup=False, highlight=False)  # fmt: skip
+    return 0
+
+
+def collect_command() -> CliCommand:
+    return CliCommand(
+        name="collect",
+        help="measure a plan's points on the engine of the runtime plugin the plan names",
+        configure=configure,
+        run=_run,
+    )

@@ -1,0 +1,236 @@
+"""The producer contract of ``fpm collect``: ``fpmcore_engine_steps`` (05 §6.3, §8).
+
+A cell the model-agnostic grid plans (:mod:`fpmcore.point_grid`) has the
+execution identity ``(model config digest, "engine_steps", "none", "text")``;
+the contract is chosen from that identity — residency ``none`` with the
+execution profile ``engine_steps`` — never from the artifact's label.  It is
+the contract of a runtime plugin's engine driver measuring with fpmcore's own
+protocol (:mod:`fpmcore.collect.measure`), so its rules name neither a
+runtime nor a model: the runtime comes from the plan, the expected producer
+from the runtime plugin selected for it.
+
+The cell is read with the general rules of :mod:`fpmcore.validate` plus:
+
+* artifact level: A-18 (a protocol is required), A-21 (the producer record
+  equals the one the runtime plugin of the plan's runtime gives — name,
+  runtime, plugin, timing boundary, every installed file with its SHA-256 —
+  and its model configuration digest is the cell's), A-22 (the producer's
+  runtime is the collector provenance's), A-23 (seeded tokens, execution
+  evidence, the protocol producer of this contract with its repetition
+  counts), A-25 (recorded warm-ups), A-28 (the repetition-evidence sidecar);
+* row level: A-32 (the protocol's measured repetitions and
+  ``adjacent_upper_median``), A-37 (``kv_seed_regime``), A-38 and A-39 (each
+  row bound to its sidecar line, which holds the protocol's warm-ups and
+  measured repetitions; rejected repetitions may come anywhere, at most the
+  protocol's bound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fpmcore.collect.run import EXECUTION_MODE, PROTOCOL_NAME, REDUCTION, STATE_PROTOCOL
+from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.point_grid import CELL_IDENTITY
+from fpmcore.validate.cell import CellView, RankView
+from fpmcore.validate.evaluation import ContractRules, run_rules
+from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
+from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
+from fpmcore.validate.values import ABSENT, get, is_int, js, plain
+
+CONTRACT = ProducerContract(
+    name="fpmcore_engine_steps",
+    execution_mode=EXECUTION_MODE,
+    residency=CELL_IDENTITY["engram_residency"],
+    label="engine-steps",
+    protocol_producer=PROTOCOL_NAME,
+    execution_profile=CELL_IDENTITY["execution_profile"],
+)
+LABEL = "engine-steps"
+#: Where the host hands the expected producer record to the contract (``files["@producer"]``).
+PRODUCER_KEY = "@producer"
+PRODUCER_FIELDS = ("name", "runtime", "plugin", "timing_boundary", "files")
+METHOD = "adjacent_upper_median"
+MIN_MEASURED = 3
+
+
+def a18_requires_protocol(view: CellView) -> Diagnostic | None:
+    """A-18: an engine-steps cell requires ``measurement_protocol``."""
+    for r in view.ranks:
+        if r.protocol is ABSENT:
+            return Diagnostic("A-18", f"{LABEL} result lacks measurement_protocol: {r.path}", r.path)
+    return None
+
+
+def _file_difference(want: Any, found: Any) -> tuple[str, Any, Any] | None:
+    """The first installed file whose record differs: ``(field, expected, found)``."""
+    if not isinstance(found, list):
+        return "files", js(want), js(found)
+    for i, w in enumerate(want):
+        f = found[i] if i < len(found) else ABSENT
+        if f != w:
+            label = f"files[{w['path']}]"
+            if get(f, "path") == w["path"]:
+                return label, w["sha256"], get(f, "sha256")
+            return label, js(w), js(f)
+    if len(found) > len(want):
+        return f"files[{plain(get(found[len(want)], 'path'))}]", "absent", js(found[len(want)])
+    return None
+
+
+def a21_producer(view: CellView) -> Diagnostic | None:
+    """A-21: the producer record is the installed runtime plugin's, and it measured the cell's model."""
+    expected = view.files.get(PRODUCER_KEY)
+    for r in view.ranks:
+        prod = get(r.doc, "producer")
+
+        def bad(field: str, want: Any, v: Any, r: RankView = r) -> Diagnostic:
+            return Diagnostic(
+                "A-21", f"{LABEL} result lacks valid producer.{field}: expected {plain(want)}, found {plain(v)}: "
+                        f"{r.path}", r.path,
+            )  # fmt: skip
+
+        if not isinstance(expected, Mapping) or "error" in expected:
+            why = expected.get("error") if isinstance(expected, Mapping) else "no expected producer"
+            return bad("name", f"the producer of an installed runtime plugin ({why})", get(prod, "name"))
+        for field in PRODUCER_FIELDS:
+            want, v = expected[field], get(prod, field)
+            if field == "files":
+                diff = _file_difference(want, v)
+                if diff is not None:
+                    return bad(*diff)
+            elif v != want or not isinstance(v, str):
+                return bad(field, want, v)
+        want_sha = view.identity.model_config_sha256
+        v = get(prod, "model_config_sha256")
+        if v != want_sha:
+            return bad("model_config_sha256", want_sha, v)
+        cd = get(prod, "checkpoint_dir")
+        if not (isinstance(cd, str) and cd):
+            return bad("checkpoint_dir", "a non-empty string", cd)
+    return None
+
+
+def a22_runtime(view: CellView) -> Diagnostic | None:
+    """A-22: ``producer.runtime`` is the collector provenance's runtime."""
+    backend = view.provenance_value("runtime", "backend")
+    version = view.provenance_value("runtime", "backend_version")
+    want = f"{plain(backend)}=={plain(version)}"
+    for r in view.ranks:
+        v = get(get(r.doc, "producer"), "runtime")
+        if v != want:
+            return Diagnostic(
+                "A-22",
+                f"{LABEL} producer.runtime differs from the collector provenance runtime: expected {want}, found "
+                f"{plain(v)}: {r.path}",
+                r.path,
+            )
+    return None
+
+
+def protocol_counts(view: CellView) -> RepetitionRules | None:
+    """The repetition counts the protocol producer declares (A-23 checked them), as sidecar rules."""
+    prod = get(view.ranks[0].protocol, "producer") if view.ranks else ABSENT
+    w, m, x = (get(prod, k) for k in ("warmup_repetitions", "measured_repetitions", "max_rejected_repetitions"))
+    if not (is_int(w) and is_int(m) and is_int(x)):
+        return None
+    return RepetitionRules(warmups=w, measured=m, max_rejected=x, rejected_first=False)
+
+
+def a23_protocol(view: CellView) -> Diagnostic | None:
+    """A-23: seeded tokens, execution evidence present, this contract's protocol producer field by field."""
+    for r in view.ranks:
+        p = r.protocol
+
+        def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
+            return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
+
+        sc = get(p, "synthetic_content")
+        if sc != "seeded_tokens":
+            return bad("synthetic_content", "seeded_tokens", plain(sc))
+        if get(p, "execution_evidence") is ABSENT:
+            return bad("execution_evidence", js(EXECUTION_EVIDENCE), "absent")
+        prod = get(p, "producer")
+        if not isinstance(prod, dict):
+            return bad("producer.name", PROTOCOL_NAME, plain(prod))
+        fixed = (("name", PROTOCOL_NAME), ("reduction", REDUCTION), ("state_protocol", STATE_PROTOCOL),
+                 ("timing_boundary", get(get(r.doc, "producer"), "timing_boundary")))  # fmt: skip
+        for field, want in fixed:
+            v = get(prod, field)
+            if v != want or not isinstance(v, str):
+                return bad(f"producer.{field}", plain(want), plain(v))
+        for field, low in (("warmup_repetitions", 0), ("measured_repetitions", MIN_MEASURED),
+                           ("max_rejected_repetitions", 0)):  # fmt: skip
+            v = get(prod, field)
+            if not (is_int(v) and v >= low):
+                return bad(f"producer.{field}", f"an integer ≥ {low}", plain(v))
+        spacing = get(prod, "repetition_spacing_seconds")
+        if not (type(spacing) in (int, float) and 0 <= spacing < 3600):
+            return bad("producer.repetition_spacing_seconds", "a number of seconds ≥ 0", plain(spacing))
+        allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions",
+                                           "repetition_spacing_seconds"}  # fmt: skip
+        for key in prod:
+            if key not in allowed:
+                return bad(f"producer.{key}", "absent", plain(prod[key]))
+    return None
+
+
+def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
+    """A-25: ``warmup_evidence.status`` is ``recorded``."""
+    for r in view.ranks:
+        st = get(get(r.doc, "warmup_evidence"), "status")
+        if st != "recorded":
+            return Diagnostic(
+                "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
+            )
+    return None
+
+
+def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-32: the protocol's measured repetitions as raw samples, expected as many, ``adjacent_upper_median``."""
+    counts = protocol_counts(view)
+    m = counts.measured if counts is not None else ABSENT
+    bm = measurement(row)
+    raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
+    method = get(get(bm, "estimate"), "method")
+    n = len(raw) if isinstance(raw, list) else ABSENT
+    if not (method == METHOD and n == m and is_int(exp) and exp == m):
+        return Diagnostic(
+            "A-32",
+            f"benchmark_measurement does not hold the producer's {plain(m)} measured repetitions with their "
+            f"adjacent_upper_median estimate: method={plain(method)}, raw_samples={plain(n)}, "
+            f"expected_internal_samples={plain(exp)}" + rank.row_suffix(row),
+            rank.path,
+        )
+    return None
+
+
+RULES = ContractRules(
+    name=CONTRACT.name,
+    artifact=(
+        ("A-18", a18_requires_protocol), ("A-21", a21_producer), ("A-22", a22_runtime), ("A-23", a23_protocol),
+        ("A-25", a25_warmup_recorded), ("A-28", a28_sidecar),
+    ),
+    rows=(
+        ("A-32", a32_measurement_record), A37_KV_SEED_REGIME, ("A-38", a38_bind),
+        ("A-39", a39_rule(protocol_counts)),
+    ),
+    rank_end=(("A-38", a38_unbound),),
+    owns_protocol_producer=True,
+)  # fmt: skip
+
+
+def validate(
+    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+) -> list[Diagnostic] | None:
+    """``fpm_validate_artifact`` of this contract: rules A-15 … A-40 (05 §8), the first refusal or ``[]``."""
+    if contract.name != CONTRACT.name:
+        return None
+    view = CellView.from_hook(contract, cell, files, plan)
+    if not view.ranks:
+        return [
+            Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
+        ]
+    return run_rules(view, RULES)

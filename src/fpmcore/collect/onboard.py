@@ -1,0 +1,401 @@
+"""``fpm onboard MODEL_DIR -o CAMPAIGN``: live probe → import → plan → collect → validate → publish.
+
+Each stage is the work of its own command (``fpm probe --live``, ``fpm
+import``, ``fpm plan``, ``fpm collect``, ``fpm validate``, ``fpm publish``),
+called in order, and writes its output into the campaign folder::
+
+    CAMPAIGN/
+      onboard.json      the manifest: options, and per stage its inputs and outputs with their SHA-256
+      probe/            the live probe's evidence folder (02 §2)
+      profile.json      the imported profile
+      plan.json         the plan (the model's own list, or the model-agnostic grid)
+      run/              the collected run (fpm collect's run folder)
+      validation.json   the verdict of every cell (fpm validate --json)
+      table.json        the published FPM latency table (fpm replay --fpm-table)
+
+**Durability and resume.**  A stage writes its output (each file atomically;
+the probe into a folder that is removed when the stage did not finish), then
+the manifest records the stage as done with the digests of its inputs and
+outputs, atomically.  ``--resume`` continues at the first stage not recorded
+done; before that it recomputes the digests of every finished stage's inputs
+(then of their outputs) and refuses, naming the stage and both digests, when
+one changed since (a re-probed folder, an edited profile or plan, a touched
+run): stages are never silently mixed.  An unfinished collection resumes with ``fpm
+collect --resume`` (its finished points are kept).
+
+**The probe stage** is a function (:data:`PROBE_STAGES`): the live probe of
+the runtime plugin when ``fpm probe --live`` exists; the tests plug in a
+recorded probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fpmcore.collect import store
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import CliCommand
+
+MANIFEST = "onboard.json"
+MANIFEST_SCHEMA = "fpmcore.onboard/v1"
+STAGES = ("probe", "import", "plan", "collect", "validate", "publish")
+PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
+    "probe", "profile.json", "plan.json", "run", "validation.json", "table.json")  # fmt: skip
+
+
+@attrs.frozen
+class ProbeOptions:
+    """The live probe's options (``fpm probe --live``)."""
+
+    dtype: str | None = None
+    kv_cache_space: float | None = None
+    max_model_len: int | None = None
+    caching: bool = True
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+#: ``probe(ctx, model_dir, out_dir, options)``: writes the evidence folder ``out_dir`` (which does not exist yet).
+ProbeStage = Callable[[Any, str, Path, ProbeOptions], None]
+
+
+def live_probe(ctx: Any, model_dir: str, out_dir: Path, options: ProbeOptions) -> None:
+    """The live probe: ``fpm probe --live MODEL_DIR -o DIR`` with the options, run as its own command."""
+    argv = ["probe", "--live", model_dir, "-o", str(out_dir), "--caching", "on" if options.caching else "off"]
+    if options.dtype is not None:
+        argv += ["--dtype", options.dtype]
+    if options.kv_cache_space is not None:
+        argv += ["--kv-cache-space", str(options.kv_cache_space)]
+    for flag, value in (("--max-model-len", options.max_model_len), ("--max-num-seqs", options.max_num_seqs),
+                        ("--max-num-batched-tokens", options.max_num_batched_tokens)):  # fmt: skip
+        if value is not None:
+            argv += [flag, str(value)]
+    run_command(ctx, argv)
+
+
+#: The probe stage by name; ``fpm onboard --probe NAME`` chooses one (default ``live``).
+PROBE_STAGES: dict[str, ProbeStage] = {"live": live_probe}
+
+
+def run_command(ctx: Any, argv: list[str]) -> None:
+    """Run one ``fpm`` command of the same host in this process; a non-zero exit is a refusal of its stage."""
+    from fpmcore.cli import build_parser
+
+    parser = build_parser(ctx.host)
+    try:
+        args = parser.parse_args(argv)
+    except Exception as exc:  # the command is not there (its plugin is not installed) or refused its options
+        raise FpmError("onboard", f"fpm {argv[0]} cannot run: {exc}") from None
+    code = int(args._run(args, ctx))
+    if code != 0:
+        raise FpmError("onboard", f"fpm {' '.join(argv[:2])} exited with {code}")
+
+
+# ---------------------------------------------------------------------------
+# digests
+# ---------------------------------------------------------------------------
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def folder_sha256(path: Path) -> str | None:
+    """SHA-256 over the sorted relative paths and SHA-256 of every visible file of a folder."""
+    if not path.is_dir():
+        return None
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
+            h.update(p.relative_to(path).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def run_sha256(path: Path) -> str | None:
+    """A collected run is pinned by its artifact index (05 §1)."""
+    return file_sha256(path / store.INDEX)
+
+
+@attrs.define
+class Campaign:
+    """The campaign folder and its manifest."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def digest(self, kind: str, name: str) -> str | None:
+        p = self.path(name)
+        if kind == "folder":
+            return folder_sha256(p)
+        if kind == "run":
+            return run_sha256(p)
+        if kind == "model":
+            return file_sha256(Path(name) / "config.json")
+        return file_sha256(p)
+
+    def save(self) -> None:
+        store.write_durable(self.root / MANIFEST, store.json_bytes(self.manifest))
+
+    def stage(self, name: str) -> dict[str, Any] | None:
+        for s in self.manifest["stages"]:
+            if s["name"] == name:
+                return dict(s)
+        return None
+
+    def record(self, name: str, inputs: Mapping[str, tuple[str, str]], outputs: Mapping[str, tuple[str, str]]
+               ) -> None:
+        """Record stage ``name`` as done: each input/output ``label → (kind, name)`` with its digest now."""
+
+        def digests(items: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+            return {label: {"path": n, "kind": k, "sha256": self.digest(k, n)} for label, (k, n) in items.items()}
+
+        entry = {"name": name, "status": "done", "inputs": digests(inputs), "outputs": digests(outputs)}
+        self.manifest["stages"] = [s for s in self.manifest["stages"] if s["name"] != name] + [entry]
+        self.save()
+
+    def check_done(self, name: str, side: str) -> None:
+        """A finished stage's inputs (or outputs) must still have the digests it recorded."""
+        entry = self.stage(name)
+        assert entry is not None
+        for label, item in entry[side].items():
+            found = self.digest(item["kind"], item["path"])
+            if found != item["sha256"]:
+                raise FpmError(
+                    "onboard",
+                    f"stage {name}: its {side[:-1]} {label} ({item['path']}) changed since the stage ran: "
+                    f"recorded sha256 {item['sha256']}, found {found}; start a new campaign",
+                    str(self.root / MANIFEST),
+                )
+
+
+# ---------------------------------------------------------------------------
+# the stages
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class OnboardOptions:
+    model_dir: str
+    probe: ProbeOptions
+    smoke: bool = False
+    repetitions: int | None = None
+    warmups: int | None = None
+    probe_stage: str = "live"
+    spacing: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model_dir": self.model_dir, "probe": self.probe.as_json(), "smoke": self.smoke,
+                "repetitions": self.repetitions, "warmups": self.warmups, "probe_stage": self.probe_stage,
+                "spacing": self.spacing}
+
+
+def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    out = c.path(PROBE_DIR)
+    if out.exists():  # an unfinished probe of an earlier attempt: ours, inside the campaign
+        shutil.rmtree(out)
+    try:
+        probe = PROBE_STAGES[o.probe_stage]
+    except KeyError:
+        raise FpmError("onboard", f"no probe stage '{o.probe_stage}'; known: {', '.join(sorted(PROBE_STAGES))}") \
+            from None
+    probe(ctx, o.model_dir, out, o.probe)
+    c.record("probe", {"model_config": ("model", o.model_dir)}, {"evidence": ("folder", PROBE_DIR)})
+
+
+def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.importer.pipeline import HostServices, import_evidence
+    from fpmcore.profile import save_profile
+
+    run = import_evidence(c.path(PROBE_DIR), HostServices(ctx.host))
+    done = [r for r in run.results if r.complete and r.profile is not None]
+    if len(run.results) != 1 or not done:
+        first = next(iter(run.diagnostics), None)
+        why = first.render() if first is not None else f"{len(run.results)} configurations in the evidence"
+        raise FpmError("onboard", f"stage import: the evidence does not import complete: {why}")
+    save_profile(done[0].profile, c.path(PROFILE))
+    c.record("import", {"evidence": ("folder", PROBE_DIR)}, {"profile": ("file", PROFILE)})
+
+
+def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.planning import generate, plan_document, resolve_limits, write_plan
+    from fpmcore.profile import load_profile
+
+    profile = load_profile(c.path(PROFILE))
+    limits = resolve_limits(profile, 0)
+    plan = generate(ctx.host, profile.model, profile, 0, limits)
+    doc = plan_document(model=profile.model, profile=profile, deployment=0, limits=limits, plan=plan,
+                        smoke=o.smoke)  # fmt: skip
+    write_plan(c.path(PLAN), doc)
+    c.record("plan", {"profile": ("file", PROFILE)}, {"plan": ("file", PLAN)})
+
+
+def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.collect.command import run_collect
+    from fpmcore.jsonio import load_path
+
+    run = c.path(RUN_DIR)
+    run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
+                output=str(run), smoke=o.smoke, warmups=o.warmups, repetitions=o.repetitions,
+                resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing)  # fmt: skip
+    c.record("collect", {"plan": ("file", PLAN), "model_config": ("model", o.model_dir)},
+             {"run": ("run", RUN_DIR)})  # fmt: skip
+
+
+def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.jsonio import load_path
+    from fpmcore.validate.reader import validate_run
+
+    results = validate_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)))
+    verdict = {
+        "status": "refused" if any(r.diagnostics for r in results) or not results else "accepted",
+        "cells": [{"cell": r.cell, "contract": r.contract, "status": r.status,
+                   "diagnostics": [{"rule": d.rule, "message": d.message, "where": d.where} for d in r.diagnostics]}
+                  for r in results],
+    }  # fmt: skip
+    store.write_durable(c.path(VALIDATION), store.json_bytes(verdict))
+    if verdict["status"] != "accepted":
+        first = next((d for r in results for d in r.diagnostics), None)
+        raise FpmError("onboard", "stage validate: the run is refused"
+                       + (f": {first.message} [{first.rule}]" if first else ": no attempt"))  # fmt: skip
+    c.record("validate", {"run": ("run", RUN_DIR), "plan": ("file", PLAN)}, {"verdict": ("file", VALIDATION)})
+
+
+def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.collect.publish import publish_run, write_table
+    from fpmcore.jsonio import load_path
+
+    doc, results = publish_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)))
+    if doc is None:
+        first = next(d for r in results for d in r.diagnostics)
+        raise FpmError("onboard", f"stage publish: the run is refused: {first.message} [{first.rule}]")
+    write_table(c.path(TABLE), doc)
+    c.record("publish", {"run": ("run", RUN_DIR), "plan": ("file", PLAN), "profile": ("file", PROFILE)},
+             {"table": ("file", TABLE)})  # fmt: skip
+
+
+RUNNERS: dict[str, Callable[[Any, Campaign, OnboardOptions], None]] = {
+    "probe": _stage_probe, "import": _stage_import, "plan": _stage_plan, "collect": _stage_collect,
+    "validate": _stage_validate, "publish": _stage_publish,
+}  # fmt: skip
+
+
+def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign:
+    if resume and (root / MANIFEST).is_file():
+        from fpmcore.jsonio import load_path
+
+        manifest = load_path(root / MANIFEST)
+        if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
+            raise FpmError("onboard", f"not a campaign folder of fpm onboard: {MANIFEST}", str(root))
+        if manifest.get("options") != options.as_json():
+            raise FpmError("onboard", f"--resume: the options differ from the campaign's: campaign "
+                                      f"{manifest.get('options')}, now {options.as_json()}", str(root))  # fmt: skip
+        return Campaign(root, manifest)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        hint = " (add --resume to continue it)" if (root / MANIFEST).is_file() else ""
+        raise FpmError("O-2", f"the campaign folder exists and is not empty; give a new or an empty folder{hint}",
+                       str(root))  # fmt: skip
+    if not root.parent.is_dir():
+        raise FpmError("O-1", f"the folder {root.parent} does not exist; fpm never creates missing folders (create "
+                              "it first)", str(root))  # fmt: skip
+    root.mkdir(exist_ok=True)
+    c = Campaign(root, {"schema": MANIFEST_SCHEMA, "options": options.as_json(), "stages": []})
+    c.save()
+    return c
+
+
+def onboard(ctx: Any, root: Path, options: OnboardOptions, *, resume: bool = False,
+            report: Callable[[str, str], None] | None = None) -> Campaign:
+    """Run every stage not yet done, in order (module docstring)."""
+    from fpmcore.collect.run import model_config_sha256
+
+    model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
+    c = open_campaign(root, options, resume)
+    done = [name for name in STAGES if c.stage(name) is not None]
+    for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
+        for name in done:
+            c.check_done(name, side)
+    for name in STAGES:
+        if name in done:
+            if report:
+                report(name, "done before")
+            continue
+        if report:
+            report(name, "running")
+        RUNNERS[name](ctx, c, options)
+        if report:
+            report(name, "done")
+    return c
+
+
+# ---------------------------------------------------------------------------
+# fpm onboard
+# ---------------------------------------------------------------------------
+
+
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError("expected on or off")
+    return text == "on"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    from fpmcore.collect.command import _at_least
+
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="the model folder (config.json, weights, tokenizer)")
+    p.add_argument("-o", "--output", required=True, metavar="CAMPAIGN", help="the campaign folder (new or empty)")
+    p.add_argument("--smoke", action="store_true", help="plan, collect and publish the smoke subset only")
+    p.add_argument("--resume", action="store_true", help="continue at the first unfinished stage")
+    p.add_argument("--dtype", metavar="DTYPE", help="model dtype of the live engine (probe and collection)")
+    p.add_argument("--kv-cache-space", type=float, metavar="GIB", help="KV cache memory of the live engine, GiB")
+    p.add_argument("--max-model-len", type=_at_least(1), metavar="N", help="max_model_len of the live engine")
+    p.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
+    p.add_argument("--max-num-seqs", type=_at_least(1), metavar="N", help="the live engine's running-request limit")
+    p.add_argument("--max-num-batched-tokens", type=_at_least(1), metavar="N",
+                   help="the live engine's token budget per step")
+    p.add_argument("--repetitions", type=_at_least(3), metavar="N", help="measured repetitions per point (default 5)")
+    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
+    p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
+    p.add_argument("--json", action="store_true", help="print the manifest on stdout")
+
+
+def _run(args: argparse.Namespace, ctx: Any) -> int:
+    options = OnboardOptions(
+        model_dir=args.model_dir,
+        probe=ProbeOptions(dtype=args.dtype, kv_cache_space=args.kv_cache_space, max_model_len=args.max_model_len,
+                           caching=args.caching, max_num_seqs=args.max_num_seqs,
+                           max_num_batched_tokens=args.max_num_batched_tokens),
+        smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
+        spacing=args.spacing,
+    )  # fmt: skip
+
+    def report(stage: str, status: str) -> None:
+        ctx.err.print(f"onboard: {stage} {status}", markup=False, highlight=False)
+
+    c = onboard(ctx, Path(args.output), options, resume=args.resume, report=report)
+    if ctx.json:
+        ctx.emit_json({"command": "onboard", "campaign": args.output, "manifest": c.manifest})
+    else:
+        ctx.out.print(f"onboarded {args.model_dir}: table {c.path(TABLE)}", markup=False, highlight=False)
+    return 0
+
+
+def onboard_command() -> CliCommand:
+    return CliCommand(name="onboard", help="probe, import, plan, collect, validate and publish a model in one go",
+                      configure=configure, run=_run)  # fmt: skip

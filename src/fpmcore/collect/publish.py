@@ -1,0 +1,141 @@
+"""``fpm publish RUN_DIR --plan PLAN -o TABLE [--json]``: validated rows → the FPM latency table (06 R-27).
+
+Publication reads the run like ``fpm validate`` (A-1 … A-40) and labels its
+rows (A-41, A-42); a run with a refused cell publishes nothing (exit 1, the
+refusing diagnostic).  The accepted cells' retained rows become the table
+``fpm replay --fpm-table`` reads:
+
+``rows``    one row per point: ``phase``, ``batch_size``,
+            ``total_prefill_tokens`` (prefill), ``total_kv_read_tokens`` and
+            ``wall_time_seconds`` — the retained wall time, the maximum over
+            DP ranks (R-27);
+``source``  where the rows come from: the run (its path and the SHA-256 of
+            its artifact index, which pins every artifact file), the cells,
+            the plan (``plan_sha256``, the staged list's digest) and the
+            profile (``profile_sha256``), the runtime and the producer.
+
+The table is checked by the replay's own reader (R-27) before it is written,
+atomically; the output path is checked before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import CliCommand
+
+TABLE_SCHEMA = "fpmcore.fpm-table/v1"
+
+
+def _index_sha256(run_dir: Path) -> str | None:
+    for path in (run_dir / "index.json", *sorted(run_dir.glob("*/index.json"))):
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
+
+
+def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
+    """The table of the accepted ``results`` of ``run_dir`` (all accepted), with its source."""
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for res in results:
+        for x in res.retained:
+            phase = x.point_type
+            key = (phase, x.batch_size, x.total_prefill_tokens if phase == "prefill" else 0, x.total_kv_read_tokens)
+            row = {"phase": phase, "batch_size": x.batch_size}
+            if phase == "prefill":
+                row["total_prefill_tokens"] = x.total_prefill_tokens
+            row["total_kv_read_tokens"] = x.total_kv_read_tokens
+            row["wall_time_seconds"] = x.wall_time
+            if key not in best or row["wall_time_seconds"] > best[key]["wall_time_seconds"]:
+                best[key] = row
+    rows = sorted(best.values(), key=lambda r: (r["phase"] != "prefill", r["batch_size"],
+                                                 r.get("total_prefill_tokens", 0), r["total_kv_read_tokens"]))
+    bp: Mapping[str, Any] = (plan.get("options") or {}).get("benchmark_points") or {}
+    engine: Mapping[str, Any] = plan["engine"] if isinstance(plan.get("engine"), Mapping) else {}
+    profile: Mapping[str, Any] = plan["profile"] if isinstance(plan.get("profile"), Mapping) else {}
+    return {
+        "schema": TABLE_SCHEMA,
+        "source": {
+            "run": str(run_dir),
+            "run_index_sha256": _index_sha256(run_dir),
+            "cells": [{"cell": r.cell, "contract": r.contract} for r in results],
+            "plan_sha256": plan.get("plan_sha256", plan.get("sha256")),
+            "manifest_sha256": bp.get("manifest_sha256"),
+            "smoke_manifest_sha256": bp.get("smoke_manifest_sha256"),
+            "profile_sha256": profile.get("profile_sha256"),
+            "model": plan.get("model"),
+            "runtime": engine.get("runtime"),
+        },
+        "rows": rows,
+    }
+
+
+def publish_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Any]]:
+    """``(table, results)``: the table when every cell of the run is accepted for publication, else ``None``."""
+    from fpmcore.replay.table import table_from_rows
+    from fpmcore.validate.reader import validate_run
+
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FpmError("input", f"not a directory: {root}")
+    results = validate_run(host, root, plan, publish=True)
+    if not results:
+        raise FpmError("input", f"no attempt found in {root}")
+    if any(r.diagnostics for r in results):
+        return None, results
+    doc = table_document(root, plan, results)
+    table_from_rows(doc["rows"], str(root))  # R-27: what the replay will read
+    return doc, results
+
+
+def write_table(path: str | Path, doc: Mapping[str, Any]) -> None:
+    from fpmcore.collect.store import json_bytes, write_durable
+
+    write_durable(Path(path), json_bytes(dict(doc)))
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a collected run (fpm collect -o)")
+    p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
+    p.add_argument("-o", "--output", required=True, metavar="TABLE", help="the FPM latency table to write (R-27)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+def _run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.jsonio import load_path
+
+    from fpmcore.outputs import check_output_path
+
+    check_output_path(args.output, inputs=[args.plan, args.run_dir])  # before any work (O-1 ... O-4)
+    plan = load_path(args.plan)
+    if not isinstance(plan, dict):
+        raise FpmError("input", f"plan is not a JSON object: {args.plan}")
+    doc, results = publish_run(ctx.host, args.run_dir, plan)
+    if doc is None:
+        refused = [{"cell": r.cell, "rule": d.rule, "message": d.message} for r in results for d in r.diagnostics]
+        if ctx.json:
+            ctx.emit_json({"command": "publish", "status": "refused", "refused": refused})
+        else:
+            for x in refused:
+                ctx.err.print(f"fpm publish: cell {x['cell']} refused: {x['message']} [{x['rule']}]", markup=False,
+                              highlight=False)  # fmt: skip
+            ctx.err.print("fpm publish: nothing was published", markup=False)
+        return 1
+    write_table(args.output, doc)
+    if ctx.json:
+        ctx.emit_json({"command": "publish", "status": "published", "table": args.output, "rows": len(doc["rows"]),
+                       "source": doc["source"]})  # fmt: skip
+    else:
+        ctx.out.print(f"published {len(doc['rows'])} rows of {args.run_dir} to {args.output}", markup=False,
+                      highlight=False)  # fmt: skip
+    return 0
+
+
+def publish_command() -> CliCommand:
+    return CliCommand(name="publish", help="publish a validated run as the FPM latency table fpm replay reads",
+                      configure=configure, run=_run)  # fmt: skip

@@ -1,0 +1,292 @@
+"""A collected run on disk: durable per-point records, resume, and the artifacts built from them.
+
+A run folder is one attempt of one plan cell (05 §1)::
+
+    RUN_DIR/
+      collect.json          what the run is: plan, cell, staged list, protocol settings, producer,
+                            engine facts (written once, before the first point)
+      points/000001.json    one record per finished point (:mod:`fpmcore.collect.measure`),
+      points/000002.json    each written atomically the moment the point is done
+      …
+      points.json           the staged point manifest (04 G-22)          ┐
+      provenance.json       the collector provenance (05 §6.1)           │ built from the records
+      r0.json               the rank artifact (05 §2)                    │ once every point is done
+      repetitions.jsonl     the repetition-evidence sidecar (05 §7.5)    │
+      index.json            the artifact index: SHA-256 of the four above┘ (written last)
+
+**Durability.**  Every file is written to a temporary file in its folder,
+flushed, ``fsync``-ed and renamed over its name, then the folder is
+``fsync``-ed: a kill at any moment leaves each file whole or absent, never
+partial.  A point's record is written only when the point is finished, so a
+kill loses at most the point in progress.  ``--resume`` reads ``collect.json``
+(which must name the same plan, cell and list), removes stray temporary files,
+keeps every record (each must be the point of the list it is named after),
+continues with the first missing point — its forward index continues where
+the records end, so forward indices keep rising across the run (05 §4.3) — and
+builds the artifacts.  Building is deterministic from the records: a run
+resumed after any number of kills builds the same artifacts as a run that was
+never interrupted, except for the measured times themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fpmcore.errors import FpmError
+from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads
+
+RUN_SCHEMA = "fpmcore.collect/v1"
+RUN_FILE = "collect.json"
+POINTS_DIR = "points"
+ARTIFACT = "r0.json"
+SIDECAR = "repetitions.jsonl"
+PROVENANCE = "provenance.json"
+MANIFEST = "points.json"
+INDEX = "index.json"
+#: The files the artifact index pins, in the order they are written.
+ARTIFACT_FILES = (MANIFEST, PROVENANCE, SIDECAR, ARTIFACT)
+WORKER_ID = "dp0-worker"
+
+
+# ---------------------------------------------------------------------------
+# durable writes
+# ---------------------------------------------------------------------------
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError:  # a file system that cannot sync a folder
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_durable(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a kill leaves the old file or the new one, never a partial file.
+
+    The one atomic writer of :mod:`fpmcore.outputs` (file and folder synced); its
+    folder must exist.
+    """
+    from fpmcore.outputs import write_file
+
+    write_file(path, data)
+
+
+def json_bytes(value: Any) -> bytes:
+    """Indented JSON with a trailing newline (records and artifacts)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def remove_stray_temporaries(root: Path) -> list[str]:
+    """Remove the temporary files a kill left behind (``.<name>.*`` next to their target)."""
+    removed = []
+    for folder in (root, root / POINTS_DIR):
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if p.name.startswith(".") and p.is_file():
+                p.unlink()
+                removed.append(str(p.relative_to(root)))
+    return removed
+
+
+# ---------------------------------------------------------------------------
+# the run folder
+# ---------------------------------------------------------------------------
+
+
+def record_name(benchmark_id: int) -> str:
+    return f"{benchmark_id:06d}.json"
+
+
+class RunFolder:
+    """One run folder: its ``collect.json`` and its point records."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    @property
+    def points_dir(self) -> Path:
+        return self.root / POINTS_DIR
+
+    def read_run(self) -> dict[str, Any]:
+        path = self.root / RUN_FILE
+        try:
+            run = loads(path.read_bytes(), str(path))
+        except OSError as exc:
+            raise FpmError("collect", f"not a run folder: cannot read {RUN_FILE}: {exc.strerror}", str(self.root)) \
+                from None
+        if not isinstance(run, dict) or run.get("schema") != RUN_SCHEMA:
+            raise FpmError("collect", f"not a run folder of fpm collect: {RUN_FILE} has no schema {RUN_SCHEMA}",
+                           str(path))  # fmt: skip
+        return run
+
+    def create(self, run: Mapping[str, Any]) -> None:
+        self.points_dir.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(self.root)
+        write_durable(self.root / RUN_FILE, json_bytes(dict(run)))
+
+    def update_run(self, run: Mapping[str, Any]) -> None:
+        write_durable(self.root / RUN_FILE, json_bytes(dict(run)))
+
+    def save_point(self, record: Mapping[str, Any]) -> None:
+        write_durable(self.points_dir / record_name(int(record["benchmark_id"])), json_bytes(dict(record)))
+
+    def records(self, points: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+        """The finished records, by benchmark id; each checked against the staged ``points``."""
+        by_id = {int(p["benchmark_id"]): p for p in points}
+        found: dict[int, dict[str, Any]] = {}
+        if not self.points_dir.is_dir():
+            return found
+        for path in sorted(self.points_dir.iterdir()):
+            if path.name.startswith("."):
+                continue
+            try:
+                bid = int(path.stem)
+                rec = loads(path.read_bytes(), str(path))
+            except (ValueError, JsonError) as exc:
+                raise FpmError("collect", f"a point record of the run is unreadable: {exc}", str(path)) from None
+            if not isinstance(rec, dict) or rec.get("benchmark_id") != bid or bid not in by_id \
+                    or path.name != record_name(bid):
+                raise FpmError("collect", f"a point record is not a point of the staged list: {path.name}", str(path))
+            found[bid] = rec
+        return found
+
+
+# ---------------------------------------------------------------------------
+# building the artifacts (05 §2, §4, §6.1, §7.5)
+# ---------------------------------------------------------------------------
+
+
+def _fpm(counter: int, wall: float, scheduled: Any, queued: Any) -> dict[str, Any]:
+    return {"version": 1, "worker_id": WORKER_ID, "dp_rank": 0, "counter_id": counter, "wall_time": wall,
+            "scheduled_requests": scheduled, "queued_requests": queued}  # fmt: skip
+
+
+def upper_median_index(values: Sequence[float], indices: Sequence[int]) -> int:
+    """The raw-sample index whose wall time is the upper median of ``values[indices]`` (05 §4.2)."""
+    order = sorted(indices, key=lambda i: (values[i], i))
+    return order[len(order) // 2]
+
+
+def sidecar_line(record: Mapping[str, Any]) -> bytes:
+    """The record's repetition-evidence line: canonical JSON (04 G-23) and its newline."""
+    line = {"benchmark_id": record["benchmark_id"], "dp_rank": 0, "repetitions": record["repetitions"]}
+    return canonical_bytes(line) + b"\n"
+
+
+def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
+    """The artifact files of a finished run, by name (without the index)."""
+    import hashlib
+
+    recs = sorted(records, key=lambda r: r["benchmark_id"])
+    grid = run["grid_digest"]
+    protocol = run["measurement_protocol"]
+    ledger: list[dict[str, Any]] = []
+    results, groups, lines = [], [], []
+    ends: list[int] = []  # forward_index_end of every ledger record so far, in order
+    for k, rec in enumerate(recs):
+        for w in rec["warmups"]:
+            ledger.append({**w, "completed_points_before": k})
+            ends.append(w["forward_index_end"])
+        raw = rec["raw"]
+        line = sidecar_line(rec)
+        lines.append(line)
+        first_raw = raw[0]["forward_index"]
+        indices = list(range(1, len(raw)))
+        walls = [s["wall_time"] for s in raw]
+        keep = upper_median_index(walls, indices)
+        bid = rec["benchmark_id"]
+        raw_fpms = []
+        for i, s in enumerate(raw):
+            f = _fpm(bid, s["wall_time"], s["scheduled"], s["queued"])
+            f["benchmark_sample"] = {
+                "sample_index": i, "forward_index": s["forward_index"],
+                "timing": {"basis": "schedule_to_output", "start_monotonic": s["start"], "end_monotonic": s["end"]},
+                "cudagraph": {"status": "unavailable", "runtime_mode": None, "num_unpadded_tokens": None,
+                              "num_padded_tokens": None, "num_paddings": None},
+            }  # fmt: skip
+            raw_fpms.append(f)
+        prompts = rec["prompts"]
+        retained = _fpm(bid, raw[keep]["wall_time"], raw[keep]["scheduled"], raw[keep]["queued"])
+        retained["benchmark_measurement"] = {
+            "schema_version": 1,
+            "dp_rank": 0,
+            "point_key": _point_key(rec["point"]),
+            "prompts": {"status": "recorded", "sha256": digest(prompts), "requests": prompts},
+            "preparation": {"grid_digest": grid, "completed_points_before": k, "kv_seed_regime": rec["kv_seed_regime"],
+                            "warmup_records_before": sum(1 for e in ends if e <= first_raw)},
+            "expected_internal_samples": len(raw),
+            "raw_fpms": raw_fpms,
+            "estimate": {"method": "adjacent_upper_median", "raw_sample_indices": indices},
+        }  # fmt: skip
+        results.append({
+            "point": rec["point"], "kv_seed_regime": rec["kv_seed_regime"],
+            "repetition_evidence_sha256": hashlib.sha256(line[:-1]).hexdigest(), "fpms": [retained],
+        })  # fmt: skip
+        groups.append({
+            "benchmark_id": bid, "point": rec["point"], "expected_dp_ranks": [0], "complete": True,
+            "wall_time": retained["wall_time"], "rank_results": [{"dp_rank": 0, "fpms": [retained]}],
+        })  # fmt: skip
+    sidecar = b"".join(lines)
+    n = len(recs)
+    measured = 0.0
+    for g in groups:
+        measured += g["wall_time"]
+    elapsed = max(sum(r["elapsed_seconds"] for r in recs), measured)
+    artifact = {
+        "schema_version": 2, "artifact_type": "rank",
+        "status": "complete", "valid": True, "usable": True, "stop_reason": None, "timing_valid": True,
+        "error": None, "missing_phases": [], "skipped_points": [],
+        "run_id": run["run_id"], "grid_digest": grid,
+        "dp": {"rank": 0, "size": 1},
+        "coverage": {"expected_points": n, "completed_points": n, "skipped_points": 0},
+        "timing": {"started_at": run["started_at"], "completed_at": recs[-1]["finished_at"] if recs else
+                   run["started_at"], "benchmark_elapsed_seconds": elapsed, "measured_iteration_seconds": measured},
+        "limits": run["limits"],
+        "execution_mode": run["execution_mode"],
+        "execution_identity": run["execution_identity"],
+        "observation_purpose": "fpm",
+        "producer": run["producer"],
+        "serving_config": run["serving_config"],
+        "measurement_protocol": protocol,
+        "warmup_evidence": {"status": "recorded", "records": ledger},
+        "repetition_evidence": {"path": SIDECAR, "sha256": hashlib.sha256(sidecar).hexdigest(), "records": n},
+        "results": results,
+        "iteration_groups": groups,
+    }  # fmt: skip
+    provenance = {
+        "schema_name": "fpmcore_collector_provenance", "schema_version": 1, "cell_id": run["cell_id"],
+        "plan_sha256": run["plan_sha256"], "attempt_id": run["attempt_id"],
+        "runtime": {"backend": run["runtime"].partition("==")[0], "backend_version": run["runtime"].partition("==")[2]},
+    }  # fmt: skip
+    return {
+        MANIFEST: canonical_bytes(run["manifest"]),
+        PROVENANCE: json_bytes(provenance),
+        SIDECAR: sidecar,
+        ARTIFACT: json_bytes(artifact),
+    }
+
+
+def _point_key(point: Mapping[str, Any]) -> str:
+    from fpmcore.validate.values import point_key
+
+    return point_key(point)
+
+
+def publish_artifacts(folder: RunFolder, files: Mapping[str, bytes]) -> None:
+    """Write the artifact files, then the index that pins them (05 §1): the index last, so a run whose
+    index exists is complete."""
+    import hashlib
+
+    for name in ARTIFACT_FILES:
+        write_durable(folder.root / name, files[name])
+    index = {"files": {name: hashlib.sha256(files[name]).hexdigest() for name in ARTIFACT_FILES}}
+    write_durable(folder.root / INDEX, json_bytes(index))

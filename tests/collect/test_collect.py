@@ -1,0 +1,216 @@
+"""fpm collect on the stand-in engine: the protocol, the artifacts, resume, validation and publication."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fpmcore.collect import run as collect_run
+from fpmcore.collect import store
+from fpmcore.collect.publish import publish_run
+from fpmcore.errors import FpmError
+from fpmcore.jsonio import load_path, loads
+from fpmcore.testing import make_host, run_fpm
+from fpmcore.validate.reader import validate_run
+from tests.collect.conftest import plan_of, standin_host
+from tests.collect.standin import StandinConfig, StandinRuntime
+
+
+@pytest.fixture
+def engine() -> StandinRuntime:
+    return StandinRuntime()
+
+
+def _collect(plan: Path, model: Path, out: Path, *extra: str, host) -> None:
+    result = run_fpm("collect", str(plan), "--model-dir", str(model), "-o", str(out), *extra, host=host)
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def collected(small_plan, model_dir, tmp_path_factory):
+    """One uninterrupted collection of the small plan (module-wide, read-only)."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    _collect(small_plan, model_dir, out, host=standin_host(StandinRuntime()))
+    return out
+
+
+def test_a_collected_run_validates_under_the_engine_steps_contract(collected, small_plan, engine):
+    results = validate_run(standin_host(engine), collected, plan_of(small_plan))
+    assert [(r.cell, r.contract, r.status) for r in results] == [
+        ("gdn-hybrid-tp4-d0-full", "fpmcore_engine_steps", "accepted")]
+    assert len(results[0].retained) == 77
+    assert results[0].gaps == ()  # every row records its prompts
+
+
+def test_the_run_holds_the_protocol(collected, small_plan):
+    """Each row: five raw samples after two warm-ups, the upper median of samples 1…4 retained, forward indices
+    rising over the whole artifact, the measured workload of the point, seeds recorded in the warm-up ledger."""
+    art = load_path(collected / "r0.json")
+    plan = plan_of(small_plan)
+    assert art["measurement_protocol"]["producer"] == {
+        "name": "fpmcore_engine_steps", "reduction": "upper_median_after_first_repetition",
+        "warmup_repetitions": 2, "measured_repetitions": 5, "max_rejected_repetitions": 10,
+        "state_protocol": "fpmcore_prefix_cache_real_seed_v1", "timing_boundary": "standin_virtual_clock_step",
+        "repetition_spacing_seconds": 0.0}
+    assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
+    last = -1
+    for row, point in zip(art["results"], plan["points"], strict=True):
+        bm = row["fpms"][0]["benchmark_measurement"]
+        walls = [s["wall_time"] for s in bm["raw_fpms"]]
+        assert len(walls) == 5 and row["fpms"][0]["wall_time"] == sorted(walls[1:])[2]
+        for s in bm["raw_fpms"]:
+            assert s["benchmark_sample"]["forward_index"] > last
+            last = s["benchmark_sample"]["forward_index"]
+            sr = s["scheduled_requests"]
+            if point["phase"] == "prefill":
+                b, n, P = point["batch_size"], point["new_tokens"], point["prefix_tokens"]
+                assert (sr["num_prefill_requests"], sr["sum_prefill_tokens"], sr["sum_prefill_kv_tokens"]) == (b, b * n,
+                                                                                                               b * P)
+            else:
+                assert (sr["num_decode_requests"], sr["sum_decode_kv_tokens"]) == (point["batch_size"],
+                                                                                    point["batch_size"] *
+                                                                                    point["context_tokens"])
+    kinds = [r["kind"] for r in art["warmup_evidence"]["records"]]
+    seeded = sum(1 for p in plan["points"] if p.get("prefix_tokens", 0) > 0 or p.get("context_tokens", 0) >= 546)
+    assert kinds.count("real_prefix_seed") == seeded
+    assert (collected / "index.json").is_file() and sorted(load_path(collected / "index.json")["files"]) == [
+        "points.json", "provenance.json", "r0.json", "repetitions.jsonl"]
+
+
+def test_resume_keeps_finished_points_and_builds_the_same_rows(small_plan, model_dir, collected, engine, tmp_path):
+    """A run stopped after 30 points (their records kept, a stray temporary file left) resumes to the rows of the
+    uninterrupted run: the 30 records are not rewritten, only the 47 missing points are measured."""
+    out = tmp_path / "run"
+    shutil.copytree(collected, out)
+    for name in ("r0.json", "repetitions.jsonl", "points.json", "provenance.json", "index.json"):
+        (out / name).unlink()
+    records = sorted((out / "points").iterdir())
+    for path in records[30:]:
+        path.unlink()
+    kept = {p.name: p.read_bytes() for p in records[:30]}
+    (out / "points" / ".000031.json.abc123").write_bytes(b'{"benchmark_id": 31, "tor')  # a kill mid-write
+    _collect(small_plan, model_dir, out, "--resume", host=standin_host(engine))
+    assert {p.name: p.read_bytes() for p in sorted((out / "points").iterdir())[:30]} == kept
+    assert not [p for p in (out / "points").iterdir() if p.name.startswith(".")]
+    assert len(engine.engines) == 1
+    a, b = load_path(collected / "r0.json"), load_path(out / "r0.json")
+    assert [r["fpms"][0]["wall_time"] for r in a["results"]] == [r["fpms"][0]["wall_time"] for r in b["results"]]
+    assert validate_run(standin_host(engine), out, plan_of(small_plan))[0].status == "accepted"
+
+
+def test_resume_of_a_complete_run_starts_no_engine(small_plan, model_dir, collected, engine, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(collected, out)
+    (out / "index.json").unlink()  # killed after the rank artifact, before the index
+    _collect(small_plan, model_dir, out, "--resume", host=standin_host(engine))
+    assert engine.engines == []
+    assert (out / "index.json").read_bytes() == (collected / "index.json").read_bytes()
+
+
+def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
+    host = standin_host(engine)
+    wrong = tmp_path / "other-model"
+    wrong.mkdir()
+    (wrong / "config.json").write_text("{}")
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(wrong), "-o", str(tmp_path / "a"), host=host)
+    assert r.exit_code == 2 and "the model folder is not the model the plan was made for" in r.stderr
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(collected), host=host)
+    assert r.exit_code == 2 and "add --resume to continue it" in r.stderr and "[O-2]" in r.stderr
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "no" / "run"),
+                host=host)
+    assert r.exit_code == 2 and "[O-1]" in r.stderr
+    out = tmp_path / "b"
+    shutil.copytree(collected, out)
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
+                "--repetitions", "7", host=host)
+    assert r.exit_code == 2 and "--repetitions 7 differs from the run's 5" in r.stderr
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
+                "--spacing", "0.5", host=host)
+    assert r.exit_code == 2 and "--spacing 0.5 differs from the run's 0.0" in r.stderr
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "c"),
+                "--repetitions", "2", host=host)
+    assert r.exit_code == 2 and "must be at least 3" in r.stderr
+    assert engine.engines == []
+
+
+def test_spacing_pauses_before_every_repetition(small_plan, model_dir, engine, tmp_path, monkeypatch):
+    """--spacing 0.25: a pause before each of the 2 + 5 repetitions of every point, recorded in the protocol."""
+    from fpmcore.collect import measure
+
+    pauses: list[float] = []
+    monkeypatch.setattr(measure.time, "sleep", pauses.append)
+    _collect(small_plan, model_dir, tmp_path / "run", "--smoke", "--spacing", "0.25", host=standin_host(engine))
+    assert pauses == [0.25] * (4 * 7)
+    art = load_path(tmp_path / "run" / "r0.json")
+    assert art["measurement_protocol"]["producer"]["repetition_spacing_seconds"] == 0.25
+    assert validate_run(standin_host(engine), tmp_path / "run", plan_of(small_plan))[0].status == "accepted"
+
+
+def test_an_engine_that_runs_another_deployment_is_refused(small_plan, model_dir, tmp_path):
+    other = StandinRuntime(StandinConfig(block_size=128, hash_block_size=128))
+    c = collect_run.prepare(plan_of(small_plan), model_dir, tmp_path / "run")
+    with pytest.raises(FpmError, match="block_size 128, plan 544; hash_block_size 128, plan 544"):
+        collect_run.collect(c, other.driver())
+    assert other.engines[0].closed
+
+
+def test_a_point_that_keeps_failing_stops_the_collection(small_plan, model_dir, tmp_path):
+    """A cache too small to keep any seeded prefix: every cached point misses its prefix; after ten rejections
+    the collection stops (exit 1), and the points finished before it stay."""
+    tiny = StandinRuntime(StandinConfig(cache_blocks=0))
+    out = tmp_path / "run"
+    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), host=standin_host(tiny))
+    assert r.exit_code == 1
+    assert "was rejected 11 times (at most 10); last reason prefix_miss:0" in r.stderr
+    done = sorted(p.name for p in (out / "points").iterdir())
+    assert done and all(loads(Path(out / "points" / n).read_bytes())["kv_seed_regime"] == "not_applicable"
+                        for n in done)
+    assert not (out / "r0.json").exists()
+
+
+def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp_path, gdn_profile):
+    table = tmp_path / "table.json"
+    r = run_fpm("publish", str(collected), "--plan", str(small_plan), "-o", str(table), "--json",
+                host=standin_host(engine))
+    assert r.exit_code == 0, r.stderr
+    doc = load_path(table)
+    plan = plan_of(small_plan)
+    assert len(doc["rows"]) == 77
+    src = doc["source"]
+    assert (src["plan_sha256"], src["profile_sha256"], src["manifest_sha256"]) == (
+        plan["plan_sha256"], plan["profile"]["profile_sha256"], plan["options"]["benchmark_points"]["manifest_sha256"])
+    import hashlib
+
+    assert src["run_index_sha256"] == hashlib.sha256((collected / "index.json").read_bytes()).hexdigest()
+    art = load_path(collected / "r0.json")
+    walls = {r["point"]["benchmark_id"]: r["fpms"][0]["wall_time"] for r in art["results"]}
+    assert sorted(row["wall_time_seconds"] for row in doc["rows"]) == sorted(walls.values())
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 300, "output_len": 8}\n')
+    rep = run_fpm("replay", str(gdn_profile), "--trace", str(trace), "--fpm-table", str(table), "--json",
+                  host=make_host())
+    assert rep.exit_code == 0, rep.stderr
+    assert rep.json()["summary"]["finished"] == 1
+
+
+def test_publish_refuses_a_run_that_does_not_validate(collected, small_plan, engine, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(collected, out)
+    (out / "r0.json").write_bytes((out / "r0.json").read_bytes().replace(b'"wall_time": 0.', b'"wall_time": 1.', 1))
+    table = tmp_path / "table.json"
+    r = run_fpm("publish", str(out), "--plan", str(small_plan), "-o", str(table), host=standin_host(engine))
+    assert r.exit_code == 1
+    assert "file differs from the artifact index" in r.stderr and "nothing was published" in r.stderr
+    assert not table.exists()
+    doc, results = publish_run(standin_host(engine), collected, plan_of(small_plan))
+    assert doc is not None and results[0].status == "accepted"
+
+
+def test_store_records_are_checked_against_the_list(collected, small_plan, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(collected, out)
+    (out / "points" / "000999.json").write_bytes((out / "points" / "000001.json").read_bytes())
+    with pytest.raises(FpmError, match="not a point of the staged list: 000999.json"):
+        store.RunFolder(out).records(plan_of(small_plan)["points"])
