@@ -19,7 +19,8 @@ import attrs
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import is_finite_number
-from fpmcore.profile import MAX_EXACT, FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
+from fpmcore.schema import MAX_EXACT
+from fpmcore.profile import FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
 
 PENDING_MESSAGE = (
     "FPM memory is pending runtime profiling; collect and finalize runtime memory or provide "

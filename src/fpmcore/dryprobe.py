@@ -137,7 +137,7 @@ def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mapping[str, Any], tp: int) -> dict:
+def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mapping[str, Any], tp: int) -> dict[str, Any]:
     """The launch manifest of one phase (02 §2.2): ``tp`` workers of data-parallel rank 0 and its scheduler."""
     return {
         "schema_version": MANIFEST_SCHEMA,
@@ -152,7 +152,7 @@ def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mappin
     }
 
 
-def observations_index(configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]) -> dict:
+def observations_index(configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]) -> dict[str, Any]:
     """The index ``observations.json`` (02 §2.1) of one configuration with one attempt."""
     return {
         "schema_version": INDEX_SCHEMA,

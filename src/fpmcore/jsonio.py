@@ -62,7 +62,7 @@ import json
 import math
 import os
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, not in typeshed
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +246,7 @@ def _locate(text: str, kind: str) -> tuple[str, str, int] | None:
             m = match(text, pos)
             if m is None:
                 return None
-            group = m.lastindex
+            group = m.lastindex or 0
             start = m.start(group)
             top = stack[-1] if stack else None
             if group == 1:  # a string: a key or a value
@@ -359,8 +359,8 @@ def decode_utf8(data: bytes) -> str:
 def loads(data: bytes | str, where: str = "") -> Any:
     """Parse strict JSON (see the module docstring); raises :class:`JsonError` naming ``where`` (a file)."""
     try:
-        from_bytes = isinstance(data, (bytes, bytearray))
-        text = decode_utf8(bytes(data)) if from_bytes else data
+        from_bytes = not isinstance(data, str)
+        text = decode_utf8(bytes(data)) if not isinstance(data, str) else data
         decoder = _CHECKING_DECODER if _OVERFLOW_HINT.search(text) else _DECODER
         try:
             value = decoder.decode(text)

@@ -272,7 +272,7 @@ def safe_name(name: Any, what: str) -> str:
 
         shown = json.dumps(name, ensure_ascii=True) if isinstance(name, str) else repr(name)
         raise OutputError("O-6", f"{what} {shown[:120]} cannot name a file: {reason}")
-    return name
+    return str(name)
 
 
 # --------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fpmcore.errors import FpmError
 from fpmcore.schema import MAX_U32
@@ -53,9 +53,9 @@ def scheduler_block(deployment: Any) -> int:
     groups = deployment.resources.cache_groups or ()
     growing = [g.block_size_tokens for g in groups if g.kind != "state"]
     if growing:
-        return min(growing)
+        return cast(int, min(growing))
     if groups:
-        return groups[0].block_size_tokens
+        return cast(int, groups[0].block_size_tokens)
     raise FpmError("G-9", "planning needs a grouped cache layout: the deployment has no cache groups",
                    "resources.cache_groups")
 
@@ -111,7 +111,7 @@ def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanL
     (:mod:`fpmcore.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
     models = host.hooks.model(model)
     if models.plugin is not None and models.plugin in host.hooks.implementers("fpm_generate_points"):
-        return models.generate_points(profile=profile, deployment=deployment, limits=limits)
+        return cast(PointPlan, models.generate_points(profile=profile, deployment=deployment, limits=limits))
     from fpmcore import point_grid
 
     return point_grid.generate_points(profile, deployment, limits)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -469,7 +469,7 @@ def validate(obj: Any) -> None:
 def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
     """Parse and validate a profile from JSON text."""
     try:
-        return from_data(jsonio.loads(data, where=where))
+        return cast(FpmModelProfile, from_data(jsonio.loads(data, where=where)))
     except FpmError as exc:
         if where and exc.rule != "JSON":
             exc.where = f"{where}: {exc.where}" if exc.where else where
@@ -483,7 +483,7 @@ def load_profile(path: str | os.PathLike[str]) -> FpmModelProfile:
 
 def to_data(obj: Any) -> dict[str, Any]:
     """The file-form dict of a model object (declaration order, absent optionals omitted)."""
-    return unstructure(obj)
+    return cast(dict[str, Any], unstructure(obj))
 
 
 profile_to_dict = to_data

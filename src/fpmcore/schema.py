@@ -21,7 +21,7 @@ P-S3 (type) and P-S4 (range), then the nested objects in declaration order.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -178,9 +178,9 @@ def _in_range(spec: FieldSpec, v: Any) -> bool:
     if v is None or not _is_int(v):
         return True
     if spec.kind == "u32":
-        return spec.minimum <= v <= MAX_U32
+        return bool(spec.minimum <= v <= MAX_U32)
     if spec.kind == "u64":
-        return spec.minimum <= v <= MAX_EXACT
+        return bool(spec.minimum <= v <= MAX_EXACT)
     return True
 
 
@@ -224,7 +224,7 @@ def check_structure(data: Any, cls: type, path: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
-def _strict(kind: str):
+def _strict(kind: str) -> Callable[[Any, Any], Any]:
     def hook(value: Any, _type: Any) -> Any:
         ok = {
             "int": _is_int(value),
@@ -286,6 +286,12 @@ converter.register_unstructure_hook_func(
 # ---------------------------------------------------------------------------
 
 
+def _cls(spec: FieldSpec) -> type:
+    """The attrs class of an ``obj`` or ``list`` field (declared with one)."""
+    assert spec.cls is not None, spec
+    return spec.cls
+
+
 def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
     k = spec.kind
     if k == "u32":
@@ -303,9 +309,9 @@ def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
     elif k == "enum":
         s = {"enum": list(spec.values)}
     elif k == "obj":
-        s = {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}
+        s = {"$ref": f"#/$defs/{_define(_cls(spec), defs)}"}
     else:
-        s = {"type": "array", "items": {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}}
+        s = {"type": "array", "items": {"$ref": f"#/$defs/{_define(_cls(spec), defs)}"}}
     if spec.nullable:
         s = {"anyOf": [s, {"type": "null"}]}
     if spec.description:

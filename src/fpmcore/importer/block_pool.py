@@ -12,7 +12,7 @@ offsets ``d`` whose pages overlap form one integer interval (02 §7.8).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -85,9 +85,10 @@ def planned_cache_bytes(rec: Record) -> int | None:
     if not isinstance(allocs, list) or not allocs:
         return None
     sizes = [a.get("size") if isinstance(a, dict) else None for a in allocs]
-    if not all(is_pos_int(x) for x in sizes):
+    ints = [x for x in sizes if is_pos_int(x)]
+    if len(ints) != len(sizes):
         return None
-    return max(sizes) if rec.hybrid else sum(sizes)
+    return max(ints) if rec.hybrid else sum(ints)
 
 
 def cache_bytes(rec: Record) -> Any:
@@ -155,15 +156,15 @@ def i66_one_storage(ctx: Context, rec: Record) -> None:
     if not (rec.is_worker and rec.hybrid):
         return
     c = rec.cache
-    allocs = c.get("allocations") if isinstance(c.get("allocations"), list) else []
+    allocs: list[Any] = c["allocations"] if isinstance(c.get("allocations"), list) else []
     if ctx.layout:  # the plan: every allocation names the same backing size
         sizes = sorted({a.get("size") for a in allocs}, key=lambda x: (0, x, "") if is_int(x) else (1, 0, repr(x)))
         if len(sizes) != 1:
             raise Refusal("I-66", f"layer-strided allocations must share one backing storage: planned sizes {', '.join(show(x) for x in sizes) or 'none'}")
         return
     ids = sorted({str(a.get("storage_id")) for a in allocs})
-    sizes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
-    if len(ids) != 1 or sizes.get(ids[0]) != c.get("allocated_cache_bytes"):
+    storage_bytes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
+    if len(ids) != 1 or storage_bytes.get(ids[0]) != c.get("allocated_cache_bytes"):
         raise Refusal("I-66", f"layer-strided allocations must share one backing storage: {', '.join(ids) or 'none'}")
 
 
@@ -178,7 +179,7 @@ STAGE_G = [
 
 def pool_page(rec: Record) -> int:
     """``P``: the allocated (a dry run: planned) bytes per pool block (03 C-8)."""
-    return cache_bytes(rec) // rec.cache["num_blocks"]
+    return cast(int, cache_bytes(rec) // rec.cache["num_blocks"])
 
 
 # ==========================================================================
@@ -380,7 +381,7 @@ def i71_page_stride(ctx: Context, rec: Record) -> None:
 
 def region_end(a: dict[str, Any], n: int, page: int) -> int:
     """I-72: the end of the last byte of the last page (no trailing block stride)."""
-    return a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + (n - 1) * a["block_stride"] + page
+    return cast(int, a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + (n - 1) * a["block_stride"] + page)
 
 
 def i72_region(ctx: Context, rec: Record) -> None:

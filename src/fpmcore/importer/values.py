@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from fpmcore.jsonio import JsonError, is_finite_number
 
@@ -72,16 +72,18 @@ def show(value: Any) -> str:
         return repr(value)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """A JSON integer: ``true`` is not ``1`` and ``1.0`` is not ``1`` (02 §1)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_pos_int(value: Any) -> bool:
+def is_pos_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer above 0."""
     return is_int(value) and value > 0
 
 
-def is_nonneg_int(value: Any) -> bool:
+def is_nonneg_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer of at least 0."""
     return is_int(value) and value >= 0
 
 

@@ -49,7 +49,7 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> Laten
         b = _int(row, "batch_size", i, where, 1)
         t = _int(row, "total_prefill_tokens", i, where, 1) if phase == "prefill" else 0
         k = _int(row, "total_kv_read_tokens", i, where, 0)
-        w = row.get("wall_time_seconds")
+        w: Any = row.get("wall_time_seconds")
         tshow = t if phase == "prefill" else 0
         if not is_finite_number(w) or w <= 0:
             raise _bad(

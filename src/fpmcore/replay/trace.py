@@ -157,7 +157,8 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         if rid in ids:
             raise _err(f"{pre}: duplicate request_id {rid}", where)
         p = obj["prompt_len"]
-        sid, slen = obj.get("shared_prefix_id"), obj.get("shared_prefix_len")
+        sid: Any = obj.get("shared_prefix_id")
+        slen: Any = obj.get("shared_prefix_len")
         if slen is not None and sid is None:
             raise _err(f"{pre}: shared_prefix_len requires shared_prefix_id", where)
         if sid is not None and slen is None:
@@ -170,7 +171,8 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
                     f"{pre}: shared_prefix_id {sid} has length {slen}, earlier lines use {prefix_lens[sid]}",
                     where,
                 )
-        pof, plen = obj.get("prefix_of"), obj.get("prefix_of_len")
+        pof: Any = obj.get("prefix_of")
+        plen: Any = obj.get("prefix_of_len")
         if plen is not None and pof is None:
             raise _err(f"{pre}: prefix_of_len requires prefix_of", where)
         if pof is not None and plen is None:
