@@ -205,10 +205,20 @@ def _protocol() -> dict[str, Any]:
         synthetic_content=enum(SYNTHETIC_CONTENT),
         unobserved=array(_NONEMPTY, minItems=1),
         preparation=obj(
-            {"warmup_iterations": {"minimum": 0}, "giant_kv_threshold": {"minimum": 0}, "giant_kv_repeats": {"minimum": 0},
-             "prefill_real_seed": _BOOL, "decode_real_kv_warmup": _BOOL},
-            ("warmup_iterations", "giant_kv_threshold", "giant_kv_repeats", "prefill_real_seed",
-             "decode_real_kv_warmup"),
+            {
+                "warmup_iterations": {"minimum": 0},
+                "giant_kv_threshold": {"minimum": 0},
+                "giant_kv_repeats": {"minimum": 0},
+                "prefill_real_seed": _BOOL,
+                "decode_real_kv_warmup": _BOOL,
+            },
+            (
+                "warmup_iterations",
+                "giant_kv_threshold",
+                "giant_kv_repeats",
+                "prefill_real_seed",
+                "decode_real_kv_warmup",
+            ),
         ),  # fmt: skip
         execution_evidence={**enum((dict(EXECUTION_EVIDENCE),)), "description": "exactly this object (A-20)"},
         producer={**_OPEN, "description": "the producer contract's record; only under a contract that owns it (A-17)"},
@@ -331,7 +341,10 @@ def artifact_index_json_schema() -> dict[str, Any]:
         "description": "a normalized relative path below the attempt, not index.json itself",
     }
     body = obj(
-        {"schema_version": {"type": "integer"}, "files": {**_OPEN, "propertyNames": name, "additionalProperties": _HEX64}},
+        {
+            "schema_version": {"type": "integer"},
+            "files": {**_OPEN, "propertyNames": name, "additionalProperties": _HEX64},
+        },
         ("files",),
     )
     return schema_document(
