@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import JsonError, is_finite_number, loads
-from fpmcore.replay.model import LatencyTable
 
+if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
+    from fpmcore.replay.model import LatencyTable
+
+#: ``schema`` of a table file ``fpm publish`` writes (a file may also be a bare list of rows).
+TABLE_SCHEMA = "fpmcore.fpm-table/v1"
 #: The keys of a row, in the order a row is written; ``dp_rank`` is optional.
 ROW_KEYS = ("phase", "batch_size", "total_prefill_tokens", "total_kv_read_tokens", "wall_time_seconds", "dp_rank")
 _ROW_KEYS = frozenset(ROW_KEYS)
@@ -78,6 +82,8 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> Laten
             pre[(b, t, k)] = max(pre.get((b, t, k), 0.0), w)
         else:
             dec[(b, k)] = max(dec.get((b, k), 0.0), w)
+    from fpmcore.replay.model import LatencyTable
+
     return LatencyTable(
         prefill=tuple((b, t, k, w) for (b, t, k), w in sorted(pre.items())),
         decode=tuple((b, k, w) for (b, k), w in sorted(dec.items())),
@@ -121,7 +127,6 @@ def table_json_schema() -> dict[str, Any]:
     required on prefill rows (and not read on decode rows).  That a point
     appears once per rank is the reader's rule.
     """
-    from fpmcore.collect.publish import TABLE_SCHEMA
     from fpmcore.schema import HEX64_PATTERN, schema_document
 
     props: dict[str, Any] = {}
