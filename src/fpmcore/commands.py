@@ -218,22 +218,39 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
 
 
 def _configure_schema(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=("profile", "record"), help="the document whose JSON Schema to print")
+    from fpmcore.schema import SCHEMAS
+
+    p.add_argument("name", metavar="NAME", nargs="?", choices=[e.name for e in SCHEMAS],
+                   help="the document whose JSON Schema to print; without NAME, the list of schemas")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON on stdout: the schema itself, or without NAME the list of schemas")  # fmt: skip
 
 
 def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+    """``fpm schema NAME``: the JSON Schema (draft 2020-12) on stdout, as it is (with or without ``--json``)."""
     import json
     import sys
 
-    if args.which == "profile":
-        from fpmcore.profile import profile_json_schema
+    from fpmcore.schema import SCHEMAS, schema_named
 
-        schema = profile_json_schema()
-    else:
-        from fpmcore.record import record_json_schema
+    if args.name is None:
+        listing = [{"name": e.name, "title": e.title, "summary": e.summary} for e in SCHEMAS]
+        if ctx.json:
+            ctx.emit_json({"schemas": listing})
+            return EXIT_OK
+        from rich.table import Table
 
-        schema = record_json_schema()
-    sys.stdout.write(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
+        table = Table(title="fpm schema NAME prints", title_justify="left")
+        table.add_column("NAME")
+        table.add_column("document")
+        for e in SCHEMAS:
+            table.add_row(e.name, f"{e.title}: {e.summary}")
+        ctx.out.print(table)
+        return EXIT_OK
+    entry = schema_named(args.name)
+    assert entry is not None  # argparse's choices
+    sys.stdout.write(json.dumps(entry.build(), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
     return EXIT_OK
 
 
@@ -245,8 +262,8 @@ def fpm_cli_commands() -> list[CliCommand]:
     commands = [
         CliCommand("plugins", "list the installed plugins and their status", _configure_plugins, _run_plugins),
         CliCommand("profile", "check an FPM profile file", _configure_profile, _run_profile),
-        CliCommand("schema", "print the JSON Schema of a profile or a runtime observation record",
-                   _configure_schema, _run_schema),  # fmt: skip
+        CliCommand("schema", "print the JSON Schema of a profile, a record, a plan, an artifact file, a trace, "
+                   "a latency table or a sweep grid", _configure_schema, _run_schema),  # fmt: skip
     ]
     for module, factory in PIPELINE_COMMANDS:
         commands.append(getattr(importlib.import_module(module), factory)())

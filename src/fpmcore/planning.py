@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from fpmcore.errors import FpmError
-from fpmcore.schema import MAX_U32
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
+from fpmcore.schema import MAX_U32
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
@@ -229,7 +229,7 @@ def plan_document(
         doc["engine"] = engine_settings(profile, deployment)
         doc["cells"] = cells
     doc["plan_sha256"] = digest(doc)
-    doc["stage"] = "smoke" if smoke else "full"
+    doc["stage"] = STAGES[1] if smoke else STAGES[0]
     return doc
 
 
@@ -242,6 +242,138 @@ def write_plan(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Non
     from fpmcore.outputs import write_file
 
     write_file(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+
+
+#: The stages of a plan file: the list a collection measures (04 G-24).
+STAGES = ("full", "smoke")
+
+
+def _identity_schema() -> dict[str, Any]:
+    """A cell's execution identity column values (05 §6.2, :func:`fpmcore.validate.cell.cell_identity`)."""
+    from fpmcore.schema import HEX64_PATTERN
+    from fpmcore.validate.cell import IDENTITY_COLUMNS
+
+    columns: dict[str, Any] = {c: {"type": "string", "minLength": 1} for c in IDENTITY_COLUMNS}
+    columns["model_config_sha256"] = {"type": "string", "pattern": HEX64_PATTERN.replace("^", "^(").replace("$", ")?$"),
+                                      "description": "empty: no configuration-bound identity"}  # fmt: skip
+    return columns
+
+
+def _cell_schema() -> dict[str, Any]:
+    """A frozen collection cell: its unique id and its execution identity, as an object of the four columns
+    or as the columns on the cell itself (the reader's :func:`~fpmcore.validate.reader.plan_problem`)."""
+    from fpmcore.schema import obj
+    from fpmcore.validate.cell import IDENTITY_COLUMNS
+
+    columns = _identity_schema()
+    props = {
+        "cell_id": {"type": "string", "minLength": 1, "description": "unique within the plan"},
+        "point_set": {"type": "string", "description": "full or smoke: the list the cell measures"},
+        "model": {"type": "string"},
+        "model_revision": {"type": "string"},
+        "execution_identity": obj(columns, IDENTITY_COLUMNS, closed=True),
+        **columns,
+    }
+    return obj(props, ("cell_id",))
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a plan: the file :func:`plan_document` writes, or a frozen collection
+    plan of a campaign (``cells`` and its ``sha256``, 05 §6.2).
+
+    Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
+    the fields of :class:`~fpmcore.hooktypes.PlanLimits`, the point the
+    collection reads (:class:`fpmcore.collect.measure.PlannedPoint`: its
+    fields without default are required), the manifest of 04 G-22
+    (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
+    05 §6.2 and :data:`ENGINE_DTYPES`.  The model plugin's rules (candidates,
+    drops, digests) are checked by the plugin (04 G-26).
+    """
+    import attrs
+
+    from fpmcore.collect.measure import PlannedPoint
+    from fpmcore.hooktypes import PlanLimits
+    from fpmcore.schema import HEX64_PATTERN, array, enum, obj, schema_document
+    from fpmcore.validate.schemas import manifest_schema
+
+    hex64 = {"type": "string", "pattern": HEX64_PATTERN}
+    count = {"type": "integer", "minimum": 0}
+    positive = {"type": "integer", "minimum": 1}
+    point_props: dict[str, Any] = {}
+    for a in attrs.fields(PlannedPoint):
+        point_props[a.name] = enum(("prefill", "decode")) if a.name == "phase" else (
+            positive if a.name in ("benchmark_id", "batch_size") else count)  # fmt: skip
+    point = obj(point_props, [a.name for a in attrs.fields(PlannedPoint) if a.default is attrs.NOTHING])
+    record = obj(
+        {
+            "origin": {"type": "string"},
+            "checkpoint": obj({"blocks": {"type": "boolean"}, "alignment": {"type": ["integer", "null"]}}),
+            "candidates": {"type": "object", "additionalProperties": count},
+            "dropped": {"type": "object", "additionalProperties": count},
+            "manifest_sha256": hex64,
+            "smoke_manifest_sha256": hex64,
+            "planned_point_count": count,
+            "manifest": manifest_schema(),
+        },
+        description="the plan record of the point list (04 G-25)",
+    )
+    engine = obj(
+        {
+            "runtime": {"type": "string", "pattern": "^[^=]+==[^=]+$", "description": "the runtime pin, backend==version"},
+            "max_model_len": positive,
+            "max_num_batched_tokens": positive,
+            "max_num_seqs": positive,
+            "prefix_caching": {"type": "boolean"},
+            "kv_cache_bytes": {"type": ["integer", "null"], "minimum": 1},
+            "pool_page_bytes": {"type": ["integer", "null"], "minimum": 1},
+            "dtype": {"enum": [*ENGINE_DTYPES, None]},
+            "launch": {"type": "object"},
+        },
+        ("runtime", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "prefix_caching", "kv_cache_bytes",
+         "pool_page_bytes", "dtype", "launch"),
+        closed=True,
+        description="what a producer starts its engine with (engine_settings)",
+    )  # fmt: skip
+    limits = obj({a.name: positive for a in attrs.fields(PlanLimits)}, [a.name for a in attrs.fields(PlanLimits)],
+                 closed=True)  # fmt: skip
+    plan_file = obj(
+        {
+            "schema": enum((PLAN_SCHEMA,)),
+            "model": {"type": "string", "minLength": 1},
+            "profile": obj({"model": {"type": "string"}, "model_revision": {"type": "string"}, "profile_sha256": hex64},
+                           ("model", "model_revision", "profile_sha256"), closed=True),
+            "deployment": count,
+            "limits": limits,
+            "origin": {"type": ["string", "null"]},
+            "counts": {"type": "object", "additionalProperties": count, "description": "points per phase"},
+            "dropped": {"type": "object", "additionalProperties": count, "description": "candidates dropped per rule"},
+            "digest": hex64,
+            "points": array(point),
+            "smoke": array(point),
+            "options": obj({"benchmark_points": record}, ("benchmark_points",), closed=True),
+            "engine": engine,
+            "cells": array(_cell_schema(), minItems=1),
+            "plan_sha256": {**hex64, "description": "digest of every field but itself and stage"},
+            "stage": enum(STAGES),
+        },
+        ("schema", "model", "profile", "deployment", "limits", "origin", "counts", "dropped", "digest", "points",
+         "smoke", "plan_sha256", "stage"),
+        closed=True,
+        title="the plan file of fpm plan",
+    )  # fmt: skip
+    frozen = obj(
+        {"cells": array(_cell_schema(), minItems=1), "sha256": {**hex64, "description": "the plan hash"},
+         "options": obj({"benchmark_points": record})},
+        ("cells", "sha256"),
+        title="a frozen collection plan",
+    )  # fmt: skip
+    return schema_document(
+        "plan",
+        "fpmcore plan (04, 05 §6.2)",
+        "The benchmark points of one profile deployment and, when the point list names its cells, the "
+        "collection cells and the engine settings; or a frozen collection plan with its cells and plan hash.",
+        {"oneOf": [plan_file, frozen]},
+    )
 
 
 def json_output(plan: PointPlan) -> dict[str, Any]:

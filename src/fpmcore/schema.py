@@ -353,3 +353,97 @@ def json_schema(cls: type, schema_id: str) -> dict[str, Any]:
         **root,
         "$defs": defs,
     }
+
+
+# ---------------------------------------------------------------------------
+# the JSON Schemas of fpmcore's documents
+# ---------------------------------------------------------------------------
+
+#: The JSON Schema dialect of every schema fpmcore prints.
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: ``$id`` of a schema: this base, the schema's name and ``/v1``.
+SCHEMA_BASE = "https://fpmcore.invalid/schema/"
+#: A lowercase hexadecimal SHA-256 digest.
+HEX64_PATTERN = "^[0-9a-f]{64}$"
+
+
+def schema_document(name: str, title: str, description: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A whole schema: dialect, ``$id`` (from ``name``), title and description, then ``body``."""
+    return {"$schema": DIALECT, "$id": f"{SCHEMA_BASE}{name}/v1", "title": title, "description": description, **body}
+
+
+def obj(
+    properties: Mapping[str, Any], required: tuple[str, ...] | list[str] = (), *, closed: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """An object schema; ``closed``: keys other than ``properties`` are refused."""
+    out: dict[str, Any] = {"type": "object", "properties": dict(properties)}
+    if required:
+        out["required"] = list(required)
+    if closed:
+        out["additionalProperties"] = False
+    out.update(extra)
+    return out
+
+
+def array(items: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """An array schema whose elements follow ``items``."""
+    return {"type": "array", "items": dict(items), **extra}
+
+
+def enum(values: tuple[Any, ...] | list[Any], description: str = "") -> dict[str, Any]:
+    """One of ``values`` (a single value is a ``const``)."""
+    out: dict[str, Any] = {"const": values[0]} if len(values) == 1 else {"enum": list(values)}
+    if description:
+        out["description"] = description
+    return out
+
+
+@attrs.frozen
+class SchemaEntry:
+    """One schema ``fpm schema NAME`` prints: its name, heading, what it describes, and the function
+    (``module:function``, beside the document's reader) that builds it."""
+
+    name: str
+    title: str
+    summary: str
+    factory: str
+
+    def build(self) -> dict[str, Any]:
+        import importlib
+
+        module, _, function = self.factory.partition(":")
+        schema: dict[str, Any] = getattr(importlib.import_module(module), function)()
+        return schema
+
+
+#: Every schema, in the order the documentation shows them.
+SCHEMAS: tuple[SchemaEntry, ...] = (
+    SchemaEntry("profile", "Profile", "an FPM profile file (01), read by `fpm profile check` and every pipeline",
+                "fpmcore.profile:profile_json_schema"),
+    SchemaEntry("record", "Runtime observation record", "one record of the observer inside vLLM (02 §3), read by "
+                "`fpm import`", "fpmcore.record:record_json_schema"),
+    SchemaEntry("plan", "Plan", "the plan file `fpm plan -o` writes, or a frozen collection plan (04, 05 §6.2), "
+                "read by `fpm collect`, `fpm validate --plan` and `fpm publish --plan`",
+                "fpmcore.planning:plan_json_schema"),
+    SchemaEntry("artifact-index", "Artifact index", "`index.json` of a collected attempt (05 §1): the files the "
+                "reader opens, pinned by SHA-256", "fpmcore.validate.schemas:artifact_index_json_schema"),
+    SchemaEntry("rank-artifact", "Rank artifact", "`r<k>.json`, the measurements of one DP rank with its rows "
+                "(05 §2 - §4, §7)", "fpmcore.validate.schemas:rank_artifact_json_schema"),
+    SchemaEntry("points", "Staged point manifest", "`points.json`, the point list a collection staged (04 G-22)",
+                "fpmcore.validate.schemas:points_json_schema"),
+    SchemaEntry("provenance", "Collector provenance", "`provenance.json` of an attempt (05 §6.1)",
+                "fpmcore.validate.schemas:provenance_json_schema"),
+    SchemaEntry("repetition-evidence", "Repetition-evidence line", "one line of the sidecar `repetitions.jsonl` "
+                "(05 §7.5)", "fpmcore.validate.schemas:repetition_evidence_json_schema"),
+    SchemaEntry("trace", "Trace line", "one line of a JSONL request trace (06 R-32, R-33), read by `fpm replay` "
+                "and `fpm sweep`", "fpmcore.replay.trace:trace_line_json_schema"),
+    SchemaEntry("table", "FPM latency table", "the table `fpm publish` writes and `fpm replay --fpm-table` reads "
+                "(06 R-27)", "fpmcore.replay.table:table_json_schema"),
+    SchemaEntry("grid", "Sweep grid", "the grid `fpm sweep` reads (JSON, or TOML of the same shape)",
+                "fpmcore.sweep.grid:grid_json_schema"),
+)  # fmt: skip
+
+
+def schema_named(name: str) -> SchemaEntry | None:
+    """The entry of :data:`SCHEMAS` called ``name``, ``None`` for an unknown name."""
+    return next((e for e in SCHEMAS if e.name == name), None)

@@ -28,8 +28,7 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
-
-TABLE_SCHEMA = "fpmcore.fpm-table/v1"
+from fpmcore.replay.table import TABLE_SCHEMA  # the table's format is named by its reader
 
 
 def _index_sha256(run_dir: Path) -> str | None:

@@ -244,6 +244,45 @@ def load_trace(path: str | Path) -> Trace:
     return parse_trace(data, where=str(p))
 
 
+def trace_line_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of one trace line, from this reader's declarations (R-32, R-33).
+
+    :data:`FIELDS` are the properties (no other key), the integer minimums
+    come from the reader's table, ``priority`` is bounded by
+    :data:`MAX_PRIORITY`; exactly one of ``arrival_time`` and
+    ``arrival_step``, and the pairs ``shared_prefix_id``/``shared_prefix_len``
+    and ``prefix_of``/``prefix_of_len`` come together.  What relates lines
+    (unique ids, an earlier ``prefix_of``, one arrival field for the whole
+    trace, lengths within the prompt) is the reader's.
+    """
+    from fpmcore.schema import schema_document
+
+    minimum = dict(_INT_MIN)
+    props: dict[str, Any] = {}
+    for f in FIELDS:
+        if f in minimum:
+            props[f] = {"type": "integer", "minimum": minimum[f]}
+        elif f == "arrival_time":
+            props[f] = {"type": "number", "minimum": 0, "description": "seconds from the start of the trace"}
+        elif f == "priority":
+            props[f] = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY,
+                        "description": "vLLM's request priority (lower first under --scheduling-policy priority)"}
+        else:
+            props[f] = {"type": "string", "minLength": 1}
+    body = {
+        "type": "object",
+        "properties": props,
+        "required": ["request_id", "prompt_len", "output_len"],
+        "additionalProperties": False,
+        "oneOf": [{"required": ["arrival_time"]}, {"required": ["arrival_step"]}],
+        "dependentRequired": {"shared_prefix_id": ["shared_prefix_len"], "shared_prefix_len": ["shared_prefix_id"],
+                              "prefix_of": ["prefix_of_len"], "prefix_of_len": ["prefix_of"]},
+        "not": {"required": ["prefix_of", "shared_prefix_id"]},
+    }  # fmt: skip
+    return schema_document("trace-line", "fpm replay trace line (06 R-32)",
+                           "One request of a JSONL trace; one object per line, no blank line.", body)  # fmt: skip
+
+
 def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
     """Convert the oracle's SCHED.json (``requests`` keyed by id, in file order) to a trace.
 
