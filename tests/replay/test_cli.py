@@ -10,6 +10,7 @@ from helpers import DATA
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.replay.cli import replay_command
+from fpmcore.replay.outputs import read_records
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +63,8 @@ def test_table_and_out_files(tmp_path):
             str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-seqs", "4", "--out", str(out))
     assert r.exit_code == 0, r.stderr
     assert "peak_used_blocks" in r.stdout and "kv_cache_max_concurrency" in r.stdout
-    steps = [json.loads(x) for x in (out / "replay-steps.jsonl").read_text().splitlines()]
-    reqs = [json.loads(x) for x in (out / "replay-requests.jsonl").read_text().splitlines()]
+    steps = read_records(out / "replay-steps.jsonl.zst")
+    reqs = read_records(out / "replay-requests.jsonl.zst")
     summ = json.loads((out / "replay-summary.json").read_text())
     assert summ["steps"] == len(steps) and summ["requests"] == len(reqs) == 5
     assert max(s["running"] for s in steps) <= 4
