@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
-from fpmcore.outputs import StagedFolder
+from fpmcore.outputs import OutputError, StagedFolder
 
 FORMATS = ("jsonl.zst", "jsonl.gz", "parquet")
 DEFAULT_FORMAT = "jsonl.zst"
@@ -176,20 +176,31 @@ class RecordFiles:
         self._closed = False
 
     def write(self, steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:
-        """Append the records of one chunk."""
-        self._steps.write(steps)
-        self._requests.write(requests)
+        """Append the records of one chunk (a write error is ``O-5``; nothing is published)."""
+        try:
+            self._steps.write(steps)
+            self._requests.write(requests)
+        except OSError as exc:
+            raise self._failed(exc) from None
 
     def publish(self, summary: dict[str, Any]) -> dict[str, str]:
         """Close the record files, write the summary naming their SHA-256, publish; every file's SHA-256."""
         from fpmcore.jsonio import dumps_output
 
-        self._close()
-        files = {name: self._stage.digest(name) for name in self.names}
-        doc = {**summary, "files": files, "format": self.format}
-        with open(self._stage.file(SUMMARY), "xb") as f:
-            f.write(dumps_output(doc))
+        try:
+            self._close()
+            files = {name: self._stage.digest(name) for name in self.names}
+            doc = {**summary, "files": files, "format": self.format}
+            with open(self._stage.file(SUMMARY), "xb") as f:
+                f.write(dumps_output(doc))
+        except OSError as exc:
+            raise self._failed(exc) from None
         return self._stage.publish()
+
+    def _failed(self, exc: OSError) -> OutputError:
+        self.discard()
+        return OutputError("O-5", f"cannot write the output: {exc.strerror or type(exc).__name__}; nothing was "
+                                  "replaced", str(self._stage.target))  # fmt: skip
 
     def _close(self) -> None:
         if not self._closed:

@@ -59,16 +59,19 @@ def image_formats() -> dict[str, str]:
 
 
 def check_plot_path(path: str) -> str:
-    """The image format of ``--plot path`` (its extension), or a one-line refusal (rule ``O-2``)."""
-    from fpmcore.outputs import OutputError
-
+    """The image format of ``--plot path`` (its extension), or a one-line refusal (rule ``R-35``)."""
     ext = Path(path).suffix.lower().lstrip(".")
     formats = image_formats()
     if ext not in formats:
-        shown = f"'.{ext}'" if ext else "no extension"
-        raise OutputError("O-2", f"--plot: {shown} is not an image format matplotlib writes; "
-                                 f"use one of {', '.join('.' + e for e in sorted(formats))}", path)  # fmt: skip
+        what = f"'.{ext}' is not an image format matplotlib writes" if ext else "the file name has no image extension"
+        raise FpmError("R-35", f"--plot: {what}; use one of {', '.join('.' + e for e in sorted(formats))}", path)
     return ext
+
+
+def _percent() -> Any:
+    from matplotlib.ticker import PercentFormatter
+
+    return PercentFormatter(1.0)
 
 
 class PlotData:
@@ -170,16 +173,21 @@ class PlotData:
     def _pool_panel(self, ax: Any, x: list[int]) -> None:
         unit = "blocks" if self.block_mode else "bytes"
         if self.block_mode or len(self.groups) == 1:
-            ax.stackplot(x, *self.group_use, labels=[f"{g} (held at step end)" for g in self.groups], alpha=0.75,
+            ax.stackplot(x, *self.group_use, labels=[f"{g}, held at step end" for g in self.groups], alpha=0.75,
                          step="post")  # fmt: skip
         ax.plot(x, self.peak_use, color="black", linewidth=0.8, drawstyle="steps-post",
-                label=f"all groups, peak in step ({unit} scheduled)")  # fmt: skip
-        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_ylim(0, max(1.05, max(self.peak_use, default=0) * 1.05))
+                label=f"all groups, peak in the step")  # fmt: skip
+        peak = max(self.peak_use, default=0.0)
+        top = min(1.05, max(peak * 1.25, 0.01))
+        if top >= 1.0:
+            ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="capacity")
+        ax.set_ylim(0, top)
+        ax.yaxis.set_major_formatter(_percent())
         ax.set_ylabel("pool use / capacity")
-        ax.set_title(f"KV pool use as a fraction of its capacity ({self.capacity:,} {unit})", fontsize=9, loc="left")
+        ax.set_title(f"KV pool use as a fraction of its capacity ({self.capacity:,} {unit}); peak {peak:.1%}",
+                     fontsize=9, loc="left")  # fmt: skip
         ax.set_xlabel(self._step_label())
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
     def _request_panel(self, ax: Any, x: list[int]) -> None:
         ax.plot(x, self.running, color="tab:blue", drawstyle="steps-post", label="running")
@@ -196,7 +204,8 @@ class PlotData:
         ax.set_title(f"running and waiting requests; {total:,} preemptions", fontsize=9, loc="left")
         lines = ax.get_legend_handles_labels()
         lines2 = ax2.get_legend_handles_labels()
-        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="upper right")
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="upper left", bbox_to_anchor=(1.08, 1.0),
+                  borderaxespad=0)  # fmt: skip
 
     def _latency_panel(self, ax: Any) -> None:
         ax.set_title("TTFT and TPOT of the requests finished in each interval", fontsize=9, loc="left")
@@ -219,6 +228,7 @@ class PlotData:
                 for idx in groups:
                     v = sorted(x for x in (values[i] for i in idx) if not math.isnan(x))
                     ys.append(v[max(math.ceil(q * len(v)) - 1, 0)] if v else math.nan)
-                ax.plot(centers, ys, linestyle=style, color=color, label=f"{name} p{round(q * 100)}")
+                ax.plot(centers, ys, linestyle=style, color=color, marker="." if bins < 20 else None,
+                        label=f"{name} p{round(q * 100)}")
         ax.set_yscale("log")
-        ax.legend(fontsize=7, ncol=2, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
