@@ -64,7 +64,8 @@ def measure(n: int, fmt: str, plot: bool, work: Path) -> dict:
     summary = json.loads((out / "replay-summary.json").read_bytes())
     sizes = {p.name: p.stat().st_size for p in out.iterdir()}
     shutil.rmtree(out)
-    return {"requests": n, "format": fmt, "steps": summary["steps"], "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+    return {"requests": n, "format": fmt, "steps": summary["steps"], "wall_s": round(wall, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
             "sizes": sizes}  # fmt: skip
 

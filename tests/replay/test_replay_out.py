@@ -216,7 +216,8 @@ def test_concurrent_runs_into_one_folder_leave_one_complete_output(tmp_path, tra
 def test_a_write_error_keeps_the_earlier_output(tmp_path, trace2k, monkeypatch):
     """No space mid-way (O-5): exit 2, the earlier output unchanged, no temporary folder left."""
     out = tmp_path / "out"
-    assert run_fpm("replay", str(PLAIN), "--trace", str(trace2k), "--max-num-seqs", "8", "--out", str(out)).exit_code == 0
+    first = run_fpm("replay", str(PLAIN), "--trace", str(trace2k), "--max-num-seqs", "8", "--out", str(out))
+    assert first.exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     calls = {"n": 0}
     real = record_files._Jsonl.write

@@ -228,7 +228,8 @@ def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
 
 def _progress(ctx: Any) -> Any:
     """The replay's progress bar on stderr (off when stderr is not a terminal)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
