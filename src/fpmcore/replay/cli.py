@@ -275,7 +275,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
                    f"enable_prefix_caching {str(recorded).lower()}")  # fmt: skip
     if table is None:
         _note(ctx, "no --fpm-table: every step takes 1 s, so the times and latencies are in steps, not seconds")
-    with_steps = bool(out or plot_path or args.steps)
+    keep_steps = bool(args.steps and ctx.json)
+    with_steps = bool(out or plot_path or keep_steps)
     run = ReplayRun(cfg, trace, steps=with_steps)
     files = RecordFiles(out, args.out_format, groups=len(cfg.groups)) if out is not None else None
     plot = PlotData([g.name for g in cfg.groups], cfg.usable_blocks if cfg.block_mode else cfg.capacity_bytes,
@@ -292,7 +293,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
                     files.write(chunk.steps, chunk.requests)
                 if plot is not None:
                     plot.add(chunk.steps, chunk.requests)
-                if args.steps:
+                if keep_steps:
                     kept.extend(chunk.steps)
                 if ctx.json:
                     requests.extend(chunk.requests)
