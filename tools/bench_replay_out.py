@@ -38,8 +38,17 @@ def write_trace(path: Path, n: int, seed: int = 12) -> None:
     with open(path, "w") as f:
         for i in range(n):
             t += rng.expovariate(RATE)
-            f.write(json.dumps({"request_id": f"r{i}", "arrival_time": round(t, 6),
-                                "prompt_len": rng.randint(64, 1024), "output_len": rng.randint(8, 128)}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "request_id": f"r{i}",
+                        "arrival_time": round(t, 6),
+                        "prompt_len": rng.randint(64, 1024),
+                        "output_len": rng.randint(8, 128),
+                    }
+                )
+                + "\n"
+            )
 
 
 def measure(n: int, fmt: str, plot: bool, work: Path) -> dict:

@@ -232,7 +232,8 @@ def test_a_write_error_keeps_the_earlier_output(tmp_path, trace2k, monkeypatch):
     r = run_fpm("replay", str(PLAIN), "--trace", str(trace2k), "--out", str(out))
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == (
-        f"fpm: {out}: cannot write the output: No space left on device; nothing was replaced [O-5]")
+        f"fpm: {out}: cannot write the output: No space left on device; nothing was replaced [O-5]"
+    )
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -63,7 +63,8 @@ def test_a_failed_plot_write_is_exit_2(tmp_path, monkeypatch):
     r = run_fpm("replay", str(PLAIN), "--trace", str(TRACE), "--plot", str(target))
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == (
-        f"fpm: {target}: cannot write the output: No space left on device; nothing was replaced [O-5]")
+        f"fpm: {target}: cannot write the output: No space left on device; nothing was replaced [O-5]"
+    )
     assert not target.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -75,7 +76,7 @@ def test_the_plot_has_a_latency_panel_with_a_table_and_says_where_it_wrote(tmp_p
     assert f"fpm: wrote the plot {with_table} ({size:,} bytes)" in r.stderr
     r2 = run_fpm("replay", str(PLAIN), "--trace", str(TRACE), "--plot", str(without), "--json")
     assert r2.exit_code == 0 and r2.json()["plot"] == str(without)
-    (w1, h1), (w2, h2) = png_size(with_table.read_bytes()), png_size(without.read_bytes())
+    (_, h1), (_, h2) = png_size(with_table.read_bytes()), png_size(without.read_bytes())
     assert h1 > h2 * 1.3  # three panels against two
     svg = tmp_path / "p.svg"
     assert run_fpm("replay", str(PLAIN), "--trace", str(TRACE), "--plot", str(svg)).exit_code == 0

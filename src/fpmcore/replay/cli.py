@@ -132,9 +132,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="stream the step and request records to DIR while the replay runs; DIR is published whole "
                         "at the end (a new or empty folder, or an earlier --out of fpm replay, which is replaced)")
     p.add_argument("--out-format", choices=FORMATS, default=DEFAULT_FORMAT,
-                   help="record files of --out: jsonl.gz (default: gzip-1 JSON lines, no extra package, the "
-                        "fastest to write) or parquet (pyarrow, zstd: about half the size, typed columns, "
-                        "slower to write)")
+                   help="record files of --out: jsonl.zst (default: zstd JSON lines, as small as Parquet and "
+                        "the fastest to write), jsonl.gz (gzip, twice the size) or parquet (pyarrow: typed "
+                        "columns, twice the time and memory to write)")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw pool use per group, running/waiting requests, preemptions and (with --fpm-table) "
                         "TTFT/TPOT percentiles; the format follows the extension (matplotlib)")
@@ -228,8 +228,14 @@ def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
 
 def _progress(ctx: Any) -> Any:
     """The replay's progress bar on stderr (off when stderr is not a terminal)."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),

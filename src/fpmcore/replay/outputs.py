@@ -226,7 +226,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     if path.name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        rows = pq.read_table(path).to_pylist()
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
         for r in rows:  # back to the R-34 shapes
             if "scheduled" in r:
                 r["scheduled"] = [[x["request_id"], x["tokens"], x["computed_before"]] for x in r["scheduled"]]
@@ -236,9 +236,9 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     from fpmcore.jsonio import loads
 
     if path.name.endswith(".zst"):
-        import zstandard
-
         import io
+
+        import zstandard
 
         with open(path, "rb") as raw, io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)) as f:
             return [loads(line, str(path)) for line in f]

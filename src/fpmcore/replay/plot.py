@@ -107,7 +107,7 @@ class PlotData:
 
     def _halve(self) -> None:
         def pairs(xs: list[Any], f: Any) -> list[Any]:
-            return [f(xs[i:i + 2]) for i in range(0, len(xs), 2)]
+            return [f(xs[i : i + 2]) for i in range(0, len(xs), 2)]
 
         self.width *= 2
         self.running, self.waiting = pairs(self.running, max), pairs(self.waiting, max)
@@ -176,7 +176,7 @@ class PlotData:
             ax.stackplot(x, *self.group_use, labels=[f"{g}, held at step end" for g in self.groups], alpha=0.75,
                          step="post")  # fmt: skip
         ax.plot(x, self.peak_use, color="black", linewidth=0.8, drawstyle="steps-post",
-                label=f"all groups, peak in the step")  # fmt: skip
+                label="all groups, peak in the step")  # fmt: skip
         peak = max(self.peak_use, default=0.0)
         top = min(1.05, max(peak * 1.25, 0.01))
         if top >= 1.0:
@@ -228,7 +228,13 @@ class PlotData:
                 for idx in groups:
                     v = sorted(x for x in (values[i] for i in idx) if not math.isnan(x))
                     ys.append(v[max(math.ceil(q * len(v)) - 1, 0)] if v else math.nan)
-                ax.plot(centers, ys, linestyle=style, color=color, marker="." if bins < 20 else None,
-                        label=f"{name} p{round(q * 100)}")
+                ax.plot(
+                    centers,
+                    ys,
+                    linestyle=style,
+                    color=color,
+                    marker="." if bins < 20 else None,
+                    label=f"{name} p{round(q * 100)}",
+                )
         ax.set_yscale("log")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
