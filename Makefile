@@ -38,7 +38,7 @@ demo: env
 	FPM_GLM53FLASH_PRODUCER_DIR=examples/artifacts/producer \
 		$(FPM) validate examples/artifacts/glm53flash/run --plan examples/artifacts/glm53flash/plan.json
 	$(FPM) replay $(GLM_PROFILE) --trace examples/traces/glm-mixed-120.jsonl \
-		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay
+		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay --plot $(DEMO)/replay.png
 
 test: env lint test-c test-python
 

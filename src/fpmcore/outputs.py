@@ -342,12 +342,16 @@ def _unlink(path: Path) -> None:
 
 def manifest_bytes(files: Mapping[str, bytes], command: str) -> bytes:
     """The manifest of a folder output: the SHA-256 of every file, keys sorted."""
+    return _manifest({name: hashlib.sha256(data).hexdigest() for name, data in files.items()}, command)
+
+
+def _manifest(digests: Mapping[str, str], command: str) -> bytes:
     from fpmcore.jsonio import file_form_bytes
 
     return file_form_bytes({
         "schema": MANIFEST_SCHEMA,
         "command": command,
-        "files": {name: hashlib.sha256(files[name]).hexdigest() for name in sorted(files)},
+        "files": {name: digests[name] for name in sorted(digests)},
     })
 
 
@@ -485,3 +489,92 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def _remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+class StagedFolder:
+    """A folder output whose files are written (streamed) one by one, then published like :func:`publish_folder`.
+
+    For a command whose files are too large to hold in memory (``fpm replay
+    --out``)::
+
+        stage = StagedFolder(out, replace=True, command="replay")   # after check_output_folder
+        try:
+            with open(stage.file("replay-steps.jsonl.gz"), "xb") as f:
+                ...                                                 # stream the records
+            digest = stage.digest("replay-steps.jsonl.gz")          # its SHA-256, e.g. for a summary
+            stage.publish()                                         # fsync, manifest last, one rename or swap
+        finally:
+            stage.discard()                                         # a no-op once published
+
+    The files go into a temporary sibling folder (``.<name>.<random>.tmp``)
+    and reach the target only in :meth:`publish`, with the guarantees of
+    :func:`publish_folder` (a kill leaves the old output or the new one whole,
+    concurrent writers leave one complete output).  :meth:`publish` raises
+    :class:`OutputError` (``O-2``, ``O-5``) and removes the temporary folder.
+    """
+
+    def __init__(self, path: PathLike, *, replace: bool = False, command: str = "", refusal: str = "") -> None:
+        self.target = Path(path)
+        self._replace, self._command, self._refusal = replace, command, refusal
+        self.path = _temp_path(_folder_of(self.target), self.target.name)
+        try:
+            os.mkdir(self.path, 0o777)
+        except OSError as exc:
+            raise _failed(self.target, exc) from None
+        self._digests: dict[str, str] = {}
+        self._done = False
+
+    def file(self, rel: str) -> Path:
+        """The path to create for the relative file name ``rel`` (its subfolders are made)."""
+        _check_relative(rel)
+        dest = self.path / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return dest
+
+    def digest(self, rel: str) -> str:
+        """The SHA-256 of a file written (and closed), read back once."""
+        if rel not in self._digests:
+            h = hashlib.sha256()
+            try:
+                with open(self.path / rel, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                raise _failed(self.target, exc) from None
+            self._digests[rel] = h.hexdigest()
+        return self._digests[rel]
+
+    def publish(self) -> dict[str, str]:
+        """Publish the folder (manifest last with ``replace``); returns the SHA-256 of every file."""
+        try:
+            files = sorted(p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if p.is_file())
+            digests = {rel: self.digest(rel) for rel in files}
+            if self._replace:
+                _write_new(self.path / MANIFEST, _manifest(digests, self._command))
+            for sub in sorted((p for p in self.path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
+                              reverse=True):  # fmt: skip
+                _fsync_dir(sub)
+            _fsync_dir(self.path)
+            _publish(self.path, self.target, replace=self._replace, refusal=self._refusal)
+        except OutputError:
+            self.discard()
+            raise
+        except OSError as exc:
+            self.discard()
+            raise _failed(self.target, exc) from None
+        self._done = True
+        _fsync_dir(_folder_of(self.target))
+        return digests
+
+    def discard(self) -> None:
+        """Remove the temporary folder (nothing of it was published); a no-op after :meth:`publish`."""
+        if not self._done:
+            self._done = True
+            _remove(self.path)
+
+    def __enter__(self) -> StagedFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()

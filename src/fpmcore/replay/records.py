@@ -92,6 +92,14 @@ def reject_reason(code: int, a: int, b: int, request_id: str) -> str | None:
     return None
 
 
+#: The kinds of rejection the summary counts (``rejected_by_reason``), by the engine's reason code.
+REJECT_KINDS = {
+    REJ_PROMPT: "prompt_too_long", REJ_FINAL_FORWARD: "never_fits_final_forward",
+    REJ_INPUT_SEQUENCE: "never_fits_input_sequence", REJ_QUEUED_REQS: "max_num_queued_reqs",
+    REJ_QUEUED_TOKENS: "max_num_queued_tokens",
+}  # fmt: skip
+
+
 def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict[str, Any]]:
     """R-34 records, one per step, built from the step columns in bulk."""
     with gc_paused():
@@ -181,15 +189,21 @@ def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any
 
 
 class RequestStats:
-    """The R-35 aggregates of request records, collected as the records are made (bounded per request)."""
+    """The R-35 aggregates of request records, collected as the records are made (bounded per request).
+
+    ``rejected_by_reason`` counts rejections by kind (:data:`REJECT_KINDS`);
+    ``first_rejection`` keeps the first record's reason of each kind.
+    """
 
     def __init__(self) -> None:
         self.requests = self.finished = self.rejected = self.output_tokens = 0
         self.ttft: array[float] = array("d")
         self.tpot: array[float] = array("d")
         self.e2e: array[float] = array("d")
+        self.rejected_by_reason = dict.fromkeys(REJECT_KINDS.values(), 0)
+        self.first_rejection: dict[str, str] = {}
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: dict[str, Any], reject_code: int = 0) -> None:
         self.requests += 1
         self.output_tokens += rec["output_tokens"]
         if rec["status"] == "finished":
@@ -200,6 +214,10 @@ class RequestStats:
                 self.tpot.append(rec["tpot_s"])
         else:
             self.rejected += 1
+            kind = REJECT_KINDS.get(reject_code)
+            if kind is not None:
+                self.rejected_by_reason[kind] += 1
+                self.first_rejection.setdefault(kind, rec["reject_reason"])
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -282,8 +300,9 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
 def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
     """R-35 summary, from the request records and the run's totals (no step record is needed)."""
     stats = RequestStats()
-    for r in requests:
-        stats.add(r)
+    codes = [r.reject_reason for r in raw.requests if r.status != 0]
+    for rec, code in zip(requests, codes):
+        stats.add(rec, code)
     return summary_of(cfg, stats, raw.totals, len(raw.steps))
 
 
@@ -309,4 +328,5 @@ def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) ->
         "ttft_s": _stats(list(stats.ttft)),
         "tpot_s": _stats(list(stats.tpot)),
         "e2e_s": _stats(list(stats.e2e)),
+        "rejected_by_reason": dict(stats.rejected_by_reason),
     }
