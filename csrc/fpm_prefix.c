@@ -617,6 +617,7 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
 /* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
  * prefix_cache_retention_interval 0: the run a hit needs below r's replay boundary and its junction. */
 static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
+    if (e->cfg.rules.dense_retention) return 1;
     int64_t need = window_run(g), B = e->sched_block;
     int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
     for (int i = 0; i < 2; i++) {
@@ -658,7 +659,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
                 int hit = 0;
                 for (int k2 = 0; k2 < nbc; k2++)
                     if (bcols[k2] == col) hit = 1;
-                if (start <= col && col < nfull && hit) {
+                if (start <= col && col < nfull && (hit || e->cfg.rules.dense_retention)) {
                     int64_t ka, kb;
                     pc_key(e, r, gi, col, &ka, &kb);
                     pc_set_key(p, s->mid[i], ka, kb, 1);

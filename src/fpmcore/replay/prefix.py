@@ -384,6 +384,8 @@ class PrefixCachingPool:
     def _window_retained(self, r: Any, gi: int, j: int) -> bool:
         """Is block ``j`` of a windowed group kept in the cache?  vLLM ``reachable_block_mask`` with
         ``prefix_cache_retention_interval`` 0: the run a hit needs below ``r``'s replay boundary and its junction."""
+        if not self.cfg.rules.sparse_retention:
+            return True
         g = self.groups[gi]
         need = cdiv(g.window - 1, g.block)
         ends = [(r.P - 1) // self.B * self.B // g.block]
@@ -413,8 +415,9 @@ class PrefixCachingPool:
                         col = (q // self.B * self.B) // g.block - 1
                         if col >= 0:
                             cols.add(col)
+                dense = not self.cfg.rules.sparse_retention
                 for col, b in s.mam[gi]:
-                    if start <= col < nfull and col in cols:
+                    if start <= col < nfull and (dense or col in cols):
                         pool.set_key(b, self._key(r, gi, col), True)
             s.ncached[gi] = nfull
 

@@ -63,6 +63,34 @@ class RuntimeRules:
     #: window that does not start at a block boundary (vLLM
     #: ``SlidingWindowSpec.max_admission_blocks_per_request``).
     window_admission_extra_block: bool = True
+    #: The long-prefill cap applies only while more than one request runs or
+    #: waits (vLLM 0.33.0); ``False``: it caps every chunk (vLLM 0.27.0).
+    long_prefill_cap_exempts_single_request: bool = True
+    #: A step schedules at most ``min(max_num_scheduled_tokens,
+    #: max_num_batched_tokens)`` tokens (vLLM 0.33.0's input budget); ``False``:
+    #: ``max_num_scheduled_tokens`` alone when it is set (vLLM 0.27.0).
+    budget_capped_by_batched_tokens: bool = True
+    #: Priority policy: after a request preempted itself the running scan goes
+    #: on with the next request (vLLM 0.33.0); ``False``: the scan stops (0.32.0, 0.27.0).
+    priority_self_preemption_continues: bool = True
+    #: Priority policy: a victim ahead of the current request moves the running
+    #: scan back one place (vLLM 0.33.0, 0.32.0); ``False``: only a victim
+    #: already scheduled in the step does (vLLM 0.27.0), so after an
+    #: unscheduled victim the scan skips one request.
+    priority_victim_always_shifts_scan: bool = True
+    #: R-38: of a windowed or Mamba group's blocks only those a later hit can
+    #: reach are cached (vLLM ``prefix_cache_retention_interval`` 0); ``False``:
+    #: every full block is cached (dense retention, vLLM 0.27.0's default).
+    sparse_retention: bool = True
+    #: 04 G-6: the align split's last cacheable stop is the last block boundary
+    #: strictly below the request's tokens (vLLM 0.33.0
+    #: ``get_mamba_prefill_checkpoint_position``); ``False``: the last boundary
+    #: at or below them (vLLM 0.27.0, ``num_tokens - num_tokens % block_size``).
+    align_last_stop_below_tokens: bool = True
+    #: The release's Mamba groups can hold prefill checkpoint blocks (R-6).
+    mamba_prefill_checkpoints: bool = True
+    #: The release has ring state groups (vLLM ``CircularBufferSpec``).
+    ring_groups: bool = True
     #: The scheduler settings of :data:`SCHEDULER_SETTINGS` the release has; a
     #: configuration that sets another one to a non-default value is refused.
     settings: frozenset[str] = attrs.field(default=SCHEDULER_SETTINGS, converter=frozenset)
