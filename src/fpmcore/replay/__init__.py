@@ -134,6 +134,7 @@ from typing import Any
 #: registering ``fpm replay`` (which imports :mod:`fpmcore.replay.cli`) stays cheap.
 _EXPORTS = {
     "check_config": "config", "config_from_profile": "config", "group_spec": "config", "make_config": "config",
+    "runtime_pin": "config",
     "ReplayChunk": "engine", "ReplayResult": "engine", "ReplayRun": "engine", "run_replay": "engine",
     "GroupSpec": "model", "LatencyTable": "model", "ReplayConfig": "model", "ReplayRequest": "model",
     "RuntimeRules": "rules", "default_rules": "rules",

@@ -195,6 +195,12 @@ def profile_prefix_caching(profile: Any, deployment: int = 0) -> bool:
     return bool(rm is not None and rm.enable_prefix_caching)
 
 
+def runtime_pin(profile: Any, deployment: int = 0) -> str:
+    """The runtime pin of a profile's deployment (``vllm==0.33.0``): whose replay rules apply."""
+    dep = profile.deployments[deployment]
+    return f"{dep.backend}=={dep.backend_version}"
+
+
 def config_from_profile(
     profile: Any,
     deployment: int = 0,
