@@ -90,6 +90,8 @@ typedef struct {
     int32_t priority_shift_if_scheduled;    /* priority: only a victim scheduled in the step moves the scan back */
     int32_t dense_retention;          /* every full block of a windowed or Mamba group is cached */
     int32_t align_last_stop_at_tokens;/* G-6: the last cacheable stop is at or below the tokens, not below */
+    int32_t mamba_boundary_recached;  /* R-37: a Mamba state keyed at the prompt boundary is keyed again (cached this step)
+                                         when its request is scheduled from there */
     int32_t no_mamba_checkpoints;     /* the release has no Mamba prefill checkpoint blocks (refused) */
     int32_t no_ring_groups;           /* the release has no ring state groups (refused) */
 } fpm_replay_rules;

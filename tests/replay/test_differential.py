@@ -62,7 +62,7 @@ def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int, groups: 
         mamba_same_step_rule=switch(), window_admission_extra_block=switch(),
         long_prefill_cap_exempts_single_request=switch(), budget_capped_by_batched_tokens=switch(),
         priority_self_preemption_continues=switch(), priority_victim_always_shifts_scan=switch(),
-        sparse_retention=switch(), align_last_stop_below_tokens=switch(),
+        sparse_retention=switch(), align_last_stop_below_tokens=switch(), keyed_mamba_state_not_recached=switch(),
         mamba_prefill_checkpoints=checkpoints or switch(), ring_groups=rings or switch(),
     )  # fmt: skip
     return kw

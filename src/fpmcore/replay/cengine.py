@@ -113,6 +113,7 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
     c.rules.priority_shift_if_scheduled = int(not rules.priority_victim_always_shifts_scan)
     c.rules.dense_retention = int(not rules.sparse_retention)
     c.rules.align_last_stop_at_tokens = int(not rules.align_last_stop_below_tokens)
+    c.rules.mamba_boundary_recached = int(not rules.keyed_mamba_state_not_recached)
     c.rules.no_mamba_checkpoints = int(not rules.mamba_prefill_checkpoints)
     c.rules.no_ring_groups = int(not rules.ring_groups)
     keep = [groups]

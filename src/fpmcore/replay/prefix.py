@@ -460,6 +460,26 @@ class PrefixCachingPool:
             elif s.ring[gi] == 0:
                 s.ring[gi] = pool.take_front()
         self._cache_blocks(r, min(a, r.len))
+        if not self.cfg.rules.keyed_mamba_state_not_recached:
+            self._recache_boundary_state(r, c)
+
+    def _recache_boundary_state(self, r: Any, c: int) -> None:
+        """vLLM 0.32.0 ``_cache_partial_tail_block``: a request scheduled from its prompt's last cacheable
+        boundary keys its Mamba state there once more, which counts as cached in this step (R-37)."""
+        if c <= 0 or c != (r.P - 1) // self.B * self.B:
+            return
+        s: PcHold = r.pc
+        for gi, g in enumerate(self.groups):
+            if g.kind != KIND_MAMBA:
+                continue
+            col = c // g.block - 1
+            for cc, b in s.mam[gi]:
+                if cc == col:
+                    k = self._key(r, gi, col)
+                    if self.pool.key[b] == k:
+                        self.pool.stamp[k] = self.pool.step
+                    else:
+                        self.pool.set_key(b, k, True)
 
     def release_all(self, r: Any) -> None:
         """R-8: one batch per group, highest block first."""

@@ -100,6 +100,13 @@ class RuntimeRules:
     #: ``False``: the last boundary at or below them (vLLM 0.27.0
     #: scheduler.py:392, ``num_tokens - num_tokens % block_size``).
     align_last_stop_below_tokens: bool = True
+    #: R-37: a request scheduled from its prompt's last cacheable boundary does
+    #: not key its Mamba state there again when it is keyed already (vLLM
+    #: 0.33.0 v1/core/single_type_kv_cache_manager.py:2112-2115); ``False``: it
+    #: keys it again, which marks it cached in that step, so a request whose
+    #: hit ends there waits one more step (vLLM 0.32.0
+    #: single_type_kv_cache_manager.py:1977-1982, 2087-2100).
+    keyed_mamba_state_not_recached: bool = True
     #: The release's Mamba groups can hold prefill checkpoint blocks (R-6;
     #: ``MambaSpec.num_prefill_checkpoint_blocks``, absent in vLLM 0.27.0);
     #: ``False``: such a group is refused (R-3).
