@@ -54,8 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from fpmcore.replay import make_config, run_replay  # noqa: E402
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules, default_rules  # noqa: E402
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules, default_rules  # noqa: E402
 from fpmcore.replay.trace import from_sched_json  # noqa: E402
 
 

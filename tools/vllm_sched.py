@@ -85,7 +85,8 @@ def features(vo) -> dict:
         "version": vo.vllm.__version__,
         "kv_cache_layouts": vo.resolve_kv_cache_layout is not None,
         "ring_groups": hasattr(kvi, "CircularBufferSpec"),
-        "mamba_prefill_checkpoints": "num_prefill_checkpoint_blocks" in {f.name for f in dataclasses.fields(kvi.MambaSpec)},
+        "mamba_prefill_checkpoints": "num_prefill_checkpoint_blocks"
+        in {f.name for f in dataclasses.fields(kvi.MambaSpec)},
         "scheduler_config_fields": sorted(f.name for f in dataclasses.fields(SchedulerConfig)),
     }
 

@@ -19,11 +19,10 @@ from test_latency import TABLE
 
 from fpmcore.errors import FpmError
 from fpmcore.replay import make_config, run_replay
-from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
-from fpmcore.replay.trace import parse_trace_lines
-
 from fpmcore.replay.engine import ReplayRun
+from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
 from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.trace import parse_trace_lines
 
 
 @st.composite

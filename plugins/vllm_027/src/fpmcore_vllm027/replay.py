@@ -33,7 +33,6 @@ Where 0.27.0 differs from vLLM 0.33.0, the engine's reference runtime
 from __future__ import annotations
 
 from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
-
 from fpmcore_vllm027.rules import VERSION
 
 #: vLLM 0.27.0's scheduler.

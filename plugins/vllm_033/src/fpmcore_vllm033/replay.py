@@ -11,7 +11,6 @@ scheduler setting the engine models is one of its ``SchedulerConfig`` fields
 from __future__ import annotations
 
 from fpmcore.replay.rules import RuntimeRules
-
 from fpmcore_vllm033.rules import VERSION
 
 #: vLLM 0.33.0's scheduler: every switch on, every setting.
