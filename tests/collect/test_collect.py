@@ -190,7 +190,7 @@ def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 300, "output_len": 8}\n')
     rep = run_fpm("replay", str(gdn_profile), "--trace", str(trace), "--fpm-table", str(table), "--json",
-                  host=make_host())
+                  host=make_host(entry_points=("vllm_033",)))  # its replay rules
     assert rep.exit_code == 0, rep.stderr
     assert rep.json()["summary"]["finished"] == 1
 

@@ -161,6 +161,8 @@ class ReplayConfig:
         """The tokens one step schedules at most: ``min(max_num_scheduled_tokens, max_num_batched_tokens)``."""
         if self.max_num_scheduled_tokens is None:
             return self.max_num_batched_tokens
+        if not self.rules.budget_capped_by_batched_tokens:
+            return self.max_num_scheduled_tokens
         return min(self.max_num_scheduled_tokens, self.max_num_batched_tokens)
 
     @property
