@@ -15,12 +15,28 @@ from typing import Any
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
 
 
-def _width(stream: Any) -> int | None:
-    """Terminals keep their width; files and pipes get 160 columns, so tables stay readable."""
+#: The width of output that goes to a file or a pipe: wide enough that rich
+#: never wraps a line; tables keep their natural width (they do not expand).
+PIPE_WIDTH = 10_000
+
+
+def _console(stream: Any) -> Any:
+    """A rich console on ``stream``.
+
+    A terminal keeps its width (``COLUMNS`` or the terminal's), and rich
+    wraps text between words there.  A file or a pipe never gets a value
+    wrapped or truncated: rich does not wrap (``soft_wrap``) and tables
+    take their natural width, so a line a program reads stays one line.
+    """
+    from rich.console import Console
+
     try:
-        return None if stream.isatty() else 160
+        tty = bool(stream.isatty())
     except (AttributeError, ValueError):
-        return 160
+        tty = False
+    if tty:
+        return Console(file=stream)
+    return Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
 
 
 class Context:
@@ -37,27 +53,26 @@ class Context:
         self.debug = debug
         self._out: Any = None
         self._err: Any = None
+        #: A JSON document was printed (``--json`` prints exactly one).
+        self.emitted_json = False
 
     @property
     def out(self) -> Any:
         if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(file=sys.stdout, width=_width(sys.stdout))
+            self._out = _console(sys.stdout)
         return self._out
 
     @property
     def err(self) -> Any:
         if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(file=sys.stderr, width=_width(sys.stderr))
+            self._err = _console(sys.stderr)
         return self._err
 
     def emit_json(self, document: dict[str, Any]) -> None:
         """Write one JSON document to stdout (``"schema": 1`` first)."""
         from fpmcore.jsonio import dumps_output
 
+        self.emitted_json = True
         sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
         sys.stdout.flush()
 

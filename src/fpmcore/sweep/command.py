@@ -29,18 +29,13 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
+from fpmcore.options import integer
 
 RULE = "sweep"
 
 
-def _workers(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
+#: A positive integer option, through the command line's one integer type (:mod:`fpmcore.options`).
+_workers = integer(minimum=1)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
