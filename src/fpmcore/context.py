@@ -39,6 +39,43 @@ def _console(stream: Any) -> Any:
     return Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
 
 
+def print_table(console: Any, table: Any) -> None:
+    """Print a rich table that reads well at any width (80 columns and up) and never breaks a word.
+
+    As it is when every column fits without cutting a word; else with
+    compact borders (a rule under the header, one space between columns);
+    else one block per row, ``header: value`` per line.  Piped, a table
+    keeps its natural width (:data:`PIPE_WIDTH`).
+    """
+    from rich import box
+
+    if _min_width(console, table) > console.width:
+        table.box, table.show_edge, table.pad_edge, table.padding = box.SIMPLE_HEAD, False, False, (0, 0)
+    if _min_width(console, table) <= console.width:
+        console.print(table)
+        return
+    _print_rows(console, table)
+
+
+def _min_width(console: Any, table: Any) -> int:
+    """The narrowest width at which ``table`` cuts no word (rich wraps cells between words)."""
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update(max_width=PIPE_WIDTH), table).minimum
+
+
+def _print_rows(console: Any, table: Any) -> None:
+    """A table too wide for the terminal as one block per row: the first cell, then ``header: value`` lines."""
+    if table.title:
+        console.print(table.title)
+    columns = table.columns
+    for i in range(table.row_count):
+        cells = [c._cells[i] for c in columns]
+        console.print(cells[0])
+        for column, cell in zip(columns[1:], cells[1:], strict=True):
+            console.print("  ", column.header, ": ", cell, sep="", highlight=False)
+
+
 class Context:
     """What a subcommand's ``run(args, ctx)`` gets.
 
@@ -67,6 +104,10 @@ class Context:
         if self._err is None:
             self._err = _console(sys.stderr)
         return self._err
+
+    def print_table(self, table: Any) -> None:
+        """:func:`print_table` on stdout."""
+        print_table(self.out, table)
 
     def emit_json(self, document: dict[str, Any]) -> None:
         """Write one JSON document to stdout (``"schema": 1`` first)."""

@@ -72,10 +72,11 @@ def test_incomplete_json_writes_no_profile(evidence, tmp_path, cli_host):
 def test_unreadable_folder_exits_2(tmp_path, cli_host):
     res = run_fpm("import", str(tmp_path / "missing"), "--json", host=cli_host)
     assert res.exit_code == 2
-    assert json.loads(res.stdout)["status"] == "incomplete"
+    assert json.loads(res.stdout)["status"] == "error"
     res = run_fpm("import", str(tmp_path), "--json", host=cli_host)  # no observations.json: I-1
     assert res.exit_code == 2
-    assert json.loads(res.stdout)["diagnostics"][0]["rule"] == "I-1"
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "error" and doc["diagnostics"][0]["rule"] == "I-1"
 
 
 def test_human_output(evidence, tmp_path, cli_host):
