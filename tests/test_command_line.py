@@ -288,3 +288,19 @@ def test_eighty_columns_on_a_terminal_break_no_word(host):
         for word in expected[argv[0]]:
             assert word in words or word in text.split(), (word, text)
         assert "…" not in text
+
+
+# --------------------------------------------------------------------------
+# found by the campaign: a table count beyond the C library's bound
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["batch_size", "total_prefill_tokens", "total_kv_read_tokens"])
+def test_a_table_count_beyond_the_replay_limit_is_r27(tmp_path, host, key):
+    doc = json.loads((ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json").read_bytes())
+    doc["rows"][0][key] = 2**63
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps(doc))
+    res = run_fpm("replay", str(PROFILE), "--trace", str(TRACE), "--fpm-table", str(table), host=host)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr == f"fpm: {table}: latency table row 0: {key} {2**63} exceeds the replay limit {2**40} [R-27]\n"

@@ -89,8 +89,13 @@ def _global_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser(host: PluginHost) -> argparse.ArgumentParser:
-    """The full parser: global options plus every registered subcommand."""
+def build_parser(host: PluginHost, only: str | None = None) -> argparse.ArgumentParser:
+    """The parser: global options plus every registered subcommand.
+
+    With ``only`` (the subcommand the command line names) only that
+    subcommand's options are configured; the others are listed with their
+    help, which is all ``fpm --help`` and argparse's choice check need.
+    """
     parser = _Parser(
         prog="fpm",
         parents=[_global_parser()],
@@ -105,7 +110,8 @@ def build_parser(host: PluginHost) -> argparse.ArgumentParser:
             continue  # the first registration wins (fpm_cli_commands)
         seen.add(command.name)
         p = sub.add_parser(command.name, help=command.help, description=command.help)
-        command.configure(p)
+        if only is None or command.name == only:
+            command.configure(p)
         p.set_defaults(_run=command.run)
     return parser
 
@@ -132,7 +138,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     argv = list(sys.argv[1:] if argv is None else argv)
     json_wanted = "--json" in argv
     try:
-        early, _ = _global_parser().parse_known_args(argv)
+        early, rest = _global_parser().parse_known_args(argv)
     except _UsageError as exc:
         sys.stderr.write(exc.usage)
         print(exc.message, file=sys.stderr)
@@ -143,7 +149,8 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     for warning in host.selection_warnings():
         print(one_line(f"fpm: warning: {warning}"), file=sys.stderr)
     try:
-        args = build_parser(host).parse_args(argv)
+        named = next((a for a in rest if not a.startswith("-")), None)
+        args = build_parser(host, only=named).parse_args(argv)
     except _UsageError as exc:
         sys.stderr.write(exc.usage)
         print(exc.message, file=sys.stderr)
