@@ -304,3 +304,18 @@ def test_a_table_count_beyond_the_replay_limit_is_r27(tmp_path, host, key):
     res = run_fpm("replay", str(PROFILE), "--trace", str(TRACE), "--fpm-table", str(table), host=host)
     assert (res.exit_code, res.stdout) == (2, "")
     assert res.stderr == f"fpm: {table}: latency table row 0: {key} {2**63} exceeds the replay limit {2**40} [R-27]\n"
+
+
+# --------------------------------------------------------------------------
+# §14 stdout on a full device
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["plugins"], ["schema", "profile"], ["profile", "check", str(PROFILE), "--json"],
+                                  ["plugins", "show", "glm53flash", "--json"]])  # fmt: skip
+def test_stdout_on_a_full_device_is_o5_not_an_internal_error(argv):
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "fpmcore", *argv], stdout=full, stderr=subprocess.PIPE, text=True,
+                             timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr == "fpm: stdout: cannot write the output: No space left on device [O-5]\n"

@@ -19,6 +19,8 @@ printed as one diagnostic line; a traceback is shown only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -125,6 +127,29 @@ def _error_document(ctx: Context | None, json_wanted: bool, rule: str, message: 
     )
 
 
+#: Errors of a write that the output's device gives (no space, quota, file size, I/O).
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _internal_error(ctx: Context, exc: BaseException) -> int:
+    from fpmcore.jsonio import one_line
+
+    message = one_line(f"internal error: {type(exc).__name__}: {exc}")
+    print(f"fpm: {message} (run with --debug for the traceback)", file=sys.stderr)
+    _error_document(ctx, ctx.json, "internal", message)
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # not a file (tests capture stdout in memory)
+        pass
+
+
 def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -> int:
     """Run ``fpm`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
@@ -164,7 +189,9 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)
     try:
-        return int(args._run(args, ctx))
+        code = int(args._run(args, ctx))
+        sys.stdout.flush()  # a full device fails here, not in the interpreter's last flush
+        return code
     except FpmError as exc:
         if args.debug:
             raise
@@ -177,13 +204,19 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        if args.debug or exc.filename is not None or exc.errno not in _WRITE_ERRORS:
+            if args.debug:
+                raise
+            return _internal_error(ctx, exc)
+        # stdout cannot take the output (/dev/full, a full disk): O-5, and no second error at exit
+        print(one_line(f"fpm: stdout: cannot write the output: {exc.strerror} [O-5]"), file=sys.stderr)
+        _silence_stdout()
+        return EXIT_USAGE
     except Exception as exc:
         if args.debug:
             raise
-        message = one_line(f"internal error: {type(exc).__name__}: {exc}")
-        print(f"fpm: {message} (run with --debug for the traceback)", file=sys.stderr)
-        _error_document(ctx, ctx.json, "internal", message)
-        return EXIT_USAGE
+        return _internal_error(ctx, exc)
 
 
 def run() -> None:
