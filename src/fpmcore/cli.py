@@ -205,9 +205,9 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:
-        if args.debug or exc.filename is not None or exc.errno not in _WRITE_ERRORS:
-            if args.debug:
-                raise
+        if args.debug:
+            raise
+        if exc.filename is not None or exc.errno not in _WRITE_ERRORS:
             return _internal_error(ctx, exc)
         # stdout cannot take the output (/dev/full, a full disk): O-5, and no second error at exit
         print(one_line(f"fpm: stdout: cannot write the output: {exc.strerror} [O-5]"), file=sys.stderr)
