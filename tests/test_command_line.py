@@ -319,3 +319,19 @@ def test_stdout_on_a_full_device_is_o5_not_an_internal_error(argv):
                              timeout=120, check=False)  # fmt: skip
     assert res.returncode == 2
     assert res.stderr == "fpm: stdout: cannot write the output: No space left on device [O-5]\n"
+
+
+# --------------------------------------------------------------------------
+# found by the campaign: an arrival time near the largest double
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arrival", ["1e308", "1.7976931348623157e308", "1e20"])
+def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arrival):
+    """It was a hang: the step search stepped down one by one where a double cannot tell k from k - 1 (§12)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(f'{{"request_id": "a", "arrival_time": {arrival}, "prompt_len": 3000, "output_len": 4}}\n')
+    res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr.startswith("fpm: trace line 1: arrival at step ") and res.stderr.endswith(
+        " is beyond the replay limit of 50000000 steps [R-32]\n")
