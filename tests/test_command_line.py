@@ -94,8 +94,10 @@ def test_a_disabled_model_plugin_is_named_when_selected(tmp_path):
     host = make_host(entry_points=("vllm_033", "glm53flash"), disable=("glm53flash",))
     res = run_fpm("plan", str(PROFILE), "--model", "glm53flash", host=host)
     assert res.exit_code == 2
-    assert res.stderr == (f"fpm: {PROFILE}: model plugin 'glm53flash' is disabled: disabled by FPM_DISABLE_PLUGINS "
-                          "or --disable-plugin [plugins]\n")  # never the model-agnostic grid in its place
+    assert res.stderr == (
+        f"fpm: {PROFILE}: model plugin 'glm53flash' is disabled: disabled by FPM_DISABLE_PLUGINS "
+        "or --disable-plugin [plugins]\n"
+    )  # never the model-agnostic grid in its place
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -156,8 +158,13 @@ def test_the_syntax_error_example_of_the_issue(tmp_path, host):
     bad.write_bytes(b'{"a":\n')
     res = run_fpm("profile", "check", str(bad), "--json", host=host)
     assert res.exit_code == 2
-    assert json.loads(res.stdout) == {"schema": 1, "status": "error", "diagnostics": [
-        {"rule": "JSON", "message": "invalid JSON: Expecting value at line 2 column 1", "where": str(bad)}]}
+    assert json.loads(res.stdout) == {
+        "schema": 1,
+        "status": "error",
+        "diagnostics": [
+            {"rule": "JSON", "message": "invalid JSON: Expecting value at line 2 column 1", "where": str(bad)}
+        ],
+    }
 
 
 # --------------------------------------------------------------------------
@@ -260,7 +267,6 @@ def test_piped_diagnostics_stay_one_line(tmp_path):
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and len(res.stderr) > 200
     assert res.stderr == f"fpm: {trace}: trace line 1: unknown field bogus [R-33]\n"
-    long_label = tmp_path / "ev"
     res = _fpm("import", str(tmp_path / ("x" * 200)), columns=80)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and len(res.stderr) > 200
 
@@ -334,4 +340,5 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert (res.exit_code, res.stdout) == (2, "")
     assert res.stderr.startswith("fpm: trace line 1: arrival at step ") and res.stderr.endswith(
-        " is beyond the replay limit of 50000000 steps [R-32]\n")
+        " is beyond the replay limit of 50000000 steps [R-32]\n"
+    )

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+import fpm_import_glm_fixture as G
 import pytest
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.importer import import_command
 from fpmcore.testing import make_host, run_fpm
-
-import fpm_import_glm_fixture as G
 
 
 class ImportCommand:

@@ -11,8 +11,8 @@ continues), 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from fpmcore.hooktypes import CliCommand

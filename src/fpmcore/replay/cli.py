@@ -46,7 +46,6 @@ from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 from fpmcore.options import integer
 
-
 #: Integer options read through the command line's one integer type (:mod:`fpmcore.options`).
 _positive = integer(minimum=1)
 _non_negative = integer(minimum=0)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
