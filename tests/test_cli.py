@@ -76,7 +76,10 @@ def test_profile_check_unreadable_exits_2(run_fpm, tmp_path, content, message):
         path.write_bytes(content)
     result = run_fpm("profile", "check", str(path), "--json")
     assert result.exit_code == 2
-    assert result.stdout == ""  # --json prints only JSON, and nothing on failure of the input
+    # --json: exactly one JSON document on stdout, an error too (issue 13 §5); the line on stderr
+    assert json.loads(result.stdout) == {
+        "schema": 1, "status": "error", "diagnostics": [{"rule": "JSON", "message": message, "where": str(path)}],
+    }  # fmt: skip
     assert result.stderr == f"fpm: {path}: {message} [JSON]\n"
 
 

@@ -19,6 +19,8 @@ printed as one diagnostic line; a traceback is shown only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +29,7 @@ import fpmcore
 from fpmcore import commands
 from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
+from fpmcore.options import integer, number
 from fpmcore.plugins import PluginHost
 
 #: The built-in plugins the command line registers before any other plugin.
@@ -43,15 +46,43 @@ def build_host(**kwargs: Any) -> PluginHost:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that exits 2 through an exception, so tests can run ``main`` in-process."""
+    """argparse that exits 2 through an exception, so tests can run ``main`` in-process.
+
+    ``type=int`` and ``type=float`` of any option (fpmcore's or a plugin's)
+    read through :func:`fpmcore.options.integer` and
+    :func:`fpmcore.options.number`: bounded, finite, named in the error.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", int, integer())
+        self.register("type", float, number())
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        raise _UsageError(f"{self.prog}: error: {message}")
+        raise _UsageError(f"{self.prog}: error: {message}", self.format_usage())
+
+
+class _SubParser(_Parser):
+    """A subcommand's parser: an argument it does not know is its own error, shown with its own usage.
+
+    Everything after a subcommand's name belongs to the subcommand, so an
+    argument left over is never the top-level parser's.
+    """
+
+    def parse_known_args(  # type: ignore[override]  # one signature for the overloads
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 class _UsageError(Exception):
-    pass
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
 
 
 def _global_parser() -> argparse.ArgumentParser:
@@ -62,8 +93,13 @@ def _global_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser(host: PluginHost) -> argparse.ArgumentParser:
-    """The full parser: global options plus every registered subcommand."""
+def build_parser(host: PluginHost, only: str | None = None) -> argparse.ArgumentParser:
+    """The parser: global options plus every registered subcommand.
+
+    With ``only`` (the subcommand the command line names) only that
+    subcommand's options are configured; the others are listed with their
+    help, which is all ``fpm --help`` and argparse's choice check need.
+    """
     parser = _Parser(
         prog="fpm",
         parents=[_global_parser()],
@@ -71,61 +107,118 @@ def build_parser(host: PluginHost) -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 negative verdict, 2 bad usage or unreadable input.",
     )
     parser.add_argument("--version", action="version", version=f"fpm {fpmcore.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_SubParser)
     seen: set[str] = set()
     for _plugin, command in host.hooks.cli_commands():
         if command.name in seen:
             continue  # the first registration wins (fpm_cli_commands)
         seen.add(command.name)
         p = sub.add_parser(command.name, help=command.help, description=command.help)
-        command.configure(p)
+        if only is None or command.name == only:
+            command.configure(p)
         p.set_defaults(_run=command.run)
     return parser
+
+
+def _error_document(ctx: Context | None, json_wanted: bool, rule: str, message: str, where: str = "") -> None:
+    """``--json``: the one JSON document of a run that ends in an error (exit 2), unless one was printed already."""
+    if not json_wanted or (ctx is not None and ctx.emitted_json):
+        return
+    (ctx or Context(None, json=True, debug=False)).emit_json(
+        {"status": "error", "diagnostics": [{"rule": rule, "message": message, "where": where}]}
+    )
+
+
+#: Errors of a write that the output's device gives (no space, quota, file size, I/O).
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _internal_error(ctx: Context, exc: BaseException) -> int:
+    from fpmcore.jsonio import one_line
+
+    message = one_line(f"internal error: {type(exc).__name__}: {exc}")
+    print(f"fpm: {message} (run with --debug for the traceback)", file=sys.stderr)
+    _error_document(ctx, ctx.json, "internal", message)
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # not a file (tests capture stdout in memory)
+        pass
 
 
 def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -> int:
     """Run ``fpm`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     ``host`` replaces the plugin host built from the environment (tests).
+    Every error ends here: one diagnostic line on stderr and, with
+    ``--json``, one document ``{"schema": 1, "status": "error",
+    "diagnostics": [...]}`` on stdout (unless the command printed its own).
     """
+    from fpmcore.jsonio import one_line  # a value from the input never breaks the line
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    json_wanted = "--json" in argv
     try:
-        early, _ = _global_parser().parse_known_args(argv)
+        early, rest = _global_parser().parse_known_args(argv)
     except _UsageError as exc:
-        print(exc, file=sys.stderr)
+        sys.stderr.write(exc.usage)
+        print(exc.message, file=sys.stderr)
+        _error_document(None, json_wanted, "usage", exc.message)
         return EXIT_USAGE
     if host is None:  # FPM_STRICT_PLUGINS=1 raises from here, with the plugin's traceback
         host = build_host(enable=early.plugin, disable=early.disable_plugin)
+    for warning in host.selection_warnings():
+        print(one_line(f"fpm: warning: {warning}"), file=sys.stderr)
     try:
-        args = build_parser(host).parse_args(argv)
+        named = next((a for a in rest if not a.startswith("-")), None)
+        args = build_parser(host, only=named).parse_args(argv)
     except _UsageError as exc:
-        print(exc, file=sys.stderr)
+        sys.stderr.write(exc.usage)
+        print(exc.message, file=sys.stderr)
+        _error_document(None, json_wanted, "usage", exc.message)
         return EXIT_USAGE
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     if getattr(args, "_run", None) is None:
         build_parser(host).print_help(sys.stderr)
+        _error_document(None, json_wanted, "usage", "fpm: error: no command given")
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)
     try:
-        return int(args._run(args, ctx))
+        code = int(args._run(args, ctx))
+        sys.stdout.flush()  # a full device fails here, not in the interpreter's last flush
+        return code
     except FpmError as exc:
         if args.debug:
             raise
-        from fpmcore.jsonio import one_line  # a value from the input never breaks the line
-
         print(one_line(f"fpm: {exc} [{exc.rule}]"), file=sys.stderr)
+        _error_document(ctx, ctx.json, exc.rule, one_line(exc.message), one_line(exc.where))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("fpm: interrupted", file=sys.stderr)
+        _error_document(ctx, ctx.json, "interrupted", "interrupted")
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        if args.debug:
+            raise
+        if exc.filename is not None or exc.errno not in _WRITE_ERRORS:
+            return _internal_error(ctx, exc)
+        # stdout cannot take the output (/dev/full, a full disk): O-5, and no second error at exit
+        print(one_line(f"fpm: stdout: cannot write the output: {exc.strerror} [O-5]"), file=sys.stderr)
+        _silence_stdout()
+        return EXIT_USAGE
     except Exception as exc:
         if args.debug:
             raise
-        print(f"fpm: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
-        return EXIT_USAGE
+        return _internal_error(ctx, exc)
 
 
 def run() -> None:

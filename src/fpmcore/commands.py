@@ -16,7 +16,7 @@ import argparse
 import importlib
 from typing import Any
 
-from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context
+from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
 from fpmcore.errors import FpmError
 from fpmcore.hookspecs import hookimpl
 from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
@@ -93,7 +93,7 @@ def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
             ("status", rec.status), ("error", rec.error), ("summary", rec.summary), ("module", rec.module),
         ):  # fmt: skip
             table.add_row(f"[bold]{key}[/]", "" if value is None else str(value))
-        ctx.out.print(table)
+        print_table(ctx.out, table)
         return EXIT_OK
 
     records = [r for r in ctx.host.records if args.all or r.kind != "builtin"]
@@ -104,14 +104,14 @@ def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
 
     table = Table(title="fpmcore plugins")
     for col in ("ID", "distribution", "version", "kind", "targets", "hooks", "status"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col)
     for r in records:
         style = _STATUS_STYLE[r.status]
         status = f"[{style}]{r.status}[/]" + (f"\n{r.error}" if r.error else "")
         hooks = ", ".join(h.removeprefix("fpm_") for h in r.hooks if h != "fpm_plugin_info")
         table.add_row(r.id, r.distribution or "-", r.version or "-", r.kind or "-",
                       ", ".join(r.targets) or "-", hooks or "-", status)  # fmt: skip
-    ctx.out.print(table)
+    print_table(ctx.out, table)
     if not records:
         ctx.err.print("no plugins installed (pip install fpmcore-vllm033, …)")
     return EXIT_OK
@@ -209,7 +209,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
                 "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
             )  # fmt: skip
         if res.cache_groups:
-            ctx.out.print(table)
+            print_table(ctx.out, table)
 
 
 # ---------------------------------------------------------------------------

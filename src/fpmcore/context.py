@@ -15,12 +15,65 @@ from typing import Any
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
 
 
-def _width(stream: Any) -> int | None:
-    """Terminals keep their width; files and pipes get 160 columns, so tables stay readable."""
+#: The width of output that goes to a file or a pipe: wide enough that rich
+#: never wraps a line; tables keep their natural width (they do not expand).
+PIPE_WIDTH = 10_000
+
+
+def _console(stream: Any) -> Any:
+    """A rich console on ``stream``.
+
+    A terminal keeps its width (``COLUMNS`` or the terminal's), and rich
+    wraps text between words there.  A file or a pipe never gets a value
+    wrapped or truncated: rich does not wrap (``soft_wrap``) and tables
+    take their natural width, so a line a program reads stays one line.
+    """
+    from rich.console import Console
+
     try:
-        return None if stream.isatty() else 160
+        tty = bool(stream.isatty())
     except (AttributeError, ValueError):
-        return 160
+        tty = False
+    if tty:
+        return Console(file=stream)
+    return Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
+
+
+def print_table(console: Any, table: Any) -> None:
+    """Print a rich table that reads well at any width (80 columns and up) and never breaks a word.
+
+    As it is when every column fits without cutting a word; else with
+    compact borders (a rule under the header, one space between columns);
+    else one block per row, ``header: value`` per line.  Piped, a table
+    keeps its natural width (:data:`PIPE_WIDTH`).
+    """
+    from rich import box
+
+    if _min_width(console, table) > console.width:
+        table.box, table.show_edge, table.pad_edge, table.padding = box.SIMPLE_HEAD, False, False, (0, 0)
+    if _min_width(console, table) <= console.width:
+        console.print(table)
+        return
+    _print_rows(console, table)
+
+
+def _min_width(console: Any, table: Any) -> int:
+    """The narrowest width at which ``table`` cuts no word (rich wraps cells between words)."""
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update(max_width=PIPE_WIDTH), table).minimum
+
+
+def _print_rows(console: Any, table: Any) -> None:
+    """A table too wide for the terminal as one block per row: the first cell, then ``header: value`` lines."""
+    if table.title:
+        console.print(table.title)
+    columns = table.columns
+    for i in range(table.row_count):
+        cells = [c._cells[i] for c in columns]
+        console.print(cells[0])
+        for column, cell in zip(columns[1:], cells[1:], strict=True):
+            console.print("  ", column.header, ": ", cell, sep="", highlight=False)
 
 
 class Context:
@@ -37,27 +90,30 @@ class Context:
         self.debug = debug
         self._out: Any = None
         self._err: Any = None
+        #: A JSON document was printed (``--json`` prints exactly one).
+        self.emitted_json = False
 
     @property
     def out(self) -> Any:
         if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(file=sys.stdout, width=_width(sys.stdout))
+            self._out = _console(sys.stdout)
         return self._out
 
     @property
     def err(self) -> Any:
         if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(file=sys.stderr, width=_width(sys.stderr))
+            self._err = _console(sys.stderr)
         return self._err
+
+    def print_table(self, table: Any) -> None:
+        """:func:`print_table` on stdout."""
+        print_table(self.out, table)
 
     def emit_json(self, document: dict[str, Any]) -> None:
         """Write one JSON document to stdout (``"schema": 1`` first)."""
         from fpmcore.jsonio import dumps_output
 
+        self.emitted_json = True
         sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
         sys.stdout.flush()
 

@@ -29,6 +29,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, cast
 
+from fpmcore.context import print_table
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
 from fpmcore.schema import MAX_U32
@@ -110,6 +111,10 @@ def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanL
     """The point list of the model plugin of ``model`` (``fpm_generate_points``), or the model-agnostic grid
     (:mod:`fpmcore.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
     models = host.hooks.model(model)
+    if models.plugin is None:
+        off = [r for r in host.records if r.id == model and r.status != "ok"]
+        if off:  # the plugin named is there but not loaded: never a silent fall-back to the grid
+            raise FpmError("plugins", f"model plugin '{model}' is {off[0].status}: {off[0].error}")
     if models.plugin is not None and models.plugin in host.hooks.implementers("fpm_generate_points"):
         return cast(PointPlan, models.generate_points(profile=profile, deployment=deployment, limits=limits))
     from fpmcore import point_grid
@@ -435,7 +440,7 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
         rules.add_column(col, justify="left" if col == "rule" else "right")
     for rule, n in plan.dropped.items():
         rules.add_row(rule, f"{n:,}", str(evaluated.get(rule, "-")))
-    console.print(rules)
+    print_table(console, rules)
     console.print(f"digest {plan.digest}", highlight=False)
     console.print(f"smoke: {len(plan.smoke)} points, digest {_short(report.get('smoke_digest'))}",
                   highlight=False)
@@ -446,7 +451,7 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
             table.add_column(k, justify="left" if k == "phase" else "right")
         for p in plan.smoke:
             table.add_row(*(str(p.get(k, "")) for k in keys))
-        console.print(table)
+        print_table(console, table)
     if "capacity_estimate_blocks" in report:
         over = report.get("over_free_points")
         console.print(

@@ -120,6 +120,9 @@ class PluginHost:
         self.allow = _env_list(env, "FPM_PLUGINS")
         self.enable = set(enable)
         self.disable = _env_list(env, "FPM_DISABLE_PLUGINS") | set(disable)
+        #: Where each selection came from, for :meth:`selection_warnings`.
+        self._asked = {"FPM_PLUGINS": self.allow, "--plugin": self.enable,
+                       "--disable-plugin or FPM_DISABLE_PLUGINS": self.disable}  # fmt: skip
         self.autoload = (not _env_flag(env, "FPM_DISABLE_PLUGIN_AUTOLOAD")) if autoload is None else autoload
         self._records: dict[str, PluginRecord] = {}
         self.hooks = Hooks(self)
@@ -283,6 +286,35 @@ class PluginHost:
 
     # -- queries -----------------------------------------------------------------------
 
+    def selection_warnings(self) -> list[str]:
+        """One line per selection (``FPM_PLUGINS``, ``--plugin``, ``--disable-plugin``) naming ids no plugin has.
+
+        A mistyped id is a likely mistake that would otherwise pass in
+        silence; an allow list that names no plugin disables every plugin.
+        """
+        known = sorted(r.id for r in self._records.values() if r.kind != "builtin")
+        lines = []
+        for source, ids in self._asked.items():
+            unknown = sorted(ids - set(self._records))
+            if not unknown:
+                continue
+            line = f"{source} names no installed plugin {', '.join(repr(i) for i in unknown)}"
+            if source == "FPM_PLUGINS" and not (self.allow & set(self._records)):
+                line += " (so every plugin is disabled)"
+            lines.append(f"{line}; installed plugins: {', '.join(known) or 'none'}")
+        return lines
+
+    def not_loaded(self) -> str:
+        """``<id> (<status>: <reason>), …`` of the plugins that failed or that a selection disabled; ``""`` when none.
+
+        A plugin left out only because autoload is off is not named: that is
+        the host's mode, not a choice about that plugin.
+        """
+        chosen = self.disable | (set(self._records) - self.allow if self.allow else set())
+        off = [r for r in self.records if r.status in ("failed", "incompatible")
+               or (r.status == "disabled" and r.id in chosen)]  # fmt: skip
+        return ", ".join(f"{r.id} ({r.status}: {r.error})" if r.error else f"{r.id} ({r.status})" for r in off)
+
     @property
     def records(self) -> list[PluginRecord]:
         """Every plugin record, built-ins first, then by id."""
@@ -307,7 +339,9 @@ class PluginHost:
             return found[0]
         if not found:
             installed = ", ".join(f"{r.id} ({', '.join(r.targets)})" for r in runtimes) or "none"
-            raise FpmError("plugins", f"no runtime plugin for {pin}; installed runtime plugins: {installed}")
+            off = self.not_loaded()
+            raise FpmError("plugins", f"no runtime plugin for {pin}; installed runtime plugins: {installed}"
+                                      + (f"; not loaded: {off}" if off else ""))  # fmt: skip
         raise FpmError("plugins", f"runtime {pin} is claimed by more than one plugin: {', '.join(r.id for r in found)}")
 
     def select_model(self, model: str) -> PluginRecord:
@@ -318,5 +352,7 @@ class PluginHost:
             return found[0]
         if not found:
             installed = ", ".join(f"{r.id} ({', '.join(r.targets)})" for r in models) or "none"
-            raise FpmError("plugins", f"no model plugin for '{model}'; installed model plugins: {installed}")
+            off = self.not_loaded()
+            raise FpmError("plugins", f"no model plugin for '{model}'; installed model plugins: {installed}"
+                                      + (f"; not loaded: {off}" if off else ""))  # fmt: skip
         raise FpmError("plugins", f"model '{model}' is claimed by more than one plugin: {', '.join(r.id for r in found)}")

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from typing import Any
 
+from fpmcore.context import print_table
 from fpmcore.hooktypes import CliCommand
 
 #: The runtime framework whose installed version selects the plugin.
@@ -324,7 +325,7 @@ def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: d
             table.add_column(col, justify="left" if col == "class" else "right")
         for gid, g in enumerate(s["groups"]):
             table.add_row(str(gid), str(g["class"]), str(len(g["layers"])), str(g["block_size"]), str(g["page_size_bytes"]))
-        ctx.out.print(table)
+        print_table(ctx.out, table)
         cc = s.get("cache_config", {})
         ctx.out.print(
             f"{s['num_blocks']} blocks ({s['free_blocks']} free), scheduler block {s['block_size']}, hash block "
@@ -351,7 +352,7 @@ def _print_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[s
                 str(g["num_layers"]),
                 str(g["block_size"]), str(g["group_page_bytes"]), str(g["startup_blocks_per_request"]),
             )  # fmt: skip
-        ctx.out.print(table)
+        print_table(ctx.out, table)
         ctx.out.print(
             f"pool page {s['pool_page_bytes']} B, {s['num_blocks']} blocks ({s['free_blocks']} free), "
             f"scheduler block {s['scheduler_block_size']}, hash block {s['hash_block_size']}, "

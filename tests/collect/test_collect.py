@@ -131,7 +131,7 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
     assert r.exit_code == 2 and "--spacing 0.5 differs from the run's 0.0" in r.stderr
     r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "c"),
                 "--repetitions", "2", host=host)
-    assert r.exit_code == 2 and "must be at least 3" in r.stderr
+    assert r.exit_code == 2 and "argument --repetitions: must be an integer from 3 to " in r.stderr
     assert engine.engines == []
 
 

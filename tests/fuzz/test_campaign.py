@@ -29,18 +29,22 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from fpmcore.testing import make_host, run_fpm
+from tests.fuzz.conftest import count, examples, work_dir
 from tests.fuzz.mutations import copy_example, encode, mutate_bytes, mutate_document, mutate_evidence, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
 EVIDENCE = [ROOT / "examples" / "probes" / "sliding-window", ROOT / "examples" / "probes" / "vllm-0.27.0-plain"]
 
-EXAMPLES = int(os.environ.get("FPM_FUZZ_EXAMPLES", "150"))
 SEED = int(os.environ.get("FPM_FUZZ_SEED", "20261201"))
-CAMPAIGN = settings(
-    max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)  # fmt: skip
+
+
+def campaign(kind: str) -> settings:
+    """The settings of one test: its examples (``FPM_FUZZ_EXAMPLES_<KIND>``), no database, no deadline."""
+    return settings(
+        max_examples=examples(kind), deadline=None, database=None, derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )  # fmt: skip
 
 #: ``fpm: <place>: <message> [<rule>]`` and the import's ``fpm import: … [<rule>]``: a refusal names its rule.
 _RULE_LINE = re.compile(r"^fpm( import| plan)?: .+ \[(?:[A-Z]+-[A-Z0-9]+|JSON|plugins)\]$")
@@ -74,13 +78,13 @@ def _plan_complete(path: Path) -> None:
 
 
 @seed(SEED)
-@CAMPAIGN
+@campaign("profiles")
 @given(data=st.data())
 def test_mutated_profiles(host, data):
     """``fpm profile check`` and ``fpm plan -o`` on a mutated GLM profile."""
     base = json.loads(PROFILE.read_bytes())
     raw = mutate_bytes(data, encode(mutate_document(data, base)).encode("utf-8"))
-    with tempfile.TemporaryDirectory(prefix="fpm-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fpm-fuzz-", dir=work_dir()) as tmp:
         root = Path(tmp)
         path = root / "in" / "p.fpm-profile.json"
         path.parent.mkdir()
@@ -89,8 +93,10 @@ def test_mutated_profiles(host, data):
         before = snapshot(root)
         res = run_fpm("profile", "check", str(path), "--json", host=host)
         _no_crash(res)
-        if res.exit_code == 2:
-            assert res.stdout == "" and _RULE_LINE.match(res.stderr.strip()), res.stderr
+        if res.exit_code == 2:  # --json: the error document, and the line on stderr
+            doc = json.loads(res.stdout)
+            assert doc["status"] == "error" and doc["diagnostics"][0]["rule"], doc
+            assert _RULE_LINE.match(res.stderr.strip()), res.stderr
         else:
             doc = json.loads(res.stdout)
             assert doc["status"] == ("valid" if res.exit_code == 0 else "invalid")
@@ -105,14 +111,15 @@ def test_mutated_profiles(host, data):
             assert res.exit_code == 0
             _plan_complete(out)
         assert sorted(p.name for p in (root / "out").iterdir()) in ([], ["plan.json"])
+    count("profiles")
 
 
 @seed(SEED)
-@CAMPAIGN
+@campaign("evidence")
 @given(data=st.data(), example=st.sampled_from(EVIDENCE))
 def test_mutated_evidence_folders(host, data, example):
     """``fpm import DIR -o OUT --json`` on a mutated evidence folder (records, manifests, index, labels, files)."""
-    with tempfile.TemporaryDirectory(prefix="fpm-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fpm-fuzz-", dir=work_dir()) as tmp:
         root = Path(tmp)
         ev = copy_example(example, root / "in" / "ev")
         mutate_evidence(data, ev)
@@ -141,3 +148,4 @@ def test_mutated_evidence_folders(host, data, example):
             assert is_earlier_output(out)
         assert [p.name for p in (root / "out").iterdir()] in ([], ["result"])
         shutil.rmtree(root / "in", ignore_errors=True)
+    count("evidence folders")

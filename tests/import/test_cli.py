@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+import fpm_import_glm_fixture as G
 import pytest
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.importer import import_command
 from fpmcore.testing import make_host, run_fpm
-
-import fpm_import_glm_fixture as G
 
 
 class ImportCommand:
@@ -72,10 +71,11 @@ def test_incomplete_json_writes_no_profile(evidence, tmp_path, cli_host):
 def test_unreadable_folder_exits_2(tmp_path, cli_host):
     res = run_fpm("import", str(tmp_path / "missing"), "--json", host=cli_host)
     assert res.exit_code == 2
-    assert json.loads(res.stdout)["status"] == "incomplete"
+    assert json.loads(res.stdout)["status"] == "error"
     res = run_fpm("import", str(tmp_path), "--json", host=cli_host)  # no observations.json: I-1
     assert res.exit_code == 2
-    assert json.loads(res.stdout)["diagnostics"][0]["rule"] == "I-1"
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "error" and doc["diagnostics"][0]["rule"] == "I-1"
 
 
 def test_human_output(evidence, tmp_path, cli_host):

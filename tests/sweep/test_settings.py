@@ -56,10 +56,10 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
 
 
 @pytest.mark.parametrize("name,value,message", [
-    ("max_num_seqs", 8.0, "setting max_num_seqs (--max-num-seqs): must be a positive integer, got '8.0', found 8.0"),
+    ("max_num_seqs", 8.0, "setting max_num_seqs (--max-num-seqs): must be an integer from 1 to 1,099,511,627,776; got '8.0', found 8.0"),
     ("max_num_seqs", "8", "setting max_num_seqs (--max-num-seqs) takes a number, found \"8\""),
     ("max_num_seqs", True, "setting max_num_seqs (--max-num-seqs): bad value true"),
-    ("max_num_seqs", 0, "setting max_num_seqs (--max-num-seqs): must be a positive integer, got '0', found 0"),
+    ("max_num_seqs", 0, "setting max_num_seqs (--max-num-seqs): must be an integer from 1 to 1,099,511,627,776; got '0', found 0"),
     ("prefix_caching", True, 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found true'),
     ("prefix_caching", "yes", 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found "yes"'),
     ("no_reserve_full_isl", 1, "setting no_reserve_full_isl (--no-reserve-full-isl) takes true or false, found 1"),

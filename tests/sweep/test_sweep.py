@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -210,7 +211,8 @@ def test_best_table_by_objective_under_a_constraint(acceptance, tmp_path):
     (["--constraint", "p99_ttft_s<=nan"], "--constraint 'p99_ttft_s<=nan': the bound must be finite"),
     (["--objective", "best:x"], "--objective must be [max:|min:]METRIC, found 'best:x'"),
     (["--address", "127.0.0.1:6379"], "--address needs --engine ray"),
-    (["--plot", "/nonexistent-folder/x.png"], "--plot /nonexistent-folder/x.png: no such folder /nonexistent-folder"),
+    (["--plot", "/nonexistent-folder/x.png"], "/nonexistent-folder/x.png: the folder /nonexistent-folder does not exist; "
+                                              "fpm never creates missing folders (create it first) [O-1]"),
     (["--plot", "x.unknown"], "--plot x.unknown: unknown image format 'unknown'; use one of"),
 ])  # fmt: skip
 def test_option_refusals_come_before_any_run(acceptance, tmp_path, args, message):
@@ -220,6 +222,32 @@ def test_option_refusals_come_before_any_run(acceptance, tmp_path, args, message
     assert r.exit_code == 2
     assert r.stderr.startswith("fpm: ") and message in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_results_path_follows_the_output_rule(tmp_path):
+    """The results file goes through fpmcore.outputs like every command's output (O-1 … O-3), before any run."""
+    import shutil
+
+    from tests.sweep.support import GLM, GLM_TRACE
+
+    profile, trace = tmp_path / "p.fpm-profile.json", tmp_path / "t.jsonl"
+    shutil.copy(GLM, profile)
+    shutil.copy(GLM_TRACE, trace)
+    grid = write_grid(tmp_path / "grid.json", {"profiles": [profile.name], "traces": [trace.name]})
+    (tmp_path / "adir").mkdir()
+    cases = [
+        (tmp_path / "no" / "r.jsonl", "[O-1]"),
+        (tmp_path / "adir", "the output exists and is a directory, not a regular file [O-2]"),
+        (grid, "the output is the input"),
+        (profile, "the output is the input"),
+        (trace, "the output is the input"),
+    ]
+    for out, message in cases:
+        before = Path(out).read_bytes() if Path(out).is_file() else None
+        r = run_fpm("sweep", str(grid), "-o", str(out), "--resume")
+        assert r.exit_code == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert (Path(out).read_bytes() if Path(out).is_file() else None) == before
+    assert not (tmp_path / "no").exists()
 
 
 def test_ray_missing_is_a_clear_usage_error(acceptance, tmp_path, monkeypatch):

@@ -11,24 +11,18 @@ continues), 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from fpmcore.hooktypes import CliCommand
 
 
 def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
-        return v
+    """An integer option of at least ``low``, through the command line's one integer type (:mod:`fpmcore.options`)."""
+    from fpmcore.options import integer
 
-    return parse
+    return integer(minimum=low)
 
 
 def configure(p: argparse.ArgumentParser) -> None:

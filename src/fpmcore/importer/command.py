@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fpmcore.context import print_table
 from fpmcore.hooktypes import CliCommand
 
 if TYPE_CHECKING:  # the pipeline is imported when the command runs, so that `fpm --help` stays fast
@@ -71,7 +72,7 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
                 "-" if g["sliding_window"] is None else str(g["sliding_window"]),
                 str(g.get("blocks_per_request", "-")), ckpt,
             )
-        out.print(t)
+        print_table(out, t)
         mem = res["runtime_memory"]
         m = Table(title="runtime memory")
         m.add_column("field")
@@ -84,7 +85,7 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
             m.add_row(f"{s['phase']} dp{s['dp']} concurrency",
                       f"{s['kv_cache_max_concurrency']!r} = {s['num_blocks']} / {s['blocks_per_request']}")
             m.add_row(f"{s['phase']} dp{s['dp']} kv_cache_size_tokens", str(s["kv_cache_size_tokens"]))
-        out.print(m)
+        print_table(out, m)
     for r in run.results:  # what the runtime's rules accepted, one line each
         for note in r.notes:
             out.print(f"{r.configuration}: {note.render()}", soft_wrap=True, markup=False, highlight=False)
@@ -166,7 +167,10 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if getattr(args, "json", False) or getattr(ctx, "json", False):
         from fpmcore.jsonio import dumps_output
 
-        sys.stdout.write(dumps_output(_json_result(run_)).decode("utf-8"))
+        doc = _json_result(run_)
+        if code == EXIT_USAGE:  # unreadable evidence: the error document of every command (issue 13 §5)
+            doc["status"] = "error"
+        sys.stdout.write(dumps_output(doc).decode("utf-8"))
         sys.stdout.flush()
     else:
         _print_human(run_, ctx)
@@ -177,14 +181,13 @@ def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None
     if getattr(ctx, "json", False):
         from fpmcore.jsonio import dumps_output
 
-        doc = {"schema": 1, "status": "incomplete", "profile": None,
+        doc = {"schema": 1, "status": "error", "profile": None,
                "diagnostics": [{"rule": rule, "message": message, "where": where}]}
         sys.stdout.write(dumps_output(doc).decode("utf-8"))
         sys.stdout.flush()
-    else:
-        suffix = "" if rule == "usage" else f" [{rule}]"
-        place = f"{where}: " if where else ""
-        ctx.err.print(f"fpm import: {place}{message}{suffix}", markup=False, highlight=False, soft_wrap=True)
+    suffix = "" if rule == "usage" else f" [{rule}]"
+    place = f"{where}: " if where else ""
+    ctx.err.print(f"fpm import: {place}{message}{suffix}", markup=False, highlight=False, soft_wrap=True)
 
 
 def import_command() -> CliCommand:

@@ -221,6 +221,9 @@ class RuntimeServices(Protocol):
     def hybrid_versions(self) -> list[str]:
         """The versions whose installed plugin imports hybrid evidence (I-22), in plugin order."""
 
+    def not_loaded(self) -> str:
+        """``<id> (<status>: <reason>), …`` of the plugins that are disabled or failed; ``""`` when none is."""
+
 
 @attrs.define(eq=False)
 class Context:

@@ -119,7 +119,11 @@ class HostServices:
         for r in self.host.active("runtime"):
             versions = ", ".join(t.split("==", 1)[1] if "==" in t else t for t in r.targets)
             parts.append(f"{r.id} ({versions})")
-        return ", ".join(parts) or "none"
+        off = self.host.not_loaded()
+        return (", ".join(parts) or "none") + (f"; not loaded: {off}" if off else "")
+
+    def not_loaded(self) -> str:
+        return str(self.host.not_loaded())
 
     def classify(self, runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
         hooks = self._runtime(runtime)

@@ -59,7 +59,9 @@ def i22_hybrid_gate(ctx: Context, rec: Record) -> None:
     if version not in allowed:
         shown = version if isinstance(version, str) else show(version)
         need = f"vLLM {' or '.join(allowed)}" if allowed else "a runtime plugin that imports it; none is installed"
-        raise Refusal("I-22", f"hybrid cache evidence requires {need}; the record names vLLM {shown}")
+        off = getattr(ctx.services, "not_loaded", lambda: "")()
+        tail = f"; not loaded: {off}" if off else ""
+        raise Refusal("I-22", f"hybrid cache evidence requires {need}; the record names vLLM {shown}{tail}")
 
 
 def i23_versions(ctx: Context) -> Iterator[Finding]:

@@ -44,26 +44,11 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
+from fpmcore.options import integer
 
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
-
-def _non_negative(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return v
+#: Integer options read through the command line's one integer type (:mod:`fpmcore.options`).
+_positive = integer(minimum=1)
+_non_negative = integer(minimum=0)
 
 
 def _fraction(text: str) -> float:

@@ -109,8 +109,16 @@ class ReplayResult:
 
 
 def arrival_step_for(t: float, s: float) -> int:
-    """R-25: the first step ``k`` with ``k × s ≥ t`` (one double multiplication per candidate)."""
-    k = max(int(math.ceil(t / s)), 0)
+    """R-25: the first step ``k`` with ``k × s ≥ t`` (one double multiplication per candidate).
+
+    Past 2**53 steps (far past the replay's limit, which the caller checks) a
+    double cannot tell ``k`` from ``k - 1``: the quotient is the answer, in
+    constant time (an arrival time of 1e308 is a refusal, not a hang).
+    """
+    q = t / s
+    if not q <= 2**53:
+        return int(q) if math.isfinite(q) else 2**1024
+    k = max(int(math.ceil(q)), 0)
     while k > 0 and (k - 1) * s >= t:
         k -= 1
     while k * s < t:

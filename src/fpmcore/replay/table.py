@@ -38,6 +38,10 @@ def _int(row: Mapping[str, Any], key: str, i: int, where: str, minimum: int) -> 
     v = row.get(key)
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
         raise _bad(f"latency table row {i}: {key} must be an integer >= {minimum}, found {json.dumps(v)}", where)
+    from fpmcore.replay.model import MAX_TOKENS
+
+    if v > MAX_TOKENS:  # the C library's bound on counts (FPM_MAX_TOKENS)
+        raise _bad(f"latency table row {i}: {key} {v} exceeds the replay limit {MAX_TOKENS}", where)
     return v
 
 

@@ -86,6 +86,39 @@ def _err(msg: str, where: str = "") -> FpmError:
     return FpmError("R-33", msg, where)
 
 
+def _json_problem(exc: JsonError, line: str) -> str:
+    """What is wrong with a line the strict reader refused, and where; a line cut short says so."""
+    reason = exc.reason
+    if exc.column is not None:
+        reason += f" column {exc.column}" if reason.endswith(" at") else ""
+    place = ", ".join([*([exc.path] if exc.path else []),
+                       *([f"column {exc.column}"] if exc.column and not reason.endswith(f"column {exc.column}") else [])])
+    text = reason + (f" at {place}" if place else "")
+    if exc.kind == "syntax" and exc.column is not None and _ends_early(line):
+        text += " (the line ends before its JSON value does: truncated?)"
+    return text
+
+
+def _ends_early(line: str) -> bool:
+    """The JSON value of ``line`` is cut short: more brackets or braces open than closed, or a string left open."""
+    depth, in_string, escaped = 0, False, False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return in_string or depth > 0
+
+
 def _render(v: Any) -> str:
     return json.dumps(v)
 
@@ -108,8 +141,7 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         try:
             obj = loads(line)
         except JsonError as exc:  # the one strict reader: duplicate keys, NaN, lone surrogates, …
-            place = ", ".join([*([exc.path] if exc.path else []), *([f"column {exc.column}"] if exc.column else [])])
-            raise _err(f"{pre}: not a json object: {exc.reason}" + (f" at {place}" if place else ""), where) from None
+            raise _err(f"{pre}: not a json object: {_json_problem(exc, line)}", where) from None
         if not isinstance(obj, dict):
             raise _err(f"{pre}: not a json object", where)
         if "kv_handoff" in obj:
@@ -217,7 +249,8 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
         try:
             text = decode_utf8(text)
         except JsonError as exc:
-            raise _err(f"trace line {exc.line or 1}: not a json object: {exc.reason}", where) from None
+            raise _err(f"trace line {exc.line or 1}: not a json object: {exc.reason} (a binary file, not a JSONL trace)",
+                       where) from None
     if text == "":
         raise _err("trace is empty", where)
     lines = text.split("\n")

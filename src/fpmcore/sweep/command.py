@@ -24,23 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
+from fpmcore.options import integer
 
 RULE = "sweep"
 
 
-def _workers(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
+#: A positive integer option, through the command line's one integer type (:mod:`fpmcore.options`).
+_workers = integer(minimum=1)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -64,14 +58,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print {\"schema\": 1, \"rows\": [...]} on stdout")
 
 
-def _check_output(path: str, resume: bool) -> None:
-    p = Path(path)
-    if p.is_dir():
-        raise FpmError(RULE, f"results {path} is a folder")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise FpmError(RULE, f"results {path}: no such folder {parent}")
-    if p.exists() and not resume:
+def _check_output(path: str, resume: bool, inputs: Any = ()) -> None:
+    """The results file, before any run: the one output-path rule (:mod:`fpmcore.outputs`, O-1 … O-4), then resume.
+
+    The results file is appended to, one durable row at a time, so that a
+    killed sweep resumes (``--resume``) where it stopped; an existing file
+    without ``--resume`` is refused.
+    """
+    from fpmcore.outputs import check_output_path
+
+    target = check_output_path(path, inputs=inputs)
+    if target.exists() and not resume:
         raise FpmError(RULE, f"results {path} exists; --resume continues it (or remove it)")
 
 
@@ -122,8 +119,9 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         from fpmcore.sweep.plot import check_path
 
         check_path(args.plot)
-    _check_output(args.output, args.resume)
+    _check_output(args.output, args.resume, inputs=[args.grid])
     sweep = expand(args.grid, replay_rules=ctx.host.hooks.replay_rules)
+    _check_output(args.output, args.resume, inputs=[args.grid, *(i.path for i in sweep.inputs.values())])
     if not sweep.tasks:
         raise FpmError(RULE, "the grid makes no task", args.grid)
     objective.check_metrics([goal.metric] + [c.metric for c in constraints], _metric_names(sweep))

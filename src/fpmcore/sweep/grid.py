@@ -67,6 +67,8 @@ class Input:
     label: str
     digest: str
     value: Any = attrs.field(repr=False, eq=False)
+    #: The file it was read from (``None`` for a generated trace).
+    path: Path | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -140,7 +142,7 @@ def _load_profile(path: Path, label: str) -> Input:
     from fpmcore.profile import load_profile, profile_digest
 
     profile = load_profile(path)
-    return Input("profile", label, profile_digest(profile), profile)
+    return Input("profile", label, profile_digest(profile), profile, path)
 
 
 def _load_table(path: Path, label: str) -> Input:
@@ -149,11 +151,11 @@ def _load_table(path: Path, label: str) -> Input:
     from fpmcore.replay.table import table_rows
 
     table = load_table(path)
-    return Input("table", label, digest(table_rows(table)), table)
+    return Input("table", label, digest(table_rows(table)), table, path)
 
 
-def _trace_input(trace: Any, label: str) -> Input:
-    return Input("trace", label, _digest_bytes(trace.dumps().encode("utf-8")), trace)
+def _trace_input(trace: Any, label: str, path: Path | None = None) -> Input:
+    return Input("trace", label, _digest_bytes(trace.dumps().encode("utf-8")), trace, path)
 
 
 def _list(doc: Mapping[str, Any], key: str, where: str, *, required: bool) -> list[Any]:
@@ -286,7 +288,8 @@ def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None,
         if isinstance(item, str) and item:
             from fpmcore.replay import load_trace
 
-            trace_digests.append(keep(_trace_input(load_trace(_resolve(item, base, where)), item)))
+            trace_path = _resolve(item, base, where)
+            trace_digests.append(keep(_trace_input(load_trace(trace_path), item, trace_path)))
         elif isinstance(item, dict):
             from fpmcore.replay.trace import parse_trace_lines
 

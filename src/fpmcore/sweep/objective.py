@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from fpmcore.context import print_table
 from fpmcore.errors import FpmError
 
 RULE = "sweep"
@@ -165,7 +166,7 @@ def render_best(
         cells = [str(i), str(row["task"])] + [_fmt(axis_value(row, a)) for a in axes]
         cells += [_fmt(m.get(name)) for name in dict.fromkeys(shown_metrics)]
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table)
 
 
 __all__ = ["Constraint", "Objective", "axis_value", "best", "check_metrics", "metrics", "parse_constraint",

@@ -9,7 +9,6 @@ to scale; other axes are categories in grid order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,13 +43,9 @@ def check_path(path: str) -> None:
     plt.close("all")
     if fmt not in supported:
         raise FpmError(RULE, f"--plot {path}: unknown image format {fmt!r}; use one of {', '.join(sorted(supported))}")
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise FpmError(RULE, f"--plot {path} is a folder")
-    if not parent.is_dir():
-        raise FpmError(RULE, f"--plot {path}: no such folder {parent}")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise FpmError(RULE, f"--plot {path}: not writable")
+    from fpmcore.outputs import check_output_path
+
+    check_output_path(path)  # the one output-path rule (O-1 … O-4)
 
 
 def _numeric(values: Sequence[Any]) -> bool:
@@ -115,8 +110,14 @@ def plot(
         title += " (" + ", ".join(c.label for c in constraints) + ")"
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path)
+    import io
+
+    from fpmcore.outputs import write_file
+
+    image = io.BytesIO()
+    fig.savefig(image, format=Path(path).suffix.lower().lstrip("."))
     plt.close(fig)
+    write_file(path, image.getvalue())  # whole or not at all
 
 
 __all__ = ["check_path", "plot", "pyplot"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from fpmcore.context import print_table
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand, Diagnostic
 from fpmcore.validate.attempt import load_json_file
@@ -113,7 +114,7 @@ def _print(ctx: Any, results: list[CellResult]) -> None:
             t = Table(*_COLUMNS)
             for x in r.retained:
                 t.add_row(*(plain(v) for v in attrs.astuple(x)))
-            ctx.out.print(t)
+            print_table(ctx.out, t)
 
 
 def validate_command() -> CliCommand:
