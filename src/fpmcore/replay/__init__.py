@@ -125,6 +125,16 @@ RD-14 (R-40)  The verified envelope: every group kind with prefix caching on
     with output placeholders, a different step sequence the replay does not
     model), speculative decoding, KV connectors, LoRA, multimodal and
     structured outputs, data parallelism.
+RD-15 (R-31)  A table may carry ``shared_step_seconds`` ``S`` (``fpm
+    publish`` writes the smallest decode row's wall time): a step with both
+    phases lasts ``P + D − min(S, P, D)`` instead of ``P + D``.  Every row is
+    the time of a whole engine step, so each phase's value includes the cost
+    every step pays whatever its tokens (scheduling, input preparation,
+    reading the weights, sampling, output processing); a mixed step is one
+    forward and pays it once.  Measured on the vLLM 0.32.0 CPU engine with
+    the tiny plain model under queueing: the additive rule over-predicted
+    mixed steps by the decode phase's ≈ 7–11 ms, of which ≈ 7 ms is that cost.
+    Without the field (GLM tables, spec test vectors) the step is ``P + D``.
 """
 
 from importlib import import_module

@@ -4,7 +4,10 @@ A table file is JSON: either a list of rows or ``{"rows": [...]}``, each row
 ``{"phase": "prefill" | "decode", "batch_size": b, "total_prefill_tokens": t
 (prefill only), "total_kv_read_tokens": k, "wall_time_seconds": w}``.  When
 the source has one row per DP rank (an optional ``"dp_rank"`` key), the
-table keeps the maximum wall time over ranks (R-27).
+table keeps the maximum wall time over ranks (R-27).  An object may carry
+``"shared_step_seconds"``: the fixed cost of a step that every row includes and
+that a step with both phases pays once (RD-15; ``fpm publish`` writes the
+smallest decode row's wall time); without it a mixed step is ``P + D``.
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ def _int(row: Mapping[str, Any], key: str, i: int, where: str, minimum: int) -> 
     return v
 
 
-def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> LatencyTable:
-    """Validate rows (R-27) and build the sorted :class:`LatencyTable`."""
+def table_from_rows(
+    rows: Iterable[Mapping[str, Any]], where: str = "", shared_step_seconds: Any = 0.0
+) -> LatencyTable:
+    """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-15)."""
+    s = shared_step_seconds
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s < 0:
+        raise _bad(f"latency table shared_step_seconds must be a finite number >= 0, found {json.dumps(s)}", where)
     pre: dict[tuple[int, int, int], float] = {}
     dec: dict[tuple[int, int], float] = {}
     seen: set[tuple[Any, ...]] = set()
@@ -74,6 +82,7 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> Laten
     return LatencyTable(
         prefill=tuple((b, t, k, w) for (b, t, k), w in sorted(pre.items())),
         decode=tuple((b, k, w) for (b, k), w in sorted(dec.items())),
+        shared_step_seconds=float(s),
     )
 
 
@@ -86,11 +95,13 @@ def load_table(path: str | Path) -> LatencyTable:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
     except ValueError:
         raise _bad("latency table is not valid json", str(p)) from None
+    shared: Any = 0.0
     if isinstance(data, Mapping):
+        shared = data.get("shared_step_seconds", 0.0)
         data = data.get("rows")
     if not isinstance(data, list):
         raise _bad("latency table must be a list of rows or an object with rows", str(p))
-    return table_from_rows(data, str(p))
+    return table_from_rows(data, str(p), shared)
 
 
 def table_rows(table: LatencyTable) -> list[dict[str, Any]]:
