@@ -1,6 +1,6 @@
 # fpmcore — the two commands of the README:
 #   make demo   create .venv, install the core and all plugins, run the main job on the embedded example
-#   make test   the same env, the whole suite (Python tests + the C tests under ASan/UBSan)
+#   make test   the same env, the whole suite (ruff and mypy, the C tests under ASan/UBSan, the Python tests)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -12,7 +12,7 @@ STAMP := $(VENV)/.fpmcore-installed
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
-.PHONY: env demo test test-python test-c test-real docs bench bench-env clean
+.PHONY: env demo test lint test-python test-c test-real docs bench bench-env clean
 
 env: $(STAMP)
 
@@ -31,15 +31,22 @@ GLM_PROFILE := $(DEMO)/glm53flash-tp4.fpm-profile.json
 # measurement run (examples/artifacts) -> replay of a trace.
 demo: env
 	$(FPM) plugins
+	mkdir -p $(DEMO)  # fpm never creates a missing output folder
 	$(FPM) import examples/probes/glm53flash-tp4 -o $(GLM_PROFILE)
 	$(FPM) profile check $(GLM_PROFILE)
 	$(FPM) plan $(GLM_PROFILE) --model glm53flash -o $(DEMO)/glm53flash-tp4.plan.json
 	FPM_GLM53FLASH_PRODUCER_DIR=examples/artifacts/producer \
 		$(FPM) validate examples/artifacts/glm53flash/run --plan examples/artifacts/glm53flash/plan.json
 	$(FPM) replay $(GLM_PROFILE) --trace examples/traces/glm-mixed-120.jsonl \
-		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay
+		--fpm-table examples/fpm_tables/glm53flash-tp4.json --out $(DEMO)/replay --plot $(DEMO)/replay.png
 
-test: env test-c test-python
+test: env lint test-c test-python
+
+# ruff (lint and format, pyproject.toml [tool.ruff]) on everything, mypy --strict on src/fpmcore ([tool.mypy]).
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # The docs site (docs/, mkdocs.yml) with warnings as errors; tests/test_docs.py builds it in the suite too.
 docs: env

@@ -91,7 +91,7 @@ def hooks_page() -> str:
     for name, _fn, opts in hook_specs():
         out.append(f"| [`{name}`](#{name}) | {'first-result' if opts.get('firstresult') else 'collecting'} |")
     out.append("")
-    for name, fn, opts in hook_specs():
+    for name, fn, _opts in hook_specs():
         body, params, returns, example = _docstring_parts(fn.__doc__ or "")
         sig = str(inspect.signature(fn)).replace("'", "")
         out += [f"## {name}", "", "```python", f"def {name}{sig}", "```", ""]
@@ -153,45 +153,30 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
-def trace_schema() -> dict[str, Any]:
-    """The JSON Schema of one trace line, from the trace reader's field list (06 R-32)."""
-    from fpmcore.replay import trace
-
-    minimum = dict(trace._INT_MIN)
-    props: dict[str, Any] = {}
-    for f in trace.FIELDS:
-        if f in minimum:
-            props[f] = {"type": "integer", "minimum": minimum[f]}
-        elif f == "arrival_time":
-            props[f] = {"type": "number", "minimum": 0}
-        elif f == "priority":
-            props[f] = {"type": "integer", "minimum": -trace.MAX_PRIORITY, "maximum": trace.MAX_PRIORITY}
-        else:
-            props[f] = {"type": "string", "minLength": 1}
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "fpm replay trace line (R-32)",
-            "type": "object", "additionalProperties": False, "properties": props,
-            "required": ["request_id", "prompt_len", "output_len"],
-            "oneOf": [{"required": ["arrival_time"]}, {"required": ["arrival_step"]}]}  # fmt: skip
+def _slug(title: str) -> str:
+    """The anchor mkdocs gives a heading."""
+    return re.sub(r"[^\w\s-]", "", title).strip().lower().replace(" ", "-")
 
 
 def schemas_page() -> str:
-    from fpmcore.profile import profile_json_schema
-    from fpmcore.record import record_json_schema
+    from fpmcore.schema import SCHEMAS
     from fpmcore.sweep.results import ROW_KEYS
 
     def block(schema: Any) -> list[str]:
         return ["```json", json.dumps(schema, indent=2, ensure_ascii=False), "```", ""]
 
     out = ["# JSON Schemas", "",
-           ("Generated from the declarations the readers use. The readers check more than a schema can say "
-            "(every P-, I-, R- rule with its diagnostic); the schemas describe the shapes."), ""]  # fmt: skip
-    out += ["## Profile", "", "`fpm schema profile` prints it.", ""] + block(profile_json_schema())
-    out += ["## Runtime observation record", "", "`fpm schema record` prints it.", ""] + block(record_json_schema())
-    out += ["## Trace line", "", "One line of a JSONL trace (06 R-32, R-33).", ""] + block(trace_schema())
+           ("Generated from the declarations the readers use (JSON Schema draft 2020-12); `fpm schema NAME` prints "
+            "each. The readers check more than a schema can say (every P-, I-, G-, A-, R- rule with its diagnostic, "
+            "and whatever relates one field to another); the schemas describe the shapes."), ""]  # fmt: skip
+    out += ["| NAME | document |", "|---|---|"]
+    out += [f"| [`{e.name}`](#{_slug(e.title)}) | {e.summary} |" for e in SCHEMAS]
+    out.append("")
+    for e in SCHEMAS:
+        out += [f"## {e.title}", "", f"{e.summary[0].upper()}{e.summary[1:]}. "
+                f"`fpm schema {e.name}` prints it.", ""] + block(e.build())  # fmt: skip
     out += ["## Sweep results row", "", "One line of `fpm sweep`'s results file; keys: "
-            + ", ".join(f"`{k}`" for k in ROW_KEYS) + " (see the sweeping guide).", ""]
-    out += [("The plan file and the measurement artifacts have no single declaration yet: their rules are "
-             "documented in the specification chapters 04 and 05 and enforced by `fpm plan` and `fpm validate`."), ""]
+            + ", ".join(f"`{k}`" for k in ROW_KEYS) + " (see the sweeping guide).", ""]  # fmt: skip
     return "\n".join(out)
 
 

@@ -226,3 +226,15 @@ def test_the_runtime_name_check_finds_a_name():
     code = 'def f():\n    """vLLM 0.33.0\'s MambaSpec, for glm53flash (a docstring: allowed)."""\n' \
            '    return "vllm.v1.kv_cache_interface.MambaSpec", "0.33.0", glm53flash\n'  # fmt: skip
     assert runtime_names(code, classes, models) == [(3, "MambaSpec"), (3, "0.33.0"), (3, "glm53flash")]
+
+
+def test_architecture_md_names_every_hook_and_host_package():
+    """ARCHITECTURE.md stays true: it names every hookspec and every package of the host."""
+    import fpmcore.hookspecs
+
+    text = (SRC.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    hooks = sorted(n for n in vars(fpmcore.hookspecs) if n.startswith("fpm_"))
+    assert len(hooks) >= 14
+    assert [h for h in hooks if f"`{h}`" not in text and f"{h}`" not in text] == []
+    packages = sorted(p.name for p in (SRC / "fpmcore").iterdir() if (p / "__init__.py").exists())
+    assert packages and [p for p in packages if f"{p}/" not in text] == []

@@ -67,7 +67,7 @@ def test_profile_check_invalid_exits_1_with_the_rule(run_fpm, tmp_path):
     [
         (None, "cannot read: No such file or directory"),
         (b"{not json", "invalid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
-        (b'{"a": NaN}', "NaN is not allowed"),
+        (b'{"a": NaN}', "NaN is not allowed at a, line 1 column 7"),
     ],
 )
 def test_profile_check_unreadable_exits_2(run_fpm, tmp_path, content, message):

@@ -88,31 +88,17 @@ def test_an_undocumented_hook_option_or_command_is_found():
 
 
 def test_the_schemas_page_has_every_schema(site):
+    """Every schema ``fpm schema`` prints is on the page, under its title, as the command prints it."""
+    import json
+    import re
+
+    from fpmcore.schema import SCHEMAS
+
     html = (site / "reference" / "schemas" / "index.html").read_text(encoding="utf-8")
-    for title in ("Profile", "Runtime observation record", "Trace line", "Sweep results row"):
-        assert f">{title}</h2>" in html
-    from fpmcore.replay.trace import FIELDS
-
-    schema = gen.trace_schema()
-    assert list(schema["properties"]) == list(FIELDS)
-
-
-def test_the_trace_schema_agrees_with_the_trace_reader():
-    """Lines the schema accepts are accepted by the reader; the R-33 vectors it can express are refused by both."""
-    import jsonschema
-
-    from fpmcore.errors import FpmError
-    from fpmcore.replay.trace import parse_trace_lines
-
-    schema = gen.trace_schema()
-    good = {"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2}
-    jsonschema.validate(good, schema)
-    parse_trace_lines([__import__("json").dumps(good)])
-    jsonschema.validate({**good, "priority": -3}, schema)
-    parse_trace_lines([__import__("json").dumps({**good, "priority": -3})])
-    for bad in ({**good, "deadline": 1}, {**good, "priority": "high"}, {**good, "output_len": 0}, {**good, "prompt_len": True},
-                {**good, "arrival_time": -1}, {"request_id": "a", "prompt_len": 8, "output_len": 2}):
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(bad, schema)
-        with pytest.raises(FpmError):
-            parse_trace_lines([__import__("json").dumps(bad)])
+    titles = re.findall(r"<h2 id=\"([^\"]+)\">([^<]+)</h2>", html)
+    assert [t for _, t in titles] == [e.title for e in SCHEMAS] + ["Sweep results row"]
+    assert len(SCHEMAS) == 11
+    page = gen.schemas_page()
+    for (anchor, title), entry in zip(titles, SCHEMAS):
+        assert f"(#{anchor})" in page, title  # the table at the top links each section
+        assert json.dumps(entry.build(), indent=2, ensure_ascii=False) in page, entry.name

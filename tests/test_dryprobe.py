@@ -13,12 +13,14 @@ The planning loop that feeds it is tested with the vLLM support library
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from fpmcore import dryprobe
 from fpmcore.dryprobe import ModelJsonError
+from fpmcore.outputs import OutputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "probes"
@@ -138,23 +140,30 @@ def test_dumps_form():
         dryprobe.dumps({"x": float("nan")})
 
 
-def test_write_new_never_overwrites(tmp_path):
-    path = tmp_path / "a" / "b.json"
-    dryprobe.write_new(path, b"one")
-    assert path.read_bytes() == b"one" and path.stat().st_mode & 0o777 == 0o644
-    with pytest.raises(FileExistsError, match="b.json exists; a probe never overwrites evidence"):
-        dryprobe.write_new(path, b"two")
-    assert path.read_bytes() == b"one"
-    assert [p.name for p in path.parent.iterdir()] == ["b.json"]
-
-
-def test_write_files_checks_every_path_first(tmp_path):
+def test_write_files_publishes_the_folder_at_once_and_never_overwrites(tmp_path):
+    """The evidence folder is published whole (fpmcore.outputs.publish_folder); an occupied folder is refused
+    before anything is written, and the old files stay (02 §2.3: a probe never overwrites evidence)."""
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "second").write_bytes(b"old")
     files = {Path("first"): b"1", Path("x/second"): b"2", Path("observations.json"): b"3"}
-    with pytest.raises(FileExistsError, match="second exists"):
-        dryprobe.write_files(tmp_path, files)
+    with pytest.raises(OutputError) as info:
+        dryprobe.write_files(tmp_path / "x", files)
+    assert (info.value.rule, info.value.message) == (
+        "O-2", "the output folder exists and is not empty; a probe never overwrites evidence")
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["second", "x"]
+    dryprobe.write_files(tmp_path / "ev", files)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "ev", "ev/first", "ev/observations.json", "ev/x", "ev/x/second", "x", "x/second"]
+    assert (tmp_path / "ev" / "first").stat().st_mode & 0o777 == 0o666 & ~_umask()
+    with pytest.raises(OutputError, match="a probe never overwrites evidence"):
+        dryprobe.write_files(tmp_path / "ev", {Path("first"): b"one"})
+    assert (tmp_path / "ev" / "first").read_bytes() == b"1"
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
 
 
 @pytest.mark.parametrize(

@@ -195,15 +195,26 @@ def test_write_plan_is_the_file_form(tmp_path: Path) -> None:
 
 
 def test_summary(glm_host) -> None:
-    """The rich summary: counts per phase, drops per rule, digest, smoke subset, capacity needed, G-20 lines."""
+    """The rich summary: counts per phase, drops per rule, digest, smoke subset, capacity needed; each count once,
+    the model once (fpmcore issue 13 §8); the plugin's G-20 lines with ``--verbose``, on stderr."""
     result = run_fpm("plan", str(PROFILE), "--smoke", host=glm_host)
     assert result.exit_code == 0, result.stderr
     text = result.stdout
     for needle in ("prefill │        496 │    496", "decode  │         97 │     81", "token_budget │      16 │ 593",
                    f"digest {GLM_DIGEST}", "smoke: 5 points, digest 5fe3d7e281abbfdd…",
-                   "capacity needed: estimate 2,240 blocks, exact holding 2,240 blocks, free 13,696 blocks",
-                   "glm-5.3-flash point list: capacity dropped 0 of 577 candidates"):
+                   "capacity needed: estimate 2,240 blocks, exact holding 2,240 blocks, free 13,696 blocks"):
         assert needle in text, needle
+    assert text.splitlines()[0] == "plan zai-org/GLM-5.3-Flash @ 04c4e9e95c5d, deployment 0, origin glm53flash_grid_v1"
+    assert text.count("16 of 593") == 0 and text.count("│      16 │") == 1  # the drop counts once
+    assert "glm-5.3-flash point list" not in text + result.stderr
+    assert result.stderr == "the plan was not saved (give -o PLAN to write the plan file)\n"
+    verbose = run_fpm("plan", str(PROFILE), "--verbose", host=glm_host)
+    assert verbose.exit_code == 0 and verbose.stdout == run_fpm("plan", str(PROFILE), host=glm_host).stdout
+    assert verbose.stderr.splitlines()[:3] == [
+        "glm-5.3-flash point list: align_split dropped 0 of 496 candidates",
+        "glm-5.3-flash point list: token_budget dropped 16 of 593 candidates",
+        "glm-5.3-flash point list: capacity dropped 0 of 577 candidates",
+    ]
 
 
 def test_plan_document_pure() -> None:

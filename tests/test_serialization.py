@@ -85,13 +85,21 @@ def test_absent_optionals_are_omitted_and_window_always_written():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (b'{"a": 1, "a": 2}', "duplicate key 'a'"),
-        (b'{"a": NaN}', "NaN is not allowed"),
-        (b'{"a": Infinity}', "Infinity is not allowed"),
-        (b'{"a": -Infinity}', "-Infinity is not allowed"),
+        (b'{"a": 1, "a": 2}', "duplicate key 'a' at a, line 1 column 10"),
+        (b'{"a": NaN}', "NaN is not allowed at a, line 1 column 7"),
+        (b'{"a": Infinity}', "Infinity is not allowed at a, line 1 column 7"),
+        (b'{"a": -Infinity}', "-Infinity is not allowed at a, line 1 column 7"),
         (b'\xef\xbb\xbf{"a": 1}', "a byte-order mark is not allowed"),
-        (b'{"a": "\xff"}', "not UTF-8 at byte 7"),
+        (b'{"a": "\xff"}', "not UTF-8 at byte 7 (line 1 column 8)"),
         (b'{"a": 1', "invalid JSON: Expecting ',' delimiter at line 1 column 8"),
+        # fpmcore issue 13 §6, §14: every refusal names the value and where it sits
+        (b'{"b": {"c": [0.5, 1e999]}}', "number 1e999 is out of range of a double at b.c[1], line 1 column 19"),
+        (b'{"s": "\\ud800"}', "lone surrogate \\ud800 in a string at s, line 1 column 7"),
+        (b'{"s": "\\udc00\\ud83d"}', "lone surrogate \\udc00 in a string at s, line 1 column 7"),
+        (b'{"k": ' + b"9" * 4301 + b"}", "integer of 4301 digits exceeds the 4300-digit limit at k, line 1 column 7"),
+        (b"[" * 257 + b"]" * 257, "nesting deeper than 256 levels at line 1 column 257"),
+        (b"[" * 5000 + b"]" * 5000, "nesting deeper than 256 levels at line 1 column 257"),
+        (b'{"a\\nb": 1, "a\\nb": 2}', "duplicate key 'a\\nb' at a\\nb, line 1 column 13"),
     ],
 )
 def test_strict_json_refusals(text, message):
@@ -104,7 +112,12 @@ def test_duplicate_key_inside_a_profile_names_the_file():
     raw = GLM.read_bytes().replace(b'"num_experts": 288,', b'"num_experts": 288, "num_experts": 0,')
     with pytest.raises(FpmError) as info:
         parse_profile(raw, where="glm.json")
-    assert str(info.value) == "glm.json: duplicate key 'num_experts'"
+    assert str(info.value) == "glm.json: duplicate key 'num_experts' at num_experts, line 7 column 23"
+    raw = GLM.read_bytes().replace(b'"prefill_checkpoint_blocks": 1,', b'"prefill_checkpoint_blocks": 1, "prefill_checkpoint_blocks": 1,', 1)
+    with pytest.raises(FpmError) as info:
+        parse_profile(raw, where="glm.json")
+    assert str(info.value) == ("glm.json: duplicate key 'prefill_checkpoint_blocks' at "
+                               "deployments[0].resources.cache_groups[0].prefill_checkpoint_blocks, line 49 column 45")
 
 
 def test_converter_is_strict():

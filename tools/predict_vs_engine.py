@@ -153,11 +153,10 @@ def _serve(engine: Any, trace: list[dict], prompts: dict[str, list[int]], last: 
 
 
 def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
-    from fpmcore_vllm032.envelope import REPLAY_RULES
-
     from fpmcore.profile import load_profile
     from fpmcore.replay import config_from_profile, load_table, run_replay
     from fpmcore.replay.trace import parse_trace_lines
+    from fpmcore_vllm032.envelope import REPLAY_RULES
 
     profile = load_profile(campaign / "profile.json")
     caching = bool(profile.deployments[0].resources.runtime_memory.enable_prefix_caching)

@@ -14,9 +14,9 @@ from cffi import FFI
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
-VERSION = re.search(
-    r'^__version__ = "([^"]+)"', (ROOT / "src" / "fpmcore" / "__init__.py").read_text(), re.M
-).group(1)
+_VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "src" / "fpmcore" / "__init__.py").read_text(), re.M)
+assert _VERSION is not None, "src/fpmcore/__init__.py names no __version__"
+VERSION = _VERSION.group(1)
 
 #: The public headers, in include order: the single source of the declarations.
 HEADERS = ("fpm_status.h", "fpmcore.h", "fpm_replay.h")

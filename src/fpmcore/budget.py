@@ -18,7 +18,9 @@ import math
 import attrs
 
 from fpmcore.errors import FpmError
-from fpmcore.profile import MAX_EXACT, FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
+from fpmcore.jsonio import is_finite_number
+from fpmcore.schema import MAX_EXACT
+from fpmcore.profile import FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
 
 PENDING_MESSAGE = (
     "FPM memory is pending runtime profiling; collect and finalize runtime memory or provide "
@@ -84,10 +86,10 @@ def cache_budget(profile: FpmModelProfile, request: BudgetRequest) -> Budget:
     if r.memory_fraction_kind != "of_total":
         raise FpmError("P-80", "vLLM FPM resources require memory_fraction_kind='of_total'")
     f = r.memory_fraction_value
-    if not math.isfinite(f) or not 0 <= f <= 1:
+    if not is_finite_number(f) or not 0 <= f <= 1:
         raise FpmError("P-81", f"memory_fraction_value must be finite and in [0, 1]; got {f!r}")
     t = r.tolerance_fraction
-    if t is not None and (not math.isfinite(t) or not 0 <= t < 1):
+    if t is not None and (not is_finite_number(t) or not 0 <= t < 1):
         raise FpmError("P-82", f"tolerance_fraction must be finite and in [0, 1); got {t!r}")
     cap = r.total_gpu_capacity_bytes
     if cap <= 0 or cap > MAX_EXACT:

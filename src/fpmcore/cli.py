@@ -112,7 +112,9 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     except FpmError as exc:
         if args.debug:
             raise
-        print(f"fpm: {exc} [{exc.rule}]", file=sys.stderr)
+        from fpmcore.jsonio import one_line  # a value from the input never breaks the line
+
+        print(one_line(f"fpm: {exc} [{exc.rule}]"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("fpm: interrupted", file=sys.stderr)

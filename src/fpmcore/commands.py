@@ -159,7 +159,9 @@ def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
         if ctx.json:
             ctx.emit_json({"file": path, "status": "invalid", "diagnostics": [_diag(exc)]})
         else:
-            ctx.out.print(f"[red]invalid[/] {path}: {exc} [dim]\\[{exc.rule}][/]", highlight=False)
+            from rich.markup import escape
+
+            ctx.out.print(f"[red]invalid[/] {escape(f'{path}: {exc}')} [dim]\\[{exc.rule}][/]", highlight=False)
         return EXIT_NEGATIVE
     summary = _profile_summary(profile)
     if ctx.json:
@@ -174,10 +176,11 @@ def _diag(exc: FpmError) -> dict[str, str]:
 
 
 def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any]) -> None:
+    from rich.markup import escape  # values from the profile are never read as markup
     from rich.table import Table
 
     ctx.out.print(
-        f"[green]valid[/] {path}: {profile.model} @ {profile.model_revision[:12]}, "
+        f"[green]valid[/] {escape(f'{path}: {profile.model} @ {profile.model_revision[:12]}')}, "
         f"{summary['deployments']} deployment(s), profile_sha256 {summary['profile_sha256']}",
         highlight=False,
     )
@@ -191,7 +194,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
         rm = res.runtime_memory
         if rm is not None:
             title += f", kv_cache_bytes {rm.kv_cache_bytes:,}"
-        table = Table(title=title, title_justify="left")
+        table = Table(title=escape(title), title_justify="left")
         for col in ("group", "kind", "layers", "block", "page bytes", "window", "blocks/req", "checkpoint"):
             table.add_column(col, justify="right" if col not in ("group", "kind") else "left")
         for g in res.cache_groups:
@@ -201,7 +204,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
                 if g.prefill_checkpoint_alignment is not None:
                     ckpt += f" @ {g.prefill_checkpoint_alignment}"
             table.add_row(
-                g.name, g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
+                escape(g.name), g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
                 "-" if g.sliding_window is None else f"{g.sliding_window:,}",
                 "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
             )  # fmt: skip
@@ -215,22 +218,39 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
 
 
 def _configure_schema(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=("profile", "record"), help="the document whose JSON Schema to print")
+    from fpmcore.schema import SCHEMAS
+
+    p.add_argument("name", metavar="NAME", nargs="?", choices=[e.name for e in SCHEMAS],
+                   help="the document whose JSON Schema to print; without NAME, the list of schemas")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON on stdout: the schema itself, or without NAME the list of schemas")  # fmt: skip
 
 
 def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+    """``fpm schema NAME``: the JSON Schema (draft 2020-12) on stdout, as it is (with or without ``--json``)."""
     import json
     import sys
 
-    if args.which == "profile":
-        from fpmcore.profile import profile_json_schema
+    from fpmcore.schema import SCHEMAS, schema_named
 
-        schema = profile_json_schema()
-    else:
-        from fpmcore.record import record_json_schema
+    if args.name is None:
+        listing = [{"name": e.name, "title": e.title, "summary": e.summary} for e in SCHEMAS]
+        if ctx.json:
+            ctx.emit_json({"schemas": listing})
+            return EXIT_OK
+        from rich.table import Table
 
-        schema = record_json_schema()
-    sys.stdout.write(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
+        table = Table(title="fpm schema NAME prints", title_justify="left")
+        table.add_column("NAME")
+        table.add_column("document")
+        for e in SCHEMAS:
+            table.add_row(e.name, f"{e.title}: {e.summary}")
+        ctx.out.print(table)
+        return EXIT_OK
+    entry = schema_named(args.name)
+    assert entry is not None  # argparse's choices
+    sys.stdout.write(json.dumps(entry.build(), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
     return EXIT_OK
 
 
@@ -242,8 +262,8 @@ def fpm_cli_commands() -> list[CliCommand]:
     commands = [
         CliCommand("plugins", "list the installed plugins and their status", _configure_plugins, _run_plugins),
         CliCommand("profile", "check an FPM profile file", _configure_profile, _run_profile),
-        CliCommand("schema", "print the JSON Schema of a profile or a runtime observation record",
-                   _configure_schema, _run_schema),  # fmt: skip
+        CliCommand("schema", "print the JSON Schema of a profile, a record, a plan, an artifact file, a trace, "
+                   "a latency table or a sweep grid", _configure_schema, _run_schema),  # fmt: skip
     ]
     for module, factory in PIPELINE_COMMANDS:
         commands.append(getattr(importlib.import_module(module), factory)())

@@ -19,8 +19,10 @@ the same whichever runtime plans, and live here:
   (02 §2.1), the staged model configuration and, per phase, the launch
   manifest (02 §2.2) and one record per worker rank and scheduler under its
   02 §2.3 name (:func:`record_file_name`), each file listed with its
-  SHA-256 (:func:`evidence_files`), written atomically and never over an
-  existing file (:func:`write_files`).
+  SHA-256 (:func:`evidence_files`), the whole folder published at once and
+  never over an existing one (:func:`write_files`, through
+  :func:`fpmcore.outputs.publish_folder`: a kill leaves no folder or the
+  complete one).
 
 This module imports no runtime.
 """
@@ -29,12 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from fpmcore.jsonio import loads
+from fpmcore.outputs import publish_folder
 
 #: ``schema_version`` of the index ``observations.json`` (02 §2.1).
 INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
@@ -44,6 +47,10 @@ MANIFEST_SCHEMA = "fpmcore-runtime-probe-launch/v1"
 PHASES = ("prefill", "decode")
 #: The staged model configuration's file name in the evidence folder (02 §2.1).
 MODEL_CONFIG = "model-config.json"
+
+
+#: Why an evidence folder that holds anything is refused (02 §2.3).
+NEVER_OVERWRITES = "a probe never overwrites evidence"
 
 
 class ModelJsonError(ValueError):
@@ -58,11 +65,12 @@ class ModelJsonError(ValueError):
 def read_model(model_path: Path, raw: bytes) -> dict[str, Any]:
     """The MODEL.json object of ``raw`` (the bytes of ``model_path``), checked for what every plan reads.
 
-    Refuses (:class:`ModelJsonError`) anything but an object with a
+    Refuses what is not strict JSON (:class:`fpmcore.jsonio.JsonError`, the one
+    reader) and (:class:`ModelJsonError`) anything but an object with a
     ``layers`` list and integer ``max_model_len`` / ``available_memory_bytes``
     (a boolean is not an integer).
     """
-    model = json.loads(raw)
+    model = loads(raw, where=str(model_path))
     if not isinstance(model, dict) or not isinstance(model.get("layers"), list):
         raise ModelJsonError(f"{model_path}: MODEL.json must be an object with a 'layers' list")
     for key in ("max_model_len", "available_memory_bytes"):
@@ -129,7 +137,7 @@ def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mapping[str, Any], tp: int) -> dict:
+def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mapping[str, Any], tp: int) -> dict[str, Any]:
     """The launch manifest of one phase (02 §2.2): ``tp`` workers of data-parallel rank 0 and its scheduler."""
     return {
         "schema_version": MANIFEST_SCHEMA,
@@ -144,7 +152,7 @@ def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mappin
     }
 
 
-def observations_index(configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]) -> dict:
+def observations_index(configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]) -> dict[str, Any]:
     """The index ``observations.json`` (02 §2.1) of one configuration with one attempt."""
     return {
         "schema_version": INDEX_SCHEMA,
@@ -163,18 +171,6 @@ def dumps(document: Any) -> bytes:
     return (json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def write_new(path: Path, data: bytes) -> None:
-    """Write atomically; an existing file is a failure (02 §2.3)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        raise FileExistsError(f"{path} exists; a probe never overwrites evidence")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def record_file_name(record: Mapping[str, Any]) -> str:
     """The file name of a record in its phase folder (02 §2.3), from its ``binding``."""
     rank = record["binding"]["rank"]
@@ -184,16 +180,15 @@ def record_file_name(record: Mapping[str, Any]) -> str:
 
 
 def write_files(out: Path, files: Mapping[Path, bytes]) -> None:
-    """Write ``files`` (relative path → bytes) below ``out`` in their order, none over an existing file.
+    """Publish ``files`` (relative path → bytes) as the evidence folder ``out``, all at once.
 
-    Every path is checked before the first is written; put the index last, so
-    that a folder without it holds no evidence.
+    Through :func:`fpmcore.outputs.publish_folder`: the files are written into
+    a temporary sibling folder and renamed into place together, so a kill
+    leaves no folder or the complete one.  ``out`` must be new or empty (a
+    probe never overwrites evidence: :class:`fpmcore.outputs.OutputError`
+    ``O-2``) and its parent must exist (``O-1``).
     """
-    clash = [str(out / rel) for rel in files if (out / rel).exists()]
-    if clash:
-        raise FileExistsError(f"{clash[0]} exists; a probe never overwrites evidence")
-    for rel, data in files.items():
-        write_new(out / rel, data)
+    publish_folder(out, {Path(rel).as_posix(): data for rel, data in files.items()}, refusal=NEVER_OVERWRITES)
 
 
 def evidence_files(

@@ -39,7 +39,7 @@ CacheKind = Literal["attention", "state", "unsupported"]
 StateFamily = Literal["mamba", "ring"]
 
 
-def _nonblank(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+def _nonblank(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{attribute.name} must be a non-blank string; got {value!r}")
 
@@ -249,7 +249,7 @@ class RuntimeRules:
 
     version: str = attrs.field(validator=_nonblank)
     hybrid_evidence: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    kv_dtype_labels: Mapping[str, str] = attrs.field(factory=dict, validator=attrs.validators.instance_of(Mapping))
+    kv_dtype_labels: Mapping[str, str] = attrs.field(factory=dict, validator=attrs.validators.instance_of(Mapping))  # type: ignore[type-abstract]
     classify_plain: Callable[[str], SpecClassification] | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.is_callable())
     )
@@ -274,11 +274,11 @@ class RuntimeRules:
     absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     graph_capture: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     model_dtype_labels: Mapping[str, str] = attrs.field(
-        default=MODEL_DTYPE_LABELS, validator=attrs.validators.instance_of(Mapping)
+        default=MODEL_DTYPE_LABELS, validator=attrs.validators.instance_of(Mapping)  # type: ignore[type-abstract]
     )
 
 
-def _positive_or_none(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+def _positive_or_none(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
         raise ValueError(f"{attribute.name} must be a positive integer or None; got {value!r}")
 
@@ -453,7 +453,7 @@ class CliCommand:
 # --------------------------------------------------------------------------
 
 
-def _count(_inst: object, attribute: attrs.Attribute, value: object) -> None:
+def _count(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int or value < 0:
         raise ValueError(f"{attribute.name} must be an integer >= 0; got {value!r}")
 

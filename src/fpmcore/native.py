@@ -63,7 +63,7 @@ else:
         status = _lib.fpm_version(out)
         if status != 0:  # pragma: no cover - fpm_version only fails on NULL
             raise RuntimeError(f"fpm_version failed with status {status}")
-        return _ffi.string(out[0]).decode()
+        return str(_ffi.string(out[0]).decode())
 
     def replay_run(cfg, requests, arrival_mode):  # type: ignore[no-untyped-def]
         """Replay a whole trace in C (``fpm_replay_open`` … ``fpm_replay_close``); see :mod:`fpmcore.replay.cengine`."""

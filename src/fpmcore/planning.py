@@ -27,19 +27,23 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
+from fpmcore.schema import MAX_U32
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
-EXIT_OK = 0
+EXIT_OK, EXIT_NEGATIVE = 0, 1
 
 
 def _positive(name: str, value: int | None) -> None:
+    """G-9: an override is a positive count of the profile's range (u32, 01 §1.1)."""
     if value is not None and value <= 0:
         raise FpmError("G-9", f"{name} must be positive; got {value}")
+    if value is not None and value > MAX_U32:
+        raise FpmError("G-9", f"{name} must be at most {MAX_U32} (a count of the profile, 01 §1.1); got {value}")
 
 
 def scheduler_block(deployment: Any) -> int:
@@ -49,9 +53,9 @@ def scheduler_block(deployment: Any) -> int:
     groups = deployment.resources.cache_groups or ()
     growing = [g.block_size_tokens for g in groups if g.kind != "state"]
     if growing:
-        return min(growing)
+        return cast(int, min(growing))
     if groups:
-        return groups[0].block_size_tokens
+        return cast(int, groups[0].block_size_tokens)
     raise FpmError("G-9", "planning needs a grouped cache layout: the deployment has no cache groups",
                    "resources.cache_groups")
 
@@ -107,7 +111,7 @@ def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanL
     (:mod:`fpmcore.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
     models = host.hooks.model(model)
     if models.plugin is not None and models.plugin in host.hooks.implementers("fpm_generate_points"):
-        return models.generate_points(profile=profile, deployment=deployment, limits=limits)
+        return cast(PointPlan, models.generate_points(profile=profile, deployment=deployment, limits=limits))
     from fpmcore import point_grid
 
     return point_grid.generate_points(profile, deployment, limits)
@@ -225,19 +229,151 @@ def plan_document(
         doc["engine"] = engine_settings(profile, deployment)
         doc["cells"] = cells
     doc["plan_sha256"] = digest(doc)
-    doc["stage"] = "smoke" if smoke else "full"
+    doc["stage"] = STAGES[1] if smoke else STAGES[0]
     return doc
 
 
 def write_plan(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
-    """Write the plan file atomically: keys in the order built, two-space
-    indentation, non-ASCII as UTF-8, one trailing newline (the file form of
-    01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
+    """Write the plan file atomically (:func:`fpmcore.outputs.write_file`): keys in the
+    order built, two-space indentation, non-ASCII as UTF-8, one trailing newline (the
+    file form of 01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
     import orjson
 
-    from fpmcore.jsonio import write_atomic
+    from fpmcore.outputs import write_file
 
-    write_atomic(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    write_file(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+
+
+#: The stages of a plan file: the list a collection measures (04 G-24).
+STAGES = ("full", "smoke")
+
+
+def _identity_schema() -> dict[str, Any]:
+    """A cell's execution identity column values (05 §6.2, :func:`fpmcore.validate.cell.cell_identity`)."""
+    from fpmcore.schema import HEX64_PATTERN
+    from fpmcore.validate.cell import IDENTITY_COLUMNS
+
+    columns: dict[str, Any] = {c: {"type": "string", "minLength": 1} for c in IDENTITY_COLUMNS}
+    columns["model_config_sha256"] = {"type": "string", "pattern": HEX64_PATTERN.replace("^", "^(").replace("$", ")?$"),
+                                      "description": "empty: no configuration-bound identity"}  # fmt: skip
+    return columns
+
+
+def _cell_schema() -> dict[str, Any]:
+    """A frozen collection cell: its unique id and its execution identity, as an object of the four columns
+    or as the columns on the cell itself (the reader's :func:`~fpmcore.validate.reader.plan_problem`)."""
+    from fpmcore.schema import obj
+    from fpmcore.validate.cell import IDENTITY_COLUMNS
+
+    columns = _identity_schema()
+    props = {
+        "cell_id": {"type": "string", "minLength": 1, "description": "unique within the plan"},
+        "point_set": {"type": "string", "description": "full or smoke: the list the cell measures"},
+        "model": {"type": "string"},
+        "model_revision": {"type": "string"},
+        "execution_identity": obj(columns, IDENTITY_COLUMNS, closed=True),
+        **columns,
+    }
+    return obj(props, ("cell_id",))
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a plan: the file :func:`plan_document` writes, or a frozen collection
+    plan of a campaign (``cells`` and its ``sha256``, 05 §6.2).
+
+    Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
+    the fields of :class:`~fpmcore.hooktypes.PlanLimits`, the point the
+    collection reads (:class:`fpmcore.collect.measure.PlannedPoint`: its
+    fields without default are required), the manifest of 04 G-22
+    (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
+    05 §6.2 and :data:`ENGINE_DTYPES`.  The model plugin's rules (candidates,
+    drops, digests) are checked by the plugin (04 G-26).
+    """
+    import attrs
+
+    from fpmcore.collect.measure import PlannedPoint
+    from fpmcore.hooktypes import PlanLimits
+    from fpmcore.schema import HEX64_PATTERN, array, enum, obj, schema_document
+    from fpmcore.validate.schemas import manifest_schema
+
+    hex64 = {"type": "string", "pattern": HEX64_PATTERN}
+    count = {"type": "integer", "minimum": 0}
+    positive = {"type": "integer", "minimum": 1}
+    point_props: dict[str, Any] = {}
+    for a in attrs.fields(PlannedPoint):
+        point_props[a.name] = enum(("prefill", "decode")) if a.name == "phase" else (
+            positive if a.name in ("benchmark_id", "batch_size") else count)  # fmt: skip
+    point = obj(point_props, [a.name for a in attrs.fields(PlannedPoint) if a.default is attrs.NOTHING])
+    record = obj(
+        {
+            "origin": {"type": "string"},
+            "checkpoint": obj({"blocks": {"type": "boolean"}, "alignment": {"type": ["integer", "null"]}}),
+            "candidates": {"type": "object", "additionalProperties": count},
+            "dropped": {"type": "object", "additionalProperties": count},
+            "manifest_sha256": hex64,
+            "smoke_manifest_sha256": hex64,
+            "planned_point_count": count,
+            "manifest": manifest_schema(),
+        },
+        description="the plan record of the point list (04 G-25)",
+    )
+    engine = obj(
+        {
+            "runtime": {"type": "string", "pattern": "^[^=]+==[^=]+$", "description": "the runtime pin, backend==version"},
+            "max_model_len": positive,
+            "max_num_batched_tokens": positive,
+            "max_num_seqs": positive,
+            "prefix_caching": {"type": "boolean"},
+            "kv_cache_bytes": {"type": ["integer", "null"], "minimum": 1},
+            "pool_page_bytes": {"type": ["integer", "null"], "minimum": 1},
+            "dtype": {"enum": [*ENGINE_DTYPES, None]},
+            "launch": {"type": "object"},
+        },
+        ("runtime", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "prefix_caching", "kv_cache_bytes",
+         "pool_page_bytes", "dtype", "launch"),
+        closed=True,
+        description="what a producer starts its engine with (engine_settings)",
+    )  # fmt: skip
+    limits = obj({a.name: positive for a in attrs.fields(PlanLimits)}, [a.name for a in attrs.fields(PlanLimits)],
+                 closed=True)  # fmt: skip
+    plan_file = obj(
+        {
+            "schema": enum((PLAN_SCHEMA,)),
+            "model": {"type": "string", "minLength": 1},
+            "profile": obj({"model": {"type": "string"}, "model_revision": {"type": "string"}, "profile_sha256": hex64},
+                           ("model", "model_revision", "profile_sha256"), closed=True),
+            "deployment": count,
+            "limits": limits,
+            "origin": {"type": ["string", "null"]},
+            "counts": {"type": "object", "additionalProperties": count, "description": "points per phase"},
+            "dropped": {"type": "object", "additionalProperties": count, "description": "candidates dropped per rule"},
+            "digest": hex64,
+            "points": array(point),
+            "smoke": array(point),
+            "options": obj({"benchmark_points": record}, ("benchmark_points",), closed=True),
+            "engine": engine,
+            "cells": array(_cell_schema(), minItems=1),
+            "plan_sha256": {**hex64, "description": "digest of every field but itself and stage"},
+            "stage": enum(STAGES),
+        },
+        ("schema", "model", "profile", "deployment", "limits", "origin", "counts", "dropped", "digest", "points",
+         "smoke", "plan_sha256", "stage"),
+        closed=True,
+        title="the plan file of fpm plan",
+    )  # fmt: skip
+    frozen = obj(
+        {"cells": array(_cell_schema(), minItems=1), "sha256": {**hex64, "description": "the plan hash"},
+         "options": obj({"benchmark_points": record})},
+        ("cells", "sha256"),
+        title="a frozen collection plan",
+    )  # fmt: skip
+    return schema_document(
+        "plan",
+        "fpmcore plan (04, 05 §6.2)",
+        "The benchmark points of one profile deployment and, when the point list names its cells, the "
+        "collection cells and the engine settings; or a frozen collection plan with its cells and plan hash.",
+        {"oneOf": [plan_file, frozen]},
+    )
 
 
 def json_output(plan: PointPlan) -> dict[str, Any]:
@@ -262,13 +398,21 @@ def _short(sha: str | None) -> str:
 def render_summary(console: Any, *, model: str, profile: Any, deployment: int, limits: PlanLimits,
                    plan: PointPlan, smoke: bool = False, path: str | None = None,
                    plan_sha256: str | None = None) -> None:
-    """The rich summary: counts per phase, drops per rule, digests, capacity, the plugin's log."""
+    """The rich summary: counts per phase, drops per rule, digests, capacity.
+
+    Each count is shown once (the model plugin's log, which repeats them in
+    04 G-20's words, is printed by ``fpm plan --verbose``); the model is named
+    once unless ``--model`` names it otherwise.  Values from the profile are
+    never read as markup.
+    """
+    from rich.markup import escape
     from rich.table import Table
 
     report = plan.report
+    who = escape(profile.model) if model == profile.model else f"{escape(model)}: {escape(profile.model)}"
     console.print(
-        f"[bold]plan[/] {model}: {profile.model} @ {profile.model_revision[:12]}, deployment {deployment}"
-        + (f", origin {report['origin']}" if report.get("origin") else ""),
+        f"[bold]plan[/] {who} @ {escape(profile.model_revision[:12])}, deployment {deployment}"
+        + (f", origin {escape(str(report['origin']))}" if report.get("origin") else ""),
         highlight=False,
     )
     console.print(
@@ -311,10 +455,8 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
             + (f", {over} kept points hold more than the free blocks" if over else ""),
             highlight=False,
         )
-    for line in report.get("log") or ():
-        console.print(f"[dim]{line}[/]", highlight=False)
     if path is not None:
-        console.print(f"wrote {path} (plan_sha256 {plan_sha256})", highlight=False)
+        console.print(f"wrote {escape(str(path))} (plan_sha256 {plan_sha256})", highlight=False)
 
 
 # ---------------------------------------------------------------------------
@@ -332,34 +474,86 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, metavar="N",
                    help="max_model_len (default: the profile's runtime memory)")
     p.add_argument("--smoke", action="store_true", help="show the smoke subset; the plan stages it")
-    p.add_argument("-o", "--output", metavar="PLAN", help="write the plan file")
+    p.add_argument("-o", "--output", metavar="PLAN",
+                   help="write the plan file (its folder must exist; never a special file or the profile)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the model plugin's log on stderr (04 G-20 lines)")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
+def empty_plan_reason(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits,
+                      plan: PointPlan, overrides: Mapping[str, int | None]) -> str:
+    """Why a plan holds no point, naming the limit that removed everything (a negative verdict, G-9).
+
+    When candidates were dropped, the drop counters say by which rule.  When
+    the limits left no candidate at all, each command-line override
+    (``--max-model-len``, ``--token-budget``) is tried without the others'
+    change: the one whose profile default gives points is named.
+    """
+    dropped = [(rule, n) for rule, n in plan.dropped.items() if n]
+    if dropped:
+        counts = ", ".join(f"{rule} dropped {n:,}" for rule, n in dropped)
+        return f"every candidate point was dropped: {counts} (limits {_limits_text(limits)})"
+    given = {name: value for name, value in overrides.items() if value is not None}
+    for name, value in given.items():
+        relaxed = {k: v for k, v in given.items() if k != name}
+        try:
+            default_limits = resolve_limits(profile, deployment, **relaxed)
+            again = generate(host, model, profile, deployment, default_limits)
+        except FpmError:
+            continue
+        n = sum(again.counts.values())
+        if n:
+            flag = "--" + name.replace("_", "-")
+            default = getattr(default_limits, name)
+            return (f"{flag} {value:,} leaves no candidate point; the profile's {name} {default:,} gives {n:,} "
+                    f"(raise {flag})")
+    return f"the limits leave no candidate point: {_limits_text(limits)}"
+
+
+def _limits_text(limits: PlanLimits) -> str:
+    return (f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
+            f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}")
+
+
 def _run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.outputs import check_output_path
     from fpmcore.profile import load_profile
 
+    output = check_output_path(args.output, inputs=[args.profile]) if args.output else None  # before any work
     profile = load_profile(args.profile)
     model = args.model or profile.model
-    limits = resolve_limits(profile, args.deployment, token_budget=args.token_budget,
-                            max_model_len=args.max_model_len)
+    overrides = {"token_budget": args.token_budget, "max_model_len": args.max_model_len}
+    limits = resolve_limits(profile, args.deployment, **overrides)
     try:
         plan = generate(ctx.host, model, profile, args.deployment, limits)
     except FpmError as exc:
         if not exc.where.startswith(args.profile):
             exc.where = f"{args.profile}: {exc.where}" if exc.where else args.profile
         raise
+    empty = sum(plan.counts.values()) == 0
     document = None
-    if args.output:
+    if output is not None and not empty:
         document = plan_document(model=model, profile=profile, deployment=args.deployment, limits=limits,
                                  plan=plan, smoke=args.smoke)
-        write_plan(args.output, document)
+        write_plan(output, document)
     if ctx.json:
         ctx.emit_json(json_output(plan))
     else:
         render_summary(ctx.out, model=model, profile=profile, deployment=args.deployment, limits=limits,
-                       plan=plan, smoke=args.smoke, path=args.output,
+                       plan=plan, smoke=args.smoke, path=args.output if document is not None else None,
                        plan_sha256=None if document is None else document["plan_sha256"])
+    if getattr(args, "verbose", False):
+        for line in plan.report.get("log") or ():
+            ctx.err.print(str(line), markup=False, highlight=False, soft_wrap=True)
+    if empty:
+        reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
+        ctx.err.print(f"fpm plan: {args.profile}: no benchmark points: {reason} [G-9]",
+                      markup=False, highlight=False, soft_wrap=True)
+        return EXIT_NEGATIVE
+    if document is None:
+        ctx.err.print("the plan was not saved (give -o PLAN to write the plan file)",
+                      markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 

@@ -181,8 +181,8 @@ class PluginHost:
         module: str | None = None,
         builtin: bool = False,
     ) -> None:
-        module = module or getattr(obj, "__name__", type(obj).__name__)
-        fallback_id = expected_id or module
+        module = module or str(getattr(obj, "__name__", type(obj).__name__))
+        fallback_id: str = expected_id or module
         try:
             info = self._plugin_info(obj)
             if expected_id is not None and info.id != expected_id:
@@ -196,7 +196,7 @@ class PluginHost:
                 raise
             self._record(PluginRecord(fallback_id, distribution, version, None, (), (), "failed", _describe(exc), module=module))
             return
-        base = dict(
+        base: dict[str, Any] = dict(
             id=info.id, distribution=distribution, version=version, kind=info.kind,
             targets=tuple(info.targets), summary=info.summary, module=module,
         )  # fmt: skip

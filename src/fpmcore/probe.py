@@ -98,7 +98,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="--dry-run: a MODEL.json layer-spec description of one rank (examples/probes/README.md); "
                              "--live: a model folder (config.json, weights, tokenizer)")
     parser.add_argument("-o", "--output", metavar="DIR", required=True,
-                        help="evidence folder to write: new or empty, written whole or not at all")
+                        help="evidence folder to write: new or empty, in an existing folder; written whole or not at all")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--dry-run", action="store_true", help="plan on CPU with the installed runtime; allocate nothing")
     how.add_argument("--live", action="store_true",
@@ -177,14 +177,18 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
     if args.tp < 1:
         _say(ctx, f"--tp must be at least 1; got {args.tp}")
         return EXIT_USAGE
+    from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.errors import FpmError, PluginError
+    from fpmcore.jsonio import load_path
+    from fpmcore.outputs import check_output_folder
+
+    # the inputs and the output first, before the runtime is looked for (exit 2, one line naming the file)
+    load_path(args.model)  # missing, unreadable or not strict JSON
+    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)
     found = _runtime(ctx, "--dry-run")
     if isinstance(found, int):
         return found
     pin, runtime = found
-    from fpmcore.errors import PluginError
-    from fpmcore.jsonio import load_path
-
-    load_path(args.model)  # unreadable or not strict JSON: a diagnostic naming the file, exit 2
     try:
         summary = runtime.dry_probe(
             model_path=args.model, out_dir=args.output, tp=args.tp,
@@ -192,6 +196,8 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
         )  # fmt: skip
     except PluginError as exc:
         cause = exc.__cause__
+        if isinstance(cause, FpmError):  # an output refused or not written (fpmcore.outputs), a bad MODEL.json
+            raise cause from None
         if isinstance(cause, ImportError):
             _say(ctx, f"the {pin} runtime cannot be imported: {cause}. " + _install_hint([pin]))
             return EXIT_USAGE
@@ -241,6 +247,10 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     if isinstance(options, str):
         _say(ctx, options)
         return EXIT_USAGE
+    from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.outputs import check_output_folder
+
+    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)  # before the engine starts
     found = _runtime(ctx, "--live")
     if isinstance(found, int):
         return found

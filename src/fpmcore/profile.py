@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 
-from fpmcore import jsonio
+from fpmcore import blocks, jsonio
+from fpmcore.blocks import cdiv
 from fpmcore.errors import FpmError
 from fpmcore.schema import (
     MAX_EXACT,
@@ -52,11 +53,6 @@ REVISION_PLACEHOLDERS = frozenset(
 )
 #: 01 §6.2 P-54: placeholders a backend version may not be (case-insensitive).
 VERSION_PLACEHOLDERS = frozenset({"previous", "next", "latest", "current", "unknown"})
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of integers, ``a ≥ 0``, ``b > 0`` (01 §1.1)."""
-    return (a + b - 1) // b
 
 
 def _blank(s: str) -> bool:
@@ -138,21 +134,15 @@ class FpmCacheGroup:
 
     # -- block arithmetic (01 §3.5) -------------------------------------------------
 
+    def _shape(self) -> dict[str, Any]:
+        """The group as :mod:`fpmcore.blocks` takes it."""
+        if self.kind == "state":
+            return {"block": self.block_size_tokens, "state_blocks": self.blocks_per_request or 0}
+        return {"block": self.block_size_tokens, "window": self.sliding_window}
+
     def block_range(self, computed: int, target: int) -> range:
         """P-14: logical blocks held during a forward computing ``computed .. target``."""
-        if target < computed:
-            raise FpmError(
-                "P-14",
-                f"cache group {self.label}: target_tokens must be >= computed_tokens; "
-                f"got target {target} < computed {computed}",
-            )
-        if self.kind == "state":
-            return range(0, self.blocks_per_request or 0) if target > 0 else range(0, 0)
-        b = self.block_size_tokens
-        end = cdiv(target, b)
-        w = self.sliding_window
-        first = 0 if w is None else max(0, computed - (w - 1)) // b
-        return range(first, end)
+        return range(*blocks.block_range(computed, target, label=self.label, **self._shape()))
 
     def bytes_for_forward(self, computed: int, target: int) -> int:
         """P-15: ``len(block_range) × page_size_bytes``, at most 2**53."""
@@ -169,13 +159,7 @@ class FpmCacheGroup:
                 f"cache group {self.label}: context and max_num_tokens must be positive; "
                 f"got {context}, {max_num_tokens}",
             )
-        if self.kind == "state":
-            return self.blocks_per_request or 0
-        b = self.block_size_tokens
-        if self.sliding_window is None:
-            return cdiv(context, b)
-        w = self.sliding_window
-        return min(cdiv(context, b), cdiv(w - 1 + max_num_tokens + b - 1, b))
+        return blocks.peak_blocks(context, max_num_tokens, **self._shape())
 
     def peak_request_bytes(self, context: int, max_num_tokens: int) -> int:
         """P-16: ``peak_pages × page_size_bytes``, at most 2**53."""
@@ -337,11 +321,11 @@ class FpmDeploymentProfile:
     system: str = field("str")
     backend: Literal["vllm"] = field("enum", values=("vllm",))
     backend_version: str = field("str")
-    tp: int = field("u32")
+    tp: int = field("u32", minimum=1)
     pp: int = field("u32")
-    dp: int = field("u32")
-    moe_tp: int = field("u32")
-    moe_ep: int = field("u32")
+    dp: int = field("u32", minimum=1)
+    moe_tp: int = field("u32", minimum=1)
+    moe_ep: int = field("u32", minimum=1)
     cp: int = field("u32")
     gemm_quant_mode: str = field("enum", values=QUANT_LABELS)
     moe_quant_mode: str = field("enum", values=QUANT_LABELS)
@@ -485,7 +469,7 @@ def validate(obj: Any) -> None:
 def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
     """Parse and validate a profile from JSON text."""
     try:
-        return from_data(jsonio.loads(data, where=where))
+        return cast(FpmModelProfile, from_data(jsonio.loads(data, where=where)))
     except FpmError as exc:
         if where and exc.rule != "JSON":
             exc.where = f"{where}: {exc.where}" if exc.where else where
@@ -494,16 +478,12 @@ def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
 
 def load_profile(path: str | os.PathLike[str]) -> FpmModelProfile:
     """Read and validate a profile file (``*.fpm-profile.json``)."""
-    try:
-        data = open(path, "rb").read()  # noqa: SIM115
-    except OSError as exc:
-        raise jsonio.JsonError(f"cannot read: {exc.strerror}", str(path)) from None
-    return parse_profile(data, where=str(path))
+    return parse_profile(jsonio.read_bytes(path), where=str(path))
 
 
 def to_data(obj: Any) -> dict[str, Any]:
     """The file-form dict of a model object (declaration order, absent optionals omitted)."""
-    return unstructure(obj)
+    return cast(dict[str, Any], unstructure(obj))
 
 
 profile_to_dict = to_data
@@ -515,8 +495,10 @@ def dumps_profile(obj: Any) -> bytes:
 
 
 def save_profile(obj: FpmModelProfile, path: str | os.PathLike[str]) -> None:
-    """Write a profile atomically in file form."""
-    jsonio.write_atomic(path, dumps_profile(obj))
+    """Write a profile atomically in file form (:func:`fpmcore.outputs.write_file`)."""
+    from fpmcore.outputs import write_file
+
+    write_file(path, dumps_profile(obj))
 
 
 def profile_digest(obj: Any) -> str:

@@ -359,7 +359,7 @@ RECORD_OBJECTS: dict[str, type] = {
 }
 
 
-def _field_key(a: attrs.Attribute) -> str:
+def _field_key(a: attrs.Attribute[Any]) -> str:
     return str(a.metadata.get("key", a.name))
 
 

@@ -21,14 +21,14 @@ P-S3 (type) and P-S4 (range), then the nested objects in declaration order.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 import cattrs
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import is_finite_number, one_line
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
@@ -42,7 +42,9 @@ class FieldSpec:
 
     ``kind``: ``u32`` (count, 0..2**32-1), ``u64`` (bytes, 0..2**53), ``int``
     (any integer), ``float``, ``str``, ``bool``, ``enum`` (``values``),
-    ``obj`` (``cls``) or ``list`` (of ``cls``).  ``required``: must be present
+    ``obj`` (``cls``) or ``list`` (of ``cls``).  ``minimum``: the smallest
+    integer of a ``u32``/``u64`` field (0, or 1 for the topology counts of
+    01 §6.1), checked by P-S4 like the upper bound.  ``required``: must be present
     on read.  ``nullable``: ``null`` is a value.  ``omit``: left out of the
     written form when ``None`` (or, for a list, when empty).
     """
@@ -54,6 +56,7 @@ class FieldSpec:
     values: tuple[Any, ...] = ()
     cls: type | None = None
     description: str = ""
+    minimum: int = 0
 
 
 def field(
@@ -66,9 +69,10 @@ def field(
     values: tuple[Any, ...] = (),
     cls: type | None = None,
     description: str = "",
+    minimum: int = 0,
 ) -> Any:
     """Declare a model field (an ``attrs.field`` carrying its :class:`FieldSpec`)."""
-    spec = FieldSpec(kind, required, nullable, omit, values, cls, description)
+    spec = FieldSpec(kind, required, nullable, omit, values, cls, description, minimum)
     if default is _NOTHING and not required:
         default = [] if kind == "list" else None
     if isinstance(default, list):
@@ -106,7 +110,8 @@ def render_opt(value: Any) -> str:
 
 
 def quote(text: str) -> str:
-    return f"'{text}'"
+    """``'text'``, with characters that are not printable escaped (a message stays one line)."""
+    return f"'{one_line(text)}'"
 
 
 def join_or(values: tuple[Any, ...]) -> str:
@@ -143,7 +148,7 @@ def _type_ok(spec: FieldSpec, v: Any) -> bool:
     if k in ("u32", "u64", "int"):
         return _is_int(v)
     if k == "float":
-        return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+        return is_finite_number(v)
     if k == "str":
         return isinstance(v, str)
     if k == "bool":
@@ -173,9 +178,9 @@ def _in_range(spec: FieldSpec, v: Any) -> bool:
     if v is None or not _is_int(v):
         return True
     if spec.kind == "u32":
-        return 0 <= v <= MAX_U32
+        return bool(spec.minimum <= v <= MAX_U32)
     if spec.kind == "u64":
-        return 0 <= v <= MAX_EXACT
+        return bool(spec.minimum <= v <= MAX_EXACT)
     return True
 
 
@@ -219,13 +224,11 @@ def check_structure(data: Any, cls: type, path: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
-def _strict(kind: str):
+def _strict(kind: str) -> Callable[[Any, Any], Any]:
     def hook(value: Any, _type: Any) -> Any:
         ok = {
             "int": _is_int(value),
-            "float": (_is_int(value) or isinstance(value, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value),
+            "float": is_finite_number(value),
             "str": isinstance(value, str),
             "bool": isinstance(value, bool),
         }[kind]
@@ -283,12 +286,18 @@ converter.register_unstructure_hook_func(
 # ---------------------------------------------------------------------------
 
 
+def _cls(spec: FieldSpec) -> type:
+    """The attrs class of an ``obj`` or ``list`` field (declared with one)."""
+    assert spec.cls is not None, spec
+    return spec.cls
+
+
 def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
     k = spec.kind
     if k == "u32":
-        s: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_U32}
+        s: dict[str, Any] = {"type": "integer", "minimum": spec.minimum, "maximum": MAX_U32}
     elif k == "u64":
-        s = {"type": "integer", "minimum": 0, "maximum": MAX_EXACT}
+        s = {"type": "integer", "minimum": spec.minimum, "maximum": MAX_EXACT}
     elif k == "int":
         s = {"type": "integer"}
     elif k == "float":
@@ -300,9 +309,9 @@ def _field_schema(spec: FieldSpec, defs: dict[str, Any]) -> dict[str, Any]:
     elif k == "enum":
         s = {"enum": list(spec.values)}
     elif k == "obj":
-        s = {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}
+        s = {"$ref": f"#/$defs/{_define(_cls(spec), defs)}"}
     else:
-        s = {"type": "array", "items": {"$ref": f"#/$defs/{_define(spec.cls, defs)}"}}
+        s = {"type": "array", "items": {"$ref": f"#/$defs/{_define(_cls(spec), defs)}"}}
     if spec.nullable:
         s = {"anyOf": [s, {"type": "null"}]}
     if spec.description:
@@ -344,3 +353,97 @@ def json_schema(cls: type, schema_id: str) -> dict[str, Any]:
         **root,
         "$defs": defs,
     }
+
+
+# ---------------------------------------------------------------------------
+# the JSON Schemas of fpmcore's documents
+# ---------------------------------------------------------------------------
+
+#: The JSON Schema dialect of every schema fpmcore prints.
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: ``$id`` of a schema: this base, the schema's name and ``/v1``.
+SCHEMA_BASE = "https://fpmcore.invalid/schema/"
+#: A lowercase hexadecimal SHA-256 digest.
+HEX64_PATTERN = "^[0-9a-f]{64}$"
+
+
+def schema_document(name: str, title: str, description: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A whole schema: dialect, ``$id`` (from ``name``), title and description, then ``body``."""
+    return {"$schema": DIALECT, "$id": f"{SCHEMA_BASE}{name}/v1", "title": title, "description": description, **body}
+
+
+def obj(
+    properties: Mapping[str, Any], required: tuple[str, ...] | list[str] = (), *, closed: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """An object schema; ``closed``: keys other than ``properties`` are refused."""
+    out: dict[str, Any] = {"type": "object", "properties": dict(properties)}
+    if required:
+        out["required"] = list(required)
+    if closed:
+        out["additionalProperties"] = False
+    out.update(extra)
+    return out
+
+
+def array(items: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """An array schema whose elements follow ``items``."""
+    return {"type": "array", "items": dict(items), **extra}
+
+
+def enum(values: tuple[Any, ...] | list[Any], description: str = "") -> dict[str, Any]:
+    """One of ``values`` (a single value is a ``const``)."""
+    out: dict[str, Any] = {"const": values[0]} if len(values) == 1 else {"enum": list(values)}
+    if description:
+        out["description"] = description
+    return out
+
+
+@attrs.frozen
+class SchemaEntry:
+    """One schema ``fpm schema NAME`` prints: its name, heading, what it describes, and the function
+    (``module:function``, beside the document's reader) that builds it."""
+
+    name: str
+    title: str
+    summary: str
+    factory: str
+
+    def build(self) -> dict[str, Any]:
+        import importlib
+
+        module, _, function = self.factory.partition(":")
+        schema: dict[str, Any] = getattr(importlib.import_module(module), function)()
+        return schema
+
+
+#: Every schema, in the order the documentation shows them.
+SCHEMAS: tuple[SchemaEntry, ...] = (
+    SchemaEntry("profile", "Profile", "an FPM profile file (01), read by `fpm profile check` and every pipeline",
+                "fpmcore.profile:profile_json_schema"),
+    SchemaEntry("record", "Runtime observation record", "one record of the observer inside vLLM (02 §3), read by "
+                "`fpm import`", "fpmcore.record:record_json_schema"),
+    SchemaEntry("plan", "Plan", "the plan file `fpm plan -o` writes, or a frozen collection plan (04, 05 §6.2), "
+                "read by `fpm collect`, `fpm validate --plan` and `fpm publish --plan`",
+                "fpmcore.planning:plan_json_schema"),
+    SchemaEntry("artifact-index", "Artifact index", "`index.json` of a collected attempt (05 §1): the files the "
+                "reader opens, pinned by SHA-256", "fpmcore.validate.schemas:artifact_index_json_schema"),
+    SchemaEntry("rank-artifact", "Rank artifact", "`r<k>.json`, the measurements of one DP rank with its rows "
+                "(05 §2 - §4, §7)", "fpmcore.validate.schemas:rank_artifact_json_schema"),
+    SchemaEntry("points", "Staged point manifest", "`points.json`, the point list a collection staged (04 G-22)",
+                "fpmcore.validate.schemas:points_json_schema"),
+    SchemaEntry("provenance", "Collector provenance", "`provenance.json` of an attempt (05 §6.1)",
+                "fpmcore.validate.schemas:provenance_json_schema"),
+    SchemaEntry("repetition-evidence", "Repetition-evidence line", "one line of the sidecar `repetitions.jsonl` "
+                "(05 §7.5)", "fpmcore.validate.schemas:repetition_evidence_json_schema"),
+    SchemaEntry("trace", "Trace line", "one line of a JSONL request trace (06 R-32, R-33), read by `fpm replay` "
+                "and `fpm sweep`", "fpmcore.replay.trace:trace_line_json_schema"),
+    SchemaEntry("table", "FPM latency table", "the table `fpm publish` writes and `fpm replay --fpm-table` reads "
+                "(06 R-27)", "fpmcore.replay.table:table_json_schema"),
+    SchemaEntry("grid", "Sweep grid", "the grid `fpm sweep` reads (JSON, or TOML of the same shape)",
+                "fpmcore.sweep.grid:grid_json_schema"),
+)  # fmt: skip
+
+
+def schema_named(name: str) -> SchemaEntry | None:
+    """The entry of :data:`SCHEMAS` called ``name``, ``None`` for an unknown name."""
+    return next((e for e in SCHEMAS if e.name == name), None)

@@ -41,6 +41,9 @@ RING_PAGE = 2048
 LATENT_OFFSET = 789888
 REVISION = "04c4e9e95c5da8862dced7e5056455116f83a7e0"
 IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
+#: The staged model configuration (02 §2.2 ``launch.model_config``; I-114 reads it, I-34 compares its hash).
+MODEL_CONFIG = b'{"architectures": ["Glm5NextForConditionalGeneration"], "model_type": "glm5_next"}\n'
+MODEL_CONFIG_SHA256 = hashlib.sha256(MODEL_CONFIG).hexdigest()
 
 KDA_LAYERS = [i for i in range(45) if i % 4 != 3]
 MLA_LAYERS = [i for i in range(45) if i % 4 == 3]
@@ -106,7 +109,7 @@ def launch() -> dict[str, Any]:
             "warmup_iterations": 0,
             "mamba_cache_mode_override": None,
         },
-        "model_config": {"path": "model-config.json", "sha256": "d" * 64},
+        "model_config": {"path": "model-config.json", "sha256": MODEL_CONFIG_SHA256},
         "deployment": {"executor": "slurm", "image": IMAGE},
     }
 
@@ -422,7 +425,7 @@ def record(phase: str, kind: str, tp: int | None) -> dict[str, Any]:
                     "source_files": {"vllm/v1/kv_cache_interface.py": "b" * 64}, "image": IMAGE},
         "observer": {"plugin": "fpmcore-vllm033", "version": "1.0.0", "source_sha256": "c" * 64},
         "launch": launch(),
-        "model": {"path": "zai-org/GLM-5.3-Flash", "revision": REVISION, "config_sha256": "d" * 64,
+        "model": {"path": "zai-org/GLM-5.3-Flash", "revision": REVISION, "config_sha256": MODEL_CONFIG_SHA256,
                   "loaded_config_commit": REVISION},
         "settings": settings(kind),
         "prefix_caching": {"enable_prefix_caching": True, "mamba_cache_mode": "align", "hash_block_size": B},
@@ -532,7 +535,7 @@ class Evidence:
         }
 
     def files(self) -> dict[str, bytes]:
-        out: dict[str, bytes] = {}
+        out: dict[str, bytes] = {"model-config.json": MODEL_CONFIG}  # staged, not listed in the index
         for phase in PHASES:
             out[self.path(phase, "launch-manifest.json")] = dumps(self.manifests[phase])
             for name, rec in self.records[phase].items():

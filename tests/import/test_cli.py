@@ -38,6 +38,7 @@ def test_command_value():
 def test_complete_json_and_profile(evidence, tmp_path, cli_host):
     folder = evidence.write(tmp_path / "ev")
     out = tmp_path / "out" / "glm.fpm-profile.json"
+    out.parent.mkdir()  # fpm never creates a missing folder (O-1)
     res = run_fpm("import", str(folder), "-o", str(out), "--json", host=cli_host)
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)

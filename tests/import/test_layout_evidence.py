@@ -18,14 +18,18 @@ from pathlib import Path
 import pytest
 
 from fpmcore.importer import import_evidence
-from fpmcore.importer.stage_b import TENSOR_LEVEL_PATHS, tensor_level
+from fpmcore.importer.record_envelope import TENSOR_LEVEL_PATHS, tensor_level
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "probes" / "glm53flash-tp4"
 PLAIN_027 = Path(__file__).parents[2] / "examples" / "probes" / "vllm-0.27.0-plain"
 LIVE = {"measurement": "after_warmup", "cache_initialized": True, "warmup_completed": True, "capture_completed": True}
 DRY = {"measurement": "cache_planned", "cache_initialized": False, "warmup_completed": False, "capture_completed": False}
 
-pytestmark = pytest.mark.skipif(not EXAMPLE.is_dir(), reason="no probe examples in this tree")
+
+
+def test_the_examples_are_here():
+    """The examples these tests edit are committed: a moved folder fails, it does not skip."""
+    assert (EXAMPLE / "observations.json").is_file() and (PLAIN_027 / "observations.json").is_file()
 
 
 def edited_copy(src: Path, dst: Path, edits: dict[str, callable]) -> Path:

@@ -354,11 +354,13 @@ def test_negative_case(evidence, run_import, case, edit, rule, message):
 
 
 def test_case13_duplicate_key_message(evidence, run_import):
-    """Case 13 (I-10): the message names the artifact path and the duplicate key."""
+    """Case 13 (I-10): the message names the artifact path, the duplicate key, its line:column and key path
+    (fpmcore issue 13 §6)."""
     _duplicate_key(evidence)
     result = run_import(evidence)
     path = evidence.path(P, G.scheduler_name())
-    assert ("I-10", f"runtime artifact is not strict JSON: {path}: duplicate object key 'num_blocks'") in [
+    message = f"runtime artifact is not strict JSON: {path}: duplicate object key 'num_blocks' at 163:3 (cache.num_blocks)"
+    assert ("I-10", message) in [
         (d.rule, d.message) for d in result.diagnostics
     ]
     d = next(d for d in result.diagnostics if d.rule == "I-10")

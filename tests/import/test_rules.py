@@ -282,8 +282,9 @@ def _imp(folder, services, **kw):
 
 
 def test_i1_missing_index(tmp_path, services):
+    """A missing index is named as missing, with its path (fpmcore issue 13 §4)."""
     result = _imp(tmp_path, services)
-    assert rules(result) == [("I-1", "unsupported runtime observation index schema: 'observations.json'")]
+    assert rules(result) == [("I-1", f"runtime observation index is missing: {tmp_path / 'observations.json'}")]
     assert result.exit_code == 1 and result.results == ()
 
 
@@ -401,10 +402,16 @@ def test_i9_symlink(evidence, tmp_path, services):
 
 
 @pytest.mark.parametrize("raw,reason", [
-    (b"\xff\xfe{}", "not UTF-8"),
+    (b"\xff\xfe{}", "not UTF-8 at 1:1"),
     (b'{"a": 1,}', "syntax error at 1:9"),
-    (b'{"a": NaN}', "non-finite number"),
-    (b'{"a": 1e999}', "non-finite number"),
+    (b'{"a": NaN}', "non-finite number NaN at 1:7 (a)"),
+    (b'{"a": 1e999}', "non-finite number 1e999 at 1:7 (a)"),
+    (b'{"a": {"b": [1, 1e400]}}', "non-finite number 1e400 at 1:17 (a.b[1])"),
+    (b'{"a": 1, "b": {"c": 2, "c": 3}}', "duplicate object key 'c' at 1:24 (b.c)"),
+    (b'{"a": "\\ud800"}', "lone surrogate \\ud800 in a string at 1:7 (a)"),
+    (b'{"a": ' + b"7" * 4301 + b"}", "integer of 4301 digits exceeds the 4300-digit limit at 1:7 (a)"),
+    (b"[" * 300 + b"]" * 300, "nesting deeper than 256 levels at 1:257"),
+    (b"\xef\xbb\xbf{}", "syntax error at 1:1"),
 ])
 def test_i10_reasons(evidence, run_import, raw, reason):
     path = evidence.path(D, G.scheduler_name())

@@ -10,6 +10,7 @@ from helpers import DATA
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.replay.cli import replay_command
+from fpmcore.replay.outputs import read_records
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +63,8 @@ def test_table_and_out_files(tmp_path):
             str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-seqs", "4", "--out", str(out))
     assert r.exit_code == 0, r.stderr
     assert "peak_used_blocks" in r.stdout and "kv_cache_max_concurrency" in r.stdout
-    steps = [json.loads(x) for x in (out / "replay-steps.jsonl").read_text().splitlines()]
-    reqs = [json.loads(x) for x in (out / "replay-requests.jsonl").read_text().splitlines()]
+    steps = read_records(out / "replay-steps.jsonl.zst")
+    reqs = read_records(out / "replay-requests.jsonl.zst")
     summ = json.loads((out / "replay-summary.json").read_text())
     assert summ["steps"] == len(steps) and summ["requests"] == len(reqs) == 5
     assert max(s["running"] for s in steps) <= 4
@@ -179,3 +180,99 @@ def test_step_limit_is_a_diagnostic(tmp_path):
     assert r.exit_code == 1
     assert "replay stopped at step 10: it reached its limit of 10 steps; raise it with --max-steps" in r.stderr
     assert fpm("replay", str(PLAIN), "--trace", str(t), "--max-steps", "100").exit_code == 0
+
+
+def test_prefix_caching_defaults_to_the_profile_and_an_override_says_so(tmp_path):
+    """Issue 13 §2: the GLM profile records enable_prefix_caching true, so the replay reports the import's
+    concurrency 13,697 / 495 = 27.6707 (align mode); --prefix-caching off is noted and gives 13,697 / 487."""
+    t = ROOT / "examples" / "traces" / "glm-mixed-120.jsonl"
+    table = ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json"
+    base = ("replay", str(GLM), "--trace", str(t), "--fpm-table", str(table), "--json")
+    default = fpm(*base)
+    assert default.exit_code == 0 and default.stderr == ""
+    assert default.json()["summary"]["kv_cache_max_concurrency"] == 13_697 / 495
+    assert fpm(*base, "--prefix-caching", "on").json() == default.json()
+    off = fpm(*base, "--prefix-caching", "off")
+    assert off.json()["summary"]["kv_cache_max_concurrency"] == 13_697 / 487
+    assert off.stderr == ("fpm: note: --prefix-caching off differs from the profile, which recorded "
+                          "enable_prefix_caching true\n")
+    human = fpm(*base[:-1])
+    assert "27.6707" in human.stdout and "28.1253" not in human.stdout
+
+
+def test_without_a_table_the_fixed_step_time_is_noted(tmp_path):
+    t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 10, "output_len": 3})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--json")
+    assert r.exit_code == 0
+    assert r.stderr == ("fpm: note: no --fpm-table: every step takes 1 s, so the times and latencies are in steps, "
+                        "not seconds\n")
+    assert r.json()["latency"] == {"table": None, "fixed_step_seconds": 1.0}
+    assert r.json()["summary"]["ttft_s"]["mean"] == 1.0
+    table = str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json")
+    r2 = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table", table, "--json")
+    assert r2.stderr == "" and r2.json()["latency"] == {"table": table, "fixed_step_seconds": None}
+
+
+def test_rejections_have_their_reason_and_are_counted_by_reason(tmp_path):
+    """Issue 13 §3: a request longer than max_model_len (32,768) is rejected with its reason in its record, the
+    summary counts rejections by reason, and stderr names the first of each kind."""
+    t = _trace(tmp_path, {"request_id": "long", "arrival_step": 0, "prompt_len": 40_000, "output_len": 3},
+               {"request_id": "long2", "arrival_step": 0, "prompt_len": 32_768, "output_len": 3},
+               *({"request_id": f"r{i}", "arrival_step": 0, "prompt_len": 64, "output_len": 2} for i in range(3)))
+    r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table",
+            str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-queued-reqs", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    reasons = {x["request_id"]: x["reject_reason"] for x in doc["requests"] if x["status"] == "rejected"}
+    assert reasons == {"long": "prompt_len 40000 >= max_model_len 32768",
+                       "long2": "prompt_len 32768 >= max_model_len 32768",
+                       "r2": "max_num_queued_reqs 2 reached: 2 unfinished requests"}  # fmt: skip
+    assert doc["summary"]["rejected"] == 3
+    assert doc["summary"]["rejected_by_reason"] == {
+        "prompt_too_long": 2, "never_fits_final_forward": 0, "never_fits_input_sequence": 0,
+        "max_num_queued_reqs": 1, "max_num_queued_tokens": 0}  # fmt: skip
+    assert r.stderr.splitlines() == [
+        "fpm: note: 2 requests rejected (prompt_too_long), the first: prompt_len 40000 >= max_model_len 32768",
+        "fpm: note: 1 request rejected (max_num_queued_reqs), the first: max_num_queued_reqs 2 reached: 2 unfinished "
+        "requests",
+    ]
+    human = fpm("replay", str(PLAIN), "--trace", str(t), "--max-num-queued-reqs", "2")
+    assert "prompt_too_long 2  max_num_queued_reqs 1" in human.stdout
+
+
+def test_the_progress_bar_moves_on_a_terminal(tmp_path):
+    """On a terminal the bar is redrawn while the replay runs (steps and requests completed change); piped, it
+    is off."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    t = tmp_path / "t.jsonl"
+    t.write_text("".join(json.dumps({"request_id": f"r{i}", "arrival_step": i // 2, "prompt_len": 256,
+                                     "output_len": 300}) + "\n" for i in range(3000)))  # fmt: skip
+    cmd = [sys.executable, "-m", "fpmcore", "replay", str(PLAIN), "--trace", str(t), "--out", str(tmp_path / "o")]
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "150", "TERM": "xterm"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait() == 0
+    os.close(master)
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))  # colours, cursor
+    frames = re.findall(r"(\d+)/3000 requests · ([\d,]+) steps", text)
+    assert len(set(frames)) >= 3, text[-2000:]
+    done = [int(a) for a, _ in frames]
+    assert done == sorted(done) and done[0] < 3000
+    piped = subprocess.run(cmd[:-1] + [str(tmp_path / "o2")], capture_output=True)
+    assert piped.returncode == 0 and b"requests \xc2\xb7" not in piped.stderr

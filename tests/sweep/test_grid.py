@@ -115,7 +115,8 @@ def test_a_grid_with_duplicate_keys_or_nan_is_refused(tmp_path):
     path = tmp_path / "g.json"
     path.write_text('{"profiles": ["a"], "profiles": ["b"]}')
     r = run_fpm("sweep", str(path), "-o", str(tmp_path / "r.jsonl"))
-    assert (r.exit_code, r.stderr) == (2, f"fpm: {path}: grid is not strict JSON: duplicate key 'profiles' [sweep]\n")
+    assert (r.exit_code, r.stderr) == (2, f"fpm: {path}: grid is not strict JSON: duplicate key 'profiles' at profiles, "
+                                     "line 1 column 21 [sweep]\n")
 
 
 # -- generated traces -------------------------------------------------------------------------------

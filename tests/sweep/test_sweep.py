@@ -51,8 +51,9 @@ def test_the_issue_grid_as_written(tmp_path, monkeypatch):
         s = row["summary"]
         assert s["schema"] == "fpmcore.replay.summary/v1"
         assert s["finished"] == 120 and s["peak_running"] <= row["settings"]["max_num_seqs"]
-        # RV-8: GLM TP 4, 13,696 usable blocks, 487 blocks per full-context request
-        assert (s["usable_blocks"], s["max_full_context_requests"]) == (13696, 28)
+        # GLM TP 4, 13,696 usable blocks; prefix caching on as the profile records it: 495 blocks per
+        # full-context request in align mode (RV-14), as the import's kv_cache_max_concurrency 27.67 says
+        assert (s["usable_blocks"], s["max_full_context_requests"]) == (13696, 27)
     # each row is the summary fpm replay prints for the same options
     one = run_fpm("replay", str(ROOT / rows[3]["profile"]), "--trace", str(ROOT / rows[3]["trace"]),
                   "--max-num-seqs", "16", "--max-num-batched-tokens", "8192", "--json")

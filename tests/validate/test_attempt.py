@@ -41,7 +41,8 @@ def test_duplicate_keys_refuse_the_file(tmp_path):
     for name, data in M.with_index(out).items():  # the index pins the changed bytes
         (tmp_path / name).write_bytes(data)
     _, problems = read_attempt(tmp_path)
-    assert [(p.rule, p.message) for p in problems] == [("JSON", "duplicate key 'schema_version': provenance.json")]
+    assert [(p.rule, p.message) for p in problems] == [
+        ("JSON", "duplicate key 'schema_version' at schema_version, line 1 column 66: provenance.json")]
 
 
 # -- the index is the only way in (05 §1) --------------------------------------------------------
@@ -89,7 +90,7 @@ def test_an_attempt_without_index_is_refused(tmp_path):
             'artifact index entry "index.json": the index cannot index itself: index.json',
         ),
         (b'{"files": {"r0.json": 7}}', "artifact index entry expected a 64-hex SHA-256, found 7: r0.json"),
-        (b'{"files": {}, "files": {}}', "artifact index is not strict JSON: duplicate key 'files': index.json"),
+        (b'{"files": {}, "files": {}}', "artifact index is not strict JSON: duplicate key 'files' at files, line 1 column 15: index.json"),
     ],
 )
 def test_a_malformed_index_is_refused(tmp_path, index, message):
@@ -187,31 +188,31 @@ def test_deep_directories_are_read_without_recursion(host, tmp_path):
             "r0.json",
             b'"run_id":"glm53flash-smoke-run-1"',
             b'"run_id":"\\ud800"',
-            "value at run_id is not valid Unicode (a lone surrogate): \\ud800: r0.json",
+            "lone surrogate \\ud800 in a string at run_id, line 1 column ",
         ),
         (
             "r0.json",
             b'"sample_reasons":["explicit"]',
             b'"sample_reasons":["x\\udfff"]',
-            "value at results[0].point.sample_reasons[0] is not valid Unicode (a lone surrogate): x\\udfff: r0.json",
+            "lone surrogate \\udfff in a string at results[0].point.sample_reasons[0], line 1 column ",
         ),
         (
             "r0.json",
             b'"run_id":',
             b'"\\udc80":1,"run_id":',
-            "value at <root> has a key that is not valid Unicode (a lone surrogate): \\udc80: r0.json",
+            "lone surrogate \\udc80 in a string at \\udc80, line 1 column ",
         ),
         (
             "provenance.json",
             b'"attempt_id":"',
             b'"attempt_id":"\\ud83d',
-            "value at attempt_id is not valid Unicode (a lone surrogate): \\ud83d",
+            "lone surrogate \\ud83d in a string at attempt_id, line 1 column ",
         ),
         (
             "r0.json",
             b'"num_gpu_blocks":13696',
             b'"num_gpu_blocks":1e999',
-            "value at limits.num_gpu_blocks is a number beyond the range of a double (1.8e308): r0.json",
+            "number 1e999 is out of range of a double at limits.num_gpu_blocks, line 1 column ",
         ),
         (
             "r0.json",
@@ -223,8 +224,7 @@ def test_deep_directories_are_read_without_recursion(host, tmp_path):
             "r0.json",
             b'"num_gpu_blocks":13696',
             b'"num_gpu_blocks":' + b"9" * 5000,
-            "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits; use "
-            "sys.set_int_max_str_digits() to increase the limit: r0.json",
+            "integer of 5000 digits exceeds the 4300-digit limit at limits.num_gpu_blocks, line 1 column ",
         ),
         (
             "r0.json",

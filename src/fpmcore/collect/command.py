@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from collections.abc import Callable
 from typing import Any
 
 from fpmcore.hooktypes import CliCommand
 
 
-def _at_least(low: int):  # noqa: ANN202 - an argparse type
+def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
     def parse(text: str) -> int:
         try:
             v = int(text)

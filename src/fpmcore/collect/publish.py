@@ -33,8 +33,7 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
-
-TABLE_SCHEMA = "fpmcore.fpm-table/v1"
+from fpmcore.replay.table import TABLE_SCHEMA  # the table's format is named by its reader
 
 
 def _index_sha256(run_dir: Path) -> str | None:
@@ -107,22 +106,6 @@ def write_table(path: str | Path, doc: Mapping[str, Any]) -> None:
     write_durable(Path(path), json_bytes(dict(doc)))
 
 
-def check_output(path: str, inputs: list[str]) -> None:
-    """The table path before any work: its folder exists, it is no folder and none of the inputs."""
-    import os
-
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise FpmError("O-1", f"the folder {parent} does not exist; fpm never creates missing folders (create it "
-                              "first)", path)  # fmt: skip
-    if target.exists() and not target.is_file():
-        raise FpmError("O-2", "the output exists and is not a regular file", path)
-    for item in inputs:
-        if os.path.lexists(item) and os.path.realpath(item) == os.path.realpath(target):
-            raise FpmError("O-3", f"the output is the input {item}; give another output path", path)
-
-
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a collected run (fpm collect -o)")
     p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
@@ -133,7 +116,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.jsonio import load_path
 
-    check_output(args.output, [args.plan, args.run_dir])
+    from fpmcore.outputs import check_output_path
+
+    check_output_path(args.output, inputs=[args.plan, args.run_dir])  # before any work (O-1 ... O-4)
     plan = load_path(args.plan)
     if not isinstance(plan, dict):
         raise FpmError("input", f"plan is not a JSON object: {args.plan}")

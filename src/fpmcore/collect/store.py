@@ -69,11 +69,14 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def write_durable(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a kill leaves the old file or the new one, never a partial file."""
-    from fpmcore.jsonio import write_atomic
+    """Write ``data`` to ``path`` so that a kill leaves the old file or the new one, never a partial file.
 
-    write_atomic(path, data)
-    _fsync_dir(path.parent)
+    The one atomic writer of :mod:`fpmcore.outputs` (file and folder synced); its
+    folder must exist.
+    """
+    from fpmcore.outputs import write_file
+
+    write_file(path, data)
 
 
 def json_bytes(value: Any) -> bytes:

@@ -16,6 +16,27 @@ Command line::
 Exit status: 0 every selected configuration is complete; 1 incomplete;
 2 the evidence folder or its index cannot be read, or bad usage.
 
+Modules, named by what they check, in stage order (02 §6.1):
+
+==========================  =====  ===============================================
+module                      stage  checks
+==========================  =====  ===============================================
+``evidence_files``          A      index, launch, attempt, artifact files (I-1 … I-11, I-114)
+``record_envelope``         B      record envelope, binding, rank coverage (I-12 … I-20, I-113)
+``runtime_identity``        C      runtime identity and version gates (I-21 … I-26)
+``launch_settings``         D      launch agreement, resolved settings (I-27 … I-39)
+``cache_groups``            E, F   cache groups, class tables, state and checkpoint evidence (I-40 … I-61)
+``block_pool``              G, H   block pool, storages, allocations, block ownership (I-62 … I-76)
+``layer_views``             I      layer views, kernel blocks, attention groups (I-77 … I-89)
+``prefix_and_capacity``     J-L    prefix caching and block sizes, startup capacity, cross-rank
+                                   agreement (I-90 … I-109)
+``draft``                   M      the profile draft and its provenance (I-110)
+==========================  =====  ===============================================
+
+``pipeline`` runs them, ``model`` holds the records and diagnostics,
+``values`` the JSON value helpers of 02 §1, ``capacity`` the 03 formulas and
+``command`` the ``fpm import`` command line.
+
 **Layout-level evidence** (a rule beyond the reference; fpmcore issue 3 asks
 for it and wins over 02 §7.2 here).  ``fpm probe --dry-run`` runs the
 runtime's real cache planning without allocating a tensor; its worker records
@@ -24,7 +45,7 @@ say ``lifecycle.measurement: "cache_planned"`` with ``cache_initialized``,
 ``complete`` on what it holds:
 
 * I-19 accepts in a dry worker's ``unresolved_fields`` exactly the
-  tensor-level paths (:data:`fpmcore.importer.stage_b.TENSOR_LEVEL_PATHS`:
+  tensor-level paths (:data:`fpmcore.importer.record_envelope.TENSOR_LEVEL_PATHS`:
   storages, allocated bytes, allocations' storage ids and view-derived block
   strides, layer views, attention groups, model runner, hardware); any other
   path is still I-19, and I-20 checks the dry lifecycle;
@@ -32,7 +53,7 @@ say ``lifecycle.measurement: "cache_planned"`` with ``cache_initialized``,
   I-105 (hardware), I-64 (storages), stage H (allocations, layout, block
   ownership) and stage I (views, attention groups, model runner).  The pool
   page ``P`` is the planned bytes over ``num_blocks`` (I-65, I-66 check the
-  plan: :func:`fpmcore.importer.stage_gh.planned_cache_bytes`);
+  plan: :func:`fpmcore.importer.block_pool.planned_cache_bytes`);
 * every other rule runs: groups, classes, pages, state and checkpoint
   evidence, block pool, prefix caching and block sizes, startup capacity
   (I-100 to I-104), scheduler agreement, cross-phase and cross-rank agreement;

@@ -7,8 +7,8 @@ double arithmetic: ``n / M`` is Python's correctly rounded true division and
 The startup reservation of one spec (C-1) depends on the runtime's spec
 classes: the runtime plugin gives it (``RuntimeRules.startup_blocks``, with
 the :class:`~fpmcore.hooktypes.StartupLimits` of
-:func:`fpmcore.importer.stage_ef.limits`); C-3's maximum over a group's layer
-specs is :func:`fpmcore.importer.stage_ef.group_startup`.
+:func:`fpmcore.importer.cache_groups.limits`); C-3's maximum over a group's layer
+specs is :func:`fpmcore.importer.cache_groups.group_startup`.
 """
 
 from __future__ import annotations

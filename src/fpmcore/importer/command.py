@@ -41,11 +41,12 @@ def _json_result(run: ImportRun) -> dict[str, Any]:
 
 
 def _print_human(run: ImportRun, ctx: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     out = ctx.out
-    for r in run.results:
-        out.print(f"[bold]{r.configuration}[/bold]: {r.status}")
+    for r in run.results:  # values from the evidence are never read as markup
+        out.print(f"[bold]{escape(r.configuration)}[/bold]: {r.status}")
         if r.evidence == "layout":
             out.print("evidence: layout-level (a dry run: the cache was planned, no tensors were allocated)",
                       markup=False, highlight=False)
@@ -56,7 +57,7 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
             continue
         dep = r.draft["deployments"][0]
         res = dep["resources"]
-        t = Table(title=f"cache groups ({dep['system']}, vLLM {dep['backend_version']}, tp={dep['tp']})")
+        t = Table(title=escape(f"cache groups ({dep['system']}, vLLM {dep['backend_version']}, tp={dep['tp']})"))
         for col in ("group", "kind", "layers", "block tokens", "page bytes", "window", "blocks/request", "checkpoint"):
             t.add_column(col, justify="right" if col not in ("group", "kind") else "left")
         for g in res["cache_groups"]:
@@ -66,7 +67,7 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
                 if "prefill_checkpoint_alignment" in g:
                     ckpt += f" / {g['prefill_checkpoint_alignment']}"
             t.add_row(
-                g["name"], g["kind"], str(g["num_layers"]), str(g["block_size_tokens"]), str(g["page_size_bytes"]),
+                escape(g["name"]), g["kind"], str(g["num_layers"]), str(g["block_size_tokens"]), str(g["page_size_bytes"]),
                 "-" if g["sliding_window"] is None else str(g["sliding_window"]),
                 str(g.get("blocks_per_request", "-")), ckpt,
             )
@@ -91,11 +92,64 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
         out.print(diag.render(), soft_wrap=True, markup=False, highlight=False)
 
 
+def _outputs(folder: Path, args: argparse.Namespace) -> tuple[str, Path] | None:
+    """Check ``-o`` before the import runs (:mod:`fpmcore.outputs`): ``("file" | "folder", path)``.
+
+    One selected configuration writes one profile file; several write a folder
+    of ``<label>.fpm-profile.json`` files, published together, which replaces
+    an earlier such folder of ``fpm import``.  Every file the evidence names is
+    an input that the output may not overwrite, and a label that cannot name a
+    file is refused (O-6).
+    """
+    if not args.output:
+        return None
+    from fpmcore.importer.evidence_files import index_outline
+    from fpmcore.outputs import check_output_folder, check_output_parent, check_output_path, safe_name
+
+    outline = index_outline(folder)
+    if outline is None and args.configuration is None:
+        # the index cannot be read: the import refuses it (I-1) and writes nothing
+        return "file", check_output_parent(args.output)
+    labels, inputs = outline if outline is not None else ([], [folder / "observations.json"])
+    if args.configuration is not None:
+        labels = [args.configuration]
+    inputs = [*inputs, args.launch]
+    if len(labels) == 1:
+        return "file", check_output_path(args.output, inputs=inputs)
+    for label in labels:
+        safe_name(label, "configuration label")
+    return "folder", check_output_folder(args.output, inputs=[folder, *inputs], replace=True)
+
+
+def _write(run_: ImportRun, output: tuple[str, Path]) -> None:
+    """Write the complete profiles: one file, or one folder published at once."""
+    from fpmcore.outputs import publish_folder, safe_name, write_file
+    from fpmcore.profile import dumps_profile
+
+    kind, path = output
+    complete = [r for r in run_.results if r.complete and r.profile is not None]
+    if kind == "file":
+        if complete and len(run_.results) == 1:
+            write_file(path, dumps_profile(complete[0].profile))
+        return
+    files = {f"{safe_name(r.configuration, 'configuration label')}.fpm-profile.json": dumps_profile(r.profile)
+             for r in complete}
+    if files:
+        publish_folder(path, files, replace=True, command="import")
+
+
 def run(args: argparse.Namespace, ctx: Any) -> int:
-    """``fpm import``: 0 complete, 1 incomplete, 2 unreadable evidence or bad usage."""
+    """``fpm import``: 0 complete, 1 incomplete, 2 unreadable evidence, an output refused, or bad usage."""
+    from fpmcore.outputs import OutputError
+
     folder = Path(args.folder)
     if not folder.is_dir():
         _usage(ctx, f"evidence folder not found: {folder}")
+        return EXIT_USAGE
+    try:
+        output = _outputs(folder, args)
+    except OutputError as exc:
+        _usage(ctx, exc.message, exc.rule, exc.where)
         return EXIT_USAGE
     from fpmcore.importer.pipeline import HostServices, import_evidence
 
@@ -103,16 +157,12 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     code = run_.exit_code
     if any(d.rule in USAGE_RULES for d in run_.run_diagnostics):
         code = EXIT_USAGE
-    if args.output and run_.results:
-        complete = [r for r in run_.results if r.complete and r.profile is not None]
-        from fpmcore.profile import save_profile
-
-        if len(run_.results) == 1:
-            if complete:
-                save_profile(complete[0].profile, args.output)
-        else:
-            for r in complete:
-                save_profile(r.profile, Path(args.output) / f"{r.configuration}.fpm-profile.json")
+    if output is not None and run_.results:
+        try:
+            _write(run_, output)
+        except OutputError as exc:
+            _usage(ctx, exc.message, exc.rule, exc.where)
+            return EXIT_USAGE
     if getattr(args, "json", False) or getattr(ctx, "json", False):
         from fpmcore.jsonio import dumps_output
 
@@ -123,16 +173,18 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     return code
 
 
-def _usage(ctx: Any, message: str) -> None:
+def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None:
     if getattr(ctx, "json", False):
         from fpmcore.jsonio import dumps_output
 
         doc = {"schema": 1, "status": "incomplete", "profile": None,
-               "diagnostics": [{"rule": "usage", "message": message, "where": ""}]}
+               "diagnostics": [{"rule": rule, "message": message, "where": where}]}
         sys.stdout.write(dumps_output(doc).decode("utf-8"))
         sys.stdout.flush()
     else:
-        ctx.err.print(f"fpm import: {message}")
+        suffix = "" if rule == "usage" else f" [{rule}]"
+        place = f"{where}: " if where else ""
+        ctx.err.print(f"fpm import: {place}{message}{suffix}", markup=False, highlight=False, soft_wrap=True)
 
 
 def import_command() -> CliCommand:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from fpmcore.errors import FpmError
+from fpmcore.importer.block_pool import pool_page
+from fpmcore.importer.cache_groups import mamba_group
 from fpmcore.importer.model import Context
-from fpmcore.importer.stage_ef import mamba_group
-from fpmcore.importer.stage_gh import pool_page
-from fpmcore.importer.stage_jkl import blocks_per_request, phase_geometry_differences
+from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
 from fpmcore.importer.values import canonical
 
 RESOURCES_PROVENANCE = (

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import attrs
 
 from fpmcore.hooktypes import RuntimeRules, SpecClassification
+from fpmcore.jsonio import one_line
 from fpmcore.record import SCHEMA_VERSION
 
 PHASES = ("prefill", "decode")
@@ -20,7 +21,7 @@ RECORD_SCHEMA = SCHEMA_VERSION
 
 #: A worker's ``lifecycle.measurement`` when the runtime planned the cache without
 #: allocating it (a dry probe): the record is *layout-level* evidence (see
-#: :mod:`fpmcore.importer.stage_b`, I-113).
+#: :mod:`fpmcore.importer.record_envelope`, I-113).
 CACHE_PLANNED = "cache_planned"
 LAYOUT, TENSOR = "layout", "tensor"
 
@@ -44,7 +45,8 @@ class ImportDiagnostic:
         return f"{self.configuration or '-'}: {self.phase or '-'}/{self.artifact or '-'}"
 
     def render(self) -> str:
-        return f"{self.where}: {self.message} [{self.rule}]"
+        """One line: a value from the evidence that holds a line break or another unprintable character is escaped."""
+        return one_line(f"{self.where}: {self.message} [{self.rule}]")
 
     def to_json(self) -> dict[str, Any]:
         return {

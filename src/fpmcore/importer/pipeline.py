@@ -19,10 +19,19 @@ import attrs
 
 from fpmcore.hooks import RuntimeHooks
 from fpmcore.hooktypes import RuntimeRules, SpecClassification
-from fpmcore.importer import draft as stage_m
-from fpmcore.importer import stage_a, stage_b, stage_c, stage_d, stage_ef, stage_gh, stage_i, stage_jkl
+from fpmcore.importer import (
+    block_pool,
+    cache_groups,
+    draft,
+    evidence_files,
+    launch_settings,
+    layer_views,
+    prefix_and_capacity,
+    record_envelope,
+    runtime_identity,
+)
 from fpmcore.importer.model import Context, ImportDiagnostic, ImportNote, RuntimeServices, run_stage
-from fpmcore.importer.values import StrictJsonError, strict_loads
+from fpmcore.jsonio import JsonError, load_path
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
 
@@ -137,28 +146,29 @@ class HostServices:
 
 def _stages(ctx: Context) -> bool:
     """Stages B to L; False as soon as one stage produced a diagnostic."""
-    if not run_stage(ctx, stage_b.RULES):
+    if not run_stage(ctx, record_envelope.RULES):
         return False
-    stage_c.prepare(ctx)
-    if not run_stage(ctx, stage_c.RULES):
+    runtime_identity.prepare(ctx)
+    if not run_stage(ctx, runtime_identity.RULES):
         return False
-    stage_c.finish(ctx)
-    stage_c.prepare(ctx)  # normalization may change what a record holds
-    if not run_stage(ctx, stage_d.RULES):
+    runtime_identity.finish(ctx)
+    runtime_identity.prepare(ctx)  # normalization may change what a record holds
+    if not run_stage(ctx, launch_settings.RULES):
         return False
-    if not run_stage(ctx, stage_ef.STAGE_E):
+    if not run_stage(ctx, cache_groups.STAGE_E):
         return False
-    stage_ef.finish_e(ctx)
-    # layout-level evidence (a dry run) holds no allocated tensors: no stage H or I (stage B, I-113)
-    tensor_stages = [] if ctx.layout else [stage_gh.STAGE_H, stage_i.STAGE_I]
-    for rules in (stage_ef.STAGE_F, stage_gh.STAGE_G, *tensor_stages):
+    cache_groups.finish_e(ctx)
+    # layout-level evidence (a dry run) holds no allocated tensors: of stage H only the planned allocations
+    # (I-67), no stage I (stage B, I-113)
+    tensor_stages = [block_pool.STAGE_H_PLANNED] if ctx.layout else [block_pool.STAGE_H, layer_views.STAGE_I]
+    for rules in (cache_groups.STAGE_F, block_pool.STAGE_G, *tensor_stages):
         if not run_stage(ctx, rules):
             return False
     if ctx.hybrid:
-        for rules in (stage_jkl.STAGE_J, stage_jkl.STAGE_K):
+        for rules in (prefix_and_capacity.STAGE_J, prefix_and_capacity.STAGE_K):
             if not run_stage(ctx, rules):
                 return False
-    return run_stage(ctx, stage_jkl.STAGE_L)
+    return run_stage(ctx, prefix_and_capacity.STAGE_L)
 
 
 def import_configuration(
@@ -168,11 +178,11 @@ def import_configuration(
     ctx = Context(folder=folder, label=label, services=services, index_ref=index_ref)
     prov: dict[str, Any] = {"observations_index": index_ref}
     try:
-        stage_a.run(ctx, index, reviewed)
+        evidence_files.run(ctx, index, reviewed)
         if not ctx.diagnostics and _stages(ctx):
-            prov = stage_m.provenance(ctx)
-            data = stage_m.draft(ctx, prov)
-            profile, problem = stage_m.validate(data)
+            prov = draft.provenance(ctx)
+            data = draft.draft(ctx, prov)
+            profile, problem = draft.validate(data)
             if problem is None:
                 from fpmcore.profile import profile_to_dict
 
@@ -197,11 +207,12 @@ def import_evidence(
     """Import the evidence folder ``folder`` (02 §6.1): ``fpm import DIR [--launch L] [--configuration C]``."""
     folder = Path(folder)
     try:
-        index, index_ref = stage_a.read_index(folder)
-    except stage_a.IndexRefusal as exc:
+        index, index_ref = evidence_files.read_index(folder)
+    except evidence_files.IndexRefusal as exc:
         return ImportRun((), (ImportDiagnostic("I-1", exc.message, configuration),))
     except OSError as exc:
-        return ImportRun((), (ImportDiagnostic("I-1", f"unsupported runtime observation index schema: '{stage_a.INDEX_FILE}'", configuration),))
+        message = f"runtime observation index cannot be read: {folder / evidence_files.INDEX_FILE}: {exc.strerror}"
+        return ImportRun((), (ImportDiagnostic("I-1", message, configuration),))
     labels = [configuration] if configuration is not None else sorted(index["configurations"])
     if not labels:
         return ImportRun((), (ImportDiagnostic("I-2", "runtime import requires selected configurations with reviewed launch facts"),))
@@ -210,8 +221,8 @@ def import_evidence(
         if len(labels) != 1:
             return ImportRun((), (ImportDiagnostic("I-2", f"a reviewed launch needs exactly one selected configuration; {len(labels)} are selected"),))
         try:
-            reviewed = strict_loads(Path(launch).read_bytes())
-        except (OSError, StrictJsonError):
+            reviewed = load_path(launch)
+        except JsonError:
             reviewed = None
         if isinstance(reviewed, dict) and set(reviewed) == {"launch"}:
             reviewed = reviewed["launch"]

@@ -1,8 +1,7 @@
 """Value helpers of the import: strict JSON with I-10's reasons, printing, first differences.
 
-* :func:`strict_loads` parses one artifact and raises :class:`StrictJsonError`
-  with the reason text of 02 I-10 (``not UTF-8``, ``syntax error at <line>:<col>``,
-  ``duplicate object key '<key>'``, ``non-finite number``).
+* :func:`strict_json_reason` gives I-10's reason text for an artifact that the
+  one strict reader (:func:`fpmcore.jsonio.loads`) refused.
 * :func:`show` prints a value as 02 §1 says: integers plainly, floats as
   Python's ``repr``, booleans as JSON, strings in single quotes, lists and
   objects as canonical JSON.
@@ -13,66 +12,41 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
+
+from fpmcore.jsonio import JsonError, is_finite_number
 
 
-class StrictJsonError(ValueError):
-    """An artifact that is not strict JSON; ``reason`` is I-10's reason text."""
+def strict_json_reason(exc: JsonError) -> str:
+    """I-10's reason for an artifact the strict reader (:func:`fpmcore.jsonio.loads`) refused.
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Duplicate(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
-        out[key] = value
-    return out
-
-
-class _NonFinite(Exception):
-    pass
-
-
-def _constant(_name: str) -> Any:
-    raise _NonFinite()
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFinite()
-    return value
-
-
-def strict_loads(data: bytes) -> Any:
-    """Parse strict JSON (02 §1, I-10); raise :class:`StrictJsonError` with the reason."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise StrictJsonError("not UTF-8") from None
-    if text.startswith("\ufeff"):
-        raise StrictJsonError("syntax error at 1:1")
-    try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
-    except _Duplicate as exc:
-        raise StrictJsonError(f"duplicate object key '{exc.key}'") from None
-    except _NonFinite:
-        raise StrictJsonError("non-finite number") from None
-    except json.JSONDecodeError as exc:
-        raise StrictJsonError(f"syntax error at {exc.lineno}:{exc.colno}") from None
-    except RecursionError:
-        raise StrictJsonError("syntax error at 1:1") from None
+    02 I-10's reasons — ``not UTF-8``, ``syntax error at <line>:<col>``,
+    ``duplicate object key '<key>'``, ``non-finite number`` — followed by where
+    the refusal sits: ``at <line>:<col>`` and, inside the document, its key
+    path in parentheses (fpmcore issue 13 wins over the bare reasons of 02).
+    The reader's other refusals keep its reason: a number out of the range
+    of a double, an integer beyond 4,300 digits, a lone surrogate, nesting
+    deeper than the reader allows.
+    """
+    kind = exc.kind
+    if kind == "utf8":
+        reason = "not UTF-8"
+    elif kind in ("syntax", "bom"):
+        return f"syntax error at {exc.line or 1}:{exc.column or 1}"
+    elif kind == "duplicate":
+        reason = exc.reason.replace("duplicate key", "duplicate object key", 1)
+    elif kind == "nonfinite":
+        reason = f"non-finite number {exc.reason.split(' ', 1)[0]}"
+    elif kind == "overflow":
+        reason = "non-finite number " + exc.reason.removeprefix("number ").removesuffix(" is out of range of a double")
+    else:
+        reason = exc.reason
+    if exc.line is not None:
+        reason += f" at {exc.line}:{exc.column}"
+    if exc.path:
+        reason += f" ({exc.path})"
+    return reason
 
 
 def canonical(value: Any) -> str:
@@ -98,21 +72,24 @@ def show(value: Any) -> str:
         return repr(value)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """A JSON integer: ``true`` is not ``1`` and ``1.0`` is not ``1`` (02 §1)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_pos_int(value: Any) -> bool:
+def is_pos_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer above 0."""
     return is_int(value) and value > 0
 
 
-def is_nonneg_int(value: Any) -> bool:
+def is_nonneg_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer of at least 0."""
     return is_int(value) and value >= 0
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A JSON number that is a finite double: ``true`` is not a number, nor is an integer above 1e308."""
+    return is_finite_number(value)
 
 
 def same(a: Any, b: Any) -> bool:

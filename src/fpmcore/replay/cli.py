@@ -9,25 +9,36 @@
          --prefill-schedule-interval N --scheduling-policy fcfs|priority
          --max-num-queued-reqs N --max-num-queued-tokens N --watermark W
          --[no-]scheduler-reserve-full-isl --[no-]enable-chunked-prefill]
-        [--max-steps N] [--steps] [--out DIR] [--plot OUT.png] [--json]
+        [--max-steps N] [--steps] [--out DIR [--out-format jsonl.gz|parquet]] [--plot OUT.png] [--json]
 
 The scheduler settings are vLLM's engine arguments, with vLLM's defaults
 (``--scheduling-policy priority`` reads each request's trace field
 ``priority``; ``--max-num-queued-*`` reject arrivals as vLLM's API server
 does).
 
-Prints the R-35 summary as a table; ``--out DIR`` writes
-``replay-steps.jsonl``, ``replay-requests.jsonl`` and ``replay-summary.json``
-(R-34, R-35); ``--json`` prints ``{"schema": 1, "summary": …, "requests": […],
-"steps": […]}`` (steps only with ``--steps``).  Exit 0 when the whole trace
-ran, 1 when the replay stopped (R-9, R-26, R-27: the records up to the stop
-are still written), 2 for bad input.
+``--prefix-caching`` defaults to the profile's ``enable_prefix_caching``;
+an explicit value that differs from it is noted on stderr.  Without
+``--fpm-table`` every step takes 1 s (noted on stderr, and as
+``"latency": {"table": null, "fixed_step_seconds": 1.0}`` in ``--json``).
+
+The replay runs in chunks of steps (:class:`~fpmcore.replay.ReplayRun`)
+under a progress bar on stderr (steps, requests completed of the total, ETA;
+off when stderr is not a terminal).  ``--out DIR`` streams the step and
+request records to disk as they are made and publishes the folder atomically
+at the end (:mod:`fpmcore.replay.outputs`); ``--plot OUT.png`` draws
+downsampled series collected while streaming (:mod:`fpmcore.replay.plot`).
+Both output paths are checked before the replay starts (rules ``O-1`` …
+``O-6`` of :mod:`fpmcore.outputs`).  ``--json`` prints ``{"schema": 1,
+"summary": …, "requests": […], "steps": […], "latency": …}`` (steps only with
+``--steps``, which keeps them in memory).  Exit 0 when the whole trace ran,
+1 when the replay stopped (R-9, R-26, R-27: the records up to the stop are
+still written), 2 for bad input or an output that cannot be written.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +113,8 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
+    from fpmcore.replay.outputs import DEFAULT_FORMAT, FORMATS
+
     p.add_argument("profile", metavar="PROFILE", help="an *.fpm-profile.json file")
     p.add_argument("--trace", required=True, metavar="TRACE", help="JSONL trace (R-32) or the oracle's SCHED.json")
     p.add_argument("--fpm-table", metavar="TABLE", help="FPM latency table (R-27); default: 1.0 s per step")
@@ -109,14 +122,22 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=_positive, metavar="N", help="default: the profile's max_batch_size")
     p.add_argument("--max-num-batched-tokens", type=_positive, metavar="N",
                    help="default: the profile's max_num_tokens")
-    p.add_argument("--prefix-caching", choices=("on", "off"), default="off",
-                   help="model vLLM prefix caching (Mamba align mode); default off")
+    p.add_argument("--prefix-caching", choices=("on", "off"),
+                   help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching")
     _scheduler_options(p)
     p.add_argument("--max-steps", type=_positive, metavar="N",
                    help="stop a replay that reaches N steps (default 1,000,000,000)")
-    p.add_argument("--steps", action="store_true", help="include the step records in --json output")
-    p.add_argument("--out", metavar="DIR", help="write replay-steps.jsonl, replay-requests.jsonl, replay-summary.json")
-    p.add_argument("--plot", metavar="OUT.png", help="plot running/waiting requests and pool use per step (matplotlib)")
+    p.add_argument("--steps", action="store_true", help="include the step records in --json output (kept in memory)")
+    p.add_argument("--out", metavar="DIR",
+                   help="stream the step and request records to DIR while the replay runs; DIR is published whole "
+                        "at the end (a new or empty folder, or an earlier --out of fpm replay, which is replaced)")
+    p.add_argument("--out-format", choices=FORMATS, default=DEFAULT_FORMAT,
+                   help="record files of --out: jsonl.zst (default: zstd JSON lines, as small as Parquet and "
+                        "the fastest to write), jsonl.gz (gzip, twice the size) or parquet (pyarrow: typed "
+                        "columns, twice the time and memory to write)")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="draw pool use per group, running/waiting requests, preemptions and (with --fpm-table) "
+                        "TTFT/TPOT percentiles; the format follows the extension (matplotlib)")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
@@ -140,54 +161,16 @@ def _print_summary(ctx: Any, s: dict[str, Any], title: str) -> None:
         if key == "schema":
             continue
         if isinstance(value, dict):
-            value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+            if key == "rejected_by_reason":
+                value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items() if v) or "–"
+            else:
+                value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items())
         t.add_row(key, _fmt(value))
     ctx.out.print(t)
 
 
-def _write_out(out_dir: Path, result: Any) -> None:
-    from fpmcore.jsonio import dumps_output  # compact JSON, one line each
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "replay-steps.jsonl", "wb") as f:
-        f.writelines(map(dumps_output, result.steps))
-    with open(out_dir / "replay-requests.jsonl", "wb") as f:
-        f.writelines(map(dumps_output, result.requests))
-    (out_dir / "replay-summary.json").write_text(json.dumps(result.summary, indent=2) + "\n", encoding="utf-8")
-
-
-def _pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend, imported only for ``--plot``."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise FpmError(
-            "R-35", "--plot needs matplotlib, which is not installed; install the package: pip install matplotlib"
-        ) from None
-    return plt
-
-
-def plot(result: Any, path: str) -> None:
-    """Running and waiting requests and the pool use per step."""
-    plt = _pyplot()
-    steps = result.steps
-    x = [s["step"] for s in steps]
-    fig, (a1, a2) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
-    a1.plot(x, [s["running"] for s in steps], label="running")
-    a1.plot(x, [s["waiting"] for s in steps], label="waiting")
-    a1.set_ylabel("requests")
-    a1.legend()
-    a2.plot(x, [s["used_bytes_scheduled"] for s in steps], label="used bytes (scheduled)")
-    a2.axhline(result.summary["capacity_bytes"], color="grey", linestyle="--", label="capacity")
-    a2.set_ylabel("bytes")
-    a2.set_xlabel("step")
-    a2.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+def _note(ctx: Any, text: str) -> None:
+    ctx.err.print(f"fpm: note: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def scheduler_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -207,22 +190,85 @@ def scheduler_settings(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
+    """Every output path and format checked before any work (O-1 … O-4; the plot's format; pyarrow)."""
+    from fpmcore import outputs
+    from fpmcore.replay import outputs as record_files
+    from fpmcore.replay.plot import check_plot_path
+
+    inputs = [args.profile, args.trace, args.fpm_table]
+    out = plot = fmt = None
+    if args.out is not None:
+        out = outputs.check_output_folder(args.out, inputs=inputs, replace=True)
+        record_files.check_format(args.out_format)
+    if args.plot is not None:
+        plot = outputs.check_output_path(args.plot, inputs=inputs)
+        fmt = check_plot_path(args.plot)
+        if out is not None and _inside(plot, out):
+            raise outputs.OutputError("O-3", f"the plot would be inside the --out folder {args.out}, which is "
+                                             "published whole; write it elsewhere", args.plot)  # fmt: skip
+    return out, plot, fmt
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    import os
+
+    inner, outer = os.path.realpath(path.parent), os.path.realpath(folder)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
+    model = getattr(profile, "model", None) or Path(args.profile).name
+    table = Path(args.fpm_table).name if args.fpm_table else "none (1 s per step)"
+    return (f"{model} (deployment {args.deployment}) · trace {Path(args.trace).name}: {n:,} requests\n"
+            f"max_num_seqs {cfg.max_num_seqs} · max_num_batched_tokens {cfg.max_num_batched_tokens:,} · "
+            f"prefix caching {'on' if cfg.prefix_caching else 'off'} · policy {cfg.scheduling_policy} · "
+            f"latency table {table}")  # fmt: skip
+
+
+def _progress(ctx: Any) -> Any:
+    """The replay's progress bar on stderr (off when stderr is not a terminal)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+        TextColumn("· {task.fields[steps]:,} steps ·"), TimeElapsedColumn(), TextColumn("ETA"),
+        TimeRemainingColumn(), console=ctx.err, disable=not sys.stderr.isatty(), transient=True,
+    )  # fmt: skip
+
+
+#: Steps per chunk: with step records (streamed), and without (the engine jumps over quiet stretches).
+CHUNK_STEPS = 1024
+CHUNK_STEPS_SUMMARY = 1 << 20
+
+
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.profile import load_profile
-    from fpmcore.replay import config_from_profile, load_table, load_trace, run_replay
+    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace
+    from fpmcore.replay.config import profile_prefix_caching
+    from fpmcore.replay.outputs import RecordFiles
+    from fpmcore.replay.plot import PlotData
 
-    if args.plot:
-        _pyplot()  # refuse before the run when matplotlib is missing
+    out, plot_path, plot_fmt = _check_outputs(args)  # before any work
     profile = load_profile(args.profile)
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
     table = load_table(args.fpm_table) if args.fpm_table else None
+    recorded = profile_prefix_caching(profile, args.deployment)
+    caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"
     cfg = config_from_profile(
         profile,
         args.deployment,
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
-        prefix_caching=args.prefix_caching == "on",
+        prefix_caching=caching,
         reserve_full_isl=args.reserve_full_isl and not args.no_reserve_full_isl,
         enable_chunked_prefill=args.enable_chunked_prefill,
         watermark=args.watermark,
@@ -230,29 +276,81 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         **scheduler_settings(args),
     )
     trace = load_trace(args.trace)
-    with ctx.progress("replay", total=len(trace.requests)) as bar:
-        task = bar.add_task(f"replaying {len(trace.requests)} requests", total=len(trace.requests))
-        result = run_replay(cfg, trace)
-        bar.update(task, completed=len(trace.requests))
-    if args.out:
-        _write_out(Path(args.out), result)
-    if args.plot:
-        plot(result, args.plot)
+    if caching != recorded:
+        _note(ctx, f"--prefix-caching {args.prefix_caching} differs from the profile, which recorded "
+                   f"enable_prefix_caching {str(recorded).lower()}")  # fmt: skip
+    if table is None:
+        _note(ctx, "no --fpm-table: every step takes 1 s, so the times and latencies are in steps, not seconds")
+    keep_steps = bool(args.steps and ctx.json)
+    with_steps = bool(out or plot_path or keep_steps)
+    run = ReplayRun(cfg, trace, steps=with_steps)
+    files = RecordFiles(out, args.out_format, groups=len(cfg.groups)) if out is not None else None
+    plot = PlotData([g.name for g in cfg.groups], cfg.usable_blocks if cfg.block_mode else cfg.capacity_bytes,
+                    cfg.block_mode) if plot_path is not None else None  # fmt: skip
+    kept: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
+    try:
+        with _progress(ctx) as bar:
+            task = bar.add_task(f"replaying {Path(args.trace).name}", total=run.requests_total, steps=0)
+            chunk_steps = CHUNK_STEPS if with_steps else CHUNK_STEPS_SUMMARY
+            while not run.ended:
+                chunk = run.advance(chunk_steps)
+                if files is not None:
+                    files.write(chunk.steps, chunk.requests)
+                if plot is not None:
+                    plot.add(chunk.steps, chunk.requests)
+                if keep_steps:
+                    kept.extend(chunk.steps)
+                if ctx.json:
+                    requests.extend(chunk.requests)
+                bar.update(task, completed=run.requests_completed, steps=run.steps_done)
+        summary = run.summary()
+        digests = files.publish(summary) if files is not None else None
+    finally:
+        if files is not None:
+            files.discard()
+    image = None
+    if plot is not None and plot_path is not None and plot_fmt is not None:
+        from fpmcore import outputs
+
+        image = plot.render(_title(profile, args, cfg, run.requests_total), plot_fmt, latency=table is not None)
+        outputs.write_file(plot_path, image)
+    error = run.error
     if ctx.json:
-        doc: dict[str, Any] = {"summary": result.summary, "requests": result.requests}
+        requests.sort(key=_trace_order(trace))
+        doc: dict[str, Any] = {"summary": summary, "requests": requests,
+                               "latency": {"table": args.fpm_table,
+                                           "fixed_step_seconds": cfg.fixed_step_seconds if table is None else None}}
         if args.steps:
-            doc["steps"] = list(result.steps)
-        if result.error is not None:
-            doc["error"] = {"rule": result.error.rule, "message": result.error.message}
+            doc["steps"] = kept
+        if error is not None:
+            doc["error"] = {"rule": error.rule, "message": error.message}
+        if digests is not None:
+            doc["out"] = {"folder": str(out), "files": digests}
+        if plot_path is not None:
+            doc["plot"] = str(plot_path)
         ctx.emit_json(doc)
     else:
-        _print_summary(ctx, result.summary, f"replay of {args.trace} ({result.backend} engine)")
-        if args.out:
-            ctx.err.print(f"wrote replay-steps.jsonl, replay-requests.jsonl, replay-summary.json to {args.out}")
-    if result.error is not None:
-        ctx.err.print(f"fpm: {result.error} [{result.error.rule}]", markup=False, highlight=False)
+        _print_summary(ctx, summary, f"replay of {args.trace} ({run.backend} engine)")
+    for kind, reason in run.first_rejections.items():
+        n = summary["rejected_by_reason"][kind]
+        _note(ctx, f"{n:,} request{'s' if n != 1 else ''} rejected ({kind}), the first: {reason}")
+    if digests is not None:
+        listed = ", ".join(f"{name} (sha256 {digest[:12]}…)" for name, digest in digests.items())
+        ctx.err.print(f"fpm: wrote {out}/: {listed}", markup=False, highlight=False, soft_wrap=True)
+    if plot_path is not None and image is not None:
+        ctx.err.print(f"fpm: wrote the plot {plot_path} ({len(image):,} bytes)", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+    if error is not None:
+        ctx.err.print(f"fpm: {error} [{error.rule}]", markup=False, highlight=False)
         return 1
     return 0
+
+
+def _trace_order(trace: Any) -> Any:
+    """Sort key of request records: their line in the trace (the records of ``--json`` keep trace order)."""
+    index = {r.request_id: i for i, r in enumerate(trace.requests)}
+    return lambda rec: index[rec["request_id"]]
 
 
 def replay_command() -> CliCommand:

@@ -184,6 +184,12 @@ def _check_settings(cfg: ReplayConfig) -> None:
         raise _r3(f"the {cfg.rules.runtime} scheduler has no {missing[0]}: the replay cannot model it")
 
 
+def profile_prefix_caching(profile: Any, deployment: int = 0) -> bool:
+    """The prefix-caching switch the deployment's runtime recorded (off when it recorded none)."""
+    rm = profile.deployments[deployment].resources.runtime_memory
+    return bool(rm is not None and rm.enable_prefix_caching)
+
+
 def config_from_profile(
     profile: Any,
     deployment: int = 0,
@@ -191,7 +197,7 @@ def config_from_profile(
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
     max_model_len: int | None = None,
-    prefix_caching: bool = False,
+    prefix_caching: bool | None = None,
     reserve_full_isl: bool = True,
     enable_chunked_prefill: bool = True,
     watermark: float = 0.0,
@@ -211,6 +217,8 @@ def config_from_profile(
 ) -> ReplayConfig:
     """R-1 defaults from an ``FpmModelProfile``'s deployment, then R-3.
 
+    ``prefix_caching`` defaults to the deployment's recorded
+    ``runtime_memory.enable_prefix_caching`` (:func:`profile_prefix_caching`).
     Without a table and without ``fixed_step_seconds`` every step takes 1.0 s
     (R-31).  The scheduler settings are vLLM's (:class:`ReplayConfig`);
     ``rules`` the runtime release's (default
@@ -229,6 +237,8 @@ def config_from_profile(
     if max_model_len is None:
         max_model_len = rm.max_model_len if rm is not None else profile.context_length
     groups = tuple(group_spec(g) for g in res.cache_groups)
+    if prefix_caching is None:
+        prefix_caching = profile_prefix_caching(profile, deployment)
     hash_block = 0
     if prefix_caching:
         if rm is not None and rm.hash_block_size_tokens:

@@ -334,8 +334,8 @@ class ReplayRun:
         first = self.steps_done
         step_recs = records.step_records_of(self.cfg, self._ids, raw.steps) if raw.steps is not None else []
         reqs = [records.request_record(self._trace[r.request], r) for r in raw.done]
-        for rec in reqs:
-            self._stats.add(rec)
+        for rec, r in zip(reqs, raw.done):
+            self._stats.add(rec, r.reject_reason)
         self.steps_done = raw.steps_total
         self.requests_completed = raw.completed_total
         self.ended = raw.ended
@@ -351,6 +351,11 @@ class ReplayRun:
     def error(self) -> FpmError | None:
         """The diagnostic of a replay that stopped (R-9, R-26, R-27, the step limit), else ``None``."""
         return records.error_of(self._raw_error) if self._raw_error is not None else None
+
+    @property
+    def first_rejections(self) -> dict[str, str]:
+        """The reason of the first rejected request of each kind so far (``rejected_by_reason``'s keys)."""
+        return dict(self._stats.first_rejection)
 
     def summary(self) -> dict[str, Any]:
         """The R-35 summary of the steps and requests so far (of the whole replay once it :attr:`ended`)."""

@@ -178,7 +178,7 @@ class PrefixCachingPool:
         rq = self.requests[r.idx]
         for upto, key in rq.origin:
             if q <= upto:
-                return key
+                return int(key)
         return rq.own_key if rq.own_key >= 0 else (1 << 40) + int(r.idx)
 
     def _key(self, r: Any, gi: int, j: int) -> Key:

@@ -13,6 +13,8 @@ import math
 from array import array
 from typing import Any
 
+from fpmcore import blocks
+from fpmcore.blocks import cdiv
 from fpmcore.errors import FpmError
 from fpmcore.replay.model import (
     ERR_NO_PHASE,
@@ -44,10 +46,6 @@ from fpmcore.replay.model import (
 )
 
 SUMMARY_SCHEMA = "fpmcore.replay.summary/v1"
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _t(x: float) -> float | None:
@@ -92,6 +90,14 @@ def reject_reason(code: int, a: int, b: int, request_id: str) -> str | None:
     if code == REJ_QUEUED_TOKENS:
         return f"max_num_queued_tokens {b} reached: {a} prompt tokens in prefill"
     return None
+
+
+#: The kinds of rejection the summary counts (``rejected_by_reason``), by the engine's reason code.
+REJECT_KINDS = {
+    REJ_PROMPT: "prompt_too_long", REJ_FINAL_FORWARD: "never_fits_final_forward",
+    REJ_INPUT_SEQUENCE: "never_fits_input_sequence", REJ_QUEUED_REQS: "max_num_queued_reqs",
+    REJ_QUEUED_TOKENS: "max_num_queued_tokens",
+}  # fmt: skip
 
 
 def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict[str, Any]]:
@@ -183,15 +189,21 @@ def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any
 
 
 class RequestStats:
-    """The R-35 aggregates of request records, collected as the records are made (bounded per request)."""
+    """The R-35 aggregates of request records, collected as the records are made (bounded per request).
+
+    ``rejected_by_reason`` counts rejections by kind (:data:`REJECT_KINDS`);
+    ``first_rejection`` keeps the first record's reason of each kind.
+    """
 
     def __init__(self) -> None:
         self.requests = self.finished = self.rejected = self.output_tokens = 0
         self.ttft: array[float] = array("d")
         self.tpot: array[float] = array("d")
         self.e2e: array[float] = array("d")
+        self.rejected_by_reason = dict.fromkeys(REJECT_KINDS.values(), 0)
+        self.first_rejection: dict[str, str] = {}
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: dict[str, Any], reject_code: int = 0) -> None:
         self.requests += 1
         self.output_tokens += rec["output_tokens"]
         if rec["status"] == "finished":
@@ -202,6 +214,10 @@ class RequestStats:
                 self.tpot.append(rec["tpot_s"])
         else:
             self.rejected += 1
+            kind = REJECT_KINDS.get(reject_code)
+            if kind is not None:
+                self.rejected_by_reason[kind] += 1
+                self.first_rejection.setdefault(kind, rec["reject_reason"])
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -216,25 +232,21 @@ def _stats(values: list[float]) -> dict[str, float | None]:
     return {"mean": sum(v) / n, "p50": pq(0.5), "p90": pq(0.9), "p99": pq(0.99), "max": v[-1]}
 
 
+def _shape(g: Any) -> dict[str, Any]:
+    """A replay group as :mod:`fpmcore.blocks` takes it: block, window, state blocks."""
+    if g.kind in (KIND_RING, KIND_MAMBA):
+        return {"block": g.block, "state_blocks": g.blocks_per_request}
+    return {"block": g.block, "window": None if g.kind == KIND_FULL else g.window}
+
+
 def block_range(g: Any, computed: int, target: int) -> tuple[int, int]:
     """01 P-14: the logical block range a group holds during a forward ``computed → target``."""
-    if target < computed:
-        raise FpmError(
-            "P-14", f"cache group {g.name}: target_tokens must be >= computed_tokens; got target {target} < computed {computed}"
-        )
-    if g.kind in (KIND_RING, KIND_MAMBA):
-        return 0, g.blocks_per_request if target > 0 else 0
-    first = 0 if g.kind == KIND_FULL else max(0, computed - (g.window - 1)) // g.block
-    return first, cdiv(target, g.block)
+    return blocks.block_range(computed, target, label=f"'{g.name}'", **_shape(g))
 
 
 def peak_request_blocks(g: Any, context: int, max_num_tokens: int) -> int:
     """01 P-16 in blocks (R-10)."""
-    if g.kind == KIND_FULL:
-        return cdiv(context, g.block)
-    if g.kind in (KIND_WINDOW, KIND_CONV):
-        return min(cdiv(context, g.block), cdiv(g.window - 1 + max_num_tokens + g.block - 1, g.block))
-    return g.blocks_per_request
+    return blocks.peak_blocks(context, max_num_tokens, **_shape(g))
 
 
 def peak_request_bytes(cfg: ReplayConfig, context: int, max_num_tokens: int | None = None) -> int:
@@ -288,8 +300,9 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
 def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
     """R-35 summary, from the request records and the run's totals (no step record is needed)."""
     stats = RequestStats()
-    for r in requests:
-        stats.add(r)
+    codes = [r.reject_reason for r in raw.requests if r.status != 0]
+    for rec, code in zip(requests, codes):
+        stats.add(rec, code)
     return summary_of(cfg, stats, raw.totals, len(raw.steps))
 
 
@@ -315,4 +328,5 @@ def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) ->
         "ttft_s": _stats(list(stats.ttft)),
         "tpot_s": _stats(list(stats.tpot)),
         "e2e_s": _stats(list(stats.e2e)),
+        "rejected_by_reason": dict(stats.rejected_by_reason),
     }

@@ -13,15 +13,24 @@ smallest decode row's wall time); without it a mixed step is ``P + D``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.errors import FpmError
-from fpmcore.replay.model import LatencyTable
+from fpmcore.jsonio import JsonError, is_finite_number, loads
 
-_ROW_KEYS = {"phase", "batch_size", "total_prefill_tokens", "total_kv_read_tokens", "wall_time_seconds", "dp_rank"}
+if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
+    from fpmcore.replay.model import LatencyTable
+
+#: ``schema`` of a table file ``fpm publish`` writes (a file may also be a bare list of rows).
+TABLE_SCHEMA = "fpmcore.fpm-table/v1"
+#: The keys of a row, in the order a row is written; ``dp_rank`` is optional.
+ROW_KEYS = ("phase", "batch_size", "total_prefill_tokens", "total_kv_read_tokens", "wall_time_seconds", "dp_rank")
+_ROW_KEYS = frozenset(ROW_KEYS)
+#: The smallest value of each integer field of a row (``total_prefill_tokens`` on prefill rows only).
+INT_MINIMUM = {"batch_size": 1, "total_prefill_tokens": 1, "total_kv_read_tokens": 0, "dp_rank": 0}
+PHASES = ("prefill", "decode")
 
 
 def _bad(msg: str, where: str) -> FpmError:
@@ -40,7 +49,7 @@ def table_from_rows(
 ) -> LatencyTable:
     """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-15)."""
     s = shared_step_seconds
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s < 0:
+    if not is_finite_number(s) or s < 0:
         raise _bad(f"latency table shared_step_seconds must be a finite number >= 0, found {json.dumps(s)}", where)
     pre: dict[tuple[int, int, int], float] = {}
     dec: dict[tuple[int, int], float] = {}
@@ -52,14 +61,14 @@ def table_from_rows(
             if key not in _ROW_KEYS:
                 raise _bad(f"latency table row {i}: unknown field {key}", where)
         phase = row.get("phase")
-        if phase not in ("prefill", "decode"):
+        if phase not in PHASES:
             raise _bad(f"latency table row {i}: phase must be prefill or decode, found {json.dumps(phase)}", where)
-        b = _int(row, "batch_size", i, where, 1)
-        t = _int(row, "total_prefill_tokens", i, where, 1) if phase == "prefill" else 0
-        k = _int(row, "total_kv_read_tokens", i, where, 0)
-        w = row.get("wall_time_seconds")
+        b = _int(row, "batch_size", i, where, INT_MINIMUM["batch_size"])
+        t = _int(row, "total_prefill_tokens", i, where, INT_MINIMUM["total_prefill_tokens"]) if phase == "prefill" else 0
+        k = _int(row, "total_kv_read_tokens", i, where, INT_MINIMUM["total_kv_read_tokens"])
+        w: Any = row.get("wall_time_seconds")
         tshow = t if phase == "prefill" else 0
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+        if not is_finite_number(w) or w <= 0:
             raise _bad(
                 "latency table point has a non-positive or non-finite wall time: "
                 f"{phase} batch_size={b} total_prefill_tokens={tshow} total_kv_read_tokens={k} wall_time={w}",
@@ -67,6 +76,8 @@ def table_from_rows(
             )
         w = float(w)
         rank = row.get("dp_rank")
+        if rank is not None:
+            rank = _int(row, "dp_rank", i, where, INT_MINIMUM["dp_rank"])
         ident = (phase, b, t, k, rank)
         if ident in seen:
             raise _bad(
@@ -79,6 +90,8 @@ def table_from_rows(
             pre[(b, t, k)] = max(pre.get((b, t, k), 0.0), w)
         else:
             dec[(b, k)] = max(dec.get((b, k), 0.0), w)
+    from fpmcore.replay.model import LatencyTable
+
     return LatencyTable(
         prefill=tuple((b, t, k, w) for (b, t, k), w in sorted(pre.items())),
         decode=tuple((b, k, w) for (b, k), w in sorted(dec.items())),
@@ -90,11 +103,11 @@ def load_table(path: str | Path) -> LatencyTable:
     """Read a table file (a list of rows or ``{"rows": [...]}``)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_bytes())
+        data = loads(p.read_bytes())
     except OSError as exc:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
-    except ValueError:
-        raise _bad("latency table is not valid json", str(p)) from None
+    except JsonError as exc:
+        raise _bad(f"latency table is not strict JSON: {exc.message}", str(p)) from None
     shared: Any = 0.0
     if isinstance(data, Mapping):
         shared = data.get("shared_step_seconds", 0.0)
@@ -113,3 +126,66 @@ def table_rows(table: LatencyTable) -> list[dict[str, Any]]:
     for b, k, w in table.decode:
         out.append({"phase": "decode", "batch_size": b, "total_kv_read_tokens": k, "wall_time_seconds": w})
     return out
+
+
+def table_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a latency table file, from this reader's declarations (R-27).
+
+    A file is a list of rows or an object with ``rows`` and an optional
+    ``shared_step_seconds`` (RD-15; its other keys are not read: ``fpm
+    publish`` writes ``schema`` and ``source`` there).  A row
+    has the keys :data:`ROW_KEYS` and no other, the integer minimums of
+    :data:`INT_MINIMUM` and a positive wall time; ``total_prefill_tokens`` is
+    required on prefill rows (and not read on decode rows).  That a point
+    appears once per rank is the reader's rule.
+    """
+    from fpmcore.schema import HEX64_PATTERN, schema_document
+
+    props: dict[str, Any] = {}
+    for key in ROW_KEYS:
+        if key == "phase":
+            props[key] = {"enum": list(PHASES)}
+        elif key == "wall_time_seconds":
+            props[key] = {"type": "number", "exclusiveMinimum": 0, "description": "the retained wall time; the "
+                          "maximum over DP ranks is kept"}  # fmt: skip
+        elif key == "total_prefill_tokens":
+            props[key] = {"description": "new tokens of the step (prefill rows); not read on decode rows"}
+        else:
+            props[key] = {"type": "integer", "minimum": INT_MINIMUM[key]}
+    prefill_tokens = {"type": "integer", "minimum": INT_MINIMUM["total_prefill_tokens"]}
+    row = {
+        "type": "object",
+        "properties": props,
+        "required": ["phase", "batch_size", "total_kv_read_tokens", "wall_time_seconds"],
+        "additionalProperties": False,
+        "if": {"properties": {"phase": {"const": "prefill"}}},
+        "then": {"required": ["total_prefill_tokens"], "properties": {"total_prefill_tokens": prefill_tokens}},
+    }
+    digest = {"anyOf": [{"type": "string", "pattern": HEX64_PATTERN}, {"type": "null"}]}
+    source = {
+        "type": "object",
+        "description": "where the rows come from (fpm publish)",
+        "properties": {
+            "run": {"type": "string"}, "run_index_sha256": digest,
+            "cells": {"type": "array", "items": {"type": "object", "properties": {
+                "cell": {"type": "string"}, "contract": {"type": "string"}}}},
+            "plan_sha256": digest, "manifest_sha256": digest, "smoke_manifest_sha256": digest,
+            "profile_sha256": digest, "model": {"type": ["string", "null"]}, "runtime": {"type": ["string", "null"]},
+        },
+    }  # fmt: skip
+    rows = {"type": "array", "items": {"$ref": "#/$defs/row"}}
+    document = {
+        "type": "object",
+        "properties": {"schema": {"const": TABLE_SCHEMA}, "description": {"type": "string"}, "source": source,
+                       "shared_step_seconds": {"type": "number", "minimum": 0, "description": "the cost every "
+                                               "step pays once; a step with prefill and decode lasts P + D - "
+                                               "min(S, P, D) (RD-15); absent: P + D"},
+                       "rows": rows},
+        "required": ["rows"],
+    }  # fmt: skip
+    return schema_document(
+        "fpm-table",
+        "FPM latency table (06 R-27)",
+        "The forward-pass latency of measured steps: a list of rows, or an object with rows.",
+        {"oneOf": [rows, document], "$defs": {"row": row}},
+    )

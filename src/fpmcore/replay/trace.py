@@ -13,7 +13,6 @@ request priority, used with ``--scheduling-policy priority``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import attrs
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import JsonError, decode_utf8, is_finite_number, loads
 
 FIELDS = (
     "request_id",
@@ -106,9 +106,10 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         if not line.strip():
             raise _err(f"{pre}: empty line", where)
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            obj = None
+            obj = loads(line)
+        except JsonError as exc:  # the one strict reader: duplicate keys, NaN, lone surrogates, …
+            place = ", ".join([*([exc.path] if exc.path else []), *([f"column {exc.column}"] if exc.column else [])])
+            raise _err(f"{pre}: not a json object: {exc.reason}" + (f" at {place}" if place else ""), where) from None
         if not isinstance(obj, dict):
             raise _err(f"{pre}: not a json object", where)
         if "kv_handoff" in obj:
@@ -147,7 +148,7 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
                 raise _err(f"{pre}: priority must be between -2**62 and 2**62, found {pr}", where)
         if has_t:
             t = obj["arrival_time"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            if not is_finite_number(t) or t < 0:
                 raise _err(f"{pre}: arrival_time must be a finite number >= 0, found {_render(t)}", where)
         for key in ("request_id", "shared_prefix_id", "prefix_of"):
             if key in obj and (not isinstance(obj[key], str) or obj[key] == ""):
@@ -156,7 +157,8 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
         if rid in ids:
             raise _err(f"{pre}: duplicate request_id {rid}", where)
         p = obj["prompt_len"]
-        sid, slen = obj.get("shared_prefix_id"), obj.get("shared_prefix_len")
+        sid: Any = obj.get("shared_prefix_id")
+        slen: Any = obj.get("shared_prefix_len")
         if slen is not None and sid is None:
             raise _err(f"{pre}: shared_prefix_len requires shared_prefix_id", where)
         if sid is not None and slen is None:
@@ -169,7 +171,8 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
                     f"{pre}: shared_prefix_id {sid} has length {slen}, earlier lines use {prefix_lens[sid]}",
                     where,
                 )
-        pof, plen = obj.get("prefix_of"), obj.get("prefix_of_len")
+        pof: Any = obj.get("prefix_of")
+        plen: Any = obj.get("prefix_of_len")
         if plen is not None and pof is None:
             raise _err(f"{pre}: prefix_of_len requires prefix_of", where)
         if pof is not None and plen is None:
@@ -212,9 +215,9 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
     """Validate a JSONL trace (R-33); a final newline is allowed, blank lines are not."""
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _err("trace line 1: not a json object", where) from None
+            text = decode_utf8(text)
+        except JsonError as exc:
+            raise _err(f"trace line {exc.line or 1}: not a json object: {exc.reason}", where) from None
     if text == "":
         raise _err("trace is empty", where)
     lines = text.split("\n")
@@ -233,12 +236,51 @@ def load_trace(path: str | Path) -> Trace:
     stripped = data.lstrip()
     if stripped.startswith(b"{") and b'"requests"' in data and data.count(b"\n{") == 0:
         try:
-            obj = json.loads(data)
-        except ValueError:
-            obj = None
+            obj = loads(data)
+        except JsonError:
+            obj = None  # read as JSONL: the line that is not strict JSON is named
         if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
             return from_sched_json(obj, where=str(p))
     return parse_trace(data, where=str(p))
+
+
+def trace_line_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of one trace line, from this reader's declarations (R-32, R-33).
+
+    :data:`FIELDS` are the properties (no other key), the integer minimums
+    come from the reader's table, ``priority`` is bounded by
+    :data:`MAX_PRIORITY`; exactly one of ``arrival_time`` and
+    ``arrival_step``, and the pairs ``shared_prefix_id``/``shared_prefix_len``
+    and ``prefix_of``/``prefix_of_len`` come together.  What relates lines
+    (unique ids, an earlier ``prefix_of``, one arrival field for the whole
+    trace, lengths within the prompt) is the reader's.
+    """
+    from fpmcore.schema import schema_document
+
+    minimum = dict(_INT_MIN)
+    props: dict[str, Any] = {}
+    for f in FIELDS:
+        if f in minimum:
+            props[f] = {"type": "integer", "minimum": minimum[f]}
+        elif f == "arrival_time":
+            props[f] = {"type": "number", "minimum": 0, "description": "seconds from the start of the trace"}
+        elif f == "priority":
+            props[f] = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY,
+                        "description": "vLLM's request priority (lower first under --scheduling-policy priority)"}
+        else:
+            props[f] = {"type": "string", "minLength": 1}
+    body = {
+        "type": "object",
+        "properties": props,
+        "required": ["request_id", "prompt_len", "output_len"],
+        "additionalProperties": False,
+        "oneOf": [{"required": ["arrival_time"]}, {"required": ["arrival_step"]}],
+        "dependentRequired": {"shared_prefix_id": ["shared_prefix_len"], "shared_prefix_len": ["shared_prefix_id"],
+                              "prefix_of": ["prefix_of_len"], "prefix_of_len": ["prefix_of"]},
+        "not": {"required": ["prefix_of", "shared_prefix_id"]},
+    }  # fmt: skip
+    return schema_document("trace-line", "fpm replay trace line (06 R-32)",
+                           "One request of a JSONL trace; one object per line, no blank line.", body)  # fmt: skip
 
 
 def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:

@@ -39,6 +39,7 @@ a task whose key has a row, whatever the files are called.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import itertools
 import json
@@ -307,4 +308,82 @@ def _axes(tasks: Sequence[Task], setting_names: Sequence[str]) -> tuple[str, ...
     return tuple(out)
 
 
-__all__ = ["Input", "Sweep", "Task", "build_config", "expand", "read_grid", "task_key"]
+def _accepts(parse: Any, text: str) -> bool:
+    try:
+        parse(text)
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return False
+    return True
+
+
+def setting_json_schema(setting: Setting) -> dict[str, Any]:
+    """The JSON Schema of one value of a setting, read from its ``fpm replay`` option.
+
+    A flag takes a boolean, a choice option one of its choices; a value
+    option a number of the type its parser returns (an integer when it
+    refuses ``0.5``), with the smallest of -1, 0 and 1 it accepts as the
+    minimum (none when it accepts -1).  The option's help is the description.
+    """
+    out: dict[str, Any]
+    if setting.kind == "flag":
+        out = {"type": "boolean"}
+    elif setting.choices is not None:
+        out = {"enum": list(setting.choices)}
+    elif setting.parse is None:
+        out = {"type": ["number", "string"]}
+    else:
+        integer = not _accepts(setting.parse, "0.5")
+        out = {"type": "integer" if integer else "number"}
+        low = next((v for v in (-1, 0, 1) if _accepts(setting.parse, str(v))), None)
+        if low is not None and low > -1:
+            out["minimum"] = low
+    if setting.help:
+        out["description"] = setting.help.replace("%%", "%")
+    return out
+
+
+def grid_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a sweep grid, from the reader's declarations.
+
+    The grid keys, the settings (every ``fpm replay`` option that is a setting,
+    :func:`~fpmcore.sweep.settings.replay_settings`, with the values its
+    parser accepts) and the generator objects
+    (:func:`~fpmcore.sweep.traces.generator_json_schema`).  A TOML grid has the
+    same shape.  Paths, the profiles' and tables' contents and what a setting
+    means for a profile are checked when the grid is read.
+    """
+    from fpmcore.schema import schema_document
+
+    settings = replay_settings()
+    values = {name: setting_json_schema(s) for name, s in settings.items()}
+    path = {"type": "string", "minLength": 1}
+    props: dict[str, Any] = {
+        "profiles": {"type": "array", "minItems": 1, "items": path,
+                     "description": "profile files, or campaign folders (profile.json and optionally table.json)"},
+        "traces": {"type": "array", "minItems": 1, "items": {"anyOf": [path, gen.generator_json_schema()]},
+                   "description": "trace files (R-32, or SCHED.json) or generator objects"},
+        "tables": {"type": "array", "minItems": 1, "items": {"anyOf": [path, {"type": "null"}]},
+                   "description": "FPM latency tables (R-27); null: no table"},
+        "settings": {"type": "object", "additionalProperties": False, "description": "each a value or a "
+                     "non-empty list of values; the sweep runs their cross product",
+                     "properties": {n: {"anyOf": [{"$ref": f"#/$defs/{n}"},
+                                                  {"type": "array", "items": {"$ref": f"#/$defs/{n}"}, "minItems": 1}]}
+                                    for n in values}},
+        "runs": {"type": "array", "minItems": 1, "description": "instead of settings: the listed combinations",
+                 "items": {"type": "object", "additionalProperties": False,
+                           "properties": {n: {"$ref": f"#/$defs/{n}"} for n in values}}},
+    }  # fmt: skip
+    assert tuple(props) == _KEYS
+    body = {
+        "type": "object",
+        "properties": props,
+        "required": ["profiles", "traces"],
+        "additionalProperties": False,
+        "not": {"required": ["settings", "runs"]},
+        "$defs": values,
+    }
+    return schema_document("sweep-grid", "fpm sweep grid",
+                           "Profiles × traces × tables × settings: the replays of one sweep.", body)  # fmt: skip
+
+
+__all__ = ["Input", "Sweep", "Task", "build_config", "expand", "grid_json_schema", "read_grid", "task_key"]

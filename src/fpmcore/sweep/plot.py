@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fpmcore.blocks import cdiv
 from fpmcore.errors import FpmError
 from fpmcore.sweep.objective import Constraint, Objective, axis_value, best, metrics
 
@@ -64,7 +65,7 @@ def plot(
     panels = list(axes) or ["task"]
     feasible = {id(r) for r in best(rows, objective, constraints)}
     ncols = min(len(panels), 3)
-    nrows = -(-len(panels) // ncols)
+    nrows = cdiv(len(panels), ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.8 * nrows), squeeze=False, sharey=True)
     cells = [ax for line in grid for ax in line]
     for ax in cells[len(panels):]:

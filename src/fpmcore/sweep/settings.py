@@ -34,7 +34,7 @@ import attrs
 from fpmcore.errors import FpmError
 
 #: ``fpm replay`` options that are no setting: the grid's axes and the outputs.
-NOT_SETTINGS = frozenset({"help", "profile", "trace", "fpm_table", "steps", "out", "plot", "json"})
+NOT_SETTINGS = frozenset({"help", "profile", "trace", "fpm_table", "steps", "out", "out_format", "plot", "json"})
 
 RULE = "sweep"
 

@@ -38,7 +38,16 @@ from typing import Any
 from fpmcore.errors import FpmError
 
 RULE = "sweep"
-_KEYS = {"generate", "name", "rate", "requests", "seed", "prompt_len", "output_len"}
+#: The keys of a generator object, in the order the module docstring lists them.
+GENERATOR_KEYS = ("generate", "rate", "requests", "seed", "name", "prompt_len", "output_len")
+#: The keys a generator object must give besides ``generate``.
+GENERATOR_REQUIRED = ("rate", "requests", "prompt_len", "output_len")
+#: The length distributions and the keys each takes.
+DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "uniform": ("dist", "min", "max"),
+    "lognormal": ("dist", "median", "sigma", "min", "max"),
+    "choice": ("dist", "values"),
+}
 
 
 def _int(v: Any) -> bool:
@@ -62,11 +71,10 @@ def check_length(spec: Any, field: str, where: str) -> Any:
     if not isinstance(spec, Mapping):
         raise _bad(f"{field} must be an integer or a distribution object, found {json.dumps(spec)}", where)
     dist = spec.get("dist")
-    allowed = {"uniform": {"dist", "min", "max"}, "lognormal": {"dist", "median", "sigma", "min", "max"},
-               "choice": {"dist", "values"}}  # fmt: skip
+    allowed = DISTRIBUTIONS
     if dist not in allowed:
         raise _bad(f"{field}: dist must be uniform, lognormal or choice, found {json.dumps(dist)}", where)
-    unknown = sorted(set(spec) - allowed[dist])
+    unknown = sorted(set(spec) - set(allowed[dist]))
     if unknown:
         raise _bad(f"{field}: unknown field {unknown[0]} of a {dist} distribution", where)
     if dist == "choice":
@@ -111,10 +119,10 @@ def check_generator(spec: Mapping[str, Any], where: str) -> list[dict[str, Any]]
     """A generator object, checked and expanded: one spec per rate."""
     if spec.get("generate") != "poisson":
         raise _bad(f"a generated trace needs \"generate\": \"poisson\", found {json.dumps(spec.get('generate'))}", where)
-    unknown = sorted(set(spec) - _KEYS)
+    unknown = sorted(set(spec) - set(GENERATOR_KEYS))
     if unknown:
         raise _bad(f"generated trace: unknown field {unknown[0]}", where)
-    for key in ("rate", "requests", "prompt_len", "output_len"):
+    for key in GENERATOR_REQUIRED:
         if key not in spec:
             raise _bad(f"generated trace: missing field {key}", where)
     rates = spec["rate"] if isinstance(spec["rate"], list) else [spec["rate"]]
@@ -157,4 +165,33 @@ def generate_lines(spec: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["check_generator", "check_length", "generate_lines", "label"]
+def generator_json_schema() -> dict[str, Any]:
+    """JSON Schema of a generator object (a grid's ``traces`` entry), from this module's declarations."""
+    count = {"type": "integer", "minimum": 1}
+    kinds: dict[str, dict[str, Any]] = {
+        "min": count, "max": count, "median": {"type": "number", "exclusiveMinimum": 0},
+        "sigma": {"type": "number", "minimum": 0}, "values": {"type": "array", "items": count, "minItems": 1},
+    }  # fmt: skip
+    needs = {"uniform": ["min", "max"], "lognormal": ["median", "sigma"], "choice": ["values"]}
+    dists = [
+        {"type": "object", "additionalProperties": False, "required": ["dist", *needs[name]],
+         "properties": {k: {"const": name} if k == "dist" else kinds[k] for k in keys}}
+        for name, keys in DISTRIBUTIONS.items()
+    ]  # fmt: skip
+    length = {"oneOf": [count, *dists]}
+    rate = {"type": "number", "exclusiveMinimum": 0}
+    kinds.update(
+        generate={"const": "poisson"}, rate={"anyOf": [rate, {"type": "array", "items": rate, "minItems": 1}]},
+        requests=count, seed={"type": "integer"}, name={"type": "string", "minLength": 1},
+        prompt_len=length, output_len=length,
+    )  # fmt: skip
+    return {
+        "type": "object",
+        "description": "Poisson arrivals at each rate, with length distributions",
+        "properties": {k: kinds[k] for k in GENERATOR_KEYS},
+        "required": ["generate", *GENERATOR_REQUIRED],
+        "additionalProperties": False,
+    }
+
+
+__all__ = ["check_generator", "check_length", "generate_lines", "generator_json_schema", "label"]

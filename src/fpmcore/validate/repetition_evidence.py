@@ -37,6 +37,8 @@ from fpmcore.validate.rows import raw_fpms
 from fpmcore.validate.values import ABSENT, canonical_bytes, get, is_int, is_number, js, plain
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+#: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them.
+REPETITION_ROLES = ("rejected", "warmup", "measured")
 
 
 def a28_sidecar(view: CellView) -> Diagnostic | None:
@@ -167,7 +169,7 @@ class RepetitionRules:
             if type(idx) is not int or idx != j:
                 return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
             if role != "measured" and role != "warmup" and role != "rejected":
-                return f"repetitions[{j}].role expected rejected|warmup|measured, found {plain(role)}"
+                return f"repetitions[{j}].role expected {'|'.join(REPETITION_ROLES)}, found {plain(role)}"
             if type(fc) is not int or fc < 1:
                 return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
             if role == "measured":

@@ -31,6 +31,14 @@ from fpmcore.validate.values import (
 )
 
 
+#: ``benchmark_sample.timing.basis`` of a raw sample (05 §4.3).
+TIMING_BASES = ("schedule_to_output", "inter_output")
+#: ``benchmark_sample.cudagraph.status`` of a raw sample (05 §4.3).
+GRAPH_STATUSES = ("observed", "unavailable")
+#: ``benchmark_measurement.prompts.status`` (05 §4.2).
+PROMPT_STATUSES = ("recorded", "unavailable")
+
+
 def measurement(row: Any) -> Any:
     """The ``benchmark_measurement`` of a row's retained FPM, :data:`ABSENT` if none."""
     try:
@@ -136,7 +144,7 @@ def a31_prompts(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic 
         if sha is not None or reqs != []:
             return bad(f"status=unavailable, sha256={plain(sha)}, requests={js(reqs)}")
         return None
-    if status != "recorded":
+    if status not in PROMPT_STATUSES:  # neither recorded nor unavailable
         return bad(f"status={plain(status)}")
     if not isinstance(reqs, list):
         return bad(f"requests={js(reqs)}")
@@ -209,7 +217,7 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
         rank.last_forward = fi
         t = get(bs, "timing")
         basis, start, end = get(t, "basis"), get(t, "start_monotonic"), get(t, "end_monotonic")
-        if basis not in ("schedule_to_output", "inter_output") or not isinstance(basis, str) or not is_number(end):
+        if basis not in TIMING_BASES or not isinstance(basis, str) or not is_number(end):
             return Diagnostic("A-33", f"raw sample {i} has no timing interval: basis={plain(basis)}" + sfx, rank.path)
         if start is not ABSENT and start is not None:
             if not is_number(start) or start > end or not close(end - start, w, rel=1e-9, abs_=1e-9):
@@ -241,14 +249,13 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
                     f"raw sample {i} contradicts its graph observation status: status={plain(st)}" + sfx,
                     rank.path,
                 )
-        else:
+        elif st not in GRAPH_STATUSES:
             return Diagnostic(
                 "A-33", f"raw sample {i} contradicts its graph observation status: status={plain(st)}" + sfx, rank.path
             )
     return None
 
 
-_BASES = frozenset(("schedule_to_output", "inter_output"))
 _INF = math.inf
 _INT_TYPES = frozenset((int,))
 
@@ -282,7 +289,7 @@ def _raw_samples_pass(
                 return None
             basis, end = _A33_TIMING(t)
             te = type(end)
-            if basis not in _BASES or not ((te is float or te is int) and -_INF < end < _INF):
+            if basis not in TIMING_BASES or not ((te is float or te is int) and -_INF < end < _INF):
                 return None
             start = t.get("start_monotonic")
             if start is None:

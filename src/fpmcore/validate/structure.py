@@ -466,6 +466,17 @@ def a12_merged(view: CellView) -> Diagnostic | None:
     return None
 
 
+#: The fixed fields of a collector provenance file (05 §6.1), as ``(key path, value)`` in check order
+#: (``cell_id`` and ``plan_sha256`` come between the first two and the last: they name the cell and plan).
+PROVENANCE_CONSTANTS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("schema_name",), "fpmcore_collector_provenance"),
+    (("schema_version",), 1),
+    (("runtime", "backend"), "vllm"),
+)
+#: The string fields of a collector provenance file besides ``cell_id`` (05 §6.1), in check order.
+PROVENANCE_STRINGS: tuple[tuple[str, ...], ...] = (("attempt_id",), ("runtime", "backend_version"))
+
+
 def a13_provenance(view: CellView) -> Diagnostic | None:
     """A-13: collector provenance identical across pods and equal to the frozen cell and plan (05 §6.1).
 
@@ -481,11 +492,10 @@ def a13_provenance(view: CellView) -> Diagnostic | None:
         )
     cell_id = get(view.cell, "cell_id")
     expect = (
-        (("schema_name",), "fpmcore_collector_provenance"),
-        (("schema_version",), 1),
+        *PROVENANCE_CONSTANTS[:2],
         (("cell_id",), cell_id),
         (("plan_sha256",), plan_digest(view.plan)),
-        (("runtime", "backend"), "vllm"),
+        *PROVENANCE_CONSTANTS[2:],
     )
     path0, first = view.provenance[0]
     for keys, want in expect:
@@ -499,22 +509,17 @@ def a13_provenance(view: CellView) -> Diagnostic | None:
                 f"{plain(v)}: {path0}",
                 path0,
             )
-    for key in ("attempt_id",):
-        if not isinstance(get(first, key), str):
+    for keys in PROVENANCE_STRINGS:
+        v = first
+        for k in keys:
+            v = get(v, k)
+        if not isinstance(v, str):
             return Diagnostic(
                 "A-13",
-                f"collector provenance differs from the frozen cell: {key} expected a string, found "
-                f"{plain(get(first, key))}: {path0}",
+                f"collector provenance differs from the frozen cell: {'.'.join(keys)} expected a string, found "
+                f"{plain(v)}: {path0}",
                 path0,
             )
-    bv = get(get(first, "runtime"), "backend_version")
-    if not isinstance(bv, str):
-        return Diagnostic(
-            "A-13",
-            "collector provenance differs from the frozen cell: runtime.backend_version expected a string, found "
-            f"{plain(bv)}: {path0}",
-            path0,
-        )
     for path, other in view.provenance[1:]:
         diff = first_difference(first, other, exact=True)
         if diff is not None:

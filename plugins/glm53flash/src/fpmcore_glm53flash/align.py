@@ -22,13 +22,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from fpmcore.blocks import cdiv
+
 if TYPE_CHECKING:
     from fpmcore.hooktypes import AlignStopQuery
-
-
-def cdiv(x: int, y: int) -> int:
-    """Ceiling division for ``x ≥ 0``, ``y > 0`` (04 §2)."""
-    return -(-x // y)
 
 
 def checkpoint_position(num_tokens: int, unit: int) -> int:

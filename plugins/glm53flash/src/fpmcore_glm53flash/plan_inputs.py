@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ import attrs
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import PlanLimits
+from fpmcore.jsonio import JsonError, loads
 
 _REVISION = re.compile(r"[0-9a-f]{40}")
 _PREFIX = "glm-5.3-flash collection"
@@ -123,9 +123,9 @@ class DeploymentFacts:
 
 def _label(runtime_memory: Any, index: int) -> str:
     try:
-        provenance = json.loads(runtime_memory.provenance)
+        provenance = loads(runtime_memory.provenance)  # the host's one strict reader
         label = provenance.get("configuration")
-    except (AttributeError, TypeError, ValueError):
+    except (AttributeError, TypeError, JsonError):
         label = None
     return label if isinstance(label, str) and label else f"deployments[{index}]"
 

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
+from fpmcore.blocks import block_range
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import PlanLimits, PointPlan
 
@@ -135,17 +136,26 @@ def batch_sizes(batch_cap: int) -> list[int]:
     return _powers(1, batch_cap)
 
 
-def prefill_shapes(budget: int, hash_block: int, batch_cap: int) -> list[tuple[int, int]]:
-    """G-13: the ``(b, n)`` shapes, power-of-two family ∪ whole-block family, sorted."""
+def prefill_shapes(
+    budget: int, hash_block: int, batch_cap: int, max_new_tokens: int | None = None
+) -> list[tuple[int, int]]:
+    """G-13: the ``(b, n)`` shapes, power-of-two family ∪ whole-block family, sorted.
+
+    ``max_new_tokens`` leaves out the shapes with more new tokens (no prefix
+    fits them, G-14), so that the work follows the list, not the budget: a
+    budget of 2**32 tokens costs what 131,072 does.
+    """
+    limit = budget if max_new_tokens is None else min(budget, max_new_tokens)
     shapes = {
         (b, n)
-        for n in _powers(4, budget)
+        for n in _powers(4, limit)
         for b in batch_sizes(batch_cap)
         if b * n <= budget
     }
     m = 1
-    while m * hash_block < budget:
-        shapes.add((1, m * hash_block))
+    while m * hash_block < budget and (m * hash_block <= limit or m <= batch_cap):
+        if m * hash_block <= limit:
+            shapes.add((1, m * hash_block))
         if m <= batch_cap:
             shapes.add((m, hash_block))
         m += 1
@@ -162,7 +172,7 @@ def prefill_candidates(budget: int, hash_block: int, context: int, batch_cap: in
     """G-13 × G-14, in canonical order."""
     rows = sorted(
         (k * hash_block, n, b)
-        for b, n in prefill_shapes(budget, hash_block, batch_cap)
+        for b, n in prefill_shapes(budget, hash_block, batch_cap, max_new_tokens=context)
         for k in prefix_blocks(n, hash_block, context)
     )
     return [PrefillPoint(*row) for row in rows]
@@ -211,8 +221,8 @@ def exact_blocks(groups: Sequence[GroupFacts], computed: int, target: int, check
     for g in groups:
         B = g.block_size_tokens
         if g.kind != "state":
-            first = 0 if g.sliding_window is None else max(0, computed - (g.sliding_window - 1)) // B
-            total += cdiv(target, B) - first
+            first, end = block_range(computed, target, block=B, window=g.sliding_window)
+            total += end - first
         elif not g.is_mamba:
             total += g.blocks_per_request or 0
         else:
@@ -278,7 +288,7 @@ class Settings:
             t = point.prefix_tokens + point.new_tokens
         else:
             t = point.context_tokens + 1
-        return point.batch_size * (self._fixed + sum(-(-t // b) for b in self._growing))
+        return point.batch_size * (self._fixed + sum(cdiv(t, b) for b in self._growing))
 
     def exact(self, point: Point, taken: bool | None = None) -> int:
         """``b × exact(...)`` (G-19, 03 C-15x); ``taken``: whether the prefill chunk

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from fpmcore.blocks import cdiv as cdiv  # the host's one cdiv (01 §1.1), re-exported for the runtime plugins
+
 
 def encode_value(value: Any) -> Any:
     """Encode one spec or config field as JSON (02 §3.7).
@@ -56,7 +58,3 @@ def spec_fields(spec: Any) -> dict[str, Any]:
     """Every dataclass field of a spec by name, encoded (02 §3.7)."""
     return {f.name: encode_value(getattr(spec, f.name, None)) for f in dataclasses.fields(spec)}
 
-
-def cdiv(a: int, b: int) -> int:
-    """``(a + b − 1) // b``, integers only (03 §1)."""
-    return -(-a // b)

@@ -13,12 +13,12 @@ startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.hooktypes.Ru
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from fpmcore.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
+from fpmcore.importer.launch_settings import rule_label
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.stage_d import rule_label
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
 
 _EMPTY: dict[str, Any] = {}
@@ -53,7 +53,7 @@ def classify(ctx: Context, spec_class: Any, fields: Any) -> SpecClassification:
         if answer is None:
             answer = SpecClassification(kind="unsupported", reason=f"no class table for vLLM {ctx.version}")
         memo[key] = (spec, answer)
-    return memo[key][1]
+    return cast(SpecClassification, memo[key][1])
 
 
 def layer_entries(group: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -187,7 +187,7 @@ def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[
     c = classify(ctx, g.get("spec_class"), {})
     if not (rec.hybrid and rec.is_worker):
         return c.kind, []
-    kinds = [(name, classify(ctx, spec.get("class"), fields_of(spec)).kind) for name, spec in layer_entries(g)]
+    kinds: list[tuple[str, str]] = [(name, classify(ctx, spec.get("class"), fields_of(spec)).kind) for name, spec in layer_entries(g)]
     if c.composite:
         return (kinds[0][1] if kinds else c.kind), kinds
     return c.kind, kinds
@@ -240,8 +240,10 @@ def i44_geometry(ctx: Context, rec: Record) -> None:
     for i, g in enumerate(rec.groups):
         msg = f"cache group {i} geometry contradicts its layer specs: "
         for _name, spec in layer_entries(g):
-            if not same(spec.get("block_size"), g.get("block_size_tokens")):
-                raise Refusal("I-44", msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(spec.get('block_size'))}")
+            # the spec's block size and its dataclass field (as JSON values: false is not a block size)
+            for given in (spec.get("block_size"), fields_of(spec).get("block_size", g.get("block_size_tokens"))):
+                if not same(given, g.get("block_size_tokens")):
+                    raise Refusal("I-44", msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(given)}")
         derived = derived_geometry(ctx, g)
         for key in ("page_size_bytes", "sliding_window", "prefix_cacheable"):
             if not same(g.get(key), derived[key]):
@@ -316,17 +318,17 @@ def group_difference(a: Any, b: Any) -> str | None:
         if key not in a and key not in b:
             continue
         if key not in a or key not in b:
-            return key
+            return str(key)
         va, vb = a[key], b[key]
         if key == "layer_names":
             if not same(va, vb):
-                return key
+                return str(key)
         elif key == "state" and isinstance(va, dict) and isinstance(vb, dict):
             d = first_difference(va, vb, "state", key_order=STATE_ORDER)
             if d is not None:
                 return d
         elif key == "layer_specs" and isinstance(va, dict) and isinstance(vb, dict):
-            names = a.get("layer_names") if isinstance(a.get("layer_names"), list) else sorted(va)
+            names: list[Any] = a["layer_names"] if isinstance(a.get("layer_names"), list) else sorted(va)
             for layer in list(names) + sorted((set(va) | set(vb)) - set(names)):
                 base = f"layer_specs.{layer}"
                 if layer not in va or layer not in vb:
@@ -493,7 +495,7 @@ def finish_e(ctx: Context) -> None:
 
 def kinds_of(ctx: Context, rec: Record) -> list[str]:
     """The class-table kind of each group of a worker record."""
-    return ctx.extra["kinds"][id(rec)]
+    return cast(list[str], ctx.extra["kinds"][id(rec)])
 
 
 # ==========================================================================

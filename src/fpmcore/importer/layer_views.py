@@ -8,12 +8,12 @@ layer's block-0 page start and page size.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
+from fpmcore.importer.cache_groups import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.model import Context, Record, Refusal, per_record
-from fpmcore.importer.stage_ef import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.values import is_int, is_nonneg_int, is_pos_int, show
 
 DTYPE_BYTES = {
@@ -63,7 +63,7 @@ def layers(rec: Record) -> Iterator[Layer]:
                 start, page, packed = a["offset"] + pos * a["layer_stride"], spec.get("page_size_bytes"), True
             else:
                 start, page, packed = a["offset"], g.get("page_size_bytes"), a["block_stride"] != 0
-            yield Layer(name, i, g["block_size_tokens"], spec, a, start, page, packed)
+            yield Layer(name, i, g["block_size_tokens"], spec, a, start, cast(int, page), packed)
 
 
 def views(rec: Record, layer: Layer) -> list[dict[str, Any]]:
@@ -82,11 +82,11 @@ def packed_views(rec: Record) -> Iterator[tuple[Layer, dict[str, Any]]]:
 
 
 def _stride(view: dict[str, Any], rec: Record) -> int:
-    return view.get("kernel_block_stride", 0) if rec.hybrid else 0
+    return cast(int, view.get("kernel_block_stride", 0)) if rec.hybrid else 0
 
 
 def _r(layer: Layer, view: dict[str, Any]) -> int:
-    return layer.block // view["kernel_block_size_tokens"]
+    return cast(int, layer.block // view["kernel_block_size_tokens"])
 
 
 def attention_family(ctx: Context, spec: dict[str, Any]) -> bool:
@@ -198,7 +198,7 @@ def _span(v: dict[str, Any]) -> int | None:
     axes = sorted(
         (v["stride_bytes"][a], v["shape"][a]) for a in range(len(v["shape"])) if a != v["block_axis"] and v["shape"][a] > 1
     )
-    sigma = v["element_size_bytes"]
+    sigma: int = v["element_size_bytes"]
     for stride, length in axes:
         if stride < sigma:
             return None
@@ -234,7 +234,7 @@ def i86_dtype(ctx: Context, rec: Record) -> None:
         return
     for layer in layers(rec):
         for v in views(rec, layer):
-            if DTYPE_BYTES.get(v.get("dtype")) != v["element_size_bytes"]:
+            if DTYPE_BYTES.get(str(v.get("dtype"))) != v["element_size_bytes"]:
                 raise Refusal("I-86", f"layer view element size contradicts its dtype: {layer.name}")
             if rec.hybrid and kinds_of(ctx, rec)[layer.group] == "attention":
                 f = fields_of(layer.spec)

@@ -18,6 +18,7 @@ plugin's ``fpm_normalize_record`` hook.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 from fpmcore.hooktypes import RuntimeRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
@@ -41,7 +42,7 @@ def hybrid_versions(ctx: Context) -> list[str]:
     """The versions whose installed runtime plugin imports hybrid evidence (asked once per configuration)."""
     if "hybrid_versions" not in ctx.extra:
         ctx.extra["hybrid_versions"] = ctx.services.hybrid_versions()
-    return ctx.extra["hybrid_versions"]
+    return cast(list[str], ctx.extra["hybrid_versions"])
 
 
 def i22_hybrid_gate(ctx: Context, rec: Record) -> None:

@@ -12,7 +12,7 @@ offsets ``d`` whose pages overlap form one integer interval (02 §7.8).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -85,9 +85,10 @@ def planned_cache_bytes(rec: Record) -> int | None:
     if not isinstance(allocs, list) or not allocs:
         return None
     sizes = [a.get("size") if isinstance(a, dict) else None for a in allocs]
-    if not all(is_pos_int(x) for x in sizes):
+    ints = [x for x in sizes if is_pos_int(x)]
+    if len(ints) != len(sizes):
         return None
-    return max(sizes) if rec.hybrid else sum(sizes)
+    return max(ints) if rec.hybrid else sum(ints)
 
 
 def cache_bytes(rec: Record) -> Any:
@@ -155,15 +156,15 @@ def i66_one_storage(ctx: Context, rec: Record) -> None:
     if not (rec.is_worker and rec.hybrid):
         return
     c = rec.cache
-    allocs = c.get("allocations") if isinstance(c.get("allocations"), list) else []
+    allocs: list[Any] = c["allocations"] if isinstance(c.get("allocations"), list) else []
     if ctx.layout:  # the plan: every allocation names the same backing size
         sizes = sorted({a.get("size") for a in allocs}, key=lambda x: (0, x, "") if is_int(x) else (1, 0, repr(x)))
         if len(sizes) != 1:
             raise Refusal("I-66", f"layer-strided allocations must share one backing storage: planned sizes {', '.join(show(x) for x in sizes) or 'none'}")
         return
     ids = sorted({str(a.get("storage_id")) for a in allocs})
-    sizes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
-    if len(ids) != 1 or sizes.get(ids[0]) != c.get("allocated_cache_bytes"):
+    storage_bytes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
+    if len(ids) != 1 or storage_bytes.get(ids[0]) != c.get("allocated_cache_bytes"):
         raise Refusal("I-66", f"layer-strided allocations must share one backing storage: {', '.join(ids) or 'none'}")
 
 
@@ -178,7 +179,7 @@ STAGE_G = [
 
 def pool_page(rec: Record) -> int:
     """``P``: the allocated (a dry run: planned) bytes per pool block (03 C-8)."""
-    return cache_bytes(rec) // rec.cache["num_blocks"]
+    return cast(int, cache_bytes(rec) // rec.cache["num_blocks"])
 
 
 # ==========================================================================
@@ -228,8 +229,18 @@ def alloc_page(a: dict[str, Any], page_of: dict[str, int]) -> int:
 
 
 def i67_allocations(ctx: Context, rec: Record) -> None:
-    """I-67: each allocation names a known storage of its size, known layers of one group and one spec."""
+    """I-67: each allocation names a known storage of its size, known layers of one group and one spec.
+
+    For layout-level evidence (a dry run: no storage exists) the checks of what
+    the plan resolves: a positive ``size``, the layers, positive strides and a
+    non-negative offset, as integers (``false`` is not ``0``); ``storage_id``
+    and an unresolved (``null``) ``block_stride`` are the tensor-level paths
+    I-19 lets a dry worker leave unresolved.
+    """
     if not rec.is_worker:
+        return
+    if ctx.layout:
+        _planned_allocations(rec)
         return
     c = rec.cache
     storages = {s.get("storage_id"): s for s in c.get("storages", [])}
@@ -266,6 +277,43 @@ def i67_allocations(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-67", msg + f"block_stride {show(a.get('block_stride'))}")
         if not is_nonneg_int(a.get("offset")):
             raise Refusal("I-67", msg + f"offset {show(a.get('offset'))}")
+
+
+def _planned_allocations(rec: Record) -> None:
+    """I-67 for a dry worker (see :func:`i67_allocations`)."""
+    group_of, _page_of, spec_of = layer_maps(rec, with_specs=True)
+    allocs = rec.cache.get("allocations")
+    if not isinstance(allocs, list):
+        raise Refusal("I-67", "allocation 0 (?) is malformed: allocations is not a list")
+    for k, a in enumerate(allocs):
+        msg = f"allocation {k} ({_name(a)}) is malformed: "
+        if not is_pos_int(a.get("size")):
+            raise Refusal("I-67", msg + f"size {show(a.get('size'))}")
+        layers = a.get("layers")
+        if not isinstance(layers, list) or not layers:
+            raise Refusal("I-67", msg + "no layers")
+        for l in layers:
+            if l not in group_of:
+                raise Refusal("I-67", msg + f"unknown layer {show(l)}")
+        stride = a.get("layer_stride")
+        if rec.hybrid:
+            if len({group_of[l] for l in layers}) > 1:
+                raise Refusal("I-67", msg + "its layers belong to two groups")
+            if len({spec_of[l] for l in layers}) > 1:
+                raise Refusal("I-67", msg + "its layers have two distinct specs")
+            if not is_pos_int(stride):
+                raise Refusal("I-67", msg + f"layer_stride {show(stride)}")
+        elif stride is not None and not is_pos_int(stride):
+            raise Refusal("I-67", msg + f"layer_stride {show(stride)}")
+        block_stride = a.get("block_stride")
+        if block_stride is not None and not (is_pos_int(block_stride) if rec.hybrid else is_nonneg_int(block_stride)):
+            raise Refusal("I-67", msg + f"block_stride {show(block_stride)}")
+        if not is_nonneg_int(a.get("offset")):
+            raise Refusal("I-67", msg + f"offset {show(a.get('offset'))}")
+
+
+#: What stage H checks of layout-level evidence: the allocations as planned (I-67).
+STAGE_H_PLANNED = [per_record(i67_allocations)]
 
 
 def i68_accounting(ctx: Context, rec: Record) -> None:
@@ -333,7 +381,7 @@ def i71_page_stride(ctx: Context, rec: Record) -> None:
 
 def region_end(a: dict[str, Any], n: int, page: int) -> int:
     """I-72: the end of the last byte of the last page (no trailing block stride)."""
-    return a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + (n - 1) * a["block_stride"] + page
+    return cast(int, a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + (n - 1) * a["block_stride"] + page)
 
 
 def i72_region(ctx: Context, rec: Record) -> None:

@@ -16,9 +16,8 @@ from typing import Any
 
 from fpmcore.hooktypes import HashBlockQuery
 from fpmcore.importer import capacity
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.stage_d import TRIO, settings_difference
-from fpmcore.importer.stage_ef import (
+from fpmcore.importer.block_pool import pool_page
+from fpmcore.importer.cache_groups import (
     fields_of,
     group_difference,
     group_startup,
@@ -29,7 +28,8 @@ from fpmcore.importer.stage_ef import (
     spec_cacheable,
     value_at,
 )
-from fpmcore.importer.stage_gh import pool_page
+from fpmcore.importer.launch_settings import TRIO, settings_difference
+from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, is_pos_int, same, show
 
 PC_KEYS = {"enable_prefix_caching", "mamba_cache_mode", "hash_block_size"}

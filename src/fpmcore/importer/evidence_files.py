@@ -1,8 +1,21 @@
-"""Stage A — evidence files (02 §2, §7.1: I-1 to I-11).
+"""Stage A — evidence files (02 §2, §7.1: I-1 to I-11, I-114).
 
 The index ``observations.json`` names, per configuration, the attempts, the
 launch manifest and the artifacts of each phase, every file pinned by
-SHA-256.  Stage A reads them; later stages only see parsed records.
+SHA-256.  Stage A reads them through the one strict reader
+(:func:`fpmcore.jsonio.loads`); later stages only see parsed records.
+
+Beyond 02 §7.1 (fpmcore issue 13):
+
+* I-1 names a missing index as missing (``runtime observation index is
+  missing: <DIR>/observations.json``), and an index that is not strict JSON
+  with the reader's reason;
+* I-11 compares the number of expected ranks before it builds them, so the
+  work is bounded by the manifest's size, not by the launch's ``tp`` and ``dp``;
+* **I-114** [beyond reference]: the staged model configuration
+  ``launch.model_config.path`` exists in the folder, its SHA-256 is
+  ``launch.model_config.sha256`` and it is a strict JSON object
+  (:func:`staged_config_problem`).
 """
 
 from __future__ import annotations
@@ -14,13 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.importer.model import PHASES, Context, ImportDiagnostic, Record, parse_record_name
-from fpmcore.importer.values import (
-    StrictJsonError,
-    first_difference,
-    is_int,
-    is_number,
-    strict_loads,
-)
+from fpmcore.importer.values import first_difference, is_int, is_number, same, strict_json_reason
+from fpmcore.jsonio import JsonError, join_path, loads
 
 INDEX_FILE = "observations.json"
 INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
@@ -39,8 +47,12 @@ class IndexRefusal(Exception):
         self.message = message
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256_file(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes; ``None`` when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -69,13 +81,20 @@ def _keys(obj: Any, expected: tuple[str, ...], path: str) -> None:
 def read_index(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """Read and check the index (I-1); return it and its ``{path, sha256}``."""
     path = folder / INDEX_FILE
-    if path.is_symlink() or not path.is_file():
-        raise IndexRefusal(f"unsupported runtime observation index schema: '{INDEX_FILE}'")
-    raw = path.read_bytes()
+    if path.is_symlink():
+        raise IndexRefusal(f"runtime observation index is a symlink: {path}")
+    if not path.exists():
+        raise IndexRefusal(f"runtime observation index is missing: {path}")
+    if not path.is_file():
+        raise IndexRefusal(f"runtime observation index is not a regular file: {path}")
     try:
-        index = strict_loads(raw)
-    except StrictJsonError:
-        raise IndexRefusal(f"unsupported runtime observation index schema: '{INDEX_FILE}'") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise IndexRefusal(f"runtime observation index cannot be read: {path}: {exc.strerror}") from None
+    try:
+        index = loads(raw)
+    except JsonError as exc:
+        raise IndexRefusal(f"runtime observation index is not strict JSON: {INDEX_FILE}: {strict_json_reason(exc)}") from None
     if not isinstance(index, dict):
         raise IndexRefusal(f"unsupported runtime observation index schema: '{INDEX_FILE}'")
     if index.get("schema_version") != INDEX_SCHEMA:
@@ -86,7 +105,7 @@ def read_index(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if not isinstance(configs, dict):
         raise IndexRefusal("runtime observation index is malformed: configurations")
     for label in sorted(configs):
-        base = f"configurations.{label}"
+        base = join_path("configurations", label)
         conf = configs[label]
         _keys(conf, _CONFIG, base)
         attempts = conf["attempts"]
@@ -99,7 +118,7 @@ def read_index(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
             if not isinstance(phases, dict):
                 raise IndexRefusal(f"runtime observation index is malformed: {abase}.phases")
             for phase in sorted(phases):
-                pbase = f"{abase}.phases.{phase}"
+                pbase = join_path(f"{abase}.phases", phase)
                 _keys(phases[phase], _PHASE, pbase)
                 _keys(phases[phase]["launch_manifest"], _REF, f"{pbase}.launch_manifest")
                 arts = phases[phase]["artifacts"]
@@ -114,6 +133,28 @@ def read_index(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
                     if not isinstance(phases[phase]["launch_manifest"][key], str):
                         raise IndexRefusal(f"runtime observation index is malformed: {pbase}.launch_manifest.{key}")
     return index, {"path": INDEX_FILE, "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def index_outline(folder: Path) -> tuple[list[str], list[Path]] | None:
+    """The configuration labels of the index and every file it names (for ``fpm import -o``'s checks).
+
+    Best effort and never raising: ``None`` when the index cannot be read (the
+    import then refuses it, I-1, and writes nothing).
+    """
+    try:
+        index, _ = read_index(folder)
+    except (IndexRefusal, OSError):
+        return None
+    files = [folder / INDEX_FILE]
+    for conf in index["configurations"].values():
+        mc = conf["launch"].get("model_config") if isinstance(conf["launch"], dict) else None
+        if isinstance(mc, dict) and isinstance(mc.get("path"), str) and mc["path"]:
+            files.append(folder / mc["path"])
+        for attempt in conf["attempts"]:
+            for phase in attempt["phases"].values():
+                files.append(folder / phase["launch_manifest"]["path"])
+                files.extend(folder / art["path"] for art in phase["artifacts"])
+    return sorted(index["configurations"]), files
 
 
 # --------------------------------------------------------------------------
@@ -230,17 +271,24 @@ def launch_problem(launch: Any) -> str | None:
 # artifact paths (I-9) and files (I-10)
 # --------------------------------------------------------------------------
 
-def path_problem(folder: Path, rel: str) -> str | None:
-    """The I-9 message for one artifact path (normalization, symlinks, containment)."""
+def normalized(rel: str) -> bool:
+    """A normalized relative POSIX path: no ``.``/``..``/empty part, no backslash or NUL, not absolute."""
     parts = rel.split("/")
-    if (
+    return not (
         not rel
         or rel.startswith("/")
         or "\\" in rel
+        or "\x00" in rel
         or any(p in ("", ".", "..") for p in parts)
         or os.path.normpath(rel) != rel
-    ):
+    )
+
+
+def path_problem(folder: Path, rel: str) -> str | None:
+    """The I-9 message for one artifact path (normalization, symlinks, containment)."""
+    if not normalized(rel):
         return f"artifact paths must be normalized relative paths: {rel}"
+    parts = rel.split("/")
     cur = folder
     for part in parts:
         cur = cur / part
@@ -368,12 +416,60 @@ def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
             ctx.diagnostics.append(ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: launch"))
             return
         ranks = _sorted_ranks(man["expected_ranks"])
-        implied = _sorted_ranks(_expected_ranks(launch["topology"]))
-        if ranks is None or ranks != implied or (ranks_seen is not None and ranks != ranks_seen):
+        topo = launch["topology"]
+        # the counts first: the ranks the topology implies are built only when the manifest lists as many
+        # (work bounded by the input's size, not by tp x dp); compared as JSON values (false is not 0)
+        if (
+            ranks is None
+            or len(ranks["workers"]) != topo["dp"] * topo["tp"]
+            or len(ranks["schedulers"]) != topo["dp"]
+            or not same(ranks, _sorted_ranks(_expected_ranks(topo)))
+            or (ranks_seen is not None and not same(ranks, ranks_seen))
+        ):
             ctx.diagnostics.append(ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: expected_ranks"))
             return
         ranks_seen = ranks
     ctx.manifests = manifests
+    # I-114: the staged model configuration is the one the launch pins
+    problem = staged_config_problem(folder, launch["model_config"])
+    if problem is not None:
+        ctx.diagnostics.append(ctx.diag("I-114", problem))
+
+
+def staged_config_problem(folder: Path, ref: dict[str, Any]) -> str | None:
+    """I-114 [beyond reference]: the I-114 message for ``launch.model_config``, or ``None``.
+
+    The probe stages the model's ``config.json`` in the evidence folder and
+    pins it by ``launch.model_config`` (02 §2.2), and I-34 compares the
+    records' ``model.config_sha256`` with that pin; this rule reads the
+    staged file itself, so that an empty or corrupt one is refused: a
+    normalized relative path (as I-9 wants it, no symlink) to a regular file
+    whose SHA-256 is ``launch.model_config.sha256`` and which holds a strict
+    JSON object.
+    """
+    rel = ref["path"]
+    problem = path_problem(folder, rel)
+    if problem is not None:
+        if "symlink" in problem:
+            return f"staged model configuration path contains a symlink: {rel}"
+        if normalized(rel) and not os.path.lexists(folder / rel):
+            return f"staged model configuration is missing: {rel}"
+        return f"staged model configuration must be a file at a normalized relative path: {rel}"
+    try:
+        raw = (folder / rel).read_bytes()
+    except OSError as exc:
+        return f"staged model configuration cannot be read: {rel}: {exc.strerror}"
+    found = hashlib.sha256(raw).hexdigest()
+    if found != ref["sha256"]:
+        return (f"staged model configuration differs from launch.model_config.sha256: {rel}: "
+                f"expected {ref['sha256']}, found {found}")
+    try:
+        config = loads(raw)
+    except JsonError as exc:
+        return f"staged model configuration is not strict JSON: {rel}: {strict_json_reason(exc)}"
+    if not isinstance(config, dict):
+        return f"staged model configuration is not a JSON object: {rel}"
+    return None
 
 
 _FAILED = object()
@@ -393,12 +489,17 @@ def _read(ctx: Context, folder: Path, phase: str, ref: dict[str, str], seen: set
         ctx.diagnostics.append(_file_diag(ctx, "I-9", problem, phase, rel))
         return _FAILED
     seen.add(rel)
-    raw = (folder / rel).read_bytes()
+    try:
+        raw = (folder / rel).read_bytes()
+    except OSError as exc:
+        ctx.diagnostics.append(_file_diag(ctx, "I-10", f"runtime artifact cannot be read: {rel}: {exc.strerror}", phase, rel))
+        return _FAILED
     if hashlib.sha256(raw).hexdigest() != ref["sha256"]:
         ctx.diagnostics.append(_file_diag(ctx, "I-9", f"runtime artifact hash mismatch: {rel}", phase, rel))
         return _FAILED
     try:
-        return strict_loads(raw)
-    except StrictJsonError as exc:
-        ctx.diagnostics.append(_file_diag(ctx, "I-10", f"runtime artifact is not strict JSON: {rel}: {exc.reason}", phase, rel))
+        return loads(raw)
+    except JsonError as exc:
+        reason = strict_json_reason(exc)
+        ctx.diagnostics.append(_file_diag(ctx, "I-10", f"runtime artifact is not strict JSON: {rel}: {reason}", phase, rel))
         return _FAILED
