@@ -34,8 +34,16 @@ With ``--noise-floor`` every trace is served twice and the second serving is
 compared with the first like the replay is: the error the engine makes in
 predicting itself on this machine, the floor no model can go below.
 
-Printed as a table; ``-o`` writes every run's numbers as JSON.  The medians
-over runs are reported with their spread (min … max).
+Per run it also compares every served step with the latency model at the
+step's FPM coordinates (read from the scheduler's output): per step kind —
+prefill only, decode only, mixed — the count, the served and predicted sums
+and the median signed error, which tells a table knot, the mixed-step rule
+and time outside the steps apart; and it records the load average
+(``os.getloadavg``), since other work on the machine slows the engine.
+
+Printed per run; ``-o`` writes every run's numbers as JSON (the served steps
+included); ``tools/prediction_table.py`` makes the README's table of them.
+The medians over runs are reported with their spread (min … max).
 """
 
 from __future__ import annotations
