@@ -13,7 +13,7 @@ int64_t align_stop(const fpm_align_query *q) {
     int64_t start = q->start, k = q->num_new_tokens, b = q->block_size;
     int64_t prefill_end = max64(q->prompt_len, q->num_tokens - 1);
     if (start >= prefill_end) return k;
-    int64_t last_cache = align_pos(q->num_tokens, b);
+    int64_t last_cache = q->last_stop_at_tokens ? floordiv64(q->num_tokens, b) * b : align_pos(q->num_tokens, b);
     int64_t end = start + k;
     int64_t ckpt_pos = align_pos(prefill_end, b);
     int internal = q->checkpoint_alignment > 0 && end >= prefill_end &&

@@ -72,7 +72,7 @@ static double decode_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t d, 
     return lin(lc, (double)d, lc->bx, lc->by, nb);
 }
 
-/* R-31; a step with both phases pays the shared step cost once (RD-15):
+/* R-31; a step with both phases pays the shared step cost once (RD-16):
  * P + D - min(S, P, D), S = cfg->shared_step_seconds (0: P + D). */
 void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd,
                int64_t dkv, double *sec, int32_t *extra, int32_t *missing) {

@@ -617,6 +617,7 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
 /* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
  * prefix_cache_retention_interval 0: the run a hit needs below r's replay boundary and its junction. */
 static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
+    if (e->cfg.rules.dense_retention) return 1;
     int64_t need = window_run(g), B = e->sched_block;
     int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
     for (int i = 0; i < 2; i++) {
@@ -624,6 +625,32 @@ static int window_retained(const engine_t *e, const request_t *r, const fpm_grou
         if (ends[i] - need <= j && j < ends[i]) return 1;
     }
     return 0;
+}
+
+/* vLLM 0.32.0 _cache_partial_tail_block: a request scheduled from its prompt's last cacheable
+ * boundary keys its Mamba state there once more, which counts as cached in this step (R-37). */
+static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
+    struct pc_pool *p = e->pool;
+    int64_t B = e->sched_block;
+    if (c <= 0 || c != (r->prompt_len - 1) / B * B) return;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        if (g->kind != FPM_KIND_MAMBA) continue;
+        pc_hold *s = hold_at(e, r, gi);
+        int64_t col = c / g->block - 1;
+        for (int64_t i = 0; i < s->mn; i++) {
+            if (s->mcol[i] != col) continue;
+            int32_t b = s->mid[i];
+            int64_t ka, kb;
+            pc_key(e, r, gi, col, &ka, &kb);
+            if (p->bka[b] == ka && p->bkb[b] == kb) {
+                int64_t j = ht_find(p, ka, kb);
+                if (j >= 0) p->ht[j].stamp = p->stamp;
+            } else {
+                pc_set_key(p, b, ka, kb, 1);
+            }
+        }
+    }
 }
 
 /* vLLM cache_blocks of every group after a successful allocation */
@@ -658,7 +685,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
                 int hit = 0;
                 for (int k2 = 0; k2 < nbc; k2++)
                     if (bcols[k2] == col) hit = 1;
-                if (start <= col && col < nfull && hit) {
+                if (start <= col && col < nfull && (hit || e->cfg.rules.dense_retention)) {
                     int64_t ka, kb;
                     pc_key(e, r, gi, col, &ka, &kb);
                     pc_set_key(p, s->mid[i], ka, kb, 1);
@@ -729,6 +756,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
         }
     }
     pc_cache_blocks(e, r, min64(a, req_len(r)));
+    if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
     return !p->oom;
 }
 

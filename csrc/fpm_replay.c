@@ -64,9 +64,14 @@ static int config_ok(const fpm_replay_config *cfg) {
     if (cfg->max_steps < 0 || cfg->max_steps > FPM_MAX_STEPS) return 0;
     if (cfg->watermark_blocks < 0 || cfg->watermark_blocks > FPM_MAX_BYTES) return 0;
     if (cfg->use_fixed_step && !(cfg->fixed_step_seconds >= 0.0 && isfinite(cfg->fixed_step_seconds))) return 0;
+    /* the most tokens one step schedules */
+    int64_t budget = cfg->max_num_batched_tokens;
+    if (cfg->rules.budget_scheduled_only && cfg->max_num_scheduled_tokens > budget) budget = cfg->max_num_scheduled_tokens;
     int64_t fixed = 0;
     for (int i = 0; i < cfg->ngroups; i++) {
         const fpm_group *g = &cfg->groups[i];
+        if (cfg->rules.no_ring_groups && g->kind == FPM_KIND_RING) return 0;
+        if (cfg->rules.no_mamba_checkpoints && g->checkpoint_blocks > 0) return 0;
         if (g->kind < FPM_KIND_FULL || g->kind > FPM_KIND_MAMBA) return 0;
         if (g->block < 1 || g->block > FPM_MAX_TOKENS || g->page < 1 || g->page > FPM_MAX_BYTES) return 0;
         if (g->window < 0 || g->window > FPM_MAX_TOKENS || (is_windowed(g->kind) && g->window < 1)) return 0;
@@ -76,7 +81,7 @@ static int config_ok(const fpm_replay_config *cfg) {
             g->checkpoint_alignment > FPM_MAX_TOKENS)
             return 0;
         /* every holding of the group stays a 2**53 byte quantity */
-        int64_t most = cdiv64(cfg->max_model_len + cfg->max_num_batched_tokens, g->block) + 3 + g->blocks_per_request;
+        int64_t most = cdiv64(cfg->max_model_len + budget, g->block) + 3 + g->blocks_per_request;
         if (most > FPM_MAX_BYTES / g->page) return 0;
         /* the fixed state bytes of a request, summed in group order */
         if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) {
@@ -237,6 +242,7 @@ static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64
     q.max_num_batched_tokens = e->split_limit;
     q.checkpoint_alignment = (e->ckpt_all && e->first_align > 0) ? e->first_align : 0;
     q.junction = r->junction;
+    q.last_stop_at_tokens = e->cfg.rules.align_last_stop_at_tokens;
     return align_stop(&q);
 }
 
@@ -309,8 +315,8 @@ static void begin_step(engine_t *e) {
     e->nsched = 0;
     e->np = e->pt = e->pkv = e->nd = e->dkv = 0;
     int64_t eligible = e->nrun + e->wq_len;
-    e->threshold = eligible > 1 ? cfg->long_prefill_token_threshold : 0;
-    if (e->threshold > 0 && cfg->long_prefill_adaptive)
+    e->threshold = (eligible > 1 || cfg->rules.long_prefill_cap_always) ? cfg->long_prefill_token_threshold : 0;
+    if (e->threshold > 0 && cfg->long_prefill_adaptive && eligible > 0)
         e->threshold = max64(e->threshold, cfg->max_num_batched_tokens / eligible);
     e->defer = 0;
     if (e->interval > 1 && !e->capacity_bound && (e->executed + 1) - e->last_prefill_step < e->interval) {
@@ -381,8 +387,8 @@ static void preempt(engine_t *e, int64_t pos) {
 }
 
 /* Remove a request preempted in this step from the step's scheduled entries
- * (priority policy: the victim may have been scheduled already). */
-static void unschedule(engine_t *e, int64_t idx) {
+ * (priority policy: the victim may have been scheduled already); was it scheduled? */
+static int unschedule(engine_t *e, int64_t idx) {
     for (int64_t s = 0; s < e->nsched; s++) {
         if (e->sched_req[s] != idx) continue;
         e->budget += e->sched_n[s];
@@ -399,8 +405,9 @@ static void unschedule(engine_t *e, int64_t idx) {
         memmove(&e->sched_n[s], &e->sched_n[s + 1], (size_t)rest * sizeof(int64_t));
         memmove(&e->sched_c[s], &e->sched_c[s + 1], (size_t)rest * sizeof(int64_t));
         e->nsched--;
-        return;
+        return 1;
     }
+    return 0;
 }
 
 /* */
@@ -441,8 +448,8 @@ static void schedule_running(engine_t *e) {
             }
             int64_t pos = victim(e);
             int64_t vi = e->running[pos];
-            if (pos < i) i--;
-            unschedule(e, vi);
+            int was_scheduled = unschedule(e, vi);
+            if (pos < i && (was_scheduled || !e->cfg.rules.priority_shift_if_scheduled)) i--;
             preempt(e, pos);
             if (vi == idx) {
                 self = 1;
@@ -451,7 +458,8 @@ static void schedule_running(engine_t *e) {
         }
         if (e->error_code) return;
         if (!ok) {
-            if (self && e->cfg.policy == FPM_POLICY_PRIORITY) continue; /* i already points at the next request */
+            if (self && e->cfg.policy == FPM_POLICY_PRIORITY && !e->cfg.rules.priority_self_preemption_stops)
+                continue; /* i already points at the next request */
             return;
         }
         e->prefill_scheduled |= r->prefill_chunk;
@@ -1017,8 +1025,9 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
     e->ckpt_all = has_mamba && all_ckpt;
     e->sched_block = attn_block ? attn_block : (mamba_block ? mamba_block : 1);
     e->hash_block = cfg->hash_block_size > 0 ? cfg->hash_block_size : e->sched_block;
-    e->token_budget = cfg->max_num_scheduled_tokens > 0 ? min64(cfg->max_num_scheduled_tokens, cfg->max_num_batched_tokens)
-                                                        : cfg->max_num_batched_tokens;
+    e->token_budget = cfg->max_num_scheduled_tokens <= 0 ? cfg->max_num_batched_tokens
+                      : cfg->rules.budget_scheduled_only ? cfg->max_num_scheduled_tokens
+                                                          : min64(cfg->max_num_scheduled_tokens, cfg->max_num_batched_tokens);
     e->split_limit = cfg->max_num_scheduled_tokens > 0 ? cfg->max_num_scheduled_tokens : cfg->max_num_batched_tokens;
     if (cfg->long_prefill_token_threshold > 0) e->split_limit = min64(e->split_limit, cfg->long_prefill_token_threshold);
     e->active_limit = cfg->max_num_active_seqs > 0 ? cfg->max_num_active_seqs : cfg->max_num_seqs;

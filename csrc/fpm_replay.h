@@ -76,13 +76,24 @@ typedef struct {
 typedef struct { int64_t batch_size, total_prefill_tokens, total_kv_read_tokens; double wall_time; } fpm_prefill_row;
 typedef struct { int64_t batch_size, total_kv_read_tokens; double wall_time; } fpm_decode_row;
 
-/* Rules that differ between runtime releases (fpmcore.replay.policy).  All
+/* Rules that differ between runtime releases (fpmcore.replay.rules.RuntimeRules).  All
  * zero is the engine's reference runtime; each field names a deviation. */
 typedef struct {
     int32_t check_before_release;  /* drop window blocks and align extras only after a successful check */
     int32_t free_uncached_to_back; /* freed blocks without content join the back of the queue too */
     int32_t mamba_hits_same_step;  /* a Mamba state cached in this step can be hit at once */
     int32_t window_cap_exact;      /* the window cap without vLLM's extra alignment block */
+    int32_t long_prefill_cap_always;  /* the long-prefill cap also while one request runs or waits */
+    int32_t budget_scheduled_only;    /* max_num_scheduled_tokens alone is a step's budget (not capped by
+                                         max_num_batched_tokens) */
+    int32_t priority_self_preemption_stops; /* priority: the running scan ends when a request preempted itself */
+    int32_t priority_shift_if_scheduled;    /* priority: only a victim scheduled in the step moves the scan back */
+    int32_t dense_retention;          /* every full block of a windowed or Mamba group is cached */
+    int32_t align_last_stop_at_tokens;/* G-6: the last cacheable stop is at or below the tokens, not below */
+    int32_t mamba_boundary_recached;  /* R-37: a Mamba state keyed at the prompt boundary is keyed again (cached this step)
+                                         when its request is scheduled from there */
+    int32_t no_mamba_checkpoints;     /* the release has no Mamba prefill checkpoint blocks (refused) */
+    int32_t no_ring_groups;           /* the release has no ring state groups (refused) */
 } fpm_replay_rules;
 
 typedef struct {
@@ -103,7 +114,7 @@ typedef struct {
     int64_t nprefill;
     const fpm_decode_row *decode;   /* sorted by (batch, kv) */
     int64_t ndecode;
-    double shared_step_seconds;     /* a step with both phases pays it once (RD-15); 0: P + D */
+    double shared_step_seconds;     /* a step with both phases pays it once (RD-16); 0: P + D */
     /* Content origins of the requests (R-36, read only with prefix_caching):
      * request i's pairs are origin_upto/origin_key[origin_off .. +origin_len). */
     const int64_t *origin_upto;
@@ -234,6 +245,7 @@ typedef struct {
     int64_t start, num_new_tokens, prompt_len, num_tokens, block_size, hash_block_size;
     int64_t max_num_batched_tokens, checkpoint_alignment, junction;
     int32_t junction_checkpoint;
+    int32_t last_stop_at_tokens; /* G-6: the last cacheable stop at or below num_tokens (a release rule) */
 } fpm_align_query;
 fpm_status fpm_align_stop(const fpm_align_query *q, int64_t *out);
 

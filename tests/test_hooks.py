@@ -516,3 +516,27 @@ def test_tracing_and_call_monitoring_see_the_calls(fpm_host):
     assert seen == [("fpm_runtime_rules", ["vllm_027"], "vllm==0.27.0")]
     text = "".join(lines)
     assert "fpm_runtime_rules" in text and "finish fpm_runtime_rules -->" in text
+
+
+def test_replay_rules_of_another_runtime_name_the_plugin():
+    """fpm_replay_rules must answer with the rules of the pin it was asked for."""
+    from fpmcore.replay.rules import RuntimeRules as ReplayRules
+    from fpmcore.testing import make_host
+
+    class Wrong:
+        @hookimpl
+        def fpm_plugin_info(self):
+            return PluginInfo(id="wrong", kind="runtime", targets=("vllm==9.9.9",), api_version=API_VERSION)
+
+        @hookimpl
+        def fpm_replay_rules(self, runtime):
+            return ReplayRules(runtime="vllm==9.9.8")
+
+    host = make_host(Wrong())
+    with pytest.raises(PluginError) as e:
+        host.hooks.replay_rules("vllm==9.9.9")
+    assert e.value.message == "plugin 'wrong' returned replay rules of vllm==9.9.8 from fpm_replay_rules; expected vllm==9.9.9"
+    with pytest.raises(FpmError) as e:
+        host.hooks.replay_rules("vllm==9.9.7")
+    assert e.value.rule == "R-1"
+    assert e.value.message.startswith("no installed runtime plugin gives replay semantics for vllm==9.9.7")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential test of fpmcore's replay engine against the real vLLM 0.33.0 Scheduler (06 R-40).
+"""Differential test of fpmcore's replay engine against a real vLLM release's own Scheduler (06 R-40).
 
 Generates random step-exact traces over four kinds of small models, each with
 prefix caching on and off:
@@ -13,9 +13,11 @@ prefix caching on and off:
 * ``glm``: a GLM-like hybrid (Mamba groups, an MLA attention group, an
   optional ring group), with or without a checkpoint block.
 
-Traces have shared prefixes (``prefix_from``), small pools (preemption and
-eviction), and the scheduler settings of vLLM 0.33.0 that change what is
-scheduled drawn at random: ``max_num_batched_tokens``,
+The replay follows the rules of the oracle's release, as its runtime plugin
+gives them (``fpm_replay_rules``; a release without them is refused), and the
+random models and settings are those the release has.  Traces have shared
+prefixes (``prefix_from``), small pools (preemption and eviction), and the
+scheduler settings that change what is scheduled drawn at random: ``max_num_batched_tokens``,
 ``max_num_scheduled_tokens``, ``max_num_seqs``, ``max_num_active_seqs``,
 ``long_prefill_token_threshold`` (and its adaptive form),
 ``prefill_schedule_interval``, ``policy`` (``priority`` with request
@@ -53,6 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from fpmcore.replay import make_config, run_replay  # noqa: E402
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules, default_rules  # noqa: E402
 from fpmcore.replay.trace import from_sched_json  # noqa: E402
 
 
@@ -70,42 +73,71 @@ BLOCK = 16
 KINDS = ("plain", "window", "gdn", "glm")
 
 
+def oracle_features() -> dict[str, Any]:
+    """What the oracle's vLLM has (``vllm_sched.py --features``): its version, KV cache layouts, ring
+    groups, Mamba prefill checkpoint blocks and the fields of its ``SchedulerConfig``."""
+    proc = subprocess.run([ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), "--features"], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"vllm_sched.py --features failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def oracle_rules(features: dict[str, Any]) -> RuntimeRules:
+    """The replay rules of the oracle's vLLM: those its runtime plugin gives (``fpm_replay_rules``).
+
+    A release without a runtime plugin that gives them is refused (R-1), as ``fpm replay`` refuses it.
+    """
+    from fpmcore.cli import build_host
+
+    return build_host().hooks.replay_rules(f"vllm=={features['version']}")
+
+
+#: The oracle's vLLM as the generator sees it when no runtime is given (vLLM 0.33.0's features).
+DEFAULT_FEATURES: dict[str, Any] = {"kv_cache_layouts": True}
+
+
 def _attn(indices: list[int], spec: str = "FullAttentionSpec", **kw: Any) -> dict[str, Any]:
     return {"name": "model.layers.{i}.self_attn.attn", "indices": indices,
             "spec": {"type": spec, "num_kv_heads": 1, "head_size": 16, "dtype": "bfloat16", **kw}}
 
 
-def scheduler_settings(rng: random.Random, max_model_len: int) -> dict[str, Any]:
-    """vLLM scheduler settings, each either vLLM's default or a random value."""
+def scheduler_settings(rng: random.Random, max_model_len: int, settings: frozenset[str] = SCHEDULER_SETTINGS) -> dict[str, Any]:
+    """vLLM scheduler settings, each either vLLM's default or a random value; only the ``settings`` the runtime has."""
     budget = rng.choice([16, 32, 48, 64, 128, 256])
     seqs = rng.randint(1, 6)
-    s: dict[str, Any] = {
-        "max_num_batched_tokens": budget,
-        "max_num_seqs": seqs,
+    s: dict[str, Any] = {"max_num_batched_tokens": budget, "max_num_seqs": seqs}
+    # Each draw is made whether or not the runtime has the setting, so that one seed draws the same traces.
+    draws = {
         "scheduler_reserve_full_isl": rng.random() < 0.6,
         "watermark": rng.choice([0.0, 0.0, 0.0, 0.05, 0.1]),
+        "max_num_scheduled_tokens": (rng.choice([max(budget // 2, 1), max(budget - 5, 1), budget + 16])
+                                     if rng.random() < 0.3 else None),
+        "max_num_active_seqs": rng.randint(1, seqs) if rng.random() < 0.3 else None,
     }
-    if rng.random() < 0.3:
-        s["max_num_scheduled_tokens"] = rng.choice([max(budget // 2, 1), max(budget - 5, 1), budget + 16])
-    if rng.random() < 0.3:
-        s["max_num_active_seqs"] = rng.randint(1, seqs)
-    if rng.random() < 0.35:
-        s["long_prefill_token_threshold"] = min(rng.choice([4, 8, 16, 24, 40]), max_model_len)
-        s["long_prefill_token_threshold_adaptive"] = rng.random() < 0.5
-    if rng.random() < 0.25:
-        s["prefill_schedule_interval"] = rng.randint(2, 4)
-    if rng.random() < 0.35:
-        s["policy"] = "priority"
-    if rng.random() < 0.2:
-        s["max_num_queued_reqs"] = rng.randint(1, 8)
-    if rng.random() < 0.2:
-        s["max_num_queued_tokens"] = rng.choice([0, 40, 120, 300])
+    threshold = rng.random() < 0.35
+    draws["long_prefill_token_threshold"] = min(rng.choice([4, 8, 16, 24, 40]), max_model_len) if threshold else None
+    draws["long_prefill_token_threshold_adaptive"] = (rng.random() < 0.5) if threshold else None
+    draws["prefill_schedule_interval"] = rng.randint(2, 4) if rng.random() < 0.25 else None
+    draws["scheduling_policy"] = "priority" if rng.random() < 0.35 else None
+    draws["max_num_queued_reqs"] = rng.randint(1, 8) if rng.random() < 0.2 else None
+    draws["max_num_queued_tokens"] = rng.choice([0, 40, 120, 300]) if rng.random() < 0.2 else None
+    for name in ("scheduler_reserve_full_isl", "watermark"):
+        s[name] = draws[name] if name in settings else {"scheduler_reserve_full_isl": True, "watermark": 0.0}[name]
+    for name, value in draws.items():
+        if value is None or name not in settings or name in s:
+            continue
+        s["policy" if name == "scheduling_policy" else name] = value
     return s
 
 
-def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int) -> dict[str, Any]:
-    """A small MODEL.json for the oracle (its ``examples/README.md`` format)."""
-    sched = scheduler_settings(rng, max_model_len)
+def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int,
+               rules: RuntimeRules | None = None, features: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A small MODEL.json for the oracle (its ``examples/README.md`` format): what the oracle's vLLM has
+    (``features``), with the scheduler settings the replay models for it (``rules``)."""
+    rules = rules or default_rules()
+    features = features or DEFAULT_FEATURES
+    sched = scheduler_settings(rng, max_model_len, rules.settings)
     m: dict[str, Any] = {"max_model_len": max_model_len, "available_memory_bytes": 10**9, "scheduler": sched}
     per_req = -(-max_model_len // BLOCK)
     t = sched["max_num_batched_tokens"]
@@ -130,7 +162,11 @@ def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int)
         ck = rng.choice([0, 1, 1])
         align = rng.choice([1, 2, 4, 8, 16])
         mamba_spec = {"type": "MambaSpec", "shapes": [[8, 3], [2, 8, 8]], "dtypes": ["bfloat16", "float32"],
-                      "mamba_type": "GDN_ATTN", "num_prefill_checkpoint_blocks": ck}
+                      "mamba_type": "GDN_ATTN"}
+        if not rules.mamba_prefill_checkpoints:
+            ck = 0  # the runtime's MambaSpec has no checkpoint fields
+        else:
+            mamba_spec["num_prefill_checkpoint_blocks"] = ck
         if ck:
             mamba_spec["prefill_checkpoint_alignment"] = align
         # vLLM groups layers into groups of the attention group's layer count.
@@ -141,10 +177,14 @@ def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int)
                            "spec": {"type": "FullAttentionSpec", "num_kv_heads": 1, "head_size": 64,
                                     "dtype": "bfloat16"}})
         else:
+            # A vLLM without KV cache layouts (0.27.0) unifies the group pages by growing the
+            # attention block: an MLA page of 128 × 16 × 2 bytes equals the padded Mamba page,
+            # so that every group keeps the block of 16.
+            mla_head = 64 if features["kv_cache_layouts"] else 128
             layers.append({"name": "model.layers.{i}.self_attn.attn", "indices": [ngroups_mamba],
                            "spec": {"type": "MLAAttentionSpec", "num_kv_heads": 1, "max_tp_shards": 1,
-                                    "head_size": 64, "dtype": "bfloat16", "cache_dtype_str": "auto"}})
-            if rng.random() < 0.7:
+                                    "head_size": mla_head, "dtype": "bfloat16", "cache_dtype_str": "auto"}})
+            if rng.random() < 0.7 and rules.ring_groups:
                 ring = 1
                 layers.append({"name": "model.layers.{i}.self_attn.indexer.tail_cache", "indices": [ngroups_mamba],
                                "spec": {"type": "CircularBufferSpec", "block_size": 16, "num_kv_heads": 1,
@@ -189,7 +229,7 @@ def random_trace(rng: random.Random, max_model_len: int, share: bool, priorities
     return {"max_steps": 5000, "requests": reqs}
 
 
-def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool):
+def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool, rules: RuntimeRules | None = None):
     """The replay configuration of vLLM's own cache plan and scheduler settings (06 R-1)."""
     page = plan["bytes_per_block"]
     groups = []
@@ -227,6 +267,7 @@ def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool):
         scheduling_policy=s.get("policy", "fcfs"),
         max_num_queued_reqs=s.get("max_num_queued_reqs"),
         max_num_queued_tokens=s.get("max_num_queued_tokens"),
+        rules=rules,
     )
 
 
@@ -259,14 +300,15 @@ def compare(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str | N
     return None
 
 
-def build_jobs(n: int, seed: int, kinds: tuple[str, ...] = KINDS) -> list[dict[str, Any]]:
+def build_jobs(n: int, seed: int, kinds: tuple[str, ...] = KINDS, rules: RuntimeRules | None = None,
+               features: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     combos = [(k, c) for k in kinds for c in (False, True)]
     jobs = []
     for i in range(n):
         kind, caching = combos[i % len(combos)]
         L = rng.choice([128, 256, 512])
-        model = model_json(kind, rng, caching, L)
+        model = model_json(kind, rng, caching, L, rules, features)
         priorities = model["scheduler"].get("policy") == "priority"
         jobs.append({"kind": kind, "caching": caching, "model": model,
                      "trace": random_trace(rng, L, share=caching and rng.random() < 0.8, priorities=priorities)})
@@ -299,11 +341,14 @@ def _settings_used(model: dict[str, Any]) -> list[str]:
     return used
 
 
-def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str, ...] = KINDS,
+                 rules: RuntimeRules | None = None) -> dict[str, Any]:
     """Run ``n`` random traces through vLLM and the replay; a report of the outcome."""
-    jobs = build_jobs(n, seed, kinds)
+    features = oracle_features()
+    rules = rules or oracle_rules(features)
+    jobs = build_jobs(n, seed, kinds, rules, features)
     results = run_oracle(jobs)
-    report: dict[str, Any] = {"traces": n, "compared": 0, "matched": 0, "vllm_refused": 0, "steps": 0,
+    report: dict[str, Any] = {"vllm": features["version"], "rules": rules.runtime, "traces": n, "compared": 0, "matched": 0, "vllm_refused": 0, "steps": 0,
                               "preemptions": 0, "prefix_hit_requests": 0, "prefix_hit_tokens": 0, "rejected": 0,
                               "settings": {}, "mismatches": [], "refusals": [], "by_kind": {}}  # fmt: skip
     for i, (job, res) in enumerate(zip(jobs, results)):
@@ -315,7 +360,7 @@ def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str
             report["refusals"].append({"job": i, "kind": key, "error": res["error"]})
             continue
         vsteps = res["steps"]
-        cfg = fpm_config(res["plan"], job["model"], job["caching"])
+        cfg = fpm_config(res["plan"], job["model"], job["caching"], rules)
         trace = from_sched_json(job["trace"])
         out = run_replay(cfg, trace, backend=backend)
         npre = sum(len(s["preempted"]) for s in vsteps)
@@ -349,7 +394,11 @@ def main() -> int:
     ap.add_argument("--json", metavar="OUT", help="write the full report")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
+    import time
+
+    t0 = time.monotonic()
     rep = differential(args.traces, args.seed, args.backend, kinds)
+    rep["seconds"] = round(time.monotonic() - t0, 1)
     if args.json:
         Path(args.json).write_text(json.dumps(rep, indent=1))
     summary = {k: v for k, v in rep.items() if k not in ("mismatches", "refusals")}

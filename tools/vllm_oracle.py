@@ -97,21 +97,13 @@ from vllm.utils.math_utils import cdiv  # noqa: E402
 from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
 from vllm.v1.attention.backend import MultipleOf  # noqa: E402
 from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum  # noqa: E402
-from vllm.v1.attention.backends.utils import resolve_kv_cache_layout  # noqa: E402
 from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
-from vllm.v1.core.kv_cache_planning import (  # noqa: E402
-    _pool_bytes_per_block,
-    get_global_kv_cache_groups,
-    get_kv_cache_configs,
-)
 from vllm.v1.core.kv_cache_utils import (  # noqa: E402
     generate_scheduler_kv_cache_config,
     get_max_concurrency_for_kv_cache_config,
     get_request_block_hasher,
     init_none_hash,
-    resolve_cache_hit_alignment_tokens,
     resolve_kv_cache_block_sizes,
-    update_kv_cache_capacity,
 )
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
@@ -121,6 +113,70 @@ from vllm.v1.kv_cache_spec_registry import KVCacheSpecRegistry  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
 ORACLE_VERSION = "1"
+
+
+# ---------------------------------------------------------------------------
+# What the scheduler path needs that differs between vLLM releases.  The
+# harness drives the installed release's own code; these are only the entry
+# points that moved or changed signature (feature-detected, never by version):
+#
+# * cache planning: vLLM 0.33.0 resolves the layout and the global groups
+#   first and plans in ``kv_cache_planning`` (``get_kv_cache_configs`` takes
+#   the groups); 0.32.0 resolves the layout and plans in ``kv_cache_utils``
+#   with three arguments; 0.27.0 has no layouts;
+# * capacity: ``update_kv_cache_capacity`` (block size from the
+#   prefix-cacheable groups) or 0.27.0's ``get_kv_cache_capacity`` (the
+#   smallest group block); 0.27.0 has no cache-hit alignment;
+# * ``get_request_block_hasher`` takes the hash lookahead in 0.33.0 only;
+# * ``AsyncLLM.check_admission`` (``max_num_queued_*``) does not exist in 0.27.0,
+#   whose front end admits every request;
+# * vLLM 0.27.0 detects its CPU platform only from its version string: the
+#   installed runtime plugin's ``prepare_environment`` selects it.
+# ---------------------------------------------------------------------------
+def _optional(module: str, name: str) -> Any:
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+_PLANNING_MODULE = (
+    "vllm.v1.core.kv_cache_planning"
+    if _optional("vllm.v1.core.kv_cache_planning", "get_kv_cache_configs") is not None
+    else "vllm.v1.core.kv_cache_utils"
+)
+get_kv_cache_configs = _optional(_PLANNING_MODULE, "get_kv_cache_configs")
+_pool_bytes_per_block = _optional(_PLANNING_MODULE, "_pool_bytes_per_block")
+get_global_kv_cache_groups = _optional(_PLANNING_MODULE, "get_global_kv_cache_groups")
+resolve_kv_cache_layout = _optional("vllm.v1.attention.backends.utils", "resolve_kv_cache_layout")
+update_kv_cache_capacity = _optional("vllm.v1.core.kv_cache_utils", "update_kv_cache_capacity")
+get_kv_cache_capacity = _optional("vllm.v1.core.kv_cache_utils", "get_kv_cache_capacity")
+resolve_cache_hit_alignment_tokens = _optional("vllm.v1.core.kv_cache_utils", "resolve_cache_hit_alignment_tokens")
+
+
+def _select_runtime_platform() -> None:
+    """The installed runtime plugin's environment step (vLLM's CPU platform), when fpmcore is installed here."""
+    try:
+        import importlib
+
+        from fpmcore.cli import build_host
+    except ImportError:
+        return
+    host = build_host(environ={})
+    try:
+        record = host.select_runtime(f"vllm=={vllm.__version__}")
+    except Exception:  # no runtime plugin for this release: nothing to prepare
+        return
+    package = getattr(host.pm.get_plugin(record.id), "package", None)
+    if package is not None:
+        probe = importlib.import_module(f"{package}.probe")
+        if hasattr(probe, "prepare_environment"):
+            probe.prepare_environment()
+
+
+_select_runtime_platform()
 DTYPES = {
     "float32": torch.float32,
     "fp32": torch.float32,
@@ -289,6 +345,14 @@ def build_spec(spec_json: dict, vllm_config: VllmConfig) -> kvi.KVCacheSpec:
     if not (isinstance(cls, type) and issubclass(cls, kvi.KVCacheSpec)):
         raise ValueError(f"{type_name!r} is not a KVCacheSpec in kv_cache_interface")
     cache_config = vllm_config.cache_config
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls) and "max_tp_shards" in fields and "max_tp_shards" not in {
+        f.name for f in dataclasses.fields(cls)
+    }:
+        # vLLM 0.27.0's MLA spec has no TP shard count: one shard, as the JSON says.
+        if int(fields.pop("max_tp_shards")) != 1:
+            raise ValueError(f"{type_name} of this vLLM has no max_tp_shards")
     if "dtype" in fields:
         fields["dtype"] = _to_dtype(fields["dtype"])
     if "dtypes" in fields:
@@ -365,22 +429,28 @@ def plan_kv_cache(model: dict, enable_prefix_caching: bool) -> Plan:
         supported_layouts = [list(model["supported_layouts"])]
     else:
         supported_layouts = [["LBNHC", "LBHNC", "BLNHC", "BLHNC", "BHLNC", "LHBNC"]]
-    layout = resolve_kv_cache_layout(
-        vllm_config,
-        supported_layouts,
-        [s for specs in kv_cache_specs for s in specs.values()],
-    )
-    global_groups = get_global_kv_cache_groups(vllm_config, kv_cache_specs)
+    layout = None
+    if resolve_kv_cache_layout is not None:  # a release with KV cache layouts
+        layout = resolve_kv_cache_layout(
+            vllm_config,
+            supported_layouts,
+            [s for specs in kv_cache_specs for s in specs.values()],
+        )
     available = int(float(model["available_memory_bytes"]))
-    kv_cache_configs = get_kv_cache_configs(
-        vllm_config, kv_cache_specs, [available], global_groups
-    )
-    for cfg in kv_cache_configs:
-        cfg.kv_cache_layout = vllm_config.cache_config.kv_cache_layout
+    if get_global_kv_cache_groups is not None:
+        global_groups = get_global_kv_cache_groups(vllm_config, kv_cache_specs)
+        kv_cache_configs = get_kv_cache_configs(
+            vllm_config, kv_cache_specs, [available], global_groups
+        )
+    else:
+        kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs, [available])
+    if layout is not None:
+        for cfg in kv_cache_configs:
+            cfg.kv_cache_layout = vllm_config.cache_config.kv_cache_layout
     sched_cfg = generate_scheduler_kv_cache_config(kv_cache_configs)
     vllm_config.cache_config.num_gpu_blocks = sched_cfg.num_blocks
     groups = sched_cfg.kv_cache_groups
-    if groups:
+    if groups and update_kv_cache_capacity is not None:
         participating = [
             g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable
         ]
@@ -388,16 +458,24 @@ def plan_kv_cache(model: dict, enable_prefix_caching: bool) -> Plan:
             participating or [g.kv_cache_spec.block_size for g in groups]
         )
         update_kv_cache_capacity(vllm_config, sched_cfg)
+    elif groups:
+        vllm_config.cache_config.block_size = min(g.kv_cache_spec.block_size for g in groups)
+        (
+            vllm_config.cache_config.kv_cache_size_tokens,
+            vllm_config.cache_config.kv_cache_max_concurrency,
+        ) = get_kv_cache_capacity(vllm_config, sched_cfg)
     vllm_config.validate_block_size()
     scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(
         sched_cfg, vllm_config
     )
-    cache_hit_alignment = resolve_cache_hit_alignment_tokens(
-        sched_cfg, vllm_config, scheduler_block_size, hash_block_size
-    )
-    for cfg in (*kv_cache_configs, sched_cfg):
-        cfg.hash_block_size = hash_block_size
-        cfg.cache_hit_alignment_tokens = cache_hit_alignment
+    cache_hit_alignment = None
+    if resolve_cache_hit_alignment_tokens is not None:
+        cache_hit_alignment = resolve_cache_hit_alignment_tokens(
+            sched_cfg, vllm_config, scheduler_block_size, hash_block_size
+        )
+        for cfg in (*kv_cache_configs, sched_cfg):
+            cfg.hash_block_size = hash_block_size
+            cfg.cache_hit_alignment_tokens = cache_hit_alignment
     return Plan(
         model=model,
         enable_prefix_caching=enable_prefix_caching,
@@ -448,7 +526,7 @@ def _spec_summary(spec: kvi.KVCacheSpec) -> dict:
             value = str(value)
         out[key] = value
     out["page_size_bytes"] = spec.page_size_bytes
-    out["prefix_cacheable"] = spec.prefix_cacheable
+    out["prefix_cacheable"] = getattr(spec, "prefix_cacheable", None)  # a property newer than vLLM 0.27.0
     return out
 
 
@@ -470,7 +548,9 @@ def plan_report(plan: Plan) -> dict:
             key = str(spec.page_size_bytes)
             page_counts[key] = page_counts.get(key, 0) + 1
         sspec = sg.kv_cache_spec
-        manager_cls = KVCacheSpecRegistry.get_manager_class(sspec, sg.role)
+        role = getattr(sg, "role", None)  # group roles are newer than vLLM 0.27.0
+        manager_cls = (KVCacheSpecRegistry.get_manager_class(sspec, role) if role is not None
+                       else KVCacheSpecRegistry.get_manager_class(sspec))
         req_blocks = cdiv(sspec.max_memory_usage_bytes(vc), sspec.page_size_bytes)
         groups.append(
             {
@@ -489,17 +569,19 @@ def plan_report(plan: Plan) -> dict:
                 ),
             }
         )
-    tensors = [
-        {
-            "num_layers": len(t.layers),
-            "first_layer": t.layers[0] if t.layers else None,
-            "size": t.size,
-            "layer_stride": t.layer_stride,
-            "block_stride": t.block_stride,
-            "offset": t.offset,
-        }
-        for t in wc.kv_cache_tensors
-    ]
+    tensors = []
+    for t in wc.kv_cache_tensors:
+        layers = getattr(t, "layers", None) or getattr(t, "shared_by", [])  # vLLM 0.27.0: shared_by
+        tensors.append(
+            {
+                "num_layers": len(layers),
+                "first_layer": layers[0] if layers else None,
+                "size": t.size,
+                "layer_stride": getattr(t, "layer_stride", None),
+                "block_stride": t.block_stride,
+                "offset": t.offset,
+            }
+        )
     bytes_per_block = _pool_bytes_per_block(vc, wc.kv_cache_groups)
     return {
         "vllm_version": vllm.__version__,
@@ -507,7 +589,7 @@ def plan_report(plan: Plan) -> dict:
         "enable_prefix_caching": plan.enable_prefix_caching,
         "max_model_len": vc.model_config.max_model_len,
         "available_memory_bytes": int(float(plan.model["available_memory_bytes"])),
-        "kv_cache_layout": plan.layout.name,
+        "kv_cache_layout": plan.layout.name if plan.layout is not None else None,
         "mamba_cache_mode": vc.cache_config.mamba_cache_mode,
         "mamba_block_size": vc.cache_config.mamba_block_size,
         "num_layers": len(plan.layer_specs),
@@ -612,7 +694,10 @@ def make_block_hasher(plan: Plan):
         return None
     hash_fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
     init_none_hash(hash_fn)
-    return get_request_block_hasher(plan.hash_block_size, hash_fn, vc.num_hash_lookahead_tokens)
+    lookahead = getattr(vc, "num_hash_lookahead_tokens", None)
+    if lookahead is None:  # a release without lookahead hashes
+        return get_request_block_hasher(plan.hash_block_size, hash_fn)
+    return get_request_block_hasher(plan.hash_block_size, hash_fn, lookahead)
 
 
 def make_prompts(req_defs: dict) -> dict[str, list[int]]:
@@ -1089,16 +1174,21 @@ class FrontEnd:
             scheduler_config=vllm_config.scheduler_config,
             admission_stats=None,
             get_num_unfinished_requests=self.processor.get_num_unfinished_requests,
-            get_num_queued_tokens=self.processor.get_num_queued_tokens,
+            get_num_queued_tokens=getattr(self.processor, "get_num_queued_tokens", None),
             _record_admission_rejection=lambda reason: None,
         )
 
     def admit(self, request) -> bool:
-        """``AsyncLLM.check_admission`` for one arriving request; on success the processor tracks it."""
+        """``AsyncLLM.check_admission`` for one arriving request; on success the processor tracks it.
+
+        A release without ``check_admission`` (no ``max_num_queued_*``) admits every request.
+        """
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        check = getattr(AsyncLLM, "check_admission", None)
         try:
-            AsyncLLM.check_admission(self.admission, 1, request.request_id)
+            if check is not None:
+                check(self.admission, 1, request.request_id)
         except Exception as exc:  # QueueOverflowError / MaxQueuedTokensError: HTTP 503
             if type(exc).__name__ in ("QueueOverflowError", "MaxQueuedTokensError"):
                 return False

@@ -74,7 +74,27 @@ def _groups(plan_report: dict) -> list[dict]:
     return out
 
 
+def features(vo) -> dict:
+    """What the installed vLLM has that the random models and settings depend on."""
+    import dataclasses
+
+    from vllm.config import SchedulerConfig
+    from vllm.v1 import kv_cache_interface as kvi
+
+    return {
+        "version": vo.vllm.__version__,
+        "kv_cache_layouts": vo.resolve_kv_cache_layout is not None,
+        "ring_groups": hasattr(kvi, "CircularBufferSpec"),
+        "mamba_prefill_checkpoints": "num_prefill_checkpoint_blocks"
+        in {f.name for f in dataclasses.fields(kvi.MambaSpec)},
+        "scheduler_config_fields": sorted(f.name for f in dataclasses.fields(SchedulerConfig)),
+    }
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[1] == "--features":
+        print(json.dumps(features(_oracle())))
+        return 0
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ and the collecting hooks) a wrapper runs once per plugin asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,6 +58,7 @@ from fpmcore.hooktypes import (
     RuntimeRules,
     SpecClassification,
 )
+from fpmcore.replay.rules import RuntimeRules as ReplayRules
 
 if TYPE_CHECKING:
     import pluggy
@@ -70,6 +71,14 @@ class _Selected(Protocol):
     def id(self) -> str: ...
 
 
+class _Active(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def targets(self) -> tuple[str, ...]: ...
+
+
 class HostView(Protocol):
     """What the facade needs of its host (:class:`fpmcore.plugins.PluginHost`)."""
 
@@ -79,6 +88,8 @@ class HostView(Protocol):
         """Record that ``plugin`` broke at run time (``FPM_STRICT_PLUGINS=1``: re-raise ``exc``)."""
 
     def select_runtime(self, pin: str) -> _Selected: ...
+
+    def active(self, kind: str | None = None) -> Sequence[_Active]: ...
 
     def select_model(self, model: str) -> _Selected: ...
 
@@ -147,6 +158,12 @@ def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | No
     return None
 
 
+def _replay_rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
+    if rules.runtime != kwargs["runtime"]:
+        return f"returned replay rules of {rules.runtime} from {name}; expected {kwargs['runtime']}"
+    return None
+
+
 def _one_of(*values: str) -> ValueCheck:
     def problem(value: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
         return None if value in values else f"returned {type(value).__name__} from {name}; expected {_join(values)} or None"
@@ -177,6 +194,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
     "fpm_measurement_driver": Expect((MeasurementDriver,)),
+    "fpm_replay_rules": Expect((ReplayRules,), "RuntimeRules of fpmcore.replay.rules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
     "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
@@ -317,6 +335,37 @@ class Hooks:
         one, targets ``pin``.
         """
         return RuntimeHooks(self, self._host.select_runtime(pin).id, pin)
+
+    def replay_runtimes(self) -> list[str]:
+        """The pins of the installed runtime plugins that give replay rules, sorted (a plugin whose answer is wrong gives none)."""
+        pins = []
+        for record in self._host.active("runtime"):
+            for pin in record.targets:
+                try:
+                    if self.call("fpm_replay_rules", record.id, runtime=pin) is not None:
+                        pins.append(pin)
+                except PluginError:
+                    continue
+        return sorted(pins)
+
+    def replay_rules(self, pin: str) -> ReplayRules:
+        """The replay rules of runtime ``pin``, from the runtime plugin that targets it (R-1).
+
+        Raises :class:`~fpmcore.errors.FpmError` (R-1) when no installed
+        runtime plugin gives replay rules for ``pin``, naming the runtimes
+        that have them: the replay never assumes another release's scheduler.
+        """
+        rules = None
+        try:
+            rules = self.runtime(pin).replay_rules()
+        except FpmError as exc:
+            if isinstance(exc, PluginError):
+                raise
+        if rules is None:
+            have = ", ".join(self.replay_runtimes()) or "none"
+            raise FpmError("R-1", f"no installed runtime plugin gives replay semantics for {pin}; "
+                                  f"runtimes with replay semantics: {have}")  # fmt: skip
+        return rules
 
     def model(self, model: str) -> ModelHooks:
         """The model hooks of ``model``, bound to the one model plugin whose id or targets name it.
@@ -496,6 +545,11 @@ class RuntimeHooks:
         if rules is None:
             return RuntimeRules(version=self.version)
         return _guarded_rules(self.plugin, rules)
+
+
+    def replay_rules(self) -> ReplayRules | None:
+        """The replay rules of the pin (:func:`~fpmcore.hookspecs.fpm_replay_rules`), or ``None`` when the plugin gives none."""
+        return self._call("fpm_replay_rules")  # type: ignore[no-any-return]
 
 
 class ModelHooks:

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         SpecClassification,
     )
     from fpmcore.profile import FpmModelProfile
+    from fpmcore.replay.rules import RuntimeRules as ReplayRules
 
 PROJECT = "fpmcore"
 
@@ -355,6 +356,31 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
         ('vllm_032_cpu_engine_steps', 'vllm_032_llm_engine_step')
         >>> [f.path for f in driver.producer.files][:2]
         ['vllm/entrypoints/llm.py', 'vllm/outputs.py']
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_replay_rules(runtime: str) -> ReplayRules | None:
+    """*Replay rules*: the scheduler and pool rules of one runtime release that ``fpm replay`` follows.  *First-result*.
+
+    The replay engine (06) is one library for every release; what differs
+    between releases of the runtime's scheduler is a
+    :class:`fpmcore.replay.rules.RuntimeRules` value: the switches the
+    engine consults and the scheduler settings the release has.  ``fpm
+    replay`` and ``fpm sweep`` ask it for the profile's runtime pin
+    (``vllm==<backend_version>``) and refuse a profile whose runtime gives
+    none (R-1).  Answer only for a release whose scheduler the rules were
+    checked against step by step (R-40).  Never import vLLM here.
+
+    :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
+    :returns: the release's :class:`~fpmcore.replay.rules.RuntimeRules`,
+        whose ``runtime`` is the pin, or ``None`` (no replay semantics).
+
+    Example::
+
+        >>> rules = host.hooks.runtime("vllm==0.27.0").replay_rules()
+        >>> rules.runtime, rules.long_prefill_cap_exempts_single_request
+        ('vllm==0.27.0', False)
     """
 
 

@@ -187,12 +187,12 @@ def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp
     art = load_path(collected / "r0.json")
     walls = {r["point"]["benchmark_id"]: r["fpms"][0]["wall_time"] for r in art["results"]}
     assert sorted(row["wall_time_seconds"] for row in doc["rows"]) == sorted(walls.values())
-    # RD-15: the step cost a mixed step pays once is the cheapest decode step measured
+    # RD-16: the step cost a mixed step pays once is the cheapest decode step measured
     assert doc["shared_step_seconds"] == min(r["wall_time_seconds"] for r in doc["rows"] if r["phase"] == "decode")
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 300, "output_len": 8}\n')
     rep = run_fpm("replay", str(gdn_profile), "--trace", str(trace), "--fpm-table", str(table), "--json",
-                  host=make_host())
+                  host=make_host(entry_points=("vllm_033",)))  # its replay rules
     assert rep.exit_code == 0, rep.stderr
     assert rep.json()["summary"]["finished"] == 1
 

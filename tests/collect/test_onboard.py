@@ -68,7 +68,7 @@ def test_onboard_runs_every_stage_and_records_their_digests(stages, model_dir, t
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 700, "output_len": 4}\n')
     rep = run_fpm("replay", str(out / "profile.json"), "--trace", str(trace), "--fpm-table", str(out / "table.json"),
-                  "--prefix-caching", "on", "--json", host=make_host())
+                  "--prefix-caching", "on", "--json", host=make_host(entry_points=("vllm_033",)))  # its replay rules
     assert rep.exit_code == 0, rep.stderr
 
 

@@ -116,3 +116,25 @@ def test_all_implementations_agree(q):
     answers = {name: fn(q) for name, fn in IMPLS}
     assert len(set(answers.values())) == 1, answers
     assert 0 <= answers["python"] <= q.num_new_tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(queries)
+def test_the_last_stop_rule_of_a_release_agrees_in_c_and_python(q):
+    """``RuntimeRules.align_last_stop_below_tokens`` False (vLLM 0.27.0): the last cacheable stop
+    is the block boundary at or below the request's tokens; both engines take the same chunk."""
+    from fpmcore.replay.cengine import align_stop_c
+
+    assert align_stop_c(q, last_stop_below_tokens=False) == py_align_stop(q, last_stop_below_tokens=False)
+
+
+def test_the_last_stop_at_the_tokens_only_differs_on_a_block_boundary():
+    """A prompt of 64 tokens, block 16, nothing generated: vLLM 0.33.0 stops its first chunk of
+    64 at 48 (the last boundary below 64), vLLM 0.27.0 schedules all 64 (the boundary at 64)."""
+    from fpmcore.replay.cengine import align_stop_c
+
+    q = AlignStopQuery(start=0, num_new_tokens=64, prompt_len=64, num_tokens=64, block_size=16, hash_block_size=16,
+                       max_num_batched_tokens=128, checkpoint_alignment=None)
+    for fn in (py_align_stop, align_stop_c):
+        assert fn(q) == 48
+        assert fn(q, last_stop_below_tokens=False) == 64

@@ -30,8 +30,9 @@ class _ReplayPlugin:
         return [replay_command()]
 
 
-def fpm(*argv: str):
-    return run_fpm(*argv, host=make_host(_ReplayPlugin()))
+def fpm(*argv: str, runtimes: tuple[str, ...] = ("vllm_033",)):
+    """``fpm`` with the replay command and the runtime plugins ``runtimes`` (their replay rules)."""
+    return run_fpm(*argv, host=make_host(_ReplayPlugin(), entry_points=runtimes))
 
 
 def _trace(tmp_path: Path, *lines: dict) -> Path:
@@ -276,3 +277,48 @@ def test_the_progress_bar_moves_on_a_terminal(tmp_path):
     assert done == sorted(done) and done[0] < 3000
     piped = subprocess.run(cmd[:-1] + [str(tmp_path / "o2")], capture_output=True)
     assert piped.returncode == 0 and b"requests \xc2\xb7" not in piped.stderr
+
+
+def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):
+    """R-1: the rules come from the runtime plugin of the profile's backend_version, never assumed."""
+    t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
+    r = fpm("replay", str(PLAIN), "--trace", str(t), runtimes=("vllm_027",))
+    assert r.exit_code == 2
+    assert r.stderr == ("fpm: no installed runtime plugin gives replay semantics for vllm==0.33.0; "
+                        "runtimes with replay semantics: vllm==0.27.0 [R-1]\n")
+    r = fpm("replay", str(PLAIN), "--trace", str(t), runtimes=())
+    assert r.exit_code == 2
+    assert r.stderr.endswith("runtimes with replay semantics: none [R-1]\n")
+
+
+def test_the_rules_of_the_profile_runtime_refuse_a_setting_its_scheduler_lacks(tmp_path):
+    """A vLLM 0.27.0 profile replays with 0.27.0's rules: its scheduler has no max_num_active_seqs (R-3)."""
+    doc = json.loads(PLAIN.read_text())
+    for dep in doc["deployments"]:
+        dep["backend_version"] = "0.27.0"
+    profile = tmp_path / "p027.json"
+    profile.write_text(json.dumps(doc))
+    t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
+    r = fpm("replay", str(profile), "--trace", str(t), "--max-num-active-seqs", "2", "--json",
+            runtimes=("vllm_027", "vllm_033"))
+    assert r.exit_code == 2
+    assert r.stderr == ("fpm: the vllm==0.27.0 scheduler has no max_num_active_seqs: "
+                        "the replay cannot model it [R-3]\n")
+
+
+def test_the_long_prefill_cap_follows_the_profile_runtime(tmp_path):
+    """A request alone, 100 prompt tokens, cap 16: vLLM 0.33.0 lifts the cap (1 prefill step, then 2
+    decodes), vLLM 0.27.0 caps every chunk (7 prefill steps, then 2 decodes)."""
+    doc = json.loads(PLAIN.read_text())
+    for dep in doc["deployments"]:
+        dep["backend_version"] = "0.27.0"
+    p027 = tmp_path / "p027.json"
+    p027.write_text(json.dumps(doc))
+    t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
+    steps = {}
+    for name, profile in (("0.33.0", PLAIN), ("0.27.0", p027)):
+        r = fpm("replay", str(profile), "--trace", str(t), "--long-prefill-token-threshold", "16", "--json",
+                runtimes=("vllm_027", "vllm_033"))
+        assert r.exit_code == 0, r.stderr
+        steps[name] = json.loads(r.stdout)["summary"]["steps"]
+    assert steps == {"0.33.0": 3, "0.27.0": 9}

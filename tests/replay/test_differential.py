@@ -19,16 +19,20 @@ from test_latency import TABLE, TABLE_SHARED
 
 from fpmcore.errors import FpmError
 from fpmcore.replay import make_config, run_replay
-from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
-from fpmcore.replay.trace import parse_trace_lines
-
 from fpmcore.replay.engine import ReplayRun
+from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
 from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.trace import parse_trace_lines
 
 
 @st.composite
-def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int):
-    """vLLM scheduler settings and runtime rules, each vLLM's default or a random value."""
+def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int, groups: list[GroupSpec]):
+    """vLLM scheduler settings and runtime rules, each vLLM's default or a random value.
+
+    Every switch of :class:`RuntimeRules` is drawn; a release without ring
+    groups or Mamba checkpoint blocks only where the groups have none (R-3
+    refuses them otherwise, ``test_a_group_the_release_lacks_is_refused``).
+    """
     kw: dict = {}
     if draw(st.booleans()):
         kw["max_num_scheduled_tokens"] = draw(st.integers(1, 80))
@@ -47,9 +51,18 @@ def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int):
     # a few steps, or enough for these traces: a configuration can livelock
     # (a request that preempts itself at every retry) and then stops at the limit
     kw["max_steps"] = draw(st.integers(1, 30)) if draw(st.integers(0, 9)) == 0 else 2000
+    def switch() -> bool:
+        return draw(st.integers(0, 4)) > 0
+
+    rings = any(g.kind == KIND_RING for g in groups)
+    checkpoints = any(g.kind == KIND_MAMBA and g.checkpoint_blocks for g in groups)
     kw["rules"] = RuntimeRules(
-        release_before_check=draw(st.integers(0, 4)) > 0, uncached_blocks_to_front=draw(st.integers(0, 4)) > 0,
-        mamba_same_step_rule=draw(st.integers(0, 4)) > 0, window_admission_extra_block=draw(st.integers(0, 4)) > 0,
+        release_before_check=switch(), uncached_blocks_to_front=switch(),
+        mamba_same_step_rule=switch(), window_admission_extra_block=switch(),
+        long_prefill_cap_exempts_single_request=switch(), budget_capped_by_batched_tokens=switch(),
+        priority_self_preemption_continues=switch(), priority_victim_always_shifts_scan=switch(),
+        sparse_retention=switch(), align_last_stop_below_tokens=switch(), keyed_mamba_state_not_recached=switch(),
+        mamba_prefill_checkpoints=checkpoints or switch(), ring_groups=rings or switch(),
     )  # fmt: skip
     return kw
 
@@ -114,7 +127,7 @@ def configs(draw):
         prefix_caching=prefix,
         fixed_step_seconds={"fixed1": 1.0, "fixed_q": 0.25, "table": None, "table_shared": None}[timing],
         table={"table": TABLE, "table_shared": TABLE_SHARED}.get(timing),
-        **draw(settings_(seqs, mml, budget)),
+        **draw(settings_(seqs, mml, budget, groups)),
     )
     return make_config(groups, cap, **kw)
 
@@ -180,7 +193,7 @@ def pc_configs(draw):
         groups, draw(st.integers(8, 80)) * page,
         max_num_batched_tokens=budget, max_num_seqs=seqs, max_model_len=mml, reserve_full_isl=draw(st.booleans()),
         watermark=draw(st.sampled_from([0.0, 0.0, 0.1])), prefix_caching=True, fixed_step_seconds=1.0,
-        **draw(settings_(seqs, mml, budget)))
+        **draw(settings_(seqs, mml, budget, groups)))
 
 
 @st.composite
@@ -305,3 +318,19 @@ def test_invalid_config_is_refused_before_c():
         make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1,
                     max_model_len=16, watermark=1.0)
     assert e.value.message == "watermark must be in [0, 1): found 1.0"
+
+
+def test_a_group_the_release_lacks_is_refused():
+    """R-3: a ring group, or a Mamba group with a checkpoint block, on a release whose KV cache has none."""
+    base = dict(max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16)
+    ring = [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("tail", KIND_RING, 4, 4, blocks_per_request=1)]
+    with pytest.raises(FpmError) as e:
+        make_config(ring, 64, rules=RuntimeRules(runtime="vllm==0.27.0", ring_groups=False), **base)
+    assert e.value.message == "the vllm==0.27.0 KV cache has no ring state groups: cache group tail"
+    mamba = [GroupSpec("a", KIND_FULL, 4, 4),
+             GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1, checkpoint_blocks=1, checkpoint_alignment=4)]
+    with pytest.raises(FpmError) as e:
+        make_config(mamba, 64, rules=RuntimeRules(runtime="vllm==0.27.0", mamba_prefill_checkpoints=False), **base)
+    assert e.value.message == "the vllm==0.27.0 KV cache has no Mamba prefill checkpoint blocks: cache group m"
+    plain = [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1)]
+    make_config(plain, 64, rules=RuntimeRules(mamba_prefill_checkpoints=False, ring_groups=False), **base)

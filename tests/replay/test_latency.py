@@ -28,7 +28,7 @@ def rows():
 
 
 TABLE = table_from_rows(rows())
-#: the same rows with a fixed step cost of 4 ms that a step with both phases pays once (RD-15)
+#: the same rows with a fixed step cost of 4 ms that a step with both phases pays once (RD-16)
 TABLE_SHARED = table_from_rows(rows(), shared_step_seconds=0.004)
 
 # (prefill b, t, k), (decode d, k) -> seconds, extrapolated
@@ -143,7 +143,7 @@ def test_fixed_step_timed_arrivals_make_empty_steps(backend):
     assert r.requests[1]["first_scheduled_time"] == 3.0
 
 
-# RD-15: (prefill b, t, k), (decode d, k), shared seconds -> seconds, extrapolated
+# RD-16: (prefill b, t, k), (decode d, k), shared seconds -> seconds, extrapolated
 SHARED_CASES = [
     ((1, 64, 0), (1, 4096), 0.004, 0.033, False),  # 0.030 + 0.007 - 0.004
     ((1, 64, 0), (1, 4096), 0.010, 0.030, False),  # the shared cost is at most the cheaper phase: max(P, D)
@@ -156,7 +156,7 @@ SHARED_CASES = [
 
 @pytest.mark.parametrize("p,d,shared,want,extra", SHARED_CASES)
 def test_a_mixed_step_pays_the_shared_step_cost_once(backend, p, d, shared, want, extra):
-    """RD-15: a step with both phases is one forward; ``P + D − min(S, P, D)``, C and Python bit-identical."""
+    """RD-16: a step with both phases is one forward; ``P + D − min(S, P, D)``, C and Python bit-identical."""
     from fpmcore.replay.cengine import step_time_c
 
     table = table_from_rows(rows(), shared_step_seconds=shared)

@@ -182,3 +182,20 @@ def test_generator_refusals(change, message):
     with pytest.raises(FpmError) as exc:
         gen.check_generator({**SPEC, **change}, "g")
     assert exc.value.message == message
+
+
+def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):
+    """R-1, as ``fpm replay``: the replay rules come from the runtime plugin of the profile's backend_version."""
+    from fpmcore.testing import make_host
+
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(PLAIN)], "traces": [str(GLM_TRACE)],
+                                            "settings": {"max_num_seqs": [8]}})
+    host = make_host(entry_points=("vllm_027",))
+    with pytest.raises(FpmError) as e:
+        expand(grid, replay_rules=host.hooks.replay_rules)
+    assert e.value.message == (
+        f'profile {PLAIN} with settings {{"max_num_seqs": 8}}: no installed runtime plugin gives replay semantics '
+        "for vllm==0.33.0; runtimes with replay semantics: vllm==0.27.0 [R-1]")
+    r = run_fpm("sweep", str(grid), "--output", str(tmp_path / "out.jsonl"), host=make_host())
+    assert r.exit_code == 2
+    assert r.stderr.endswith("runtimes with replay semantics: none [R-1] [sweep]\n"), r.stderr

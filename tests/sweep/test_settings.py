@@ -8,7 +8,7 @@ import pytest
 
 from fpmcore.errors import FpmError
 from fpmcore.sweep import settings as S
-from fpmcore.sweep.grid import build_config, expand
+from fpmcore.sweep.grid import build_config, expand, rules_key
 from fpmcore.testing import run_fpm
 from tests.sweep.support import GLM, GLM_TRACE, write_grid
 
@@ -45,7 +45,8 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
     grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
                                             "settings": {"max_model_len": [65536, 131072], "watermark": [0, 0.25]}})
     sweep = expand(grid)
-    cfgs = [build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings) for t in sweep.tasks]
+    cfgs = [build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings,
+                         sweep.inputs[rules_key(t.profile)].value) for t in sweep.tasks]
     assert sorted((c.max_model_len, c.watermark) for c in cfgs) == [
         (65536, 0.0), (65536, 0.25), (131072, 0.0), (131072, 0.25)]
     # R-3 is checked before any run: a watermark of 1 is refused with the replay's own diagnostic
@@ -89,7 +90,8 @@ def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
         {"prefix_caching": "off"},
     ]})  # fmt: skip
     sweep = expand(grid)
-    a, b = (build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings) for t in sweep.tasks)
+    a, b = (build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings,
+                         sweep.inputs[rules_key(t.profile)].value) for t in sweep.tasks)
     assert (a.max_num_seqs, a.max_num_batched_tokens, a.prefix_caching, a.reserve_full_isl) == (5, 2048, True, False)
     # unset options keep fpm replay's defaults: the profile's max_batch_size and max_num_tokens, the gate on
     profile = sweep.inputs[sweep.tasks[1].profile].value

@@ -20,7 +20,6 @@ def test_the_cpu_engine_is_inside():
 
 @pytest.mark.parametrize(("change", "kw", "names"), [
     ({"prefill_schedule_interval": 4}, {}, "D-S1"),
-    ({"policy": "priority"}, {}, "D-S4"),
     ({"async_scheduling": True}, {}, "D-S8"),
     ({}, {"speculative": True}, "D-S2"),
     ({}, {"kv_transfer": True}, "D-S6"),
@@ -34,12 +33,15 @@ def test_each_difference_is_named(change, kw, names):
 
 
 def test_several_settings_give_several_reasons():
-    reasons = outside_envelope({**CPU, "policy": "priority", "prefill_schedule_interval": 2}, lora=True)
-    assert [r.split("(")[-1] for r in reasons] == ["D-S1)", "D-S4)", "D-S5)"]
+    reasons = outside_envelope({**CPU, "async_scheduling": True, "prefill_schedule_interval": 2}, lora=True)
+    assert [r.split("(")[-1] for r in reasons] == ["D-S1)", "D-S8)", "D-S5)"]
+    # the priority policy is modelled (D-S4: RuntimeRules.priority_self_preemption_continues False)
+    assert outside_envelope({**CPU, "policy": "priority"}) == []
 
 
 def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(tmp_path):
-    """A replay of the live llama profile with vLLM 0.32.0's rules: settings of D-S1 and D-S4 are refused (R-3)."""
+    """A replay of the live llama profile with vLLM 0.32.0's rules: the setting of D-S1 is refused (R-3); the
+    priority policy replays with 0.32.0's scan (D-S4), given by the plugin's ``fpm_replay_rules``."""
     from pathlib import Path
 
     from fpmcore.errors import FpmError
@@ -55,7 +57,9 @@ def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(t
     cfg = config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, max_num_seqs=4)
     out = run_replay(cfg, parse_trace_lines(['{"request_id": "a", "arrival_step": 0, "prompt_len": 300, "output_len": 3}']))
     assert out.error is None and [s["scheduled"][0][1] for s in out.steps] == [300, 1, 1]
-    for setting, value in (("prefill_schedule_interval", 4), ("scheduling_policy", "priority")):
-        with pytest.raises(FpmError, match=f"the vllm==0.32.0 scheduler has no {setting}: the replay cannot model it"):
-            config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, **{setting: value})
+    with pytest.raises(FpmError, match="the vllm==0.32.0 scheduler has no prefill_schedule_interval: the replay"):
+        config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, prefill_schedule_interval=4)
+    config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, scheduling_policy="priority")
+    assert make_host(entry_points=("vllm_032",)).hooks.replay_rules("vllm==0.32.0") is REPLAY_RULES
+    assert not REPLAY_RULES.priority_self_preemption_continues and not REPLAY_RULES.keyed_mamba_state_not_recached
     config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, long_prefill_token_threshold=64)

@@ -13,7 +13,7 @@ refusing diagnostic).  The accepted cells' retained rows become the table
             whole step the engine ran, nearly all of it the cost every step
             pays whatever its tokens (scheduling, input preparation, reading
             the weights, sampling, output processing); a replayed step with
-            prefill and decode pays it once (RD-15);
+            prefill and decode pays it once (RD-16);
 ``source``  where the rows come from: the run (its path and the SHA-256 of
             its artifact index, which pins every artifact file), the cells,
             the plan (``plan_sha256``, the staged list's digest) and the

@@ -107,6 +107,15 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
     c.rules.free_uncached_to_back = int(not rules.uncached_blocks_to_front)
     c.rules.mamba_hits_same_step = int(not rules.mamba_same_step_rule)
     c.rules.window_cap_exact = int(not rules.window_admission_extra_block)
+    c.rules.long_prefill_cap_always = int(not rules.long_prefill_cap_exempts_single_request)
+    c.rules.budget_scheduled_only = int(not rules.budget_capped_by_batched_tokens)
+    c.rules.priority_self_preemption_stops = int(not rules.priority_self_preemption_continues)
+    c.rules.priority_shift_if_scheduled = int(not rules.priority_victim_always_shifts_scan)
+    c.rules.dense_retention = int(not rules.sparse_retention)
+    c.rules.align_last_stop_at_tokens = int(not rules.align_last_stop_below_tokens)
+    c.rules.mamba_boundary_recached = int(not rules.keyed_mamba_state_not_recached)
+    c.rules.no_mamba_checkpoints = int(not rules.mamba_prefill_checkpoints)
+    c.rules.no_ring_groups = int(not rules.ring_groups)
     keep = [groups]
     if cfg.table is None:
         c.use_fixed_step = 1
@@ -289,8 +298,11 @@ def _step_columns(ffi: Any, bufs: list[Any], need: tuple[int, int, int, int], G:
     )
 
 
-def align_stop_c(q) -> int:  # type: ignore[no-untyped-def]
-    """04 G-2 … G-6 through the C library (``fpm_align_stop``), for the agreement tests."""
+def align_stop_c(q, last_stop_below_tokens: bool = True) -> int:  # type: ignore[no-untyped-def]
+    """04 G-2 … G-6 through the C library (``fpm_align_stop``), for the agreement tests.
+
+    ``last_stop_below_tokens`` is :attr:`~fpmcore.replay.rules.RuntimeRules.align_last_stop_below_tokens`.
+    """
     ffi, lib = _lib()
     cq = ffi.new("fpm_align_query *")
     cq.start, cq.num_new_tokens, cq.prompt_len, cq.num_tokens = q.start, q.num_new_tokens, q.prompt_len, q.num_tokens
@@ -298,6 +310,7 @@ def align_stop_c(q) -> int:  # type: ignore[no-untyped-def]
     cq.max_num_batched_tokens = q.max_num_batched_tokens
     cq.checkpoint_alignment = q.checkpoint_alignment or 0
     cq.junction, cq.junction_checkpoint = q.junction, int(q.junction_checkpoint)
+    cq.last_stop_at_tokens = int(not last_stop_below_tokens)
     out = ffi.new("int64_t *")
     st = lib.fpm_align_stop(cq, out)
     if st != lib.FPM_OK:

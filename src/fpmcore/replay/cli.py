@@ -251,7 +251,7 @@ CHUNK_STEPS_SUMMARY = 1 << 20
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.profile import load_profile
-    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace
+    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
     from fpmcore.replay.plot import PlotData
@@ -261,6 +261,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
     table = load_table(args.fpm_table) if args.fpm_table else None
+    rules = ctx.host.hooks.replay_rules(runtime_pin(profile, args.deployment))
     recorded = profile_prefix_caching(profile, args.deployment)
     caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"
     cfg = config_from_profile(
@@ -273,6 +274,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         enable_chunked_prefill=args.enable_chunked_prefill,
         watermark=args.watermark,
         table=table,
+        rules=rules,
         **scheduler_settings(args),
     )
     trace = load_trace(args.trace)
@@ -331,7 +333,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             doc["plot"] = str(plot_path)
         ctx.emit_json(doc)
     else:
-        _print_summary(ctx, summary, f"replay of {args.trace} ({run.backend} engine)")
+        _print_summary(ctx, summary, f"replay of {args.trace} ({run.backend} engine, {rules.runtime} scheduler)")
     for kind, reason in run.first_rejections.items():
         n = summary["rejected_by_reason"][kind]
         _note(ctx, f"{n:,} request{'s' if n != 1 else ''} rejected ({kind}), the first: {reason}")

@@ -139,7 +139,7 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
                 raise FpmError("R-5", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
     for g in cfg.groups:
         # The largest holding a group can reach (R-4, R-6) must stay a 2**53 byte quantity.
-        most = -(-(cfg.max_model_len + cfg.max_num_batched_tokens) // g.block) + 3 + g.blocks_per_request
+        most = -(-(cfg.max_model_len + max(cfg.max_num_batched_tokens, cfg.token_budget)) // g.block) + 3 + g.blocks_per_request
         if most * g.page > MAX_BYTES:
             raise FpmError("R-2", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
     return cfg
@@ -182,12 +182,23 @@ def _check_settings(cfg: ReplayConfig) -> None:
         missing.append("scheduler_reserve_full_isl")
     if missing:
         raise _r3(f"the {cfg.rules.runtime} scheduler has no {missing[0]}: the replay cannot model it")
+    for g in cfg.groups:
+        if g.kind == KIND_RING and not cfg.rules.ring_groups:
+            raise _r3(f"the {cfg.rules.runtime} KV cache has no ring state groups: cache group {g.name}")
+        if g.kind == KIND_MAMBA and g.checkpoint_blocks and not cfg.rules.mamba_prefill_checkpoints:
+            raise _r3(f"the {cfg.rules.runtime} KV cache has no Mamba prefill checkpoint blocks: cache group {g.name}")
 
 
 def profile_prefix_caching(profile: Any, deployment: int = 0) -> bool:
     """The prefix-caching switch the deployment's runtime recorded (off when it recorded none)."""
     rm = profile.deployments[deployment].resources.runtime_memory
     return bool(rm is not None and rm.enable_prefix_caching)
+
+
+def runtime_pin(profile: Any, deployment: int = 0) -> str:
+    """The runtime pin of a profile's deployment (``vllm==0.33.0``): whose replay rules apply."""
+    dep = profile.deployments[deployment]
+    return f"{dep.backend}=={dep.backend_version}"
 
 
 def config_from_profile(

@@ -82,7 +82,7 @@ def step_time(
     """R-31: the step duration and its flag, or the missing phase (0 prefill, 1 decode) as an int.
 
     A step with both phases lasts ``P + D − min(S, P, D)`` with ``S`` the
-    table's ``shared_step_seconds`` (RD-15: one forward, so the fixed cost both
+    table's ``shared_step_seconds`` (RD-16: one forward, so the fixed cost both
     phases' rows include is paid once; ``S`` = 0 is R-31's ``P + D``).
     """
     lc = _Lin()

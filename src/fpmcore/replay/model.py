@@ -97,7 +97,7 @@ class LatencyTable:
     total_kv_read_tokens, wall_time_seconds)``, each sorted by its
     coordinates.  ``shared_step_seconds`` is the time a step with both phases
     pays once although each phase's rows include it (the step's fixed cost,
-    RD-15); 0 keeps R-31's additive mixed step.
+    RD-16); 0 keeps R-31's additive mixed step.
     """
 
     prefill: tuple[tuple[int, int, int, float], ...]
@@ -164,6 +164,8 @@ class ReplayConfig:
         """The tokens one step schedules at most: ``min(max_num_scheduled_tokens, max_num_batched_tokens)``."""
         if self.max_num_scheduled_tokens is None:
             return self.max_num_batched_tokens
+        if not self.rules.budget_capped_by_batched_tokens:
+            return self.max_num_scheduled_tokens
         return min(self.max_num_scheduled_tokens, self.max_num_batched_tokens)
 
     @property

@@ -384,6 +384,8 @@ class PrefixCachingPool:
     def _window_retained(self, r: Any, gi: int, j: int) -> bool:
         """Is block ``j`` of a windowed group kept in the cache?  vLLM ``reachable_block_mask`` with
         ``prefix_cache_retention_interval`` 0: the run a hit needs below ``r``'s replay boundary and its junction."""
+        if not self.cfg.rules.sparse_retention:
+            return True
         g = self.groups[gi]
         need = cdiv(g.window - 1, g.block)
         ends = [(r.P - 1) // self.B * self.B // g.block]
@@ -413,8 +415,9 @@ class PrefixCachingPool:
                         col = (q // self.B * self.B) // g.block - 1
                         if col >= 0:
                             cols.add(col)
+                dense = not self.cfg.rules.sparse_retention
                 for col, b in s.mam[gi]:
-                    if start <= col < nfull and col in cols:
+                    if start <= col < nfull and (dense or col in cols):
                         pool.set_key(b, self._key(r, gi, col), True)
             s.ncached[gi] = nfull
 
@@ -457,6 +460,26 @@ class PrefixCachingPool:
             elif s.ring[gi] == 0:
                 s.ring[gi] = pool.take_front()
         self._cache_blocks(r, min(a, r.len))
+        if not self.cfg.rules.keyed_mamba_state_not_recached:
+            self._recache_boundary_state(r, c)
+
+    def _recache_boundary_state(self, r: Any, c: int) -> None:
+        """vLLM 0.32.0 ``_cache_partial_tail_block``: a request scheduled from its prompt's last cacheable
+        boundary keys its Mamba state there once more, which counts as cached in this step (R-37)."""
+        if c <= 0 or c != (r.P - 1) // self.B * self.B:
+            return
+        s: PcHold = r.pc
+        for gi, g in enumerate(self.groups):
+            if g.kind != KIND_MAMBA:
+                continue
+            col = c // g.block - 1
+            for cc, b in s.mam[gi]:
+                if cc == col:
+                    k = self._key(r, gi, col)
+                    if self.pool.key[b] == k:
+                        self.pool.stamp[k] = self.pool.step
+                    else:
+                        self.pool.set_key(b, k, True)
 
     def release_all(self, r: Any) -> None:
         """R-8: one batch per group, highest block first."""

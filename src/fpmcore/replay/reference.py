@@ -123,7 +123,8 @@ class ReferenceEngine:
         self.cfg = cfg
         self.reqs_in = requests
         self.mode = arrival_mode
-        self.align_fn = align_stop_fn or align_stop
+        below = cfg.rules.align_last_stop_below_tokens
+        self.align_fn = align_stop_fn or (lambda q: align_stop(q, below))
         self.G = len(cfg.groups)
         self.block_mode = cfg.block_mode
         self.usable = cfg.usable_blocks
@@ -314,8 +315,9 @@ class ReferenceEngine:
         self.preempted = self.prefill_scheduled = self.prefill_admitted = False
         self.scheduled: list[list[Any]] = []  # [request, tokens, computed_before]
         eligible = len(self.running) + self.waiting_len()
-        self.threshold = cfg.long_prefill_token_threshold if eligible > 1 else 0
-        if self.threshold > 0 and cfg.long_prefill_token_threshold_adaptive:
+        contended = eligible > 1 or not cfg.rules.long_prefill_cap_exempts_single_request
+        self.threshold = cfg.long_prefill_token_threshold if contended else 0
+        if self.threshold > 0 and cfg.long_prefill_token_threshold_adaptive and eligible > 0:
             self.threshold = max(self.threshold, cfg.max_num_batched_tokens // eligible)
         self.defer = (
             self.interval > 1
@@ -350,13 +352,14 @@ class ReferenceEngine:
         self.preempted = True
         return v
 
-    def unschedule(self, v: Request) -> None:
-        """Drop a request preempted in this step from the step's entries (priority policy)."""
+    def unschedule(self, v: Request) -> bool:
+        """Drop a request preempted in this step from the step's entries (priority policy); was it scheduled?"""
         for s, entry in enumerate(self.scheduled):
             if entry[0] is v:
                 self.budget += entry[1]
                 del self.scheduled[s]
-                return
+                return True
+        return False
 
     def schedule_running(self) -> None:
         """R-14, R-15."""
@@ -385,15 +388,15 @@ class ReferenceEngine:
                     ok = True
                     break
                 pos = self.victim()
-                if pos < i:
+                was_scheduled = self.unschedule(self.running[pos])
+                if pos < i and (was_scheduled or self.cfg.rules.priority_victim_always_shifts_scan):
                     i -= 1
-                self.unschedule(self.running[pos])
                 v = self.preempt(pos)
                 if v is r:
                     self_preempted = True
                     break
             if not ok:
-                if self_preempted and self.priority:
+                if self_preempted and self.priority and self.cfg.rules.priority_self_preemption_continues:
                     continue
                 return
             self.prefill_scheduled |= r.prefill_chunk

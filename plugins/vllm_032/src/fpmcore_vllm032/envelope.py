@@ -15,8 +15,6 @@ The reasons, by setting:
 
 * ``prefill_schedule_interval`` > 1 (D-S1): 0.33.0 holds prefills between
   intervals on one engine; 0.32.0 ignores the setting without data parallelism;
-* ``policy`` ``priority`` (D-S4): after a request preempts itself 0.32.0 ends
-  the running scan (``break``), 0.33.0 goes on;
 * asynchronous scheduling (D-S8; the CPU platform forces it off, D-L2);
 * a speculative configuration (D-S2, D-M1, D-C4: lookahead hashes and the
   EAGLE block drop);
@@ -25,16 +23,26 @@ The reasons, by setting:
 * a multimodal model (D-S3, D-S11: encoder inputs; 0.32.0 stops the waiting
   scan where 0.33.0 skips the request).
 
-D-M2 (Mamba align-mode re-keying) is reached only with a hash block smaller
-than the Mamba block; :func:`outside_envelope` names that too.
+With a hash block smaller than the Mamba block D-M2 (Mamba align-mode
+re-keying) reaches partial keys the replay does not model;
+:func:`outside_envelope` names that too.
 
 :data:`REPLAY_RULES` are the replay's rules of vLLM 0.32.0
-(:class:`fpmcore.replay.rules.RuntimeRules`): every switch as 0.33.0 (R-7's
-release before the check, R-38's free-queue order, R-37's same-step Mamba
-rule and R-20's window admission block are the same code, README §4), and the
-scheduler settings 0.32.0 schedules as 0.33.0 does, that is all but
-``prefill_schedule_interval`` (D-S1) and ``scheduling_policy`` (D-S4), so that a
-replay of a 0.32.0 profile refuses those instead of following 0.33.0.
+(:class:`fpmcore.replay.rules.RuntimeRules`, given by ``fpm_replay_rules``):
+R-7's release before the check, R-38's free-queue order and retention, R-20's
+window admission block and the long-prefill, budget and align rules are
+0.33.0's (the same code, README §3-§4); two switches are 0.32.0's own:
+
+* ``priority_self_preemption_continues`` False (D-S4): after a request
+  preempts itself 0.32.0 ends the running scan (``break``), 0.33.0 goes on;
+* ``keyed_mamba_state_not_recached`` False (D-M2): a request scheduled from
+  its prompt's last cacheable boundary keys its Mamba state there again, so
+  it counts as cached in that step (R-37) and a request whose hit ends there
+  waits one more step.
+
+Its settings are all but ``prefill_schedule_interval`` (D-S1), which a replay
+of a 0.32.0 profile refuses instead of following 0.33.0.  Checked against
+0.32.0's own ``Scheduler`` step by step (README §3).
 """
 
 from __future__ import annotations
@@ -47,7 +55,9 @@ from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
 REPLAY_RULES = RuntimeRules(
     runtime="vllm==0.32.0",
-    settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval", "scheduling_policy"},  # type: ignore[arg-type]
+    priority_self_preemption_continues=False,
+    keyed_mamba_state_not_recached=False,
+    settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval"},  # type: ignore[arg-type]
 )
 
 
@@ -64,8 +74,6 @@ def outside_envelope(scheduler: Mapping[str, Any], *, speculative: bool = False,
     interval = scheduler.get("prefill_schedule_interval") or 1
     if interval != 1:
         out.append(f"prefill_schedule_interval {interval}: vLLM 0.32.0 does not hold prefills on one engine (D-S1)")
-    if str(scheduler.get("policy", "fcfs")).lower() not in ("fcfs", "schedulingpolicy.fcfs"):
-        out.append(f"policy {scheduler.get('policy')}: vLLM 0.32.0 stops the running scan after a self-preemption (D-S4)")
     if scheduler.get("async_scheduling"):
         out.append("asynchronous scheduling: vLLM 0.32.0 does not re-cache stopped requests' blocks (D-S8)")
     if speculative:

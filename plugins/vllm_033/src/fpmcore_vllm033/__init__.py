@@ -13,11 +13,12 @@ imported only inside the observer and the probe, never here.
 
 from __future__ import annotations
 
-from fpmcore_vllm_support.plugin import VllmRuntimePlugin
-
 from fpmcore_vllm033.classes import classify
+from fpmcore_vllm033.replay import REPLAY_RULES
 from fpmcore_vllm033.rules import RULES
+from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
 #: The plugin object the entry point ``vllm_033`` names.
 plugin = VllmRuntimePlugin("vllm_033", __name__, "fpmcore-vllm033", RULES, classify,
-                           summary="vLLM 0.33.0: hybrid cache groups (attention, sliding window, Mamba and ring state)")  # fmt: skip
+                           summary="vLLM 0.33.0: hybrid cache groups (attention, sliding window, Mamba and ring state)",
+                           replay_rules=REPLAY_RULES)  # fmt: skip

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from fpmcore import API_VERSION, PluginInfo, RuntimeRules, SpecClassification, hookimpl
+from fpmcore.replay.rules import RuntimeRules as ReplayRules
 from fpmcore_vllm_support import dryprobe, observe
 
 
@@ -45,7 +46,10 @@ class VllmRuntimePlugin:
                       ``version`` is the release it targets, their
                       ``hybrid_evidence`` whether its records carry hybrid evidence;
     ``classify``      its class table, spec class → classification (02 §5);
-    ``summary``       one line for ``fpm plugins show``.
+    ``summary``       one line for ``fpm plugins show``;
+    ``replay_rules``  its scheduler's :class:`fpmcore.replay.rules.RuntimeRules`
+                      (``fpm replay`` follows them), or ``None`` for a release
+                      whose scheduler the replay was not checked against.
     """
 
     plugin_id: str
@@ -54,6 +58,7 @@ class VllmRuntimePlugin:
     rules: RuntimeRules
     classify: Callable[[str], SpecClassification]
     summary: str = ""
+    replay_rules: ReplayRules | None = None
 
     @property
     def pin(self) -> str:
@@ -113,6 +118,11 @@ class VllmRuntimePlugin:
     def fpm_runtime_rules(self) -> RuntimeRules:
         """The release's import rules besides its class table."""
         return self.rules
+
+    @hookimpl
+    def fpm_replay_rules(self) -> ReplayRules | None:
+        """The release's scheduler rules for the replay engine (06)."""
+        return self.replay_rules
 
     @hookimpl
     def fpm_observe_cache_groups(self, source: Mapping[str, Any], phase: str, rank: int) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""The replay with vLLM 0.33.0's rules against vLLM 0.33.0's own ``Scheduler`` (06 R-40), on CPU.
+
+``tools/replay_vs_vllm.py`` drives the real scheduler (``tools/vllm_sched.py``
+in this interpreter, which has the 0.33.0 wheel: ``tox -e vllm033-real``) and
+the replay with the rules this plugin gives (``fpm_replay_rules``) over random
+plain, sliding-window, GDN/Mamba and GLM-like models, prefix caching on and
+off, with every scheduler setting the replay models drawn at random; every step must
+be identical.  The full run (300 traces) is in the plugin's README.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.real
+
+vllm = pytest.importorskip("vllm")
+if vllm.__version__ != "0.33.0":
+    pytest.skip(f"needs vLLM 0.33.0; vLLM {vllm.__version__} is installed", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
+
+KINDS = {f"{k}/{c}" for k in ("plain", "window", "gdn", "glm") for c in ("on", "off")}
+
+
+def test_forty_random_traces_match_vllm_0_33_0_step_by_step():
+    from replay_vs_vllm import differential
+
+    rep = differential(40, seed=2033, backend="c")
+    assert rep["vllm"] == "0.33.0" and rep["rules"] == "vllm==0.33.0"
+    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
+    assert rep["matched"] == rep["compared"] == 40
+    assert set(rep["by_kind"]) == KINDS
+    assert rep["preemptions"] > 0 and rep["prefix_hit_requests"] > 0
+    assert rep["rejected"] > 0  # max_num_queued_reqs / max_num_queued_tokens, as vLLM's front end
