@@ -72,10 +72,11 @@ static double decode_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t d, 
     return lin(lc, (double)d, lc->bx, lc->by, nb);
 }
 
-/* */
+/* R-31; a step with both phases pays the shared step cost once (RD-16):
+ * P + D - min(S, P, D), S = cfg->shared_step_seconds (0: P + D). */
 void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd,
                int64_t dkv, double *sec, int32_t *extra, int32_t *missing) {
-    double total = 0.0;
+    double total = 0.0, pv = 0.0;
     lc->extrapolated = 0;
     *missing = -1;
     if (np > 0) {
@@ -91,6 +92,7 @@ void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt
             lc->extrapolated = 1;
         }
         total += v;
+        pv = v;
     }
     if (nd > 0) {
         if (cfg->ndecode == 0) {
@@ -105,6 +107,12 @@ void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt
             lc->extrapolated = 1;
         }
         total += v;
+        if (np > 0 && cfg->shared_step_seconds > 0.0) {
+            double s = cfg->shared_step_seconds;
+            if (pv < s) s = pv;
+            if (v < s) s = v;
+            total -= s;
+        }
     }
     *sec = total;
     *extra = lc->extrapolated;
@@ -113,6 +121,7 @@ void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt
 /* rows in range and sorted (the host validates them with diagnostics). */
 int table_ok(const fpm_replay_config *cfg) {
     if (cfg->nprefill < 0 || cfg->ndecode < 0) return 0;
+    if (!(cfg->shared_step_seconds >= 0.0) || !isfinite(cfg->shared_step_seconds)) return 0;
     if (cfg->nprefill > 0 && cfg->prefill == NULL) return 0;
     if (cfg->ndecode > 0 && cfg->decode == NULL) return 0;
     for (int64_t i = 0; i < cfg->nprefill; i++) {

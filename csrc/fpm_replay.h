@@ -114,6 +114,7 @@ typedef struct {
     int64_t nprefill;
     const fpm_decode_row *decode;   /* sorted by (batch, kv) */
     int64_t ndecode;
+    double shared_step_seconds;     /* a step with both phases pays it once (RD-16); 0: P + D */
     /* Content origins of the requests (R-36, read only with prefix_caching):
      * request i's pairs are origin_upto/origin_key[origin_off .. +origin_len). */
     const int64_t *origin_upto;

@@ -34,8 +34,16 @@ With ``--noise-floor`` every trace is served twice and the second serving is
 compared with the first like the replay is: the error the engine makes in
 predicting itself on this machine, the floor no model can go below.
 
-Printed as a table; ``-o`` writes every run's numbers as JSON.  The medians
-over runs are reported with their spread (min … max).
+Per run it also compares every served step with the latency model at the
+step's FPM coordinates (read from the scheduler's output): per step kind —
+prefill only, decode only, mixed — the count, the served and predicted sums
+and the median signed error, which tells a table knot, the mixed-step rule
+and time outside the steps apart; and it records the load average
+(``os.getloadavg``), since other work on the machine slows the engine.
+
+Printed per run; ``-o`` writes every run's numbers as JSON (the served steps
+included); ``tools/prediction_table.py`` makes the README's table of them.
+The medians over runs are reported with their spread (min … max).
 """
 
 from __future__ import annotations
@@ -75,16 +83,41 @@ def prompts_for(trace: list[dict], vocab: int, excluded: set[int], seed: int) ->
 
 
 def serve(live: Any, trace: list[dict], prompts: dict[str, list[int]]) -> dict[str, Any]:
-    """Open-loop serving in wall-clock time (module docstring, step 2)."""
-    from vllm import SamplingParams
+    """Open-loop serving in wall-clock time (module docstring, step 2); every step's FPM coordinates and wall time
+    are kept (``step_log``) for :func:`step_errors`."""
+    from fpmcore_vllm032.measure import workload
 
     engine = live.llm.llm_engine
+    sched = live.scheduler
+    original = sched.schedule
+    last: list[Any] = []
+
+    def schedule(*args: Any, **kwargs: Any) -> Any:  # the step's FPM coordinates, read from the scheduler's output
+        out = original(*args, **kwargs)
+        computed = {nr.req_id: nr.num_computed_tokens for nr in out.scheduled_new_reqs}
+        cr = out.scheduled_cached_reqs
+        computed.update(zip(cr.req_ids, cr.num_computed_tokens, strict=False))
+        last.append(workload([(n, computed[rid], sched.requests[rid].num_prompt_tokens)
+                              for rid, n in out.num_scheduled_tokens.items()]))  # fmt: skip
+        return out
+
+    sched.schedule = schedule
+    try:
+        return _serve(engine, trace, prompts, last)
+    finally:
+        sched.schedule = original
+
+
+def _serve(engine: Any, trace: list[dict], prompts: dict[str, list[int]], last: list[Any]) -> dict[str, Any]:
+    from vllm import SamplingParams
+
     pending = sorted(trace, key=lambda r: r["arrival_time"])
     arrival = {r["request_id"]: r["arrival_time"] for r in trace}
     first: dict[str, float] = {}
     finish: dict[str, float] = {}
     tokens: dict[str, int] = {}
     steps = busy = 0.0
+    step_log: list[list[float]] = []  # per step: prefill requests, tokens, kv tokens, decode requests, kv, wall s
     t0 = time.monotonic()
     k = 0
     while len(finish) < len(trace):
@@ -98,11 +131,17 @@ def serve(live: Any, trace: list[dict], prompts: dict[str, list[int]]) -> dict[s
             if k < len(pending):
                 time.sleep(max(0.0, pending[k]["arrival_time"] - (time.monotonic() - t0)))
             continue
+        last.clear()
         s0 = time.monotonic()
         outs = engine.step()
-        end = time.monotonic() - t0
+        s1 = time.monotonic()
+        end = s1 - t0
         steps += 1
-        busy += time.monotonic() - s0
+        busy += s1 - s0
+        if last and (last[0].num_prefill_requests or last[0].num_decode_requests):
+            w = last[0]
+            step_log.append([w.num_prefill_requests, w.sum_prefill_tokens, w.sum_prefill_kv_tokens,
+                             w.num_decode_requests, w.sum_decode_kv_tokens, s1 - s0])  # fmt: skip
         for o in outs:
             rid = o.request_id
             n = len(o.outputs[0].token_ids) if o.outputs else 0
@@ -118,14 +157,13 @@ def serve(live: Any, trace: list[dict], prompts: dict[str, list[int]]) -> dict[s
                          "tpot_s": (finish[rid] - first[rid]) / (n - 1) if n > 1 else None, "output_tokens": n}
     makespan = max(finish.values()) - min(arrival.values())
     return {"requests": requests, "makespan_s": makespan, "steps": steps, "busy_s": busy,
-            "output_tokens_per_s": sum(tokens.values()) / makespan}
+            "output_tokens_per_s": sum(tokens.values()) / makespan, "step_log": step_log}
 
 
 def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
     from fpmcore.profile import load_profile
     from fpmcore.replay import config_from_profile, load_table, run_replay
     from fpmcore.replay.trace import parse_trace_lines
-
     from fpmcore_vllm032.envelope import REPLAY_RULES
 
     profile = load_profile(campaign / "profile.json")
@@ -139,6 +177,36 @@ def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
     return {"requests": reqs, "makespan_s": result.summary["makespan_s"],
             "output_tokens_per_s": result.summary["output_tokens_per_s"], "steps": result.summary["steps"],
             "extrapolated_steps": result.summary["extrapolated_steps"]}
+
+
+def step_errors(campaign: Path, step_log: list[list[float]]) -> dict[str, Any]:
+    """The latency model against every served step: per kind (prefill only, decode only, mixed), the count, the
+    median signed relative error of the predicted step time and the sums of served and predicted step times."""
+    from fpmcore.replay.latency import step_time
+    from fpmcore.replay.table import load_table
+
+    table = load_table(campaign / "table.json")
+    kinds: dict[str, dict[str, Any]] = {}
+    for npre, pt, pkv, ndec, dkv, wall in step_log:
+        kind = "mixed" if npre and ndec else "prefill" if npre else "decode"
+        got = step_time(table, int(npre), int(pt), int(pkv), int(ndec), int(dkv))
+        assert isinstance(got, tuple)
+        k = kinds.setdefault(kind, {"n": 0, "served_s": 0.0, "predicted_s": 0.0, "errors": []})
+        k["n"] += 1
+        k["served_s"] += wall
+        k["predicted_s"] += got[0]
+        k["errors"].append((got[0] - wall) / wall)
+    for k in kinds.values():
+        errs = k.pop("errors")
+        k["median_error"] = statistics.median(errs)
+    return kinds
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (``uptime``): other work competes for the two cores."""
+    import os
+
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -204,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             served = serve(live, trace, prompts_for(trace, vocab, excluded, seed))
             predicted = replay(args.campaign, trace)
             errors = compare(served, predicted)
-            run = {"seed": seed, "served": served, "predicted": predicted, "errors": errors}
+            errors["steps"] = step_errors(args.campaign, served["step_log"])
+            run = {"seed": seed, "uptime": load_average(), "served": served, "predicted": predicted,
+                   "errors": errors}  # fmt: skip
             if args.noise_floor:  # the same trace served again: how far the engine is from itself
                 live.llm.reset_prefix_cache()
                 again = serve(live, trace, prompts_for(trace, vocab, excluded, seed))
@@ -216,7 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"TPOT median {e['tpot_s']['median']:.1%} p90 {e['tpot_s']['p90']:.1%} | E2E median "
                   f"{e['e2e_s']['median']:.1%} p90 {e['e2e_s']['p90']:.1%} | makespan {e['makespan_s']:+.1%} | "
                   f"throughput {e['output_tokens_per_s']:+.1%} | served makespan {served['makespan_s']:.2f} s, "
-                  f"{served['steps']:.0f} steps; replay {predicted['steps']} steps", file=sys.stderr, flush=True)
+                  f"{served['steps']:.0f} steps; replay {predicted['steps']} steps; load {run['uptime']}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            for kind, st in sorted(e["steps"].items()):
+                print(f"{args.label} run {k + 1} {kind} steps: {st['n']}, served {st['served_s']:.2f} s, "
+                      f"predicted {st['predicted_s']:.2f} s, median step error {st['median_error']:+.1%}",
+                      file=sys.stderr, flush=True)  # fmt: skip
             if args.noise_floor:
                 f = run["noise_floor"]
                 print(f"{args.label} run {k + 1} served again: TTFT median {f['ttft_s']['median']:.1%} | TPOT median "

@@ -187,6 +187,8 @@ def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp
     art = load_path(collected / "r0.json")
     walls = {r["point"]["benchmark_id"]: r["fpms"][0]["wall_time"] for r in art["results"]}
     assert sorted(row["wall_time_seconds"] for row in doc["rows"]) == sorted(walls.values())
+    # RD-16: the step cost a mixed step pays once is the cheapest decode step measured
+    assert doc["shared_step_seconds"] == min(r["wall_time_seconds"] for r in doc["rows"] if r["phase"] == "decode")
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 300, "output_len": 8}\n')
     rep = run_fpm("replay", str(gdn_profile), "--trace", str(trace), "--fpm-table", str(table), "--json",

@@ -10,6 +10,7 @@ publishes a table ``fpm replay`` reads.  One engine at a time, one OpenMP thread
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,63 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
     for s in dec["raw"]:
         assert (s["scheduled"]["num_decode_requests"], s["scheduled"]["sum_decode_kv_tokens"]) == (2, 2 * (2 * H + 2))
         assert s["wall_time"] > 0
+
+
+@pytest.fixture(scope="module")
+def hybrid_campaign(tmp_path_factory) -> Path:
+    """fpm onboard --smoke of the tiny hybrid (Gated DeltaNet + attention + MoE, bfloat16: the CPU GDN kernel's
+    dtype), the deployment of the README: 384-token hash blocks, a 768-token budget, eight running requests."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("tiny_models", ROOT / "tools" / "tiny_models.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tiny_models"] = module
+    spec.loader.exec_module(module)
+    root = tmp_path_factory.mktemp("hybrid")
+    model = Path(module.write_model("qwen3-next", root / "tiny-hybrid", seed=0)["dir"])
+    out = root / "campaign"
+    r = run_fpm("onboard", str(model), "-o", str(out), "--smoke", "--dtype", "bfloat16", "--max-model-len", "1024",
+                "--max-num-seqs", "8", "--max-num-batched-tokens", "768", "--kv-cache-space", "0.25",
+                "--repetitions", "3", "--warmup", "1", host=make_host(entry_points=("vllm_032",)))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+def test_onboard_smoke_of_the_hybrid_publishes_a_table_the_replay_reads(hybrid_campaign, tmp_path):
+    """The tiny hybrid end to end (issue 11 acceptance): every stage finished, the run validated, the table records
+    its plan and profile, and ``fpm replay --fpm-table`` times a step whose coordinates are a table row with that
+    row's measured wall time (R-29, R-30: a knot is read exactly), prefill and decode alike."""
+    c = hybrid_campaign
+    manifest = load_path(c / "onboard.json")
+    assert [(s["name"], s["status"]) for s in manifest["stages"]] == [
+        (name, "done") for name in ("probe", "import", "plan", "collect", "validate", "publish")]
+    plan = load_path(c / "plan.json")
+    table = load_path(c / "table.json")
+    assert load_path(c / "validation.json")["status"] == "accepted"
+    assert load_path(c / "run" / "r0.json")["serving_config"]["mamba_cache_mode"] == "align"
+    assert table["source"]["plan_sha256"] == plan["plan_sha256"]
+    assert table["source"]["profile_sha256"] == plan["profile"]["profile_sha256"]
+    assert len(table["rows"]) == len(plan["smoke"])
+    first_prefill = next(r for r in table["rows"] if r["phase"] == "prefill" and r["total_kv_read_tokens"] == 0)
+    one_decode = next(r for r in table["rows"] if r["phase"] == "decode" and r["batch_size"] == 1)
+    assert first_prefill["batch_size"] == 1
+    ctx = one_decode["total_kv_read_tokens"]  # the tokens a decode at context ctx has computed before it
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        f'{{"request_id":"a","arrival_time":0,"prompt_len":{first_prefill["total_prefill_tokens"]},"output_len":1}}\n'
+        f'{{"request_id":"b","arrival_time":1000,"prompt_len":{ctx - 1},"output_len":3}}\n'
+    )
+    r = run_fpm("replay", str(c / "profile.json"), "--trace", str(trace), "--fpm-table", str(c / "table.json"),
+                "--prefix-caching", "on", "--steps", "--json", host=make_host(entry_points=("vllm_032",)))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["finished"] == 2
+    steps = doc["steps"]
+    prefill_a = next(s for s in steps if s["scheduled"] == [["a", first_prefill["total_prefill_tokens"], 0]])
+    assert (prefill_a["duration_s"], prefill_a["extrapolated"]) == (first_prefill["wall_time_seconds"], False)
+    decode_b = next(s for s in steps if s["scheduled"] == [["b", 1, ctx]])  # the second decode of b
+    assert (decode_b["num_decode_requests"], decode_b["sum_decode_kv_tokens"]) == (1, ctx)
+    assert (decode_b["duration_s"], decode_b["extrapolated"]) == (one_decode["wall_time_seconds"], False)
+    req_a = next(q for q in doc["requests"] if q["request_id"] == "a")
+    assert req_a["ttft_s"] == first_prefill["wall_time_seconds"]

@@ -15,7 +15,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_latency import TABLE
+from test_latency import TABLE, TABLE_SHARED
 
 from fpmcore.errors import FpmError
 from fpmcore.replay import make_config, run_replay
@@ -113,7 +113,7 @@ def configs(draw):
     block_mode = len({g.page for g in groups}) == 1
     if block_mode and cap % groups[0].page:
         cap = (cap // groups[0].page + 1) * groups[0].page
-    timing = draw(st.sampled_from(["fixed1", "fixed_q", "table"]))
+    timing = draw(st.sampled_from(["fixed1", "fixed_q", "table", "table_shared"]))
     seqs = draw(st.integers(1, 5))
     mml = draw(st.integers(16, 200))
     budget = draw(st.integers(1, 64))
@@ -125,8 +125,8 @@ def configs(draw):
         enable_chunked_prefill=True if prefix else draw(st.booleans()),
         watermark=draw(st.sampled_from([0.0, 0.1, 0.3])) if block_mode else 0.0,
         prefix_caching=prefix,
-        fixed_step_seconds={"fixed1": 1.0, "fixed_q": 0.25, "table": None}[timing],
-        table=TABLE if timing == "table" else None,
+        fixed_step_seconds={"fixed1": 1.0, "fixed_q": 0.25, "table": None, "table_shared": None}[timing],
+        table={"table": TABLE, "table_shared": TABLE_SHARED}.get(timing),
         **draw(settings_(seqs, mml, budget, groups)),
     )
     return make_config(groups, cap, **kw)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from helpers import full, run, trace
 
 from fpmcore.errors import FpmError
-from fpmcore.replay import table_from_rows
+from fpmcore.replay import load_table, table_from_rows
 from fpmcore.replay.latency import step_time
 
 PREFILL = [
@@ -27,6 +28,8 @@ def rows():
 
 
 TABLE = table_from_rows(rows())
+#: the same rows with a fixed step cost of 4 ms that a step with both phases pays once (RD-16)
+TABLE_SHARED = table_from_rows(rows(), shared_step_seconds=0.004)
 
 # (prefill b, t, k), (decode d, k) -> seconds, extrapolated
 CASES = [
@@ -138,3 +141,53 @@ def test_fixed_step_timed_arrivals_make_empty_steps(backend):
     assert [len(s["scheduled"]) for s in r.steps] == [1, 0, 0, 1]
     assert r.requests[1]["arrival_time"] == 2.5
     assert r.requests[1]["first_scheduled_time"] == 3.0
+
+
+# RD-16: (prefill b, t, k), (decode d, k), shared seconds -> seconds, extrapolated
+SHARED_CASES = [
+    ((1, 64, 0), (1, 4096), 0.004, 0.033, False),  # 0.030 + 0.007 - 0.004
+    ((1, 64, 0), (1, 4096), 0.010, 0.030, False),  # the shared cost is at most the cheaper phase: max(P, D)
+    ((2, 192, 2176), (2, 12288), 0.004, 0.05075, False),  # 0.047 + 0.00775 - 0.004
+    ((1, 32, 0), (1, 1024), 0.004, 0.033, True),  # floors first (0.030, 0.0070), then the shared cost
+    ((1, 64, 0), None, 0.004, 0.030, False),  # one phase: its own time, the shared cost included
+    (None, (1, 4096), 0.004, 0.0070, False),
+]
+
+
+@pytest.mark.parametrize("p,d,shared,want,extra", SHARED_CASES)
+def test_a_mixed_step_pays_the_shared_step_cost_once(backend, p, d, shared, want, extra):
+    """RD-16: a step with both phases is one forward; ``P + D − min(S, P, D)``, C and Python bit-identical."""
+    from fpmcore.replay.cengine import step_time_c
+
+    table = table_from_rows(rows(), shared_step_seconds=shared)
+    pp, dd = p or (0, 0, 0), d or (0, 0)
+    fn = step_time_c if backend == "c" else step_time
+    got = fn(table, pp[0], pp[1], pp[2], dd[0], dd[1])
+    assert isinstance(got, tuple)
+    assert math.isclose(got[0], want, rel_tol=1e-12, abs_tol=0.0)
+    assert got[1] is extra
+    assert step_time_c(table, pp[0], pp[1], pp[2], dd[0], dd[1]) == step_time(table, pp[0], pp[1], pp[2], dd[0], dd[1])
+
+
+def test_tv2_with_a_shared_step_cost(backend):
+    """TV-2 with a 4 ms shared cost: the mixed step 1 lasts 0.033 s instead of 0.037 s."""
+    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 2, 0.0), ("B", 64, 1, 0.020), timed=True), backend,
+            table=TABLE_SHARED, fixed_step_seconds=None)
+    assert math.isclose(r.steps[1]["duration_s"], 0.033, rel_tol=1e-12)
+    assert math.isclose(r.requests[1]["e2e_s"], 0.043, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [-0.001, float("inf"), "0.004", True])
+def test_shared_step_cost_refusals(bad):
+    with pytest.raises(FpmError) as e:
+        table_from_rows(rows(), "t.json", bad)
+    assert e.value.rule == "R-27"
+    assert e.value.message.startswith("latency table shared_step_seconds must be a finite number >= 0, found ")
+
+
+def test_load_table_reads_the_shared_step_cost(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"rows": rows(), "shared_step_seconds": 0.004}))
+    assert load_table(path) == TABLE_SHARED
+    path.write_text(json.dumps({"rows": rows()}))
+    assert load_table(path) == TABLE

@@ -9,6 +9,11 @@ refusing diagnostic).  The accepted cells' retained rows become the table
             ``total_prefill_tokens`` (prefill), ``total_kv_read_tokens`` and
             ``wall_time_seconds`` — the retained wall time, the maximum over
             DP ranks (R-27);
+``shared_step_seconds``  the smallest decode row's wall time: the cheapest
+            whole step the engine ran, nearly all of it the cost every step
+            pays whatever its tokens (scheduling, input preparation, reading
+            the weights, sampling, output processing); a replayed step with
+            prefill and decode pays it once (RD-16);
 ``source``  where the rows come from: the run (its path and the SHA-256 of
             its artifact index, which pins every artifact file), the cells,
             the plan (``plan_sha256``, the staged list's digest) and the
@@ -57,8 +62,11 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
     bp: Mapping[str, Any] = (plan.get("options") or {}).get("benchmark_points") or {}
     engine: Mapping[str, Any] = plan["engine"] if isinstance(plan.get("engine"), Mapping) else {}
     profile: Mapping[str, Any] = plan["profile"] if isinstance(plan.get("profile"), Mapping) else {}
+    decode = [r["wall_time_seconds"] for r in rows if r["phase"] == "decode"]
+    shared = {"shared_step_seconds": min(decode)} if decode else {}
     return {
         "schema": TABLE_SCHEMA,
+        **shared,
         "source": {
             "run": str(run_dir),
             "run_index_sha256": _index_sha256(run_dir),
@@ -88,7 +96,7 @@ def publish_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> tupl
     if any(r.diagnostics for r in results):
         return None, results
     doc = table_document(root, plan, results)
-    table_from_rows(doc["rows"], str(root))  # R-27: what the replay will read
+    table_from_rows(doc["rows"], str(root), doc.get("shared_step_seconds", 0.0))  # R-27: what the replay reads
     return doc, results
 
 

@@ -149,6 +149,16 @@ RD-15 (R-1, R-40)  Semantics per runtime release.  The rules above are
     hits, 308 rejections; vLLM 0.27.0: 300 of 300 random traces identical,
     39,732 steps, 561 preemptions, 221 prefix hits, 0 rejections (README,
     Replaying a trace).
+RD-16 (R-31)  A table may carry ``shared_step_seconds`` ``S`` (``fpm
+    publish`` writes the smallest decode row's wall time): a step with both
+    phases lasts ``P + D − min(S, P, D)`` instead of ``P + D``.  Every row is
+    the time of a whole engine step, so each phase's value includes the cost
+    every step pays whatever its tokens (scheduling, input preparation,
+    reading the weights, sampling, output processing); a mixed step is one
+    forward and pays it once.  Measured on the vLLM 0.32.0 CPU engine with
+    the tiny plain model under queueing: the additive rule over-predicted
+    mixed steps by the decode phase's ≈ 7–11 ms, of which ≈ 7 ms is that cost.
+    Without the field (GLM tables, spec test vectors) the step is ``P + D``.
 """
 
 from importlib import import_module

@@ -130,6 +130,7 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
             dec[i] = drow
         c.prefill, c.nprefill = pre, len(cfg.table.prefill)
         c.decode, c.ndecode = dec, len(cfg.table.decode)
+        c.shared_step_seconds = cfg.table.shared_step_seconds
         keep += [pre, dec]
     rq = ffi.new("fpm_replay_request[]", max(n, 1))
     upto_l: list[int] = []
@@ -328,6 +329,7 @@ def step_time_c(table, np_: int, pt: int, pkv: int, nd: int, dkv: int) -> tuple[
     for i, (b, k, w) in enumerate(table.decode):
         dec[i].batch_size, dec[i].total_kv_read_tokens, dec[i].wall_time = b, k, w
     c.prefill, c.nprefill, c.decode, c.ndecode = pre, len(table.prefill), dec, len(table.decode)
+    c.shared_step_seconds = table.shared_step_seconds
     sec = ffi.new("double *")
     ext = ffi.new("int32_t *")
     miss = ffi.new("int32_t *")

@@ -79,9 +79,15 @@ def decode_time(table: LatencyTable, d: int, k: int, lc: _Lin) -> float:
 def step_time(
     table: LatencyTable, nprefill: int, ptok: int, pkv: int, ndecode: int, dkv: int
 ) -> tuple[float, bool] | int:
-    """R-31: the step duration and its flag, or the missing phase (0 prefill, 1 decode) as an int."""
+    """R-31: the step duration and its flag, or the missing phase (0 prefill, 1 decode) as an int.
+
+    A step with both phases lasts ``P + D − min(S, P, D)`` with ``S`` the
+    table's ``shared_step_seconds`` (RD-16: one forward, so the fixed cost both
+    phases' rows include is paid once; ``S`` = 0 is R-31's ``P + D``).
+    """
     lc = _Lin()
     total = 0.0
+    pv = 0.0
     if nprefill > 0:
         if not table.prefill:
             return 0
@@ -91,6 +97,7 @@ def step_time(
             v = floor
             lc.extrapolated = True
         total += v
+        pv = v
     if ndecode > 0:
         if not table.decode:
             return 1
@@ -100,4 +107,6 @@ def step_time(
             v = floor
             lc.extrapolated = True
         total += v
+        if nprefill > 0 and table.shared_step_seconds > 0.0:
+            total -= min(table.shared_step_seconds, pv, v)
     return total, lc.extrapolated

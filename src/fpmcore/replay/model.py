@@ -95,11 +95,14 @@ class LatencyTable:
     ``prefill`` rows ``(batch_size, total_prefill_tokens, total_kv_read_tokens,
     wall_time_seconds)`` and ``decode`` rows ``(batch_size,
     total_kv_read_tokens, wall_time_seconds)``, each sorted by its
-    coordinates.
+    coordinates.  ``shared_step_seconds`` is the time a step with both phases
+    pays once although each phase's rows include it (the step's fixed cost,
+    RD-16); 0 keeps R-31's additive mixed step.
     """
 
     prefill: tuple[tuple[int, int, int, float], ...]
     decode: tuple[tuple[int, int, float], ...]
+    shared_step_seconds: float = 0.0
 
 
 @attrs.frozen

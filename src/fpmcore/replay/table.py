@@ -4,7 +4,10 @@ A table file is JSON: either a list of rows or ``{"rows": [...]}``, each row
 ``{"phase": "prefill" | "decode", "batch_size": b, "total_prefill_tokens": t
 (prefill only), "total_kv_read_tokens": k, "wall_time_seconds": w}``.  When
 the source has one row per DP rank (an optional ``"dp_rank"`` key), the
-table keeps the maximum wall time over ranks (R-27).
+table keeps the maximum wall time over ranks (R-27).  An object may carry
+``"shared_step_seconds"``: the fixed cost of a step that every row includes and
+that a step with both phases pays once (RD-16; ``fpm publish`` writes the
+smallest decode row's wall time); without it a mixed step is ``P + D``.
 """
 
 from __future__ import annotations
@@ -45,8 +48,13 @@ def _int(row: Mapping[str, Any], key: str, i: int, where: str, minimum: int) -> 
     return v
 
 
-def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> LatencyTable:
-    """Validate rows (R-27) and build the sorted :class:`LatencyTable`."""
+def table_from_rows(
+    rows: Iterable[Mapping[str, Any]], where: str = "", shared_step_seconds: Any = 0.0
+) -> LatencyTable:
+    """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-16)."""
+    s = shared_step_seconds
+    if not is_finite_number(s) or s < 0:
+        raise _bad(f"latency table shared_step_seconds must be a finite number >= 0, found {json.dumps(s)}", where)
     pre: dict[tuple[int, int, int], float] = {}
     dec: dict[tuple[int, int], float] = {}
     seen: set[tuple[Any, ...]] = set()
@@ -91,6 +99,7 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "") -> Laten
     return LatencyTable(
         prefill=tuple((b, t, k, w) for (b, t, k), w in sorted(pre.items())),
         decode=tuple((b, k, w) for (b, k), w in sorted(dec.items())),
+        shared_step_seconds=float(s),
     )
 
 
@@ -103,11 +112,13 @@ def load_table(path: str | Path) -> LatencyTable:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
     except JsonError as exc:
         raise _bad(f"latency table is not strict JSON: {exc.message}", str(p)) from None
+    shared: Any = 0.0
     if isinstance(data, Mapping):
+        shared = data.get("shared_step_seconds", 0.0)
         data = data.get("rows")
     if not isinstance(data, list):
         raise _bad("latency table must be a list of rows or an object with rows", str(p))
-    return table_from_rows(data, str(p))
+    return table_from_rows(data, str(p), shared)
 
 
 def table_rows(table: LatencyTable) -> list[dict[str, Any]]:
@@ -124,8 +135,9 @@ def table_rows(table: LatencyTable) -> list[dict[str, Any]]:
 def table_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of a latency table file, from this reader's declarations (R-27).
 
-    A file is a list of rows or an object with ``rows`` (its other keys are
-    not read: ``fpm publish`` writes ``schema`` and ``source`` there).  A row
+    A file is a list of rows or an object with ``rows`` and an optional
+    ``shared_step_seconds`` (RD-16; its other keys are not read: ``fpm
+    publish`` writes ``schema`` and ``source`` there).  A row
     has the keys :data:`ROW_KEYS` and no other, the integer minimums of
     :data:`INT_MINIMUM` and a positive wall time; ``total_prefill_tokens`` is
     required on prefill rows (and not read on decode rows).  That a point
@@ -169,6 +181,9 @@ def table_json_schema() -> dict[str, Any]:
     document = {
         "type": "object",
         "properties": {"schema": {"const": TABLE_SCHEMA}, "description": {"type": "string"}, "source": source,
+                       "shared_step_seconds": {"type": "number", "minimum": 0, "description": "the cost every "
+                                               "step pays once; a step with prefill and decode lasts P + D - "
+                                               "min(S, P, D) (RD-16); absent: P + D"},
                        "rows": rows},
         "required": ["rows"],
     }  # fmt: skip
