@@ -142,9 +142,8 @@ def test_the_cycle_check_finds_a_cycle():
 
 def _runtime_words() -> tuple[set[str], set[str]]:
     """The spec class names the runtime plugins know, and the model ids the model plugins target."""
-    from fpmcore_vllm033.classes import TABLE
-
     from fpmcore.testing import make_host
+    from fpmcore_vllm033.classes import TABLE
 
     host = make_host(entry_points=("vllm_027", "vllm_032", "vllm_033", "glm53flash", "dsv41"))
     classes = set(TABLE) | {"KVCacheConfig", "KVCacheTensor", "KVCacheGroupSpec", "VllmConfig", "CacheConfig",
@@ -158,7 +157,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 out.add(id(first.value))
     return out
 

@@ -42,10 +42,18 @@ def test_cdiv_is_the_ceiling_of_01_1_1(a, b):
 
 class _ReplayGroup:
     def __init__(self, kind, block, window=0, blocks_per_request=0, name="g"):
-        self.kind, self.block, self.window, self.blocks_per_request, self.name = kind, block, window, blocks_per_request, name
+        self.kind, self.block, self.window, self.blocks_per_request, self.name = (
+            kind,
+            block,
+            window,
+            blocks_per_request,
+            name,
+        )
 
 
-@given(st.integers(1, 4096), st.one_of(st.none(), st.integers(1, 100_000)), st.integers(0, 10**7), st.integers(0, 10**6))
+@given(
+    st.integers(1, 4096), st.one_of(st.none(), st.integers(1, 100_000)), st.integers(0, 10**7), st.integers(0, 10**6)
+)
 def test_profile_and_replay_agree(block, window, computed, extra):
     """The profile's group and the replay's group give the same P-14 range and P-16 peak (one implementation)."""
     target = computed + extra
@@ -53,8 +61,11 @@ def test_profile_and_replay_agree(block, window, computed, extra):
                           sliding_window=window)  # fmt: skip
     rgroup = _ReplayGroup(KIND_FULL if window is None else KIND_WINDOW, block, window or 0)
     r = group.block_range(computed, target)
-    assert (r.start, r.stop) == replay_block_range(rgroup, computed, target) == block_range(
-        computed, target, block=block, window=window)
+    assert (
+        (r.start, r.stop)
+        == replay_block_range(rgroup, computed, target)
+        == block_range(computed, target, block=block, window=window)
+    )
     if target > 0:
         assert group.peak_pages(target, 8192) == peak_request_blocks(rgroup, target, 8192)
 
@@ -70,4 +81,6 @@ def test_state_groups_and_the_p14_refusal():
         with pytest.raises(FpmError) as info:
             call()
         assert (info.value.rule, info.value.message) == (
-            "P-14", "cache group 's': target_tokens must be >= computed_tokens; got target 5 < computed 9")
+            "P-14",
+            "cache group 's': target_tokens must be >= computed_tokens; got target 5 < computed 9",
+        )

@@ -36,7 +36,9 @@ def test_no_command_and_bad_usage_exit_2(run_fpm):
 def test_profile_check_valid(run_fpm):
     result = run_fpm("profile", "check", str(GLM))
     assert result.exit_code == 0
-    assert "valid" in result.stdout and "ee1b2e6fcc941447a19229af9200477cc380af1128db99166037d1ded96e3a25" in result.stdout
+    assert (
+        "valid" in result.stdout and "ee1b2e6fcc941447a19229af9200477cc380af1128db99166037d1ded96e3a25" in result.stdout
+    )
     doc = run_fpm("profile", "check", str(GLM), "--json").json()
     assert doc == {
         "schema": 1, "file": str(GLM), "status": "valid", "diagnostics": [],

@@ -10,7 +10,7 @@ import pytest
 from fpmcore.hooktypes import API_VERSION
 from fpmcore.testing import check_plugin
 
-GOOD = '''
+GOOD = """
 from fpmcore import API_VERSION, AlignStopQuery, CliCommand, ExecutionIdentity, PluginInfo, ProducerContract, hookimpl
 
 CONTRACT = ProducerContract(name="conf_eager", execution_mode="eager", residency="host_offload")
@@ -44,7 +44,7 @@ def fpm_cli_commands():
     def configure(p):
         p.add_argument("--greeting", help="what to say")
     return [CliCommand("conf-hello", "say hello", configure, lambda args, ctx: 0)]
-'''
+"""
 
 
 @pytest.fixture
@@ -98,8 +98,9 @@ def test_each_kind_of_problem_is_found(plugin_module, replacements, problem):
 def test_a_plugin_that_imports_torch_at_module_level_is_found(plugin_module, tmp_path):
     (tmp_path / "torch.py").write_text("")  # even an importable torch must not be imported by the plugin
     problems = check_plugin(plugin_module(prefix="import torch  # noqa\n"))
-    assert problems == [("import without vLLM and torch failed: ImportError: conformance: torch must not be "
-                         "imported at module level")]
+    assert problems == [
+        ("import without vLLM and torch failed: ImportError: conformance: torch must not be imported at module level")
+    ]
 
 
 def test_the_shared_profiles_are_the_examples():
@@ -110,6 +111,8 @@ def test_the_shared_profiles_are_the_examples():
 
     root = Path(__file__).resolve().parents[1] / "examples" / "profiles"
     assert (DATA / "conformance-hybrid.fpm-profile.json").read_bytes() == (
-        root / "glm53flash-tp4.fpm-profile.json").read_bytes()
+        root / "glm53flash-tp4.fpm-profile.json"
+    ).read_bytes()
     assert (DATA / "conformance-plain.fpm-profile.json").read_bytes() == (
-        root / "plain-llama8b-like.fpm-profile.json").read_bytes()
+        root / "plain-llama8b-like.fpm-profile.json"
+    ).read_bytes()

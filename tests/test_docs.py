@@ -81,8 +81,10 @@ def test_an_undocumented_hook_option_or_command_is_found():
     original = hookspecs.fpm_align_stop.__doc__
     try:
         hookspecs.fpm_align_stop.__doc__ = original.replace(":param query:", ":param q:").replace("Example::", "")
-        assert gen.undocumented_hooks() == ["fpm_align_stop: parameter query is not documented",
-                                            "fpm_align_stop: no Example"]
+        assert gen.undocumented_hooks() == [
+            "fpm_align_stop: parameter query is not documented",
+            "fpm_align_stop: no Example",
+        ]
     finally:
         hookspecs.fpm_align_stop.__doc__ = original
 

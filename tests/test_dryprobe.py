@@ -51,7 +51,10 @@ BASE = {"max_model_len": 4096, "available_memory_bytes": 1 << 30, "layers": []}
         ({**BASE, "max_model_len": True}, "'max_model_len' must be an integer; got True"),
         ({**BASE, "max_model_len": 4096.0}, "'max_model_len' must be an integer; got 4096.0"),
         ({**BASE, "available_memory_bytes": "1GiB"}, "'available_memory_bytes' must be an integer; got '1GiB'"),
-        ({k: v for k, v in BASE.items() if k != "available_memory_bytes"}, "'available_memory_bytes' must be an integer; got None"),
+        (
+            {k: v for k, v in BASE.items() if k != "available_memory_bytes"},
+            "'available_memory_bytes' must be an integer; got None",
+        ),
     ],
 )
 def test_read_model_refusals_name_file_key_and_value(tmp_path, document, message):
@@ -149,11 +152,20 @@ def test_write_files_publishes_the_folder_at_once_and_never_overwrites(tmp_path)
     with pytest.raises(OutputError) as info:
         dryprobe.write_files(tmp_path / "x", files)
     assert (info.value.rule, info.value.message) == (
-        "O-2", "the output folder exists and is not empty; a probe never overwrites evidence")
+        "O-2",
+        "the output folder exists and is not empty; a probe never overwrites evidence",
+    )
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["second", "x"]
     dryprobe.write_files(tmp_path / "ev", files)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
-        "ev", "ev/first", "ev/observations.json", "ev/x", "ev/x/second", "x", "x/second"]
+        "ev",
+        "ev/first",
+        "ev/observations.json",
+        "ev/x",
+        "ev/x/second",
+        "x",
+        "x/second",
+    ]
     assert (tmp_path / "ev" / "first").stat().st_mode & 0o777 == 0o666 & ~_umask()
     with pytest.raises(OutputError, match="a probe never overwrites evidence"):
         dryprobe.write_files(tmp_path / "ev", {Path("first"): b"one"})
@@ -169,7 +181,10 @@ def _umask() -> int:
 @pytest.mark.parametrize(
     ("record", "name"),
     [
-        ({"binding": {"kind": "worker", "rank": {"dp": 0, "tp": 3, "pp": 1}}}, "runtime-observation-worker-dp0-tp3-pp1.json"),
+        (
+            {"binding": {"kind": "worker", "rank": {"dp": 0, "tp": 3, "pp": 1}}},
+            "runtime-observation-worker-dp0-tp3-pp1.json",
+        ),
         ({"binding": {"kind": "scheduler", "rank": {"dp": 2}}}, "runtime-observation-scheduler-dp2.json"),
     ],
 )
@@ -221,7 +236,9 @@ def test_evidence_files_reproduce_the_committed_example(tmp_path, name):
     phases = {}
     for phase, entry in attempt["phases"].items():
         manifest = json.loads((folder / entry["launch_manifest"]["path"]).read_bytes())
-        records = [json.loads((folder / a["path"]).read_bytes()) for a in entry["artifacts"] if a["kind"] == "observation"]
+        records = [
+            json.loads((folder / a["path"]).read_bytes()) for a in entry["artifacts"] if a["kind"] == "observation"
+        ]
         phases[phase] = (manifest, records)
     files = dryprobe.evidence_files(
         configuration=configuration, attempt=attempt["attempt_id"], launch=config["launch"],

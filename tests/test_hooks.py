@@ -146,10 +146,15 @@ def test_observe_cache_groups(fpm_host):
     rec = host.hooks.runtime("vllm==9.9.9").observe_cache_groups(source={"kv_cache_config": [1, 2]},
                                                                  phase="decode", rank=3)  # fmt: skip
     assert rec["groups"] == 2 and seen == {"runtime": "vllm==9.9.9", "phase": "decode", "rank": 3}
-    with pytest.raises(FpmError, match=r"no runtime plugin for vllm==1\.0\.0; installed runtime plugins: "
-                                       r"obs \(vllm==9\.9\.9\), quiet \(vllm==8\.8\.8\)"):
+    with pytest.raises(
+        FpmError,
+        match=r"no runtime plugin for vllm==1\.0\.0; installed runtime plugins: "
+        r"obs \(vllm==9\.9\.9\), quiet \(vllm==8\.8\.8\)",
+    ):
         host.hooks.runtime("vllm==1.0.0")
-    with pytest.raises(FpmError, match="runtime plugin 'quiet' does not implement fpm_observe_cache_groups for vllm==8.8.8"):
+    with pytest.raises(
+        FpmError, match="runtime plugin 'quiet' does not implement fpm_observe_cache_groups for vllm==8.8.8"
+    ):
         host.hooks.runtime("vllm==8.8.8").observe_cache_groups(source={}, phase="decode", rank=0)
 
 
@@ -161,6 +166,7 @@ def test_runtime_hooks_reach_only_the_selected_plugin(fpm_host):
         def fn(runtime, spec_class, spec):
             calls.append((plugin_id, runtime))
             return SpecClassification("attention")
+
         return fn
 
     host = fpm_host(_plugin("a", "runtime", ("vllm==1.0.0",), fpm_classify_spec=classify("a")),
@@ -307,15 +313,20 @@ def test_align_stop_range_is_checked(fpm_host):
     )  # fmt: skip
     assert host.hooks.model("good").align_stop(runtime="vllm==9.9.9", query=q) == 96
     assert host.hooks.model("good").align_stop_rule("vllm==9.9.9")(q) == 96
-    with pytest.raises(FpmError, match=r"no model plugin implements the align-stop rule for 'good' on vllm==1\.0\.0 "
-                                       r"\(model plugin 'good' gives none\)"):
+    with pytest.raises(
+        FpmError,
+        match=r"no model plugin implements the align-stop rule for 'good' on vllm==1\.0\.0 "
+        r"\(model plugin 'good' gives none\)",
+    ):
         host.hooks.model("good").align_stop(runtime="vllm==1.0.0", query=q)
     with pytest.raises(PluginError, match=r"plugin 'greedy' returned 101 from fpm_align_stop; expected 0..100"):
         host.hooks.model("greedy").align_stop(runtime="vllm==9.9.9", query=q)
     with pytest.raises(PluginError, match="plugin 'boolish' returned bool from fpm_align_stop; expected int"):
         host.hooks.model("boolish").align_stop(runtime="vllm==9.9.9", query=q)
-    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'other' on vllm==9.9.9: "
-                                       "no model plugin for 'other'"):
+    with pytest.raises(
+        FpmError,
+        match="no model plugin implements the align-stop rule for 'other' on vllm==9.9.9: no model plugin for 'other'",
+    ):
         host.hooks.model("other").align_stop(runtime="vllm==9.9.9", query=q)
 
 
@@ -342,7 +353,10 @@ def test_choose_producer_contract_through_the_model_plugins(fpm_host):
     v41 = ExecutionIdentity("b" * 64, "full", "hbm_tp_sharded", "text")
     plugin, contract = host.hooks.choose_producer_contract(identity=glm)
     assert (plugin, contract.name, contract.execution_mode) == (
-        "glm53flash", "glm53flash_native_graph_policy", "native_graph_policy")
+        "glm53flash",
+        "glm53flash_native_graph_policy",
+        "native_graph_policy",
+    )
     plugin, contract = host.hooks.choose_producer_contract(identity=v41)
     assert (plugin, contract.name, contract.execution_mode) == ("dsv41", "dsv41_eager", "eager")
     # no configuration-bound identity: general rules only
@@ -351,12 +365,20 @@ def test_choose_producer_contract_through_the_model_plugins(fpm_host):
         host.hooks.choose_producer_contract(identity=ExecutionIdentity("c" * 64, "full", "host_offload", "text"),
                                             where="r0.json")  # fmt: skip
     assert (info.value.rule, str(info.value)) == (
-        "A-14", "r0.json: native execution identity cell has no audited producer contract: host_offload")
+        "A-14",
+        "r0.json: native execution identity cell has no audited producer contract: host_offload",
+    )
 
 
 def test_two_plugins_claiming_a_residency_conflict(fpm_host):
-    rival = _plugin("rival", fpm_choose_producer_contract=lambda identity: ProducerContract(
-        "rival_graph", "native_graph_policy", "none") if identity.engram_residency == "none" else None)
+    rival = _plugin(
+        "rival",
+        fpm_choose_producer_contract=lambda identity: (
+            ProducerContract("rival_graph", "native_graph_policy", "none")
+            if identity.engram_residency == "none"
+            else None
+        ),
+    )
     host = fpm_host(rival, entry_points=("glm53flash",))
     with pytest.raises(FpmError) as info:
         host.hooks.choose_producer_contract(identity=ExecutionIdentity("a" * 64, "full", "none", "text"))
@@ -432,8 +454,12 @@ def test_producer_contract_registrations(fpm_host):
 
 
 def test_a_second_registration_of_a_residency_fails_that_plugin(fpm_host):
-    rival = _plugin("rival", fpm_producer_contracts=lambda: [
-        ProducerContract("rival_graph", "native_graph_policy", "none", execution_profile="full")])
+    rival = _plugin(
+        "rival",
+        fpm_producer_contracts=lambda: [
+            ProducerContract("rival_graph", "native_graph_policy", "none", execution_profile="full")
+        ],
+    )
     host = fpm_host(rival, entry_points=("glm53flash",))  # rival registers first: glm53flash is the second
     rec = host.record("glm53flash")
     assert rec.status == "failed"
@@ -446,15 +472,21 @@ def test_a_contract_key_is_residency_and_execution_profile(fpm_host):
     a contract of residency none for every profile overlaps both and fails its plugin."""
     host = fpm_host(entry_points=("glm53flash",))
     keys = {c.name: (c.residency, c.execution_profile) for _, c in host.hooks.producer_contracts()}
-    assert keys == {"fpmcore_engine_steps": ("none", "engine_steps"),
-                    "glm53flash_native_graph_policy": ("none", "full")}
+    assert keys == {
+        "fpmcore_engine_steps": ("none", "engine_steps"),
+        "glm53flash_native_graph_policy": ("none", "full"),
+    }
     for profile, name in (("full", "glm53flash_native_graph_policy"), ("engine_steps", "fpmcore_engine_steps")):
-        _, contract = host.hooks.choose_producer_contract(identity=ExecutionIdentity("ab" * 32, profile, "none", "text"))
+        _, contract = host.hooks.choose_producer_contract(
+            identity=ExecutionIdentity("ab" * 32, profile, "none", "text")
+        )
         assert contract.name == name
     anyone = _plugin("anyone", fpm_producer_contracts=lambda: [ProducerContract("any_graph", "graph", "none")])
     host = fpm_host(anyone)
-    assert host.record("anyone").error == "producer contract for engram residency none is registered twice: " \
+    assert (
+        host.record("anyone").error == "producer contract for engram residency none is registered twice: "
         "fpmcore, anyone"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -535,7 +567,10 @@ def test_replay_rules_of_another_runtime_name_the_plugin():
     host = make_host(Wrong())
     with pytest.raises(PluginError) as e:
         host.hooks.replay_rules("vllm==9.9.9")
-    assert e.value.message == "plugin 'wrong' returned replay rules of vllm==9.9.8 from fpm_replay_rules; expected vllm==9.9.9"
+    assert (
+        e.value.message
+        == "plugin 'wrong' returned replay rules of vllm==9.9.8 from fpm_replay_rules; expected vllm==9.9.9"
+    )
     with pytest.raises(FpmError) as e:
         host.hooks.replay_rules("vllm==9.9.7")
     assert e.value.rule == "R-1"

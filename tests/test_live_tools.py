@@ -14,8 +14,14 @@ LIVE = ROOT / "tools" / "live_engine.py"
 
 
 def _run(script: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(script), *args], check=False, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
 
 
 def test_tiny_models_help_needs_no_torch():
@@ -71,8 +77,11 @@ def test_live_engine_prompts_copy_prefixes_and_differ_elsewhere():
         import live_engine as le
     finally:
         sys.path.pop(0)
-    reqs = [le.TraceRequest("a", 0, 300, 4), le.TraceRequest("b", 1, 200, 4, prefix_of="a", prefix_of_len=150),
-            le.TraceRequest("c", 1, 100, 4, prefix_of="b", prefix_of_len=100)]
+    reqs = [
+        le.TraceRequest("a", 0, 300, 4),
+        le.TraceRequest("b", 1, 200, 4, prefix_of="a", prefix_of_len=150),
+        le.TraceRequest("c", 1, 100, 4, prefix_of="b", prefix_of_len=100),
+    ]
     p = le.make_prompts(reqs, vocab=512, seed=0, exclude={509, 510, 511})
     assert [len(p[r]) for r in "abc"] == [300, 200, 100]
     assert p["b"][:150] == p["a"][:150] and p["b"][150] != p["a"][150] or p["b"][150:] != p["a"][150:200]

@@ -45,13 +45,15 @@ def _names(folder: Path) -> list[str]:
 def test_a_missing_folder_is_refused_and_never_created(tmp_path):
     target = tmp_path / "nonexistent" / "dir" / "x.json"
     err = _refused("O-1", outputs.check_output_path, target)
-    assert err.message == (f"the folder {target.parent} does not exist; fpm never creates missing folders "
-                           "(create it first)")
+    assert err.message == (
+        f"the folder {target.parent} does not exist; fpm never creates missing folders (create it first)"
+    )
     assert err.where == str(target)
     assert not (tmp_path / "nonexistent").exists()
     (tmp_path / "file").write_text("x")
     assert _refused("O-1", outputs.check_output_path, tmp_path / "file" / "x.json").message == (
-        f"{tmp_path / 'file'} is not a folder")
+        f"{tmp_path / 'file'} is not a folder"
+    )
 
 
 @pytest.mark.parametrize("make, kind", [
@@ -197,8 +199,11 @@ def test_replace_swaps_an_earlier_output_only(tmp_path):
     out = tmp_path / "out"
     outputs.publish_folder(out, {"a.json": b"1", "b.json": b"2"}, replace=True, command="t")
     manifest = json.loads((out / MANIFEST).read_bytes())
-    assert manifest == {"schema": "fpmcore-output/v1", "command": "t",
-                        "files": {"a.json": hashlib.sha256(b"1").hexdigest(), "b.json": hashlib.sha256(b"2").hexdigest()}}
+    assert manifest == {
+        "schema": "fpmcore-output/v1",
+        "command": "t",
+        "files": {"a.json": hashlib.sha256(b"1").hexdigest(), "b.json": hashlib.sha256(b"2").hexdigest()},
+    }
     assert outputs.is_earlier_output(out)
     outputs.publish_folder(out, {"c.json": b"3"}, replace=True, command="t")
     assert _names(out) == ["c.json", MANIFEST]
@@ -229,7 +234,8 @@ def test_check_output_folder(tmp_path):
     _refused("O-3", outputs.check_output_folder, tmp_path, inputs=[tmp_path / "in" / "observations.json"])
     (tmp_path / "f").write_text("x")
     assert _refused("O-2", outputs.check_output_folder, tmp_path / "f").message == (
-        "the output exists and is not a regular file, not a folder")
+        "the output exists and is not a regular file, not a folder"
+    )
     _refused("O-1", outputs.check_output_folder, tmp_path / "missing" / "out")
     assert outputs.check_output_folder(tmp_path / "new") == tmp_path / "new"
 
@@ -256,7 +262,10 @@ def test_concurrent_writers_leave_one_complete_output(tmp_path):
     assert outputs.is_earlier_output(out)
     contents = {(out / f"part-{i}.jsonl").read_bytes() for i in range(4)}
     assert len(contents) == 1  # all four files from the same writer
-    assert _names(tmp_path) == ["out", *(f"out/{n}" for n in sorted([MANIFEST, *(f"part-{i}.jsonl" for i in range(4))]))]
+    assert _names(tmp_path) == [
+        "out",
+        *(f"out/{n}" for n in sorted([MANIFEST, *(f"part-{i}.jsonl" for i in range(4))])),
+    ]
 
 
 _FOLDER_WRITER = """

@@ -50,8 +50,9 @@ class TinyModel:
             return None
         self.seen.append(limits)
         point = {"benchmark_id": 1, "phase": "decode", "batch_size": 1, "context_tokens": 4}
-        return PointPlan(points=[point], counts={"prefill": 0, "decode": 1}, dropped={"rule": 2},
-                         digest="0" * 64, smoke=[point])
+        return PointPlan(
+            points=[point], counts={"prefill": 0, "decode": 1}, dropped={"rule": 2}, digest="0" * 64, smoke=[point]
+        )
 
 
 @pytest.fixture
@@ -109,11 +110,14 @@ def test_host_passes_resolved_limits_to_the_plugin(tiny_host, tmp_path: Path) ->
     result = run_fpm("plan", str(PROFILE), "--model", "tiny", "--token-budget", "4096", "--json", host=tiny_host)
     assert result.exit_code == 0, result.stderr
     assert TinyModel.seen == [PlanLimits(4096, 1048576, 2176, 2176)]
-    assert result.json() == {"schema": 1, "points": [{"benchmark_id": 1, "phase": "decode", "batch_size": 1,
-                                                      "context_tokens": 4}],
-                             "counts": {"prefill": 0, "decode": 1}, "dropped": {"rule": 2},
-                             "digest": "0" * 64, "smoke": [{"benchmark_id": 1, "phase": "decode",
-                                                            "batch_size": 1, "context_tokens": 4}]}
+    assert result.json() == {
+        "schema": 1,
+        "points": [{"benchmark_id": 1, "phase": "decode", "batch_size": 1, "context_tokens": 4}],
+        "counts": {"prefill": 0, "decode": 1},
+        "dropped": {"rule": 2},
+        "digest": "0" * 64,
+        "smoke": [{"benchmark_id": 1, "phase": "decode", "batch_size": 1, "context_tokens": 4}],
+    }
 
 
 def test_plan_file_without_a_plan_record(tiny_host, tmp_path: Path) -> None:
@@ -165,7 +169,8 @@ def test_refusal_exits_2_with_the_rule(glm_host) -> None:
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         f"fpm: {PROFILE}: glm-5.3-flash collection requires max_num_batched_tokens to be a multiple of 4: "
-        "found 8190 [G-12]")
+        "found 8190 [G-12]"
+    )
 
 
 def test_plan_file_g25(glm_host, tmp_path: Path) -> None:
@@ -175,8 +180,11 @@ def test_plan_file_g25(glm_host, tmp_path: Path) -> None:
     assert run_fpm("plan", str(PROFILE), "--smoke", "-o", str(smoke), host=glm_host).exit_code == 0
     a, b = json.loads(full.read_text()), json.loads(smoke.read_text())
     assert (a["stage"], b["stage"]) == ("full", "smoke")
-    assert a["plan_sha256"] == b["plan_sha256"] == digest({k: v for k, v in a.items()
-                                                            if k not in ("plan_sha256", "stage")})
+    assert (
+        a["plan_sha256"]
+        == b["plan_sha256"]
+        == digest({k: v for k, v in a.items() if k not in ("plan_sha256", "stage")})
+    )
     assert a["origin"] == "glm53flash_grid_v1"
     assert a["dropped"] == {"align_split": 0, "token_budget": 16, "capacity": 0}
     assert a["digest"] == GLM_DIGEST
@@ -200,9 +208,14 @@ def test_summary(glm_host) -> None:
     result = run_fpm("plan", str(PROFILE), "--smoke", host=glm_host)
     assert result.exit_code == 0, result.stderr
     text = result.stdout
-    for needle in ("prefill │        496 │    496", "decode  │         97 │     81", "token_budget │      16 │ 593",
-                   f"digest {GLM_DIGEST}", "smoke: 5 points, digest 5fe3d7e281abbfdd…",
-                   "capacity needed: estimate 2,240 blocks, exact holding 2,240 blocks, free 13,696 blocks"):
+    for needle in (
+        "prefill │        496 │    496",
+        "decode  │         97 │     81",
+        "token_budget │      16 │ 593",
+        f"digest {GLM_DIGEST}",
+        "smoke: 5 points, digest 5fe3d7e281abbfdd…",
+        "capacity needed: estimate 2,240 blocks, exact holding 2,240 blocks, free 13,696 blocks",
+    ):
         assert needle in text, needle
     assert text.splitlines()[0] == "plan zai-org/GLM-5.3-Flash @ 04c4e9e95c5d, deployment 0, origin glm53flash_grid_v1"
     assert text.count("16 of 593") == 0 and text.count("│      16 │") == 1  # the drop counts once
@@ -221,8 +234,14 @@ def test_plan_document_pure() -> None:
     """plan_document without the CLI: the plugin's record goes under options.benchmark_points."""
     profile = load_profile(PROFILE)
     point = {"benchmark_id": 1, "phase": "decode", "batch_size": 1, "context_tokens": 4}
-    plan = PointPlan(points=[point], counts={"decode": 1}, dropped={}, digest="1" * 64, smoke=[],
-                     report={"origin": "x", "plan_record": {"origin": "x"}})
+    plan = PointPlan(
+        points=[point],
+        counts={"decode": 1},
+        dropped={},
+        digest="1" * 64,
+        smoke=[],
+        report={"origin": "x", "plan_record": {"origin": "x"}},
+    )
     doc = plan_document(model="m", profile=profile, deployment=0, limits=PlanLimits(4, 8, 16, 16), plan=plan)
     assert doc["options"] == {"benchmark_points": {"origin": "x"}}
     assert doc["limits"] == {"token_budget": 4, "max_model_len": 8, "block_size": 16, "hash_block_size": 16}

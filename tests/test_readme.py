@@ -12,7 +12,7 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
 def _block(marker: str) -> str:
-    for lang, body in re.findall(r"```(\w*)\n(.*?)```", README, re.S):
+    for _lang, body in re.findall(r"```(\w*)\n(.*?)```", README, re.S):
         if marker in body:
             return body
     raise AssertionError(f"no code block with {marker!r}")

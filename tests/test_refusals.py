@@ -147,7 +147,10 @@ def test_probe_of_a_missing_model_json_says_so_before_the_runtime(tmp_path, host
     bad = tmp_path / "bad.json"
     bad.write_bytes(b'{"layers": [], "layers": []}')
     res = run_fpm("probe", "--dry-run", str(bad), "-o", str(tmp_path / "ev"), host=host)
-    assert (res.exit_code, res.stderr) == (2, f"fpm: {bad}: duplicate key 'layers' at layers, line 1 column 16 [JSON]\n")
+    assert (res.exit_code, res.stderr) == (
+        2,
+        f"fpm: {bad}: duplicate key 'layers' at layers, line 1 column 16 [JSON]\n",
+    )
     assert not (tmp_path / "ev").exists()
 
 
@@ -170,8 +173,13 @@ def test_output_path_refusals(tmp_path, host, command):
         (Path("/proc/fpm-out.json"), "O-4", "cannot write in the folder /proc: "),
     ]  # fmt: skip
     if command == "import":
-        cases.append((inp / "observations.json", "O-3",
-                      f"the output is the input {inp / 'observations.json'}; give another output path"))
+        cases.append(
+            (
+                inp / "observations.json",
+                "O-3",
+                f"the output is the input {inp / 'observations.json'}; give another output path",
+            )
+        )
     else:
         cases.append((PROFILE, "O-3", f"the output is the input {PROFILE}; give another output path"))
     for target, rule, message in cases:
@@ -230,7 +238,9 @@ def test_a_configuration_label_that_is_a_path_is_refused(tmp_path, host, label, 
     assert not Path("/tmp/fpm-absolute-pwn.fpm-profile.json").exists()
     # without -o no label is a path: the import runs and judges each configuration
     res = run_fpm("import", str(ev), "--json", host=host)
-    assert res.exit_code == 1 and [r["configuration"] for r in res.json()["results"]] == sorted(["glm53flash-tp4", label])
+    assert res.exit_code == 1 and [r["configuration"] for r in res.json()["results"]] == sorted(
+        ["glm53flash-tp4", label]
+    )
 
 
 def test_several_configurations_publish_one_folder(tmp_path, host):
@@ -272,7 +282,8 @@ def test_probe_publishes_a_complete_folder_and_never_overwrites(tmp_path, host, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ev"]  # no temporary sibling left
     again = run_fpm("probe", "--dry-run", str(model), "-o", str(out), host=host)
     assert again.exit_code == 2 and again.stderr == (
-        f"fpm: {out}: the output folder exists and is not empty; a probe never overwrites evidence [O-2]\n")
+        f"fpm: {out}: the output folder exists and is not empty; a probe never overwrites evidence [O-2]\n"
+    )
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("x")
@@ -300,13 +311,16 @@ def test_an_enormous_topology_is_refused_by_its_ranks_not_built(tmp_path, host):
     res = run_fpm("import", str(ev), host=host)
     assert res.exit_code == 1
     assert res.stdout.splitlines()[-1] == (
-        "glm53flash-tp4: -/-: runtime launch manifest of prefill differs from its configuration: expected_ranks [I-11]")
+        "glm53flash-tp4: -/-: runtime launch manifest of prefill differs from its configuration: expected_ranks [I-11]"
+    )
 
 
 def test_plan_limits_above_the_profile_range_are_refused(host):
     res = run_fpm("plan", str(PROFILE), "--token-budget", "17179869184", host=host)
     assert (res.exit_code, res.stderr) == (
-        2, "fpm: --token-budget must be at most 4294967295 (a count of the profile, 01 §1.1); got 17179869184 [G-9]\n")
+        2,
+        "fpm: --token-budget must be at most 4294967295 (a count of the profile, 01 §1.1); got 17179869184 [G-9]\n",
+    )
 
 
 def test_plan_work_follows_the_list_not_the_budget():
@@ -315,7 +329,8 @@ def test_plan_work_follows_the_list_not_the_budget():
 
     context = 131065
     assert prefill_shapes(4294967292, 2176, 32, max_new_tokens=context) == prefill_shapes(
-        1 << 23, 2176, 32, max_new_tokens=context)
+        1 << 23, 2176, 32, max_new_tokens=context
+    )
     assert prefill_candidates(4294967292, 2176, context, 32) == prefill_candidates(1 << 23, 2176, context, 32)
 
 
@@ -344,7 +359,8 @@ def test_a_profile_with_a_zero_topology_count_is_invalid(tmp_path, host, key):
 def test_the_staged_model_config_is_compared_with_the_launch(tmp_path, host, content, message):
     ev = _evidence(tmp_path)
     pin = json.loads((ev / "observations.json").read_bytes())["configurations"]["glm53flash-tp4"]["launch"][
-        "model_config"]["sha256"]
+        "model_config"
+    ]["sha256"]
     if content is None:
         (ev / "model-config.json").unlink()
         strip = lambda index: [ph["artifacts"].__setitem__(slice(None), [a for a in ph["artifacts"] if a["kind"] == "observation"])  # noqa: E731
@@ -372,7 +388,8 @@ def test_a_corrupt_staged_config_pinned_everywhere_is_refused(tmp_path, host):
     assert res.exit_code == 1
     assert res.stdout.splitlines()[-1] == (
         "glm53flash-tp4: -/-: staged model configuration is not strict JSON: model-config.json: "
-        "duplicate object key 'architectures' at 1:26 (architectures) [I-114]")
+        "duplicate object key 'architectures' at 1:26 (architectures) [I-114]"
+    )
 
 
 def test_booleans_are_not_integers_in_records(tmp_path, host):
@@ -382,7 +399,8 @@ def test_booleans_are_not_integers_in_records(tmp_path, host):
     _repin(ev, edits={str(m.relative_to(ev)): falsify for m in ev.rglob("launch-manifest.json")})
     res = run_fpm("import", str(ev), host=host)
     assert res.exit_code == 1 and res.stdout.splitlines()[-1] == (
-        "glm53flash-tp4: -/-: runtime launch manifest of prefill differs from its configuration: expected_ranks [I-11]")
+        "glm53flash-tp4: -/-: runtime launch manifest of prefill differs from its configuration: expected_ranks [I-11]"
+    )
     ev = _evidence(tmp_path / "b")
 
     def block_false(rec):
@@ -393,8 +411,10 @@ def test_booleans_are_not_integers_in_records(tmp_path, host):
     _repin(ev, edits={p: block_false for p in _records(ev) if "worker" in p})
     res = run_fpm("import", str(ev), host=host)
     assert res.exit_code == 1
-    assert ("cache group 0 geometry contradicts its layer specs: block_size_tokens 2176, layer specs give false [I-44]"
-            in res.stdout)
+    assert (
+        "cache group 0 geometry contradicts its layer specs: block_size_tokens 2176, layer specs give false [I-44]"
+        in res.stdout
+    )
 
 
 def test_a_duplicate_key_in_a_trace_line_is_refused(tmp_path, host):
@@ -402,8 +422,9 @@ def test_a_duplicate_key_in_a_trace_line_is_refused(tmp_path, host):
     trace.write_text('{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "prompt_len": 4}\n')
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert res.exit_code == 2
-    assert res.stderr == (f"fpm: {trace}: trace line 1: not a json object: duplicate key 'prompt_len' at prompt_len, "
-                          "column 74 [R-33]\n")
+    assert res.stderr == (
+        f"fpm: {trace}: trace line 1: not a json object: duplicate key 'prompt_len' at prompt_len, column 74 [R-33]\n"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -465,7 +486,9 @@ def test_record_values_beyond_the_reader_are_i10(tmp_path, host, edit, message):
     res = run_fpm("import", str(ev), host=host)
     assert res.exit_code == 1
     last = res.stdout.splitlines()[-1]
-    assert last.startswith(f"glm53flash-tp4: prefill/{rel.rsplit('/', 1)[1]}: runtime artifact is not strict JSON: {rel}: ")
+    assert last.startswith(
+        f"glm53flash-tp4: prefill/{rel.rsplit('/', 1)[1]}: runtime artifact is not strict JSON: {rel}: "
+    )
     assert last.endswith("[I-10]") and message.split(" at ")[0] in last and "I-0" not in res.stdout
     _clean(res)
 
@@ -475,13 +498,18 @@ def test_numbers_beyond_a_double_in_traces_and_tables(tmp_path, host):
     trace.write_text('{"request_id": "a", "arrival_time": 1' + "0" * 400 + ', "prompt_len": 8, "output_len": 2}\n')
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert res.exit_code == 2
-    assert res.stderr == f"fpm: {trace}: trace line 1: arrival_time must be a finite number >= 0, found 1{'0' * 400} [R-33]\n"
+    assert (
+        res.stderr
+        == f"fpm: {trace}: trace line 1: arrival_time must be a finite number >= 0, found 1{'0' * 400} [R-33]\n"
+    )
     table = tmp_path / "table.json"
     table.write_text('[{"phase": "decode", "batch_size": 1, "total_kv_read_tokens": 0, "wall_time_seconds": 1e999}]')
     res = run_fpm("replay", str(PROFILE), "--trace", str(TRACE), "--fpm-table", str(table), host=host)
     assert res.exit_code == 2
-    assert res.stderr == (f"fpm: {table}: latency table is not strict JSON: number 1e999 is out of range of a double "
-                          "at [0].wall_time_seconds, line 1 column 87 [R-27]\n")
+    assert res.stderr == (
+        f"fpm: {table}: latency table is not strict JSON: number 1e999 is out of range of a double "
+        "at [0].wall_time_seconds, line 1 column 87 [R-27]\n"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -493,8 +521,10 @@ def test_a_plan_with_no_point_is_a_negative_verdict(tmp_path, host):
     out = tmp_path / "plan.json"
     res = run_fpm("plan", str(PROFILE), "--max-model-len", "10", "-o", str(out), host=host)
     assert res.exit_code == 1
-    assert res.stderr == (f"fpm plan: {PROFILE}: no benchmark points: --max-model-len 10 leaves no candidate point; "
-                          "the profile's max_model_len 1,048,576 gives 577 (raise --max-model-len) [G-9]\n")
+    assert res.stderr == (
+        f"fpm plan: {PROFILE}: no benchmark points: --max-model-len 10 leaves no candidate point; "
+        "the profile's max_model_len 1,048,576 gives 577 (raise --max-model-len) [G-9]\n"
+    )
     assert not out.exists()  # a negative verdict writes no plan
 
 

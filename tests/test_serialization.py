@@ -113,11 +113,15 @@ def test_duplicate_key_inside_a_profile_names_the_file():
     with pytest.raises(FpmError) as info:
         parse_profile(raw, where="glm.json")
     assert str(info.value) == "glm.json: duplicate key 'num_experts' at num_experts, line 7 column 23"
-    raw = GLM.read_bytes().replace(b'"prefill_checkpoint_blocks": 1,', b'"prefill_checkpoint_blocks": 1, "prefill_checkpoint_blocks": 1,', 1)
+    raw = GLM.read_bytes().replace(
+        b'"prefill_checkpoint_blocks": 1,', b'"prefill_checkpoint_blocks": 1, "prefill_checkpoint_blocks": 1,', 1
+    )
     with pytest.raises(FpmError) as info:
         parse_profile(raw, where="glm.json")
-    assert str(info.value) == ("glm.json: duplicate key 'prefill_checkpoint_blocks' at "
-                               "deployments[0].resources.cache_groups[0].prefill_checkpoint_blocks, line 49 column 45")
+    assert str(info.value) == (
+        "glm.json: duplicate key 'prefill_checkpoint_blocks' at "
+        "deployments[0].resources.cache_groups[0].prefill_checkpoint_blocks, line 49 column 45"
+    )
 
 
 def test_converter_is_strict():

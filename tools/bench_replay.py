@@ -143,8 +143,11 @@ def peak_rss_mb() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rust-python", default=str(ROOT / ".venv-bench" / "bin" / "python"),
-                    help="the interpreter with the reference's wheel (make bench-env)")
+    ap.add_argument(
+        "--rust-python",
+        default=str(ROOT / ".venv-bench" / "bin" / "python"),
+        help="the interpreter with the reference's wheel (make bench-env)",
+    )
     ap.add_argument("--sizes", default="2000,20000")
     ap.add_argument("--scaling", action="store_true", help="also 10**3 ... 10**6 requests with peak RSS")
     ap.add_argument("--rust", type=int, metavar="N", help=argparse.SUPPRESS)
@@ -160,19 +163,25 @@ def main() -> int:
     if not Path(args.rust_python).exists():
         print(f"bench: {args.rust_python} does not exist; run make bench-env", file=sys.stderr)
         return 2
-    print("anchor workload: N x 4096/512 tokens, 48 full + 16 sliding-window(1024) layers, block 64, "
-          "128,000 blocks, max_num_seqs 256; best of 5, CPU time (wall time)")
-    print(f"{'N':>8} {'request-steps':>14} {'fpm replay s':>16} {'ns/req-step':>14} {'Rust replay s':>16} "
-          f"{'Rust ns/req-step':>17} {'ratio':>7}")
+    print(
+        "anchor workload: N x 4096/512 tokens, 48 full + 16 sliding-window(1024) layers, block 64, "
+        "128,000 blocks, max_num_seqs 256; best of 5, CPU time (wall time)"
+    )
+    print(
+        f"{'N':>8} {'request-steps':>14} {'fpm replay s':>16} {'ns/req-step':>14} {'Rust replay s':>16} "
+        f"{'Rust ns/req-step':>17} {'ratio':>7}"
+    )
     for n in (int(x) for x in args.sizes.split(",")):
         rs = request_steps(n)
         wall, cpu = time_fpm(n)
         proc = subprocess.run([args.rust_python, __file__, "--rust", str(n)], capture_output=True, text=True,
                               check=True, env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
         rust = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"{n:>8,} {rs:>14,} {cpu:>7.4f} ({wall:.4f}) {cpu / rs * 1e9:>6.1f} ({wall / rs * 1e9:.1f}) "
-              f"{rust['cpu_seconds']:>7.3f} ({rust['seconds']:.3f}) {rust['cpu_seconds'] / rs * 1e9:>9.1f} "
-              f"{rust['cpu_seconds'] / cpu:>6.1f}x")
+        print(
+            f"{n:>8,} {rs:>14,} {cpu:>7.4f} ({wall:.4f}) {cpu / rs * 1e9:>6.1f} ({wall / rs * 1e9:.1f}) "
+            f"{rust['cpu_seconds']:>7.3f} ({rust['seconds']:.3f}) {rust['cpu_seconds'] / rs * 1e9:>9.1f} "
+            f"{rust['cpu_seconds'] / cpu:>6.1f}x"
+        )
     if args.scaling:
         per = request_steps(2000) / 2000
         print("\nscaling (ReplayRun without step records, one process per size; CPU time)")
@@ -181,8 +190,10 @@ def main() -> int:
             proc = subprocess.run([sys.executable, __file__, "--point", str(n)], capture_output=True, text=True,
                                   check=True)  # fmt: skip
             p = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(f"{n:>10,} {p['steps']:>10,} {p['cpu_seconds']:>9.3f} {p['seconds']:>9.3f} "
-                  f"{p['cpu_seconds'] / (per * n) * 1e9:>12.1f} {p['peak_rss_mb']:>12.0f}")
+            print(
+                f"{n:>10,} {p['steps']:>10,} {p['cpu_seconds']:>9.3f} {p['seconds']:>9.3f} "
+                f"{p['cpu_seconds'] / (per * n) * 1e9:>12.1f} {p['peak_rss_mb']:>12.0f}"
+            )
     return 0
 
 

@@ -87,11 +87,62 @@ def vllm_split() -> Callable[..., int]:
 
 def _grid_values(block: int) -> tuple[list[int], list[int], list[int]]:
     B = block
-    computed = sorted({0, 1, 4, 16, 100, B // 2, B - 4, B - 1, B, B + 1, B + 16, 2 * B - 16, 2 * B,
-                       2 * B + 4, 3 * B, 3 * B + 100, 5 * B, 8 * B + 8, 60 * B, 1000, 4100, 8200})
-    deltas = sorted({1, 2, 3, 15, 16, 17, 64, 1192, B - 16, B - 1, B, B + 1, B + 15, B + 16, 2 * B - 1,
-                     2 * B, 2 * B + 1, 2 * B + 16, 3 * B, 3 * B + 1, 4 * B + 64, 8191, 8192, 8193,
-                     10000} - {0, -1, -15})
+    computed = sorted(
+        {
+            0,
+            1,
+            4,
+            16,
+            100,
+            B // 2,
+            B - 4,
+            B - 1,
+            B,
+            B + 1,
+            B + 16,
+            2 * B - 16,
+            2 * B,
+            2 * B + 4,
+            3 * B,
+            3 * B + 100,
+            5 * B,
+            8 * B + 8,
+            60 * B,
+            1000,
+            4100,
+            8200,
+        }
+    )
+    deltas = sorted(
+        {
+            1,
+            2,
+            3,
+            15,
+            16,
+            17,
+            64,
+            1192,
+            B - 16,
+            B - 1,
+            B,
+            B + 1,
+            B + 15,
+            B + 16,
+            2 * B - 1,
+            2 * B,
+            2 * B + 1,
+            2 * B + 16,
+            3 * B,
+            3 * B + 1,
+            4 * B + 64,
+            8191,
+            8192,
+            8193,
+            10000,
+        }
+        - {0, -1, -15}
+    )
     budgets = sorted({8, 2000, 4096, 8192, B, 2 * B + 16} - {0})
     return [c for c in computed if c >= 0], [d for d in deltas if d > 0], budgets
 
@@ -123,8 +174,9 @@ def grid(block: int) -> Iterator[Case]:
                                     yield (c0 - block, block, k, prompt, total, budget, junction, jckpt)
 
 
-def compare(block: int, alignment: int | None, split: Callable[..., int] | None = None,
-            limit: int = 20) -> tuple[int, list[tuple[Case, int, int]]]:
+def compare(
+    block: int, alignment: int | None, split: Callable[..., int] | None = None, limit: int = 20
+) -> tuple[int, list[tuple[Case, int, int]]]:
     """Run the grid for one block size and checkpoint setting.
 
     :returns: ``(cases, mismatches)``; a mismatch is ``(case, vllm, fpmcore)``
@@ -140,13 +192,22 @@ def compare(block: int, alignment: int | None, split: Callable[..., int] | None 
         shim = flags.get((budget, jckpt))
         if shim is None:
             shim = flags[(budget, jckpt)] = scheduler_flags(block, budget, alignment, jckpt)
-        request = SimpleNamespace(num_computed_tokens=c0, num_prompt_tokens=prompt, num_tokens=total,
-                                  shared_prefix_boundary=junction)
+        request = SimpleNamespace(
+            num_computed_tokens=c0, num_prompt_tokens=prompt, num_tokens=total, shared_prefix_boundary=junction
+        )
         want = split(shim, request, k, hit, 0)
-        got = align.align_split(start=c0 + hit, num_new_tokens=k, prompt_len=prompt, num_tokens=total,
-                                block_size=block, hash_block_size=block, max_num_batched_tokens=budget,
-                                checkpoint_alignment=alignment, junction=junction,
-                                junction_checkpoint=jckpt).tokens
+        got = align.align_split(
+            start=c0 + hit,
+            num_new_tokens=k,
+            prompt_len=prompt,
+            num_tokens=total,
+            block_size=block,
+            hash_block_size=block,
+            max_num_batched_tokens=budget,
+            checkpoint_alignment=alignment,
+            junction=junction,
+            junction_checkpoint=jckpt,
+        ).tokens
         cases += 1
         if want != got and len(bad) < limit:
             bad.append((case, want, got))
@@ -161,17 +222,27 @@ def oracle_flags_check(oracle_dir: Path) -> list[str]:
     model = vllm_oracle._load(str(oracle_dir / "examples" / "glm53flash_like.json"))
     plan = vllm_oracle.plan_kv_cache(model, True)
     real = vllm_oracle.mamba_split_shim(plan, vllm_oracle.make_kv_manager(plan))
-    ours = scheduler_flags(plan.scheduler_block_size, real.max_num_scheduled_tokens,
-                           real.mamba_prefill_checkpoint_alignment, False)
+    ours = scheduler_flags(
+        plan.scheduler_block_size, real.max_num_scheduled_tokens, real.mamba_prefill_checkpoint_alignment, False
+    )
     out = []
-    for name in ("hash_block_size", "block_size", "mamba_partial_cache_hit", "use_eagle_block_drop",
-                 "num_hash_lookahead_tokens", "mamba_has_prefill_checkpoint_blocks",
-                 "mamba_prefill_checkpoint_alignment", "max_num_scheduled_tokens",
-                 "mamba_shared_prefix_checkpoint"):
+    for name in (
+        "hash_block_size",
+        "block_size",
+        "mamba_partial_cache_hit",
+        "use_eagle_block_drop",
+        "num_hash_lookahead_tokens",
+        "mamba_has_prefill_checkpoint_blocks",
+        "mamba_prefill_checkpoint_alignment",
+        "max_num_scheduled_tokens",
+        "mamba_shared_prefix_checkpoint",
+    ):
         if getattr(real, name) != getattr(ours, name):
             out.append(f"{name}: vllm {getattr(real, name)!r}, driver {getattr(ours, name)!r}")
     if real.cache_config.block_size != ours.cache_config.block_size:
-        out.append(f"cache_config.block_size: vllm {real.cache_config.block_size}, driver {ours.cache_config.block_size}")
+        out.append(
+            f"cache_config.block_size: vllm {real.cache_config.block_size}, driver {ours.cache_config.block_size}"
+        )
     if real.scheduler_config.long_prefill_token_threshold != 0:
         out.append(f"long_prefill_token_threshold: vllm {real.scheduler_config.long_prefill_token_threshold}")
     return out
@@ -195,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             cases, bad = compare(block, alignment, split)
             total += cases
             setting = f"checkpoint alignment {alignment}" if alignment else "no checkpoint"
-            print(f"B={block} {setting}: {cases} cases, {len(bad)} disagreements "
-                  f"({time.perf_counter() - t0:.1f} s)")
+            print(f"B={block} {setting}: {cases} cases, {len(bad)} disagreements ({time.perf_counter() - t0:.1f} s)")
             for case, want, got in bad:
                 print(f"  case {case}: vllm {want}, fpmcore {got}")
             failed |= bool(bad)

@@ -64,20 +64,38 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--kv-cache-space", type=float, default=1.0, metavar="GIB",
-                    help="KV cache memory in GiB (kv_cache_memory_bytes; default 1)")
-    ap.add_argument("--num-blocks", type=int, default=None, metavar="N",
-                    help="num_gpu_blocks_override: force a small pool (memory pressure, preemptions)")
+    ap.add_argument(
+        "--kv-cache-space",
+        type=float,
+        default=1.0,
+        metavar="GIB",
+        help="KV cache memory in GiB (kv_cache_memory_bytes; default 1)",
+    )
+    ap.add_argument(
+        "--num-blocks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="num_gpu_blocks_override: force a small pool (memory pressure, preemptions)",
+    )
     ap.add_argument("--max-num-seqs", type=int, default=None)
     ap.add_argument("--max-num-batched-tokens", type=int, default=None)
     ap.add_argument("--compile", action="store_true", help="start with torch.compile (slow start)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--trace", help="a step-exact JSONL trace (06 R-32) to run")
     src.add_argument("--random-trace", type=int, metavar="SEED", help="run random traces with shared prefixes")
-    ap.add_argument("--traces", type=int, default=1, metavar="K",
-                    help="with --random-trace: K traces (seeds SEED … SEED+K-1) on one engine, the prefix cache reset between them")
-    ap.add_argument("--compare-replay", action="store_true",
-                    help="probe and import the engine, replay every trace with the imported profile and compare every step")
+    ap.add_argument(
+        "--traces",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --random-trace: K traces (seeds SEED … SEED+K-1) on one engine, the prefix cache reset between them",
+    )
+    ap.add_argument(
+        "--compare-replay",
+        action="store_true",
+        help="probe and import the engine, replay every trace with the imported profile and compare every step",
+    )
     ap.add_argument("--requests", type=int, default=16, help="requests of --random-trace (default 16)")
     ap.add_argument("--prompt-max", type=int, default=600, help="longest prompt of --random-trace (default 600)")
     ap.add_argument("--output-max", type=int, default=48, help="longest output of --random-trace (default 48)")

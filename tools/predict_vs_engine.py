@@ -68,8 +68,14 @@ def poisson_trace(seed: int, n: int, rate: float, prompt: tuple[int, int], outpu
     for i in range(n):
         if i:
             t += rng.expovariate(rate)
-        lines.append({"request_id": f"q{i}", "arrival_time": round(t, 6),
-                      "prompt_len": rng.randint(*prompt), "output_len": rng.randint(*output)})
+        lines.append(
+            {
+                "request_id": f"q{i}",
+                "arrival_time": round(t, 6),
+                "prompt_len": rng.randint(*prompt),
+                "output_len": rng.randint(*output),
+            }
+        )
     return lines
 
 
@@ -124,8 +130,11 @@ def _serve(engine: Any, trace: list[dict], prompts: dict[str, list[int]], last: 
         now = time.monotonic() - t0
         while k < len(pending) and pending[k]["arrival_time"] <= now:
             r = pending[k]
-            engine.add_request(r["request_id"], {"prompt_token_ids": prompts[r["request_id"]]},
-                               SamplingParams(max_tokens=r["output_len"], ignore_eos=True, temperature=0.0))
+            engine.add_request(
+                r["request_id"],
+                {"prompt_token_ids": prompts[r["request_id"]]},
+                SamplingParams(max_tokens=r["output_len"], ignore_eos=True, temperature=0.0),
+            )
             k += 1
         if not engine.has_unfinished_requests():
             if k < len(pending):
@@ -153,11 +162,21 @@ def _serve(engine: Any, trace: list[dict], prompts: dict[str, list[int]], last: 
     requests = {}
     for rid, a in arrival.items():
         n = tokens[rid]
-        requests[rid] = {"ttft_s": first[rid] - a, "e2e_s": finish[rid] - a,
-                         "tpot_s": (finish[rid] - first[rid]) / (n - 1) if n > 1 else None, "output_tokens": n}
+        requests[rid] = {
+            "ttft_s": first[rid] - a,
+            "e2e_s": finish[rid] - a,
+            "tpot_s": (finish[rid] - first[rid]) / (n - 1) if n > 1 else None,
+            "output_tokens": n,
+        }
     makespan = max(finish.values()) - min(arrival.values())
-    return {"requests": requests, "makespan_s": makespan, "steps": steps, "busy_s": busy,
-            "output_tokens_per_s": sum(tokens.values()) / makespan, "step_log": step_log}
+    return {
+        "requests": requests,
+        "makespan_s": makespan,
+        "steps": steps,
+        "busy_s": busy,
+        "output_tokens_per_s": sum(tokens.values()) / makespan,
+        "step_log": step_log,
+    }
 
 
 def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
@@ -168,15 +187,20 @@ def replay(campaign: Path, trace: list[dict]) -> dict[str, Any]:
 
     profile = load_profile(campaign / "profile.json")
     caching = bool(profile.deployments[0].resources.runtime_memory.enable_prefix_caching)
-    cfg = config_from_profile(profile, 0, prefix_caching=caching, table=load_table(campaign / "table.json"),
-                              rules=REPLAY_RULES)
+    cfg = config_from_profile(
+        profile, 0, prefix_caching=caching, table=load_table(campaign / "table.json"), rules=REPLAY_RULES
+    )
     result = run_replay(cfg, parse_trace_lines([json.dumps(r) for r in trace]))
     if result.error is not None:
         raise RuntimeError(f"the replay stopped: {result.error}")
     reqs = {r["request_id"]: r for r in result.requests}
-    return {"requests": reqs, "makespan_s": result.summary["makespan_s"],
-            "output_tokens_per_s": result.summary["output_tokens_per_s"], "steps": result.summary["steps"],
-            "extrapolated_steps": result.summary["extrapolated_steps"]}
+    return {
+        "requests": reqs,
+        "makespan_s": result.summary["makespan_s"],
+        "output_tokens_per_s": result.summary["output_tokens_per_s"],
+        "steps": result.summary["steps"],
+        "extrapolated_steps": result.summary["extrapolated_steps"],
+    }
 
 
 def step_errors(campaign: Path, step_log: list[list[float]]) -> dict[str, Any]:
@@ -241,8 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", default="8:64", help="output length range LO:HI (uniform)")
     ap.add_argument("--label", default="", help="a name for this load in the report")
     ap.add_argument("--warmup-requests", type=int, default=8, help="requests served first and not measured")
-    ap.add_argument("--noise-floor", action="store_true",
-                    help="serve every trace twice and report how far the engine is from itself")
+    ap.add_argument(
+        "--noise-floor",
+        action="store_true",
+        help="serve every trace twice and report how far the engine is from itself",
+    )
     ap.add_argument("-o", "--out", type=Path, help="write every run's numbers as JSON")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -294,9 +321,13 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)  # fmt: skip
             if args.noise_floor:
                 f = run["noise_floor"]
-                print(f"{args.label} run {k + 1} served again: TTFT median {f['ttft_s']['median']:.1%} | TPOT median "
-                      f"{f['tpot_s']['median']:.1%} | E2E median {f['e2e_s']['median']:.1%} | makespan "
-                      f"{f['makespan_s']:+.1%}", file=sys.stderr, flush=True)
+                print(
+                    f"{args.label} run {k + 1} served again: TTFT median {f['ttft_s']['median']:.1%} | TPOT median "
+                    f"{f['tpot_s']['median']:.1%} | E2E median {f['e2e_s']['median']:.1%} | makespan "
+                    f"{f['makespan_s']:+.1%}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         engine.close()
     summary: dict[str, Any] = {}
@@ -310,12 +341,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.noise_floor:
         for metric in ("ttft_s", "tpot_s", "e2e_s"):
             vals = [r["noise_floor"][metric]["median"] for r in runs]
-            summary[f"noise_floor_{metric}_median"] = {"median": statistics.median(vals), "min": min(vals),
-                                                       "max": max(vals)}
+            summary[f"noise_floor_{metric}_median"] = {
+                "median": statistics.median(vals),
+                "min": min(vals),
+                "max": max(vals),
+            }
         vals = [r["noise_floor"]["makespan_s"] for r in runs]
         summary["noise_floor_makespan_s"] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
-    doc = {"campaign": str(args.campaign), "label": args.label, "rate": args.rate, "requests": args.requests,
-           "prompt": prompt, "output": output, "summary": summary, "runs": runs}
+    doc = {
+        "campaign": str(args.campaign),
+        "label": args.label,
+        "rate": args.rate,
+        "requests": args.requests,
+        "prompt": prompt,
+        "output": output,
+        "summary": summary,
+        "runs": runs,
+    }
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({"label": args.label, "summary": summary}))

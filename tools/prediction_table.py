@@ -29,9 +29,13 @@ def line(doc: dict) -> str:
         cells += [pct(s[f"{m}_median"]), pct(s[f"{m}_p90"])]
     cells += [pct(s["makespan_s"], True), pct(s["output_tokens_per_s"], True)]
     if "noise_floor_ttft_s_median" in s:
-        cells.append(" / ".join(f"{s[f'noise_floor_{m}_median']['median']:.0%}".replace("%", " %")
-                                for m in ("ttft_s", "tpot_s", "e2e_s"))
-                     + f" / {s['noise_floor_makespan_s']['median']:+.0%}".replace("%", " %"))
+        cells.append(
+            " / ".join(
+                f"{s[f'noise_floor_{m}_median']['median']:.0%}".replace("%", " %")
+                for m in ("ttft_s", "tpot_s", "e2e_s")
+            )
+            + f" / {s['noise_floor_makespan_s']['median']:+.0%}".replace("%", " %")
+        )
     else:
         cells.append("–")
     loads = [r["uptime"][0] for r in doc["runs"] if "uptime" in r]
@@ -39,9 +43,11 @@ def line(doc: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-HEADER = ("| model | load | arrivals | TTFT median | TTFT P90 | TPOT median | TPOT P90 | E2E median | E2E P90 | "
-          "makespan | throughput | noise floor (TTFT / TPOT / E2E medians, makespan) | load average (1 min) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| model | load | arrivals | TTFT median | TTFT P90 | TPOT median | TPOT P90 | E2E median | E2E P90 | "
+    "makespan | throughput | noise floor (TTFT / TPOT / E2E medians, makespan) | load average (1 min) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str]) -> int:

@@ -136,14 +136,18 @@ def machine_independent(folder: Path) -> dict[str, Any]:
 def differences(a: Path, b: Path) -> list[str]:
     """What differs between two live example folders, apart from the machine-dependent fields."""
     da, db = machine_independent(a), machine_independent(b)
-    out = [f"only in {a}: {k}" for k in sorted(set(da) - set(db))] + [f"only in {b}: {k}" for k in sorted(set(db) - set(da))]
+    out = [f"only in {a}: {k}" for k in sorted(set(da) - set(db))] + [
+        f"only in {b}: {k}" for k in sorted(set(db) - set(da))
+    ]
     out += [f"differs: {k}" for k in sorted(set(da) & set(db)) if da[k] != db[k]]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="regen_live_probes.py", description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="regenerate into a temporary folder and compare; exit 1 on a difference")
+    ap.add_argument(
+        "--check", action="store_true", help="regenerate into a temporary folder and compare; exit 1 on a difference"
+    )
     ap.add_argument("--only", action="append", choices=sorted(LIVE_EXAMPLES), help="one example (repeatable)")
     ap.add_argument("--out", type=Path, help="write into this folder instead of examples/probes/live")
     args = ap.parse_args(argv)

@@ -107,7 +107,9 @@ def generate(name: str, out_dir: Path, *, vllm027_python: Path = DEFAULT_VLLM027
                          "(build it as tox.ini [testenv:vllm027-real] does, or pass --vllm027-python)")  # fmt: skip
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
     args = [str(MODELS / ex.model), str(out_dir), str(ex.tp), "on" if ex.caching else "off", name]
-    done = subprocess.run([str(vllm027_python), "-c", _VLLM027_SNIPPET, *args], check=False, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(vllm027_python), "-c", _VLLM027_SNIPPET, *args], check=False, env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"{name}: the vLLM 0.27.0 dry probe failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -124,7 +126,9 @@ def differences(a: Path, b: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare with the committed examples; exit 1 on any difference")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the committed examples; exit 1 on any difference"
+    )
     parser.add_argument("--only", action="append", choices=sorted(EXAMPLE_SET), help="one example (repeatable)")
     parser.add_argument("--out", type=Path, default=EXAMPLES, help="examples folder (default examples/probes)")
     parser.add_argument("--vllm027-python", type=Path,

@@ -31,10 +31,21 @@ def main() -> int:
     expr = sys.argv[1] if len(sys.argv) > 1 else "c and not differential and not real"
     supp = [f"--suppressions={p}" for p in ("/usr/lib/valgrind/python3.supp",) if Path(p).exists()]
     cmd = [
-        "valgrind", "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite", "--num-callers=30",
+        "valgrind",
+        "--tool=memcheck",
+        "--leak-check=full",
+        "--show-leak-kinds=definite",
+        "--num-callers=30",
         *supp,
-        str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        str(ROOT / "tests" / "replay"), "-k", expr,
+        str(ROOT / ".venv" / "bin" / "python"),
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(ROOT / "tests" / "replay"),
+        "-k",
+        expr,
     ]
     env = {**os.environ, "PYTHONMALLOC": "malloc"}
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -49,7 +60,9 @@ def main() -> int:
     summary = [ln for ln in proc.stderr.splitlines() if "ERROR SUMMARY" in ln]
     out = proc.stdout.strip().splitlines()
     print("\n".join(out[-15:]) if proc.returncode else (out[-1] if out else "(no pytest output)"))
-    print(f"valgrind records through fpmcore's library: {len(ours)}; interpreter total: {summary[-1] if summary else '?'}")
+    print(
+        f"valgrind records through fpmcore's library: {len(ours)}; interpreter total: {summary[-1] if summary else '?'}"
+    )
     for r in ours[:5]:
         print("\n".join(r), file=sys.stderr)
     return 0 if (proc.returncode == 0 and not ours) else 1

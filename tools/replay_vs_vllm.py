@@ -76,8 +76,9 @@ KINDS = ("plain", "window", "gdn", "glm")
 def oracle_features() -> dict[str, Any]:
     """What the oracle's vLLM has (``vllm_sched.py --features``): its version, KV cache layouts, ring
     groups, Mamba prefill checkpoint blocks and the fields of its ``SchedulerConfig``."""
-    proc = subprocess.run([ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), "--features"], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), "--features"], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"vllm_sched.py --features failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -98,11 +99,16 @@ DEFAULT_FEATURES: dict[str, Any] = {"kv_cache_layouts": True}
 
 
 def _attn(indices: list[int], spec: str = "FullAttentionSpec", **kw: Any) -> dict[str, Any]:
-    return {"name": "model.layers.{i}.self_attn.attn", "indices": indices,
-            "spec": {"type": spec, "num_kv_heads": 1, "head_size": 16, "dtype": "bfloat16", **kw}}
+    return {
+        "name": "model.layers.{i}.self_attn.attn",
+        "indices": indices,
+        "spec": {"type": spec, "num_kv_heads": 1, "head_size": 16, "dtype": "bfloat16", **kw},
+    }
 
 
-def scheduler_settings(rng: random.Random, max_model_len: int, settings: frozenset[str] = SCHEDULER_SETTINGS) -> dict[str, Any]:
+def scheduler_settings(
+    rng: random.Random, max_model_len: int, settings: frozenset[str] = SCHEDULER_SETTINGS
+) -> dict[str, Any]:
     """vLLM scheduler settings, each either vLLM's default or a random value; only the ``settings`` the runtime has."""
     budget = rng.choice([16, 32, 48, 64, 128, 256])
     seqs = rng.randint(1, 6)
@@ -111,8 +117,9 @@ def scheduler_settings(rng: random.Random, max_model_len: int, settings: frozens
     draws = {
         "scheduler_reserve_full_isl": rng.random() < 0.6,
         "watermark": rng.choice([0.0, 0.0, 0.0, 0.05, 0.1]),
-        "max_num_scheduled_tokens": (rng.choice([max(budget // 2, 1), max(budget - 5, 1), budget + 16])
-                                     if rng.random() < 0.3 else None),
+        "max_num_scheduled_tokens": (
+            rng.choice([max(budget // 2, 1), max(budget - 5, 1), budget + 16]) if rng.random() < 0.3 else None
+        ),
         "max_num_active_seqs": rng.randint(1, seqs) if rng.random() < 0.3 else None,
     }
     threshold = rng.random() < 0.35
@@ -131,8 +138,14 @@ def scheduler_settings(rng: random.Random, max_model_len: int, settings: frozens
     return s
 
 
-def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int,
-               rules: RuntimeRules | None = None, features: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_json(
+    kind: str,
+    rng: random.Random,
+    caching: bool,
+    max_model_len: int,
+    rules: RuntimeRules | None = None,
+    features: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A small MODEL.json for the oracle (its ``examples/README.md`` format): what the oracle's vLLM has
     (``features``), with the scheduler settings the replay models for it (``rules``)."""
     rules = rules or default_rules()
@@ -161,8 +174,12 @@ def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int,
         ngroups_mamba = rng.choice([1, 2])
         ck = rng.choice([0, 1, 1])
         align = rng.choice([1, 2, 4, 8, 16])
-        mamba_spec = {"type": "MambaSpec", "shapes": [[8, 3], [2, 8, 8]], "dtypes": ["bfloat16", "float32"],
-                      "mamba_type": "GDN_ATTN"}
+        mamba_spec = {
+            "type": "MambaSpec",
+            "shapes": [[8, 3], [2, 8, 8]],
+            "dtypes": ["bfloat16", "float32"],
+            "mamba_type": "GDN_ATTN",
+        }
         if not rules.mamba_prefill_checkpoints:
             ck = 0  # the runtime's MambaSpec has no checkpoint fields
         else:
@@ -173,23 +190,49 @@ def model_json(kind: str, rng: random.Random, caching: bool, max_model_len: int,
         layers = [{"name": "model.layers.{i}.self_attn", "indices": list(range(ngroups_mamba)), "spec": mamba_spec}]
         ring = 0
         if kind == "gdn":
-            layers.append({"name": "model.layers.{i}.self_attn.attn", "indices": [ngroups_mamba],
-                           "spec": {"type": "FullAttentionSpec", "num_kv_heads": 1, "head_size": 64,
-                                    "dtype": "bfloat16"}})
+            layers.append(
+                {
+                    "name": "model.layers.{i}.self_attn.attn",
+                    "indices": [ngroups_mamba],
+                    "spec": {"type": "FullAttentionSpec", "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"},
+                }
+            )
         else:
             # A vLLM without KV cache layouts (0.27.0) unifies the group pages by growing the
             # attention block: an MLA page of 128 × 16 × 2 bytes equals the padded Mamba page,
             # so that every group keeps the block of 16.
             mla_head = 64 if features["kv_cache_layouts"] else 128
-            layers.append({"name": "model.layers.{i}.self_attn.attn", "indices": [ngroups_mamba],
-                           "spec": {"type": "MLAAttentionSpec", "num_kv_heads": 1, "max_tp_shards": 1,
-                                    "head_size": mla_head, "dtype": "bfloat16", "cache_dtype_str": "auto"}})
+            layers.append(
+                {
+                    "name": "model.layers.{i}.self_attn.attn",
+                    "indices": [ngroups_mamba],
+                    "spec": {
+                        "type": "MLAAttentionSpec",
+                        "num_kv_heads": 1,
+                        "max_tp_shards": 1,
+                        "head_size": mla_head,
+                        "dtype": "bfloat16",
+                        "cache_dtype_str": "auto",
+                    },
+                }
+            )
             if rng.random() < 0.7 and rules.ring_groups:
                 ring = 1
-                layers.append({"name": "model.layers.{i}.self_attn.indexer.tail_cache", "indices": [ngroups_mamba],
-                               "spec": {"type": "CircularBufferSpec", "block_size": 16, "num_kv_heads": 1,
-                                        "head_size": 16, "head_size_v": 0, "dtype": "bfloat16",
-                                        "dcp_sharded": False}})
+                layers.append(
+                    {
+                        "name": "model.layers.{i}.self_attn.indexer.tail_cache",
+                        "indices": [ngroups_mamba],
+                        "spec": {
+                            "type": "CircularBufferSpec",
+                            "block_size": 16,
+                            "num_kv_heads": 1,
+                            "head_size": 16,
+                            "head_size_v": 0,
+                            "dtype": "bfloat16",
+                            "dcp_sharded": False,
+                        },
+                    }
+                )
         m["kv_cache_layout"] = "BLHNC"
         m["cache"] = {"block_size": BLOCK, "mamba_page_size_padded": 4096}
         m["layers"] = layers
@@ -241,8 +284,17 @@ def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool, rules
             groups.append(GroupSpec(name, KIND_WINDOW, g["block_size"], page, window=g["sliding_window"]))
         elif g["type"] == "MambaSpec":
             ck = g["num_prefill_checkpoint_blocks"] or 0
-            groups.append(GroupSpec(name, KIND_MAMBA, g["block_size"], page, blocks_per_request=1,
-                                    checkpoint_blocks=ck, checkpoint_alignment=g["prefill_checkpoint_alignment"] or 0))
+            groups.append(
+                GroupSpec(
+                    name,
+                    KIND_MAMBA,
+                    g["block_size"],
+                    page,
+                    blocks_per_request=1,
+                    checkpoint_blocks=ck,
+                    checkpoint_alignment=g["prefill_checkpoint_alignment"] or 0,
+                )
+            )
         elif g["type"] == "CircularBufferSpec":
             groups.append(GroupSpec(name, KIND_RING, g["block_size"], page, blocks_per_request=1))
         else:
@@ -278,8 +330,12 @@ def compare(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str | N
     ``schedule()`` call after the last finish, which schedules nothing; such
     trailing empty steps are not compared.
     """
-    while len(theirs) > len(ours) and not theirs[-1]["scheduled"] and not theirs[-1]["running"] \
-            and theirs[-1]["waiting"] == 0:
+    while (
+        len(theirs) > len(ours)
+        and not theirs[-1]["scheduled"]
+        and not theirs[-1]["running"]
+        and theirs[-1]["waiting"] == 0
+    ):
         theirs = theirs[:-1]
     for k in range(max(len(ours), len(theirs))):
         if k >= len(ours) or k >= len(theirs):
@@ -300,8 +356,13 @@ def compare(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str | N
     return None
 
 
-def build_jobs(n: int, seed: int, kinds: tuple[str, ...] = KINDS, rules: RuntimeRules | None = None,
-               features: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def build_jobs(
+    n: int,
+    seed: int,
+    kinds: tuple[str, ...] = KINDS,
+    rules: RuntimeRules | None = None,
+    features: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     combos = [(k, c) for k in kinds for c in (False, True)]
     jobs = []
@@ -310,8 +371,14 @@ def build_jobs(n: int, seed: int, kinds: tuple[str, ...] = KINDS, rules: Runtime
         L = rng.choice([128, 256, 512])
         model = model_json(kind, rng, caching, L, rules, features)
         priorities = model["scheduler"].get("policy") == "priority"
-        jobs.append({"kind": kind, "caching": caching, "model": model,
-                     "trace": random_trace(rng, L, share=caching and rng.random() < 0.8, priorities=priorities)})
+        jobs.append(
+            {
+                "kind": kind,
+                "caching": caching,
+                "model": model,
+                "trace": random_trace(rng, L, share=caching and rng.random() < 0.8, priorities=priorities),
+            }
+        )
     return jobs
 
 
@@ -319,8 +386,12 @@ def run_oracle(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as d:
         src, dst = Path(d) / "jobs.json", Path(d) / "out.json"
         src.write_text(json.dumps({"jobs": [{k: j[k] for k in ("model", "caching", "trace")} for j in jobs]}))
-        proc = subprocess.run([ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), str(src), str(dst)],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [ORACLE_PY, str(ROOT / "tools" / "vllm_sched.py"), str(src), str(dst)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"vllm_sched.py failed ({proc.returncode}): {proc.stderr[-2000:]}")
         return json.loads(dst.read_text())["results"]
@@ -328,8 +399,18 @@ def run_oracle(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _settings_used(model: dict[str, Any]) -> list[str]:
     s = model["scheduler"]
-    used = [k for k in ("max_num_scheduled_tokens", "max_num_active_seqs", "long_prefill_token_threshold",
-                        "prefill_schedule_interval", "max_num_queued_reqs", "max_num_queued_tokens") if k in s]
+    used = [
+        k
+        for k in (
+            "max_num_scheduled_tokens",
+            "max_num_active_seqs",
+            "long_prefill_token_threshold",
+            "prefill_schedule_interval",
+            "max_num_queued_reqs",
+            "max_num_queued_tokens",
+        )
+        if k in s
+    ]
     if s.get("long_prefill_token_threshold_adaptive"):
         used.append("long_prefill_token_threshold_adaptive")
     if s.get("policy") == "priority":
@@ -341,8 +422,9 @@ def _settings_used(model: dict[str, Any]) -> list[str]:
     return used
 
 
-def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str, ...] = KINDS,
-                 rules: RuntimeRules | None = None) -> dict[str, Any]:
+def differential(
+    n: int, seed: int, backend: str | None = None, kinds: tuple[str, ...] = KINDS, rules: RuntimeRules | None = None
+) -> dict[str, Any]:
     """Run ``n`` random traces through vLLM and the replay; a report of the outcome."""
     features = oracle_features()
     rules = rules or oracle_rules(features)
@@ -353,8 +435,18 @@ def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str
                               "settings": {}, "mismatches": [], "refusals": [], "by_kind": {}}  # fmt: skip
     for i, (job, res) in enumerate(zip(jobs, results)):
         key = f"{job['kind']}/{'on' if job['caching'] else 'off'}"
-        kr = report["by_kind"].setdefault(key, {"compared": 0, "matched": 0, "steps": 0, "preemptions": 0,
-                                                "prefix_hit_requests": 0, "prefix_hit_tokens": 0, "rejected": 0})
+        kr = report["by_kind"].setdefault(
+            key,
+            {
+                "compared": 0,
+                "matched": 0,
+                "steps": 0,
+                "preemptions": 0,
+                "prefix_hit_requests": 0,
+                "prefix_hit_tokens": 0,
+                "rejected": 0,
+            },
+        )
         if "error" in res:
             report["vllm_refused"] += 1
             report["refusals"].append({"job": i, "kind": key, "error": res["error"]})
@@ -380,8 +472,9 @@ def differential(n: int, seed: int, backend: str | None = None, kinds: tuple[str
             report["matched"] += 1
             kr["matched"] += 1
         else:
-            report["mismatches"].append({"job": i, "kind": key, "diff": diff, "model": job["model"],
-                                         "trace": job["trace"]})
+            report["mismatches"].append(
+                {"job": i, "kind": key, "diff": diff, "model": job["model"], "trace": job["trace"]}
+            )
     return report
 
 

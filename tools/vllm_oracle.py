@@ -69,7 +69,6 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
@@ -83,7 +82,6 @@ from typing import Any  # noqa: E402
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
-
 import vllm  # noqa: E402
 from vllm.config import (  # noqa: E402
     CacheConfig,
@@ -213,9 +211,7 @@ _FAKE_MODEL_CONFIG = {
 
 
 def _fake_model_dir() -> str:
-    root = Path(
-        os.environ.get("VLLM_ORACLE_CACHE", Path.home() / ".cache" / "vllm_oracle")
-    )
+    root = Path(os.environ.get("VLLM_ORACLE_CACHE", Path.home() / ".cache" / "vllm_oracle"))
     model_dir = root / "fake_llama"
     cfg = model_dir / "config.json"
     text = json.dumps(_FAKE_MODEL_CONFIG, indent=1, sort_keys=True)
@@ -347,9 +343,11 @@ def build_spec(spec_json: dict, vllm_config: VllmConfig) -> kvi.KVCacheSpec:
     cache_config = vllm_config.cache_config
     import dataclasses
 
-    if dataclasses.is_dataclass(cls) and "max_tp_shards" in fields and "max_tp_shards" not in {
-        f.name for f in dataclasses.fields(cls)
-    }:
+    if (
+        dataclasses.is_dataclass(cls)
+        and "max_tp_shards" in fields
+        and "max_tp_shards" not in {f.name for f in dataclasses.fields(cls)}
+    ):
         # vLLM 0.27.0's MLA spec has no TP shard count: one shard, as the JSON says.
         if int(fields.pop("max_tp_shards")) != 1:
             raise ValueError(f"{type_name} of this vLLM has no max_tp_shards")
@@ -439,9 +437,7 @@ def plan_kv_cache(model: dict, enable_prefix_caching: bool) -> Plan:
     available = int(float(model["available_memory_bytes"]))
     if get_global_kv_cache_groups is not None:
         global_groups = get_global_kv_cache_groups(vllm_config, kv_cache_specs)
-        kv_cache_configs = get_kv_cache_configs(
-            vllm_config, kv_cache_specs, [available], global_groups
-        )
+        kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs, [available], global_groups)
     else:
         kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs, [available])
     if layout is not None:
@@ -451,12 +447,8 @@ def plan_kv_cache(model: dict, enable_prefix_caching: bool) -> Plan:
     vllm_config.cache_config.num_gpu_blocks = sched_cfg.num_blocks
     groups = sched_cfg.kv_cache_groups
     if groups and update_kv_cache_capacity is not None:
-        participating = [
-            g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable
-        ]
-        vllm_config.cache_config.block_size = min(
-            participating or [g.kv_cache_spec.block_size for g in groups]
-        )
+        participating = [g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
+        vllm_config.cache_config.block_size = min(participating or [g.kv_cache_spec.block_size for g in groups])
         update_kv_cache_capacity(vllm_config, sched_cfg)
     elif groups:
         vllm_config.cache_config.block_size = min(g.kv_cache_spec.block_size for g in groups)
@@ -465,9 +457,7 @@ def plan_kv_cache(model: dict, enable_prefix_caching: bool) -> Plan:
             vllm_config.cache_config.kv_cache_max_concurrency,
         ) = get_kv_cache_capacity(vllm_config, sched_cfg)
     vllm_config.validate_block_size()
-    scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(
-        sched_cfg, vllm_config
-    )
+    scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(sched_cfg, vllm_config)
     cache_hit_alignment = None
     if resolve_cache_hit_alignment_tokens is not None:
         cache_hit_alignment = resolve_cache_hit_alignment_tokens(
@@ -549,8 +539,11 @@ def plan_report(plan: Plan) -> dict:
             page_counts[key] = page_counts.get(key, 0) + 1
         sspec = sg.kv_cache_spec
         role = getattr(sg, "role", None)  # group roles are newer than vLLM 0.27.0
-        manager_cls = (KVCacheSpecRegistry.get_manager_class(sspec, role) if role is not None
-                       else KVCacheSpecRegistry.get_manager_class(sspec))
+        manager_cls = (
+            KVCacheSpecRegistry.get_manager_class(sspec, role)
+            if role is not None
+            else KVCacheSpecRegistry.get_manager_class(sspec)
+        )
         req_blocks = cdiv(sspec.max_memory_usage_bytes(vc), sspec.page_size_bytes)
         groups.append(
             {
@@ -564,9 +557,7 @@ def plan_report(plan: Plan) -> dict:
                 "scheduler_spec": _spec_summary(sspec),
                 "manager": manager_cls.__name__ if manager_cls else None,
                 "blocks_per_request_at_max_model_len": req_blocks,
-                "max_num_blocks_per_req": sspec.max_num_blocks_per_req(
-                    vc, vc.model_config.max_model_len
-                ),
+                "max_num_blocks_per_req": sspec.max_num_blocks_per_req(vc, vc.model_config.max_model_len),
             }
         )
     tensors = []
@@ -613,34 +604,48 @@ def plan_report(plan: Plan) -> dict:
 
 def print_plan(rep: dict, show_layers: bool = False) -> None:
     p = print
-    p(f"== vLLM {rep['vllm_version']} KV cache plan "
-      f"(prefix caching {'ON' if rep['enable_prefix_caching'] else 'OFF'})")
-    p(f"max_model_len={rep['max_model_len']} available={rep['available_memory_bytes']} "
-      f"layout={rep['kv_cache_layout']} mamba_cache_mode={rep['mamba_cache_mode']} "
-      f"mamba_block_size={rep['mamba_block_size']}")
+    p(f"== vLLM {rep['vllm_version']} KV cache plan (prefix caching {'ON' if rep['enable_prefix_caching'] else 'OFF'})")
+    p(
+        f"max_model_len={rep['max_model_len']} available={rep['available_memory_bytes']} "
+        f"layout={rep['kv_cache_layout']} mamba_cache_mode={rep['mamba_cache_mode']} "
+        f"mamba_block_size={rep['mamba_block_size']}"
+    )
     p(f"layers={rep['num_layers']} groups={rep['num_groups']}")
     for g in rep["groups"]:
         s = g["scheduler_spec"]
-        p(f"  group {g['group_id']}: {g['num_layers']} layers {g['layer_spec_types']} "
-          f"[{g['worker_spec_type']}] manager={g['manager']}")
-        p(f"     block_size={s['block_size']} group_page={g['group_page_size_bytes']} "
-          f"layer_pages={g['layer_page_sizes']} prefix_cacheable={s['prefix_cacheable']}")
-        p(f"     blocks/request@max_model_len={g['blocks_per_request_at_max_model_len']} "
-          f"max_num_blocks_per_req={g['max_num_blocks_per_req']}")
+        p(
+            f"  group {g['group_id']}: {g['num_layers']} layers {g['layer_spec_types']} "
+            f"[{g['worker_spec_type']}] manager={g['manager']}"
+        )
+        p(
+            f"     block_size={s['block_size']} group_page={g['group_page_size_bytes']} "
+            f"layer_pages={g['layer_page_sizes']} prefix_cacheable={s['prefix_cacheable']}"
+        )
+        p(
+            f"     blocks/request@max_model_len={g['blocks_per_request_at_max_model_len']} "
+            f"max_num_blocks_per_req={g['max_num_blocks_per_req']}"
+        )
         if show_layers:
             p(f"     layers: {g['layer_names']}")
-    p(f"bytes_per_block={rep['bytes_per_block']} num_blocks={rep['num_blocks']} "
-      f"(usable {rep['usable_blocks']}, 1 null block)")
-    p(f"kv_cache_tensors={len(rep['kv_cache_tensors'])} "
-      f"backing size={rep['kv_cache_tensors'][0]['size'] if rep['kv_cache_tensors'] else 0}")
-    p(f"kv_cache_max_concurrency={rep['kv_cache_max_concurrency']:.6f} "
-      f"kv_cache_size_tokens={rep['kv_cache_size_tokens']}")
-    p(f"cache_config.block_size(final)={rep['final_cache_block_size']} "
-      f"scheduler_block_size={rep['scheduler_block_size']} "
-      f"hash_block_size={rep['hash_block_size']} "
-      f"cache_hit_alignment_tokens={rep['cache_hit_alignment_tokens']}")
-    p(f"max_in_flight_tokens={rep['max_in_flight_tokens']} "
-      f"max_num_batched_tokens={rep['max_num_batched_tokens']}")
+    p(
+        f"bytes_per_block={rep['bytes_per_block']} num_blocks={rep['num_blocks']} "
+        f"(usable {rep['usable_blocks']}, 1 null block)"
+    )
+    p(
+        f"kv_cache_tensors={len(rep['kv_cache_tensors'])} "
+        f"backing size={rep['kv_cache_tensors'][0]['size'] if rep['kv_cache_tensors'] else 0}"
+    )
+    p(
+        f"kv_cache_max_concurrency={rep['kv_cache_max_concurrency']:.6f} "
+        f"kv_cache_size_tokens={rep['kv_cache_size_tokens']}"
+    )
+    p(
+        f"cache_config.block_size(final)={rep['final_cache_block_size']} "
+        f"scheduler_block_size={rep['scheduler_block_size']} "
+        f"hash_block_size={rep['hash_block_size']} "
+        f"cache_hit_alignment_tokens={rep['cache_hit_alignment_tokens']}"
+    )
+    p(f"max_in_flight_tokens={rep['max_in_flight_tokens']} max_num_batched_tokens={rep['max_num_batched_tokens']}")
 
 
 def _safe_attr(obj: Any, name: str) -> Any:
@@ -667,15 +672,9 @@ def spec_table(model: dict, enable_prefix_caching: bool) -> list[dict]:
                 **_spec_summary(spec),
                 "real_page_size_bytes": _safe_attr(spec, "real_page_size_bytes"),
                 "max_memory_usage_bytes": mem,
-                "startup_blocks_per_request": cdiv(mem, spec.page_size_bytes)
-                if spec.page_size_bytes
-                else None,
-                "max_num_blocks_per_req": spec.max_num_blocks_per_req(
-                    vc, vc.model_config.max_model_len
-                ),
-                "uniform_type_base": getattr(
-                    KVCacheSpecRegistry.get_uniform_type_base_spec(spec), "__name__", None
-                ),
+                "startup_blocks_per_request": cdiv(mem, spec.page_size_bytes) if spec.page_size_bytes else None,
+                "max_num_blocks_per_req": spec.max_num_blocks_per_req(vc, vc.model_config.max_model_len),
+                "uniform_type_base": getattr(KVCacheSpecRegistry.get_uniform_type_base_spec(spec), "__name__", None),
                 "manager": getattr(KVCacheSpecRegistry.get_manager_class(spec), "__name__", None),
             }
         )
@@ -742,13 +741,8 @@ def mamba_split_shim(plan: Plan, kv_manager: KVCacheManager) -> SimpleNamespace 
     has_mamba = cfg.has_mamba_layers
     if not (has_mamba and vc.cache_config.mamba_cache_mode == "align"):
         return None
-    mamba_specs = [
-        g.kv_cache_spec for g in cfg.kv_cache_groups if isinstance(g.kv_cache_spec, kvi.MambaSpec)
-    ]
-    partial = (
-        plan.hash_block_size < plan.scheduler_block_size
-        and kv_manager.coordinator.enable_partial_hash_hits
-    )
+    mamba_specs = [g.kv_cache_spec for g in cfg.kv_cache_groups if isinstance(g.kv_cache_spec, kvi.MambaSpec)]
+    partial = plan.hash_block_size < plan.scheduler_block_size and kv_manager.coordinator.enable_partial_hash_hits
     sched_cfg = vc.scheduler_config
     return SimpleNamespace(
         cache_config=vc.cache_config,
@@ -758,12 +752,8 @@ def mamba_split_shim(plan: Plan, kv_manager: KVCacheManager) -> SimpleNamespace 
         mamba_partial_cache_hit=partial,
         use_eagle_block_drop=False,
         num_hash_lookahead_tokens=vc.num_hash_lookahead_tokens,
-        mamba_has_prefill_checkpoint_blocks=all(
-            s.num_prefill_checkpoint_blocks > 0 for s in mamba_specs
-        ),
-        mamba_prefill_checkpoint_alignment=(
-            mamba_specs[0].prefill_checkpoint_alignment if mamba_specs else None
-        ),
+        mamba_has_prefill_checkpoint_blocks=all(s.num_prefill_checkpoint_blocks > 0 for s in mamba_specs),
+        mamba_prefill_checkpoint_alignment=(mamba_specs[0].prefill_checkpoint_alignment if mamba_specs else None),
         max_num_scheduled_tokens=(
             sched_cfg.max_num_scheduled_tokens
             if sched_cfg.max_num_scheduled_tokens is not None
@@ -792,9 +782,7 @@ def make_kv_manager(plan: Plan, log_stats: bool = False) -> KVCacheManager:
         hash_block_size=plan.hash_block_size,
         metrics_collector=None,
         watermark=vc.scheduler_config.watermark,
-        enable_mamba_shared_prefix_checkpoint=(
-            vc.cache_config.enable_mamba_shared_prefix_checkpoint
-        ),
+        enable_mamba_shared_prefix_checkpoint=(vc.cache_config.enable_mamba_shared_prefix_checkpoint),
     )
 
 
@@ -833,8 +821,7 @@ class ManagerDriver:
         req = self.requests.get(rid)
         if req is None:
             self.arrival += 1.0
-            req = new_request(rid, self.prompts[rid], self.max_tokens.get(rid, 1 << 20),
-                              self.hasher, self.arrival)
+            req = new_request(rid, self.prompts[rid], self.max_tokens.get(rid, 1 << 20), self.hasher, self.arrival)
             self.requests[rid] = req
         return req
 
@@ -988,8 +975,7 @@ def print_trace(out: dict) -> None:
             else:
                 ops.append(f"{r['op']} {r['req']}")
         reqs = " ".join(f"{rid}={v}" for rid, v in s["requests"].items())
-        print(f"step {s['step']:3d} | {'; '.join(ops)} | free={s['free_blocks']} "
-              f"cached={s['cached_hashes']} | {reqs}")
+        print(f"step {s['step']:3d} | {'; '.join(ops)} | free={s['free_blocks']} cached={s['cached_hashes']} | {reqs}")
 
 
 # ---------------------------------------------------------------------------
@@ -1009,7 +995,7 @@ def run_bench(model: dict, args) -> dict:
             use_shared = args.shared_prefix_len and rng.random() < args.shared_fraction
             body_len = plen - (len(shared) if use_shared else 0)
             body = [rng.randrange(1, VOCAB) for _ in range(max(body_len, 1))]
-            prompt = (shared + body)[:max(plen, 1)] if use_shared else body[:plen]
+            prompt = (shared + body)[: max(plen, 1)] if use_shared else body[:plen]
             specs.append((f"r{i}", prompt, ndec))
         kv = make_kv_manager(plan)
         hasher = make_block_hasher(plan)
@@ -1064,12 +1050,7 @@ def run_bench(model: dict, args) -> dict:
                 scheduled.append((req, n))
                 token_budget -= n
                 idx += 1
-            while (
-                not preempted_this_step
-                and waiting
-                and token_budget > 0
-                and len(running) < args.max_running
-            ):
+            while not preempted_this_step and waiting and token_budget > 0 and len(running) < args.max_running:
                 i = waiting[-1]
                 rid, prompt, ndec = specs[i]
                 req = new_request(rid, prompt, ndec, hasher, float(i))
@@ -1082,8 +1063,12 @@ def run_bench(model: dict, args) -> dict:
                         break
                 t0 = perf()
                 new = kv.allocate_slots(
-                    req, n, num_new_computed_tokens=hit, new_computed_blocks=blocks,
-                    full_sequence_must_fit=True, has_scheduled_reqs=bool(running),
+                    req,
+                    n,
+                    num_new_computed_tokens=hit,
+                    new_computed_blocks=blocks,
+                    full_sequence_must_fit=True,
+                    has_scheduled_reqs=bool(running),
                 )
                 alloc_time += perf() - t0
                 calls += 1
@@ -1207,9 +1192,17 @@ def engine_core_request(rid: str, prompt: list[int], max_tokens: int, arrival: f
 
     params = SamplingParams(max_tokens=max_tokens, output_kind=RequestOutputKind.DELTA, detokenize=False)
     return EngineCoreRequest(
-        request_id=rid, prompt_token_ids=list(prompt), mm_features=None, sampling_params=params,
-        pooling_params=None, arrival_time=arrival, lora_request=None, cache_salt=None, data_parallel_rank=None,
-        priority=priority, external_req_id=rid,
+        request_id=rid,
+        prompt_token_ids=list(prompt),
+        mm_features=None,
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=arrival,
+        lora_request=None,
+        cache_salt=None,
+        data_parallel_rank=None,
+        priority=priority,
+        external_req_id=rid,
     )
 
 
@@ -1237,8 +1230,9 @@ def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
         rejected = []
         for rid in arrivals.get(step, []):
             d = req_defs[rid]
-            ecr = engine_core_request(rid, prompts[rid], int(d.get("max_tokens", 16)), float(seen),
-                                      int(d.get("priority", 0)))
+            ecr = engine_core_request(
+                rid, prompts[rid], int(d.get("max_tokens", 16)), float(seen), int(d.get("priority", 0))
+            )
             seen += 1
             if not front.admit(ecr):
                 rejected.append(rid)
@@ -1278,9 +1272,7 @@ def run_scheduler_trace(model: dict, trace: dict, caching: bool) -> dict:
                 "free_blocks": kv.block_pool.get_num_free_blocks(),
                 "running": [r.request_id for r in sched.running],
                 "waiting": len(sched.waiting),
-                "blocks": {
-                    r.request_id: request_block_counts(kv, r.request_id) for r in sched.running
-                },
+                "blocks": {r.request_id: request_block_counts(kv, r.request_id) for r in sched.running},
             }
         )
     return {"plan": plan_report(plan), "steps": steps}
@@ -1297,8 +1289,10 @@ def print_sched(out: dict) -> None:
         if s["finished"]:
             extra += f" finished={s['finished']}"
         blocks = " ".join(f"{k}={v}" for k, v in s["blocks"].items())
-        print(f"step {s['step']:3d} | {sch} (total {s['total_tokens']}){extra} | "
-              f"free={s['free_blocks']} waiting={s['waiting']} | {blocks}")
+        print(
+            f"step {s['step']:3d} | {sch} (total {s['total_tokens']}){extra} | "
+            f"free={s['free_blocks']} waiting={s['waiting']} | {blocks}"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -1369,9 +1363,17 @@ def main() -> int:
                 print_plan(rep, show_layers=args.layers)
     elif args.cmd == "specs":
         for m in _modes(args.caching):
-            print(json.dumps({"enable_prefix_caching": m,
-                              "max_model_len": model["max_model_len"],
-                              "specs": spec_table(model, m)}, indent=1, default=str))
+            print(
+                json.dumps(
+                    {
+                        "enable_prefix_caching": m,
+                        "max_model_len": model["max_model_len"],
+                        "specs": spec_table(model, m),
+                    },
+                    indent=1,
+                    default=str,
+                )
+            )
     elif args.cmd == "trace":
         trace = _load(args.trace)
         model = _merge(model, trace.get("model_overrides", {}))
@@ -1395,9 +1397,15 @@ def main() -> int:
         text = json.dumps(summary, indent=1, default=str)
         if args.json_out:
             Path(args.json_out).write_text(text)
-        print(json.dumps({k: summary[k] for k in (
-            "num_groups", "median_calls_per_s_alloc_only", "median_calls_per_s_wall",
-            "median_wall_s")}, indent=1))
+        print(
+            json.dumps(
+                {
+                    k: summary[k]
+                    for k in ("num_groups", "median_calls_per_s_alloc_only", "median_calls_per_s_wall", "median_wall_s")
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

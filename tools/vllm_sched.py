@@ -27,7 +27,6 @@ import json
 import os
 import sys
 
-
 _ENV = {
     "VLLM_TARGET_DEVICE": "cpu",
     "HF_HUB_OFFLINE": "1",

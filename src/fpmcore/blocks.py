@@ -26,7 +26,12 @@ def cdiv(a: int, b: int) -> int:
 
 
 def block_range(
-    computed: int, target: int, *, block: int, window: int | None = None, state_blocks: int | None = None,
+    computed: int,
+    target: int,
+    *,
+    block: int,
+    window: int | None = None,
+    state_blocks: int | None = None,
     label: str = "",
 ) -> tuple[int, int]:
     """01 P-14: the half-open range ``[first, end)`` of logical blocks held during a forward ``computed → target``.

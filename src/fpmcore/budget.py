@@ -19,8 +19,8 @@ import attrs
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import is_finite_number
-from fpmcore.schema import MAX_EXACT
 from fpmcore.profile import FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
+from fpmcore.schema import MAX_EXACT
 
 PENDING_MESSAGE = (
     "FPM memory is pending runtime profiling; collect and finalize runtime memory or provide "
@@ -121,7 +121,9 @@ def cache_budget(profile: FpmModelProfile, request: BudgetRequest) -> Budget:
                 "collect new runtime memory for changed settings",
             )
         if ctx is not None and ctx > rm.max_model_len:
-            raise FpmError("P-89", f"context_length exceeds runtime memory max_model_len; got {ctx} > {rm.max_model_len}")
+            raise FpmError(
+                "P-89", f"context_length exceeds runtime memory max_model_len; got {ctx} > {rm.max_model_len}"
+            )
         if f != rm.gpu_memory_utilization:
             raise FpmError(
                 "P-90",
@@ -129,7 +131,9 @@ def cache_budget(profile: FpmModelProfile, request: BudgetRequest) -> Budget:
                 f"got {f!r}, recorded {rm.gpu_memory_utilization!r}",
             )
         if r.cuda_graph_reserved_bytes != 0:
-            raise FpmError("P-91", "runtime memory already includes graph reservations; cuda_graph_reserved_bytes must be 0")
+            raise FpmError(
+                "P-91", "runtime memory already includes graph reservations; cuda_graph_reserved_bytes must be 0"
+            )
         avail = math.floor(cap * f)
         if avail < rm.kv_cache_bytes:
             raise FpmError(

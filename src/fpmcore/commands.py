@@ -220,8 +220,13 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
 def _configure_schema(p: argparse.ArgumentParser) -> None:
     from fpmcore.schema import SCHEMAS
 
-    p.add_argument("name", metavar="NAME", nargs="?", choices=[e.name for e in SCHEMAS],
-                   help="the document whose JSON Schema to print; without NAME, the list of schemas")
+    p.add_argument(
+        "name",
+        metavar="NAME",
+        nargs="?",
+        choices=[e.name for e in SCHEMAS],
+        help="the document whose JSON Schema to print; without NAME, the list of schemas",
+    )
     p.add_argument("--json", action="store_true",
                    help="print JSON on stdout: the schema itself, or without NAME the list of schemas")  # fmt: skip
 
@@ -262,8 +267,13 @@ def fpm_cli_commands() -> list[CliCommand]:
     commands = [
         CliCommand("plugins", "list the installed plugins and their status", _configure_plugins, _run_plugins),
         CliCommand("profile", "check an FPM profile file", _configure_profile, _run_profile),
-        CliCommand("schema", "print the JSON Schema of a profile, a record, a plan, an artifact file, a trace, "
-                   "a latency table or a sweep grid", _configure_schema, _run_schema),  # fmt: skip
+        CliCommand(
+            "schema",
+            "print the JSON Schema of a profile, a record, a plan, an artifact file, a trace, "
+            "a latency table or a sweep grid",
+            _configure_schema,
+            _run_schema,
+        ),  # fmt: skip
     ]
     for module, factory in PIPELINE_COMMANDS:
         commands.append(getattr(importlib.import_module(module), factory)())

@@ -130,7 +130,9 @@ def check_info(plugin: object, name: str = "") -> tuple[PluginInfo | None, list[
     if not info.summary.strip():
         problems.append("plugin info: no summary (fpm plugins show prints it)")
     if info.api_version != API_VERSION:
-        problems.append(f"plugin info: hook API {info.api_version} is not supported; this fpmcore provides {API_VERSION}")
+        problems.append(
+            f"plugin info: hook API {info.api_version} is not supported; this fpmcore provides {API_VERSION}"
+        )
     for ep in metadata.entry_points(group="fpmcore.plugins"):
         if _names(ep.value, name) and ep.name != info.id:
             problems.append(f"entry point {ep.name!r} names plugin id {info.id!r}; name the entry point after the id")
@@ -255,7 +257,7 @@ def _check_runtime_hooks(host: Any, info: PluginInfo, hooks: set[str], problems:
 
 
 def _check_commands(plugin: object, problems: list[str]) -> None:
-    fn = getattr(plugin, "fpm_cli_commands")
+    fn: Any = getattr(plugin, "fpm_cli_commands")  # noqa: B009 - any object; the hook name is not its type's
     commands = _call(problems, "fpm_cli_commands", fn)
     if commands is None:
         return
@@ -301,5 +303,12 @@ def check_plugin(plugin: object | str) -> list[str]:
     return problems
 
 
-__all__ = ["ALIGN_QUERIES", "RESIDENCIES", "SPEC_CLASSES", "UNMODELLED_PIN", "check_info", "check_no_runtime_import",
-           "check_plugin"]
+__all__ = [
+    "ALIGN_QUERIES",
+    "RESIDENCIES",
+    "SPEC_CLASSES",
+    "UNMODELLED_PIN",
+    "check_info",
+    "check_no_runtime_import",
+    "check_plugin",
+]

@@ -152,7 +152,9 @@ def launch_manifest(attempt: str, configuration: str, phase: str, launch: Mappin
     }
 
 
-def observations_index(configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]) -> dict[str, Any]:
+def observations_index(
+    configuration: str, launch: Mapping[str, Any], attempt: str, phases: Mapping[str, Any]
+) -> dict[str, Any]:
     """The index ``observations.json`` (02 §2.1) of one configuration with one attempt."""
     return {
         "schema_version": INDEX_SCHEMA,
@@ -223,7 +225,9 @@ def evidence_files(
             rel = folder / record_file_name(record)  # 02 §2.3
             data = dumps(record)
             files[rel] = data
-            artifacts.append({"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "kind": "observation"})
+            artifacts.append(
+                {"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "kind": "observation"}
+            )
         for rel_path, data, kind in (extras or {}).get(phase, ()):
             files[Path(rel_path)] = data
             artifacts.append({"path": rel_path, "sha256": hashlib.sha256(data).hexdigest(), "kind": kind})

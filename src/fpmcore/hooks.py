@@ -166,7 +166,11 @@ def _replay_rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> s
 
 def _one_of(*values: str) -> ValueCheck:
     def problem(value: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
-        return None if value in values else f"returned {type(value).__name__} from {name}; expected {_join(values)} or None"
+        return (
+            None
+            if value in values
+            else f"returned {type(value).__name__} from {name}; expected {_join(values)} or None"
+        )
 
     return problem
 
@@ -545,7 +549,6 @@ class RuntimeHooks:
         if rules is None:
             return RuntimeRules(version=self.version)
         return _guarded_rules(self.plugin, rules)
-
 
     def replay_rules(self) -> ReplayRules | None:
         """The replay rules of the pin (:func:`~fpmcore.hookspecs.fpm_replay_rules`), or ``None`` when the plugin gives none."""

@@ -107,9 +107,7 @@ def fpm_plugin_info() -> PluginInfo:
 
 
 @hookspec(firstresult=True)
-def fpm_observe_cache_groups(
-    runtime: str, source: Mapping[str, Any], phase: str, rank: int
-) -> dict[str, Any] | None:
+def fpm_observe_cache_groups(runtime: str, source: Mapping[str, Any], phase: str, rank: int) -> dict[str, Any] | None:
     """Probe side of *observe cache groups*: live vLLM objects → one record.  *First-result*.
 
     Called inside the vLLM process, after the KV cache is planned (and, when
@@ -261,9 +259,7 @@ def fpm_normalize_record(runtime: str, record: Mapping[str, Any]) -> dict[str, A
 
 
 @hookspec(firstresult=True)
-def fpm_classify_spec(
-    runtime: str, spec_class: str, spec: Mapping[str, Any]
-) -> SpecClassification | None:
+def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) -> SpecClassification | None:
     """*Classify spec*: map one vLLM cache spec class to a cache kind.  *First-result*.
 
     The class tables are those of 02 §5: each runtime plugin answers for the
@@ -419,9 +415,7 @@ def fpm_align_stop(model: str, runtime: str, query: AlignStopQuery) -> int | Non
 
 
 @hookspec(firstresult=True)
-def fpm_generate_points(
-    model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits
-) -> PointPlan | None:
+def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan | None:
     """*Point generation*: the benchmark points to measure for a model.  *First-result*.
 
     :param model: the model id asked for (``fpm plan --model glm53flash``): one of your targets.

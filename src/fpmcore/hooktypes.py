@@ -274,7 +274,8 @@ class RuntimeRules:
     absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     graph_capture: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     model_dtype_labels: Mapping[str, str] = attrs.field(
-        default=MODEL_DTYPE_LABELS, validator=attrs.validators.instance_of(Mapping)  # type: ignore[type-abstract]
+        default=MODEL_DTYPE_LABELS,
+        validator=attrs.validators.instance_of(Mapping),  # type: ignore[type-abstract]
     )
 
 
@@ -636,6 +637,4 @@ class MeasurementDriver:
     """
 
     producer: ProducerRecord
-    start: Callable[[str, EngineOptions], MeasurementEngine] = attrs.field(
-        validator=attrs.validators.is_callable()
-    )
+    start: Callable[[str, EngineOptions], MeasurementEngine] = attrs.field(validator=attrs.validators.is_callable())

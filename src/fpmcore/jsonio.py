@@ -160,9 +160,7 @@ _OVERFLOW_HINT = re.compile(r"[eE]\+?0*[1-9]\d{2}|\d{309}")
 #: An escaped surrogate code point; the scan of :func:`_locate` decides whether it is lone.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_TOKEN = re.compile(
-    r"[ \t\n\r]*(?:(\")|([{}\[\]:,])|(-?(?:Infinity|\d[\d.eE+-]*))|(true|false|null|NaN))"
-)
+_TOKEN = re.compile(r"[ \t\n\r]*(?:(\")|([{}\[\]:,])|(-?(?:Infinity|\d[\d.eE+-]*))|(true|false|null|NaN))")
 
 
 def _show_text(text: str, limit: int = 40) -> str:
@@ -170,7 +168,7 @@ def _show_text(text: str, limit: int = 40) -> str:
     if not text.isprintable():
         text = json.dumps(text, ensure_ascii=True)[1:-1]
     if len(text) > limit:
-        text = f"{text[: limit // 2]}…{text[-limit // 4:]} ({len(text)} characters)"
+        text = f"{text[: limit // 2]}…{text[-limit // 4 :]} ({len(text)} characters)"
     return text
 
 
@@ -352,7 +350,10 @@ def decode_utf8(data: bytes) -> str:
         column = exc.start - data.rfind(b"\n", 0, exc.start)
         raise JsonError(
             f"not UTF-8 at byte {exc.start} (line {line} column {column})",
-            reason=f"not UTF-8 at byte {exc.start}", line=line, column=column, kind="utf8",
+            reason=f"not UTF-8 at byte {exc.start}",
+            line=line,
+            column=column,
+            kind="utf8",
         ) from None
 
 
@@ -370,7 +371,10 @@ def loads(data: bytes | str, where: str = "") -> Any:
             reason = f"invalid JSON: {exc.msg}"
             raise JsonError(
                 f"{reason} at line {exc.lineno} column {exc.colno}",
-                reason=reason, line=exc.lineno, column=exc.colno, kind="syntax",
+                reason=reason,
+                line=exc.lineno,
+                column=exc.colno,
+                kind="syntax",
             ) from None
         except ValueError as exc:  # int(): more digits than Python converts
             if "digits" not in str(exc):
@@ -418,9 +422,7 @@ def is_finite_number(value: Any) -> bool:
 
 def canonical_bytes(value: Any) -> bytes:
     """The canonical form of 01 §9.2 (UTF-8 bytes)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def digest(value: Any) -> str:

@@ -52,8 +52,7 @@ else:
         from fpmcore._native import lib as _lib
     except ImportError as exc:  # pragma: no cover - exercised by a fresh checkout without a build
         raise NativeBuildError(
-            "fpmcore's C library is not built; reinstall fpmcore (pip install -e .) "
-            "or set FPM_PUREPYTHON=1"
+            "fpmcore's C library is not built; reinstall fpmcore (pip install -e .) or set FPM_PUREPYTHON=1"
         ) from exc
 
     BACKEND = "c"

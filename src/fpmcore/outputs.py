@@ -130,7 +130,8 @@ def _check_parent(target: Path) -> Path:
         st = parent.stat()
     except OSError:
         raise OutputError(
-            "O-1", f"the folder {parent} does not exist; fpm never creates missing folders (create it first)",
+            "O-1",
+            f"the folder {parent} does not exist; fpm never creates missing folders (create it first)",
             str(target),
         ) from None
     if not stat.S_ISDIR(st.st_mode):
@@ -235,8 +236,9 @@ def check_output_folder(
         if item is None or not os.path.lexists(item):
             continue
         if _same(target, item) or (st is not None and _within(item, target)):
-            raise OutputError("O-3", f"the output folder holds the input {item}; give another output folder",
-                              str(target))
+            raise OutputError(
+                "O-3", f"the output folder holds the input {item}; give another output folder", str(target)
+            )
     if st is None:
         return target
     if not stat.S_ISDIR(st.st_mode):
@@ -303,15 +305,16 @@ def _write_new(path: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _failed(target: Path, exc: OSError) -> OutputError:
-    return OutputError("O-5", f"cannot write the output: {exc.strerror or type(exc).__name__}; nothing was replaced",
-                       str(target))
+    return OutputError(
+        "O-5", f"cannot write the output: {exc.strerror or type(exc).__name__}; nothing was replaced", str(target)
+    )
 
 
 def write_file(path: PathLike, data: bytes) -> None:
@@ -348,11 +351,13 @@ def manifest_bytes(files: Mapping[str, bytes], command: str) -> bytes:
 def _manifest(digests: Mapping[str, str], command: str) -> bytes:
     from fpmcore.jsonio import file_form_bytes
 
-    return file_form_bytes({
-        "schema": MANIFEST_SCHEMA,
-        "command": command,
-        "files": {name: digests[name] for name in sorted(digests)},
-    })
+    return file_form_bytes(
+        {
+            "schema": MANIFEST_SCHEMA,
+            "command": command,
+            "files": {name: digests[name] for name in sorted(digests)},
+        }
+    )
 
 
 def is_earlier_output(folder: PathLike) -> bool:

@@ -57,8 +57,9 @@ def scheduler_block(deployment: Any) -> int:
         return cast(int, min(growing))
     if groups:
         return cast(int, groups[0].block_size_tokens)
-    raise FpmError("G-9", "planning needs a grouped cache layout: the deployment has no cache groups",
-                   "resources.cache_groups")
+    raise FpmError(
+        "G-9", "planning needs a grouped cache layout: the deployment has no cache groups", "resources.cache_groups"
+    )
 
 
 def resolve_limits(
@@ -80,10 +81,15 @@ def resolve_limits(
     :raises FpmError: rule ``G-9`` for a missing deployment or a non-positive override.
     """
     if not 0 <= deployment < len(profile.deployments):
-        raise FpmError("G-9", f"the profile has no deployment {deployment}; it has {len(profile.deployments)}",
-                       "deployments")
-    for name, value in (("--token-budget", token_budget), ("--max-model-len", max_model_len),
-                        ("block_size", block_size), ("hash_block_size", hash_block_size)):
+        raise FpmError(
+            "G-9", f"the profile has no deployment {deployment}; it has {len(profile.deployments)}", "deployments"
+        )
+    for name, value in (
+        ("--token-budget", token_budget),
+        ("--max-model-len", max_model_len),
+        ("block_size", block_size),
+        ("hash_block_size", hash_block_size),
+    ):
         _positive(name, value)
     dep = profile.deployments[deployment]
     res = dep.resources
@@ -91,10 +97,12 @@ def resolve_limits(
     block = block_size if block_size is not None else _in(f"deployments[{deployment}]", scheduler_block, dep)
     return PlanLimits(
         token_budget=token_budget if token_budget is not None else res.max_num_tokens,
-        max_model_len=max_model_len if max_model_len is not None
+        max_model_len=max_model_len
+        if max_model_len is not None
         else (rm.max_model_len if rm is not None else profile.context_length),
         block_size=block,
-        hash_block_size=hash_block_size if hash_block_size is not None
+        hash_block_size=hash_block_size
+        if hash_block_size is not None
         else (rm.hash_block_size_tokens if rm is not None and rm.hash_block_size_tokens is not None else block),
     )
 
@@ -400,9 +408,18 @@ def _short(sha: str | None) -> str:
     return f"{sha[:16]}…" if sha else "-"
 
 
-def render_summary(console: Any, *, model: str, profile: Any, deployment: int, limits: PlanLimits,
-                   plan: PointPlan, smoke: bool = False, path: str | None = None,
-                   plan_sha256: str | None = None) -> None:
+def render_summary(
+    console: Any,
+    *,
+    model: str,
+    profile: Any,
+    deployment: int,
+    limits: PlanLimits,
+    plan: PointPlan,
+    smoke: bool = False,
+    path: str | None = None,
+    plan_sha256: str | None = None,
+) -> None:
     """The rich summary: counts per phase, drops per rule, digests, capacity.
 
     Each count is shown once (the model plugin's log, which repeats them in
@@ -431,8 +448,9 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
         phases.add_column(col, justify="left" if col == "phase" else "right")
     for phase, n in plan.counts.items():
         phases.add_row(phase, str(candidates.get(phase, "-")), f"{n:,}")
-    phases.add_row("total", str(sum(candidates.values())) if candidates else "-",
-                   f"{sum(plan.counts.values()):,}", style="bold")
+    phases.add_row(
+        "total", str(sum(candidates.values())) if candidates else "-", f"{sum(plan.counts.values()):,}", style="bold"
+    )
     console.print(phases)
     evaluated = report.get("evaluated") or {}
     rules = Table(title="dropped per rule", title_justify="left")
@@ -442,8 +460,7 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
         rules.add_row(rule, f"{n:,}", str(evaluated.get(rule, "-")))
     print_table(console, rules)
     console.print(f"digest {plan.digest}", highlight=False)
-    console.print(f"smoke: {len(plan.smoke)} points, digest {_short(report.get('smoke_digest'))}",
-                  highlight=False)
+    console.print(f"smoke: {len(plan.smoke)} points, digest {_short(report.get('smoke_digest'))}", highlight=False)
     if smoke:
         table = Table(title="smoke subset", title_justify="left")
         keys = list(dict.fromkeys(k for p in plan.smoke for k in p))
@@ -472,22 +489,37 @@ def render_summary(console: Any, *, model: str, profile: Any, deployment: int, l
 def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="the accepted FPM profile (*.fpm-profile.json)")
     p.add_argument("--model", help="model plugin id or model id (default: the profile's model)")
-    p.add_argument("--deployment", type=int, default=0, metavar="N",
-                   help="deployment whose limits are the defaults (default 0)")
-    p.add_argument("--token-budget", type=int, metavar="N",
-                   help="token budget of one step (default: the profile's max_num_tokens)")
-    p.add_argument("--max-model-len", type=int, metavar="N",
-                   help="max_model_len (default: the profile's runtime memory)")
+    p.add_argument(
+        "--deployment", type=int, default=0, metavar="N", help="deployment whose limits are the defaults (default 0)"
+    )
+    p.add_argument(
+        "--token-budget", type=int, metavar="N", help="token budget of one step (default: the profile's max_num_tokens)"
+    )
+    p.add_argument(
+        "--max-model-len", type=int, metavar="N", help="max_model_len (default: the profile's runtime memory)"
+    )
     p.add_argument("--smoke", action="store_true", help="show the smoke subset; the plan stages it")
-    p.add_argument("-o", "--output", metavar="PLAN",
-                   help="write the plan file (its folder must exist; never a special file or the profile)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="also print the model plugin's log on stderr (04 G-20 lines)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PLAN",
+        help="write the plan file (its folder must exist; never a special file or the profile)",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="also print the model plugin's log on stderr (04 G-20 lines)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
-def empty_plan_reason(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits,
-                      plan: PointPlan, overrides: Mapping[str, int | None]) -> str:
+def empty_plan_reason(
+    host: Any,
+    model: str,
+    profile: Any,
+    deployment: int,
+    limits: PlanLimits,
+    plan: PointPlan,
+    overrides: Mapping[str, int | None],
+) -> str:
     """Why a plan holds no point, naming the limit that removed everything (a negative verdict, G-9).
 
     When candidates were dropped, the drop counters say by which rule.  When
@@ -511,14 +543,18 @@ def empty_plan_reason(host: Any, model: str, profile: Any, deployment: int, limi
         if n:
             flag = "--" + name.replace("_", "-")
             default = getattr(default_limits, name)
-            return (f"{flag} {value:,} leaves no candidate point; the profile's {name} {default:,} gives {n:,} "
-                    f"(raise {flag})")
+            return (
+                f"{flag} {value:,} leaves no candidate point; the profile's {name} {default:,} gives {n:,} "
+                f"(raise {flag})"
+            )
     return f"the limits leave no candidate point: {_limits_text(limits)}"
 
 
 def _limits_text(limits: PlanLimits) -> str:
-    return (f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
-            f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}")
+    return (
+        f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
+        f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}"
+    )
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
@@ -539,26 +575,43 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     empty = sum(plan.counts.values()) == 0
     document = None
     if output is not None and not empty:
-        document = plan_document(model=model, profile=profile, deployment=args.deployment, limits=limits,
-                                 plan=plan, smoke=args.smoke)
+        document = plan_document(
+            model=model, profile=profile, deployment=args.deployment, limits=limits, plan=plan, smoke=args.smoke
+        )
         write_plan(output, document)
     if ctx.json:
         ctx.emit_json(json_output(plan))
     else:
-        render_summary(ctx.out, model=model, profile=profile, deployment=args.deployment, limits=limits,
-                       plan=plan, smoke=args.smoke, path=args.output if document is not None else None,
-                       plan_sha256=None if document is None else document["plan_sha256"])
+        render_summary(
+            ctx.out,
+            model=model,
+            profile=profile,
+            deployment=args.deployment,
+            limits=limits,
+            plan=plan,
+            smoke=args.smoke,
+            path=args.output if document is not None else None,
+            plan_sha256=None if document is None else document["plan_sha256"],
+        )
     if getattr(args, "verbose", False):
         for line in plan.report.get("log") or ():
             ctx.err.print(str(line), markup=False, highlight=False, soft_wrap=True)
     if empty:
         reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
-        ctx.err.print(f"fpm plan: {args.profile}: no benchmark points: {reason} [G-9]",
-                      markup=False, highlight=False, soft_wrap=True)
+        ctx.err.print(
+            f"fpm plan: {args.profile}: no benchmark points: {reason} [G-9]",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         return EXIT_NEGATIVE
     if document is None:
-        ctx.err.print("the plan was not saved (give -o PLAN to write the plan file)",
-                      markup=False, highlight=False, soft_wrap=True)
+        ctx.err.print(
+            "the plan was not saved (give -o PLAN to write the plan file)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     return EXIT_OK
 
 

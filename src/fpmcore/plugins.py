@@ -170,7 +170,9 @@ class PluginHost:
             except Exception as exc:
                 if self.strict:
                     raise
-                self._record(PluginRecord(ep.name, dist, version, None, (), (), "failed", _describe(exc), module=ep.value))
+                self._record(
+                    PluginRecord(ep.name, dist, version, None, (), (), "failed", _describe(exc), module=ep.value)
+                )
                 continue
             self._load(obj, distribution=dist, version=version, expected_id=ep.name, module=ep.value)
 
@@ -197,7 +199,9 @@ class PluginHost:
         except Exception as exc:
             if self.strict:
                 raise
-            self._record(PluginRecord(fallback_id, distribution, version, None, (), (), "failed", _describe(exc), module=module))
+            self._record(
+                PluginRecord(fallback_id, distribution, version, None, (), (), "failed", _describe(exc), module=module)
+            )
             return
         base: dict[str, Any] = dict(
             id=info.id, distribution=distribution, version=version, kind=info.kind,
@@ -243,9 +247,7 @@ class PluginHost:
             clash = next(((c, o) for c in contracts for o in owned if c.overlaps(o[0])), None)
             if clash is not None:
                 contract, (_, first) = clash
-                message = (
-                    f"producer contract for engram residency {contract.residency} is registered twice: {first}, {plugin}"
-                )
+                message = f"producer contract for engram residency {contract.residency} is registered twice: {first}, {plugin}"
                 self.plugin_failed(plugin, message, PluginError("A-14", message))
                 continue
             owned += [(c, plugin) for c in contracts]
@@ -355,4 +357,6 @@ class PluginHost:
             off = self.not_loaded()
             raise FpmError("plugins", f"no model plugin for '{model}'; installed model plugins: {installed}"
                                       + (f"; not loaded: {off}" if off else ""))  # fmt: skip
-        raise FpmError("plugins", f"model '{model}' is claimed by more than one plugin: {', '.join(r.id for r in found)}")
+        raise FpmError(
+            "plugins", f"model '{model}' is claimed by more than one plugin: {', '.join(r.id for r in found)}"
+        )

@@ -95,33 +95,64 @@ def _runtime_targets(host: Any) -> list[str]:
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL",
-                        help="--dry-run: a MODEL.json layer-spec description of one rank (examples/probes/README.md); "
-                             "--live: a model folder (config.json, weights, tokenizer)")
-    parser.add_argument("-o", "--output", metavar="DIR", required=True,
-                        help="evidence folder to write: new or empty, in an existing folder; written whole or not at all")
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        help="--dry-run: a MODEL.json layer-spec description of one rank (examples/probes/README.md); "
+        "--live: a model folder (config.json, weights, tokenizer)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        required=True,
+        help="evidence folder to write: new or empty, in an existing folder; written whole or not at all",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--dry-run", action="store_true", help="plan on CPU with the installed runtime; allocate nothing")
-    how.add_argument("--live", action="store_true",
-                     help="start the installed runtime's engine on the model folder, observe its allocated cache, shut it down")
-    parser.add_argument("--caching", choices=("on", "off"), default="on", help="prefix caching of both phases (default on)")
-    parser.add_argument("--configuration", metavar="LABEL",
-                        help="configuration label (default: MODEL.json's 'configuration' or its file name; "
-                             "--live: the model folder's name)")
+    how.add_argument(
+        "--live",
+        action="store_true",
+        help="start the installed runtime's engine on the model folder, observe its allocated cache, shut it down",
+    )
+    parser.add_argument(
+        "--caching", choices=("on", "off"), default="on", help="prefix caching of both phases (default on)"
+    )
+    parser.add_argument(
+        "--configuration",
+        metavar="LABEL",
+        help="configuration label (default: MODEL.json's 'configuration' or its file name; "
+        "--live: the model folder's name)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     dry = parser.add_argument_group("--dry-run")
-    dry.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size: one worker record per rank (default 1)")
+    dry.add_argument(
+        "--tp", type=int, default=1, metavar="N", help="tensor-parallel size: one worker record per rank (default 1)"
+    )
     live = parser.add_argument_group("--live")
     live.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the model's)")
-    live.add_argument("--dtype", metavar="DTYPE", help="model dtype, e.g. float32 or bfloat16 (default: the runtime's choice)")
-    live.add_argument("--kv-cache-space", type=float, metavar="GIB",
-                      help="memory of the KV cache in GiB, fractions allowed (default: the runtime plugin's, 1 GiB for vLLM's CPU engine)")
-    live.add_argument("--num-gpu-blocks", type=int, metavar="N",
-                      help="force the KV block pool to N blocks (memory pressure for a replay check)")
+    live.add_argument(
+        "--dtype", metavar="DTYPE", help="model dtype, e.g. float32 or bfloat16 (default: the runtime's choice)"
+    )
+    live.add_argument(
+        "--kv-cache-space",
+        type=float,
+        metavar="GIB",
+        help="memory of the KV cache in GiB, fractions allowed (default: the runtime plugin's, 1 GiB for vLLM's CPU engine)",
+    )
+    live.add_argument(
+        "--num-gpu-blocks",
+        type=int,
+        metavar="N",
+        help="force the KV block pool to N blocks (memory pressure for a replay check)",
+    )
     live.add_argument("--max-num-seqs", type=int, metavar="N", help="the scheduler's running-request limit")
     live.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="the scheduler's token budget per step")
-    live.add_argument("--compile", action="store_true",
-                      help="start with graph compilation (slow: minutes); by default the engine runs eagerly")
+    live.add_argument(
+        "--compile",
+        action="store_true",
+        help="start with graph compilation (slow: minutes); by default the engine runs eagerly",
+    )
 
 
 #: The options only ``--live`` reads, by their attribute name.
@@ -324,7 +355,9 @@ def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: d
         for col in ("group", "class", "layers", "block", "page"):
             table.add_column(col, justify="left" if col == "class" else "right")
         for gid, g in enumerate(s["groups"]):
-            table.add_row(str(gid), str(g["class"]), str(len(g["layers"])), str(g["block_size"]), str(g["page_size_bytes"]))
+            table.add_row(
+                str(gid), str(g["class"]), str(len(g["layers"])), str(g["block_size"]), str(g["page_size_bytes"])
+            )
         print_table(ctx.out, table)
         cc = s.get("cache_config", {})
         ctx.out.print(
@@ -340,9 +373,14 @@ def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: d
 def _print_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    ctx.out.print(f"{pin} dry probe by {plugin}: {summary['configuration']} attempt {summary['attempt_id']} -> {output}", markup=False)
+    ctx.out.print(
+        f"{pin} dry probe by {plugin}: {summary['configuration']} attempt {summary['attempt_id']} -> {output}",
+        markup=False,
+    )
     for phase, s in summary["phases"].items():
-        table = Table(title=f"{phase}: layout {s['kv_cache_layout']}, prefix caching {s['enable_prefix_caching']}, mamba {s['mamba_cache_mode']}")
+        table = Table(
+            title=f"{phase}: layout {s['kv_cache_layout']}, prefix caching {s['enable_prefix_caching']}, mamba {s['mamba_cache_mode']}"
+        )
         for col in ("group", "class", "layers", "block", "group page", "startup blocks"):
             table.add_column(col, justify="right" if col not in ("class",) else "left")
         for g in s["groups"]:

@@ -35,7 +35,6 @@ from fpmcore.schema import (
     field,
     json_schema,
     quote,
-    render,
     render_opt,
     structure,
     unstructure,
@@ -48,9 +47,7 @@ FMHA_LABELS = ("bfloat16", "half", "float32", "fp8", "int8")
 KV_LABELS = ("bfloat16", "half", "float32", "fp8", "int8")
 
 #: 01 §7 P-62: mutable placeholders a model revision may not be (case-insensitive).
-REVISION_PLACEHOLDERS = frozenset(
-    {"main", "master", "head", "latest", "current", "unknown", "tbd", "unpinned"}
-)
+REVISION_PLACEHOLDERS = frozenset({"main", "master", "head", "latest", "current", "unknown", "tbd", "unpinned"})
 #: 01 §6.2 P-54: placeholders a backend version may not be (case-insensitive).
 VERSION_PLACEHOLDERS = frozenset({"previous", "next", "latest", "current", "unknown"})
 
@@ -171,9 +168,7 @@ class FpmCacheGroup:
     def occupancy_request_bytes(self, tokens: int, context: int) -> int:
         """P-17: the steady one-token-decode footprint ``peak_request_bytes(tokens, 1)``."""
         if tokens <= 0 or tokens > context:
-            raise FpmError(
-                "P-17", f"request_occupancy_tokens must be positive and within context_length; got {tokens}"
-            )
+            raise FpmError("P-17", f"request_occupancy_tokens must be positive and within context_length; got {tokens}")
         return self.peak_request_bytes(tokens, 1)
 
 
@@ -235,14 +230,10 @@ class FpmResourceProfile:
     activations_bytes: int | None = field("u64", required=False, omit=True)
     runtime_overhead_bytes: int | None = field("u64", required=False, omit=True)
     comm_overhead_bytes: int | None = field("u64", required=False, omit=True)
-    runtime_memory: FpmRuntimeMemory | None = field(
-        "obj", cls=FpmRuntimeMemory, required=False, omit=True
-    )
+    runtime_memory: FpmRuntimeMemory | None = field("obj", cls=FpmRuntimeMemory, required=False, omit=True)
     kv_bytes_per_token: int | None = field("u64", required=False, omit=True)
     cache_layout: Literal["linear", "grouped"] = field("enum", values=("linear", "grouped"))
-    cache_groups: tuple[FpmCacheGroup, ...] = field(
-        "list", cls=FpmCacheGroup, required=False, omit=True
-    )
+    cache_groups: tuple[FpmCacheGroup, ...] = field("list", cls=FpmCacheGroup, required=False, omit=True)
     max_num_tokens: int = field("u32", description="rank-local token budget (max_num_batched_tokens)")
     max_batch_size: int = field("u32", description="rank-local running-request limit (max_num_seqs)")
     provenance: str = field("str")
@@ -297,9 +288,7 @@ class FpmResourceProfile:
 
     def fixed_state_bytes(self) -> int:
         """The state bytes one request is charged once (01 §3.2)."""
-        return sum(
-            (g.blocks_per_request or 0) * g.page_size_bytes for g in self.cache_groups if g.kind == "state"
-        )
+        return sum((g.blocks_per_request or 0) * g.page_size_bytes for g in self.cache_groups if g.kind == "state")
 
     def request_peak_cache_bytes(self, context: int, max_num_tokens: int | None = None) -> int:
         """Σ over groups of :meth:`FpmCacheGroup.peak_request_bytes` (grouped) or the linear rate (01 §8)."""

@@ -393,6 +393,7 @@ def _structure_present(value: Any, t: Any) -> Any:
 
 converter.register_structure_hook_func(_is_absent_union, _structure_present)
 
+
 def _unstructure(obj: Any) -> dict[str, Any]:
     """A record object as JSON: its keys in field order, :data:`ABSENT` ones left out."""
     return {
@@ -406,7 +407,8 @@ for _cls in RECORD_OBJECTS.values():
     attrs.resolve_types(_cls, globals(), locals())
     _renamed = {a.name: override(rename=a.metadata["key"]) for a in attrs.fields(_cls) if "key" in a.metadata}
     converter.register_structure_hook(
-        _cls, make_dict_structure_fn(_cls, converter, _cattrs_forbid_extra_keys=True, **_renamed)  # type: ignore[arg-type]
+        _cls,
+        make_dict_structure_fn(_cls, converter, _cattrs_forbid_extra_keys=True, **_renamed),  # type: ignore[arg-type]
     )
     converter.register_unstructure_hook(_cls, _unstructure)
 

@@ -104,4 +104,3 @@ def check_plugin(plugin: Any) -> list[str]:
 
 
 __all__ = ["FpmResult", "check_plugin", "fpm_host", "make_host", "run_fpm", "run_fpm_fixture"]
-

@@ -21,8 +21,9 @@ PROBE = Path(__file__).resolve().parents[2] / "examples" / "probes" / "gdn-hybri
 
 def run(argv: list[str]) -> int:
     runtime = StandinRuntime()
-    onboard.PROBE_STAGES["recorded"] = recorded_probe(PROBE, delay=float(os.environ.get("FPM_STANDIN_PROBE_SLEEP",
-                                                                                          "0")))
+    onboard.PROBE_STAGES["recorded"] = recorded_probe(
+        PROBE, delay=float(os.environ.get("FPM_STANDIN_PROBE_SLEEP", "0"))
+    )
     pause = float(os.environ.get("FPM_STANDIN_RECORD_SLEEP", "0"))
     if pause:  # widen the window between a stage's output and its record in the manifest
         record = onboard.Campaign.record

@@ -112,7 +112,7 @@ class StandinEngine:
     def _keys(self, prompt: Sequence[int], n_blocks: int) -> list[bytes]:
         H, keys, prev = self.config.hash_block_size, [], b""
         for i in range(n_blocks):
-            prev = hashlib.sha256(prev + struct.pack(f"<{H}I", *prompt[i * H:(i + 1) * H])).digest()
+            prev = hashlib.sha256(prev + struct.pack(f"<{H}I", *prompt[i * H : (i + 1) * H])).digest()
             keys.append(prev)
         return keys
 
@@ -187,7 +187,7 @@ class StandinEngine:
             scheduled = StepWorkload(num_prefill_requests=pre_n, sum_prefill_tokens=pre_tok,
                                      sum_prefill_kv_tokens=pre_kv, num_decode_requests=dec_n,
                                      sum_decode_kv_tokens=dec_kv)  # fmt: skip
-            touched = [t for r, k in plan for t in r.prompt[r.computed:r.computed + k]]
+            touched = [t for r, k in plan for t in r.prompt[r.computed : r.computed + k]]
             duration = self._time(scheduled, touched + [len(steps)])
             start = self.clock
             self.clock += duration + 0.001

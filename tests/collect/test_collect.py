@@ -39,7 +39,8 @@ def collected(small_plan, model_dir, tmp_path_factory):
 def test_a_collected_run_validates_under_the_engine_steps_contract(collected, small_plan, engine):
     results = validate_run(standin_host(engine), collected, plan_of(small_plan))
     assert [(r.cell, r.contract, r.status) for r in results] == [
-        ("gdn-hybrid-tp4-d0-full", "fpmcore_engine_steps", "accepted")]
+        ("gdn-hybrid-tp4-d0-full", "fpmcore_engine_steps", "accepted")
+    ]
     assert len(results[0].retained) == 77
     assert results[0].gaps == ()  # every row records its prompts
 
@@ -50,10 +51,15 @@ def test_the_run_holds_the_protocol(collected, small_plan):
     art = load_path(collected / "r0.json")
     plan = plan_of(small_plan)
     assert art["measurement_protocol"]["producer"] == {
-        "name": "fpmcore_engine_steps", "reduction": "upper_median_after_first_repetition",
-        "warmup_repetitions": 2, "measured_repetitions": 5, "max_rejected_repetitions": 10,
-        "state_protocol": "fpmcore_prefix_cache_real_seed_v1", "timing_boundary": "standin_virtual_clock_step",
-        "repetition_spacing_seconds": 0.0}
+        "name": "fpmcore_engine_steps",
+        "reduction": "upper_median_after_first_repetition",
+        "warmup_repetitions": 2,
+        "measured_repetitions": 5,
+        "max_rejected_repetitions": 10,
+        "state_protocol": "fpmcore_prefix_cache_real_seed_v1",
+        "timing_boundary": "standin_virtual_clock_step",
+        "repetition_spacing_seconds": 0.0,
+    }
     assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
     last = -1
     for row, point in zip(art["results"], plan["points"], strict=True):
@@ -66,17 +72,25 @@ def test_the_run_holds_the_protocol(collected, small_plan):
             sr = s["scheduled_requests"]
             if point["phase"] == "prefill":
                 b, n, P = point["batch_size"], point["new_tokens"], point["prefix_tokens"]
-                assert (sr["num_prefill_requests"], sr["sum_prefill_tokens"], sr["sum_prefill_kv_tokens"]) == (b, b * n,
-                                                                                                               b * P)
+                assert (sr["num_prefill_requests"], sr["sum_prefill_tokens"], sr["sum_prefill_kv_tokens"]) == (
+                    b,
+                    b * n,
+                    b * P,
+                )
             else:
-                assert (sr["num_decode_requests"], sr["sum_decode_kv_tokens"]) == (point["batch_size"],
-                                                                                    point["batch_size"] *
-                                                                                    point["context_tokens"])
+                assert (sr["num_decode_requests"], sr["sum_decode_kv_tokens"]) == (
+                    point["batch_size"],
+                    point["batch_size"] * point["context_tokens"],
+                )
     kinds = [r["kind"] for r in art["warmup_evidence"]["records"]]
     seeded = sum(1 for p in plan["points"] if p.get("prefix_tokens", 0) > 0 or p.get("context_tokens", 0) >= 546)
     assert kinds.count("real_prefix_seed") == seeded
     assert (collected / "index.json").is_file() and sorted(load_path(collected / "index.json")["files"]) == [
-        "points.json", "provenance.json", "r0.json", "repetitions.jsonl"]
+        "points.json",
+        "provenance.json",
+        "r0.json",
+        "repetitions.jsonl",
+    ]
 
 
 def test_resume_keeps_finished_points_and_builds_the_same_rows(small_plan, model_dir, collected, engine, tmp_path):
@@ -118,19 +132,49 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
     assert r.exit_code == 2 and "the model folder is not the model the plan was made for" in r.stderr
     r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(collected), host=host)
     assert r.exit_code == 2 and "add --resume to continue it" in r.stderr and "[O-2]" in r.stderr
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "no" / "run"),
-                host=host)
+    r = run_fpm(
+        "collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "no" / "run"), host=host
+    )
     assert r.exit_code == 2 and "[O-1]" in r.stderr
     out = tmp_path / "b"
     shutil.copytree(collected, out)
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
-                "--repetitions", "7", host=host)
+    r = run_fpm(
+        "collect",
+        str(small_plan),
+        "--model-dir",
+        str(model_dir),
+        "-o",
+        str(out),
+        "--resume",
+        "--repetitions",
+        "7",
+        host=host,
+    )
     assert r.exit_code == 2 and "--repetitions 7 differs from the run's 5" in r.stderr
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--resume",
-                "--spacing", "0.5", host=host)
+    r = run_fpm(
+        "collect",
+        str(small_plan),
+        "--model-dir",
+        str(model_dir),
+        "-o",
+        str(out),
+        "--resume",
+        "--spacing",
+        "0.5",
+        host=host,
+    )
     assert r.exit_code == 2 and "--spacing 0.5 differs from the run's 0.0" in r.stderr
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(tmp_path / "c"),
-                "--repetitions", "2", host=host)
+    r = run_fpm(
+        "collect",
+        str(small_plan),
+        "--model-dir",
+        str(model_dir),
+        "-o",
+        str(tmp_path / "c"),
+        "--repetitions",
+        "2",
+        host=host,
+    )
     assert r.exit_code == 2 and "argument --repetitions: must be an integer from 3 to " in r.stderr
     assert engine.engines == []
 
@@ -165,22 +209,27 @@ def test_a_point_that_keeps_failing_stops_the_collection(small_plan, model_dir, 
     assert r.exit_code == 1
     assert "was rejected 11 times (at most 10); last reason prefix_miss:0" in r.stderr
     done = sorted(p.name for p in (out / "points").iterdir())
-    assert done and all(loads(Path(out / "points" / n).read_bytes())["kv_seed_regime"] == "not_applicable"
-                        for n in done)
+    assert done and all(
+        loads(Path(out / "points" / n).read_bytes())["kv_seed_regime"] == "not_applicable" for n in done
+    )
     assert not (out / "r0.json").exists()
 
 
 def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp_path, gdn_profile):
     table = tmp_path / "table.json"
-    r = run_fpm("publish", str(collected), "--plan", str(small_plan), "-o", str(table), "--json",
-                host=standin_host(engine))
+    r = run_fpm(
+        "publish", str(collected), "--plan", str(small_plan), "-o", str(table), "--json", host=standin_host(engine)
+    )
     assert r.exit_code == 0, r.stderr
     doc = load_path(table)
     plan = plan_of(small_plan)
     assert len(doc["rows"]) == 77
     src = doc["source"]
     assert (src["plan_sha256"], src["profile_sha256"], src["manifest_sha256"]) == (
-        plan["plan_sha256"], plan["profile"]["profile_sha256"], plan["options"]["benchmark_points"]["manifest_sha256"])
+        plan["plan_sha256"],
+        plan["profile"]["profile_sha256"],
+        plan["options"]["benchmark_points"]["manifest_sha256"],
+    )
     import hashlib
 
     assert src["run_index_sha256"] == hashlib.sha256((collected / "index.json").read_bytes()).hexdigest()
@@ -191,8 +240,16 @@ def test_publish_makes_the_table_replay_reads(collected, small_plan, engine, tmp
     assert doc["shared_step_seconds"] == min(r["wall_time_seconds"] for r in doc["rows"] if r["phase"] == "decode")
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 300, "output_len": 8}\n')
-    rep = run_fpm("replay", str(gdn_profile), "--trace", str(trace), "--fpm-table", str(table), "--json",
-                  host=make_host(entry_points=("vllm_033",)))  # its replay rules
+    rep = run_fpm(
+        "replay",
+        str(gdn_profile),
+        "--trace",
+        str(trace),
+        "--fpm-table",
+        str(table),
+        "--json",
+        host=make_host(entry_points=("vllm_033",)),
+    )  # its replay rules
     assert rep.exit_code == 0, rep.stderr
     assert rep.json()["summary"]["finished"] == 1
 

@@ -42,9 +42,24 @@ def tiny(tmp_path_factory) -> Path:
 def campaign(tiny, tmp_path_factory) -> Path:
     """fpm onboard --smoke of the tiny plain model: probe, import, plan, collect, validate, publish."""
     out = tmp_path_factory.mktemp("campaign") / "llama"
-    r = run_fpm("onboard", str(tiny), "-o", str(out), "--smoke", "--max-model-len", "1024", "--dtype", "float32",
-                "--kv-cache-space", "0.25", "--repetitions", "3", "--warmup", "1",
-                host=make_host(entry_points=("vllm_032",)))
+    r = run_fpm(
+        "onboard",
+        str(tiny),
+        "-o",
+        str(out),
+        "--smoke",
+        "--max-model-len",
+        "1024",
+        "--dtype",
+        "float32",
+        "--kv-cache-space",
+        "0.25",
+        "--repetitions",
+        "3",
+        "--warmup",
+        "1",
+        host=make_host(entry_points=("vllm_032",)),
+    )
     assert r.exit_code == 0, r.stderr
     return out
 
@@ -80,16 +95,24 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
     engine = start(str(tiny), engine_options(plan))
     try:
         H = engine.facts.hash_block_size
-        m = Measurer(engine, TokenSource(7, engine.facts.vocab_size, engine.facts.excluded_token_ids),
-                     ProtocolSettings(1, 3, 3, 7), H, engine.facts.prefix_caching)
+        m = Measurer(
+            engine,
+            TokenSource(7, engine.facts.vocab_size, engine.facts.excluded_token_ids),
+            ProtocolSettings(1, 3, 3, 7),
+            H,
+            engine.facts.prefix_caching,
+        )
         pre = m.measure(PlannedPoint(1, "prefill", 2, new_tokens=64, prefix_tokens=2 * H))
         dec = m.measure(PlannedPoint(2, "decode", 2, context_tokens=2 * H + 2))
     finally:
         engine.close()
     assert [r["role"] for r in pre["repetitions"]] == ["warmup", "measured", "measured", "measured"]
     for s in pre["raw"]:
-        assert (s["scheduled"]["num_prefill_requests"], s["scheduled"]["sum_prefill_tokens"],
-                s["scheduled"]["sum_prefill_kv_tokens"]) == (2, 128, 4 * H)
+        assert (
+            s["scheduled"]["num_prefill_requests"],
+            s["scheduled"]["sum_prefill_tokens"],
+            s["scheduled"]["sum_prefill_kv_tokens"],
+        ) == (2, 128, 4 * H)
     assert [w["kind"] for w in pre["warmups"]][:1] == ["real_prefix_seed"]
     for s in dec["raw"]:
         assert (s["scheduled"]["num_decode_requests"], s["scheduled"]["sum_decode_kv_tokens"]) == (2, 2 * (2 * H + 2))
@@ -124,7 +147,8 @@ def test_onboard_smoke_of_the_hybrid_publishes_a_table_the_replay_reads(hybrid_c
     c = hybrid_campaign
     manifest = load_path(c / "onboard.json")
     assert [(s["name"], s["status"]) for s in manifest["stages"]] == [
-        (name, "done") for name in ("probe", "import", "plan", "collect", "validate", "publish")]
+        (name, "done") for name in ("probe", "import", "plan", "collect", "validate", "publish")
+    ]
     plan = load_path(c / "plan.json")
     table = load_path(c / "table.json")
     assert load_path(c / "validation.json")["status"] == "accepted"

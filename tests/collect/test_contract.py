@@ -27,8 +27,9 @@ from tests.collect.standin import StandinRuntime
 def run_and_engine(small_plan, model_dir, tmp_path_factory):
     runtime = StandinRuntime()
     out = tmp_path_factory.mktemp("contract") / "run"
-    r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke",
-                host=standin_host(runtime))
+    r = run_fpm(
+        "collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke", host=standin_host(runtime)
+    )
     assert r.exit_code == 0, r.stderr
     return out, runtime
 
@@ -135,10 +136,11 @@ def test_a_missing_repetition_is_refused(mutate):
     result = mutate(fn)
     d = result.diagnostics[0]
     assert d.rule == "A-32"
-    assert d.message == ("benchmark_measurement does not hold the producer's 5 measured repetitions with their "
-                         "adjacent_upper_median estimate: method=adjacent_upper_median, raw_samples=4, "
-                         "expected_internal_samples=4: benchmark_id=2 rank=0: r0.json").replace(
-        "r0.json", d.where)
+    assert d.message == (
+        "benchmark_measurement does not hold the producer's 5 measured repetitions with their "
+        "adjacent_upper_median estimate: method=adjacent_upper_median, raw_samples=4, "
+        "expected_internal_samples=4: benchmark_id=2 rank=0: r0.json"
+    ).replace("r0.json", d.where)
 
 
 def test_a_foreign_producer_record_is_refused(mutate, run_and_engine):
@@ -151,15 +153,18 @@ def test_a_foreign_producer_record_is_refused(mutate, run_and_engine):
 
     d = mutate(edited_file).diagnostics[0]
     assert d.rule == "A-21"
-    assert d.message.startswith(f"engine-steps result lacks valid producer.files[{installed.path}]: expected "
-                                f"{installed.sha256}, found {'0' * 64}")
+    assert d.message.startswith(
+        f"engine-steps result lacks valid producer.files[{installed.path}]: expected "
+        f"{installed.sha256}, found {'0' * 64}"
+    )
 
     def renamed(art, lines):
         art["producer"]["name"] = "someone_elses_scheduler"
 
     d = mutate(renamed).diagnostics[0]
-    assert d.rule == "A-21" and "producer.name: expected standin_engine_steps, found someone_elses_scheduler" \
-        in d.message
+    assert (
+        d.rule == "A-21" and "producer.name: expected standin_engine_steps, found someone_elses_scheduler" in d.message
+    )
 
     def other_model(art, lines):
         art["producer"]["model_config_sha256"] = "1" * 64
@@ -176,8 +181,10 @@ def test_a_producer_of_another_runtime_than_the_collectors_is_refused(mutate):
 
     d = mutate(fn).diagnostics[0]
     assert d.rule == "A-22"
-    assert d.message.startswith("engine-steps producer.runtime differs from the collector provenance runtime: "
-                                "expected vllm==0.33.1, found vllm==0.33.0")
+    assert d.message.startswith(
+        "engine-steps producer.runtime differs from the collector provenance runtime: "
+        "expected vllm==0.33.1, found vllm==0.33.0"
+    )
 
 
 def test_a_raw_sample_of_another_workload_is_refused(mutate):
@@ -188,8 +195,9 @@ def test_a_raw_sample_of_another_workload_is_refused(mutate):
 
     d = mutate(fn).diagnostics[0]
     assert d.rule == "A-40"
-    assert d.message.startswith("raw sample 2 workload differs from its point: sum_prefill_kv_tokens expected 544, "
-                                "found 0")
+    assert d.message.startswith(
+        "raw sample 2 workload differs from its point: sum_prefill_kv_tokens expected 544, found 0"
+    )
 
 
 def test_a_sidecar_line_that_contradicts_its_row_is_refused(mutate):
@@ -230,8 +238,9 @@ def test_another_execution_mode_is_refused(mutate):
 
     d = mutate(fn).diagnostics[0]
     assert d.rule == "A-16"
-    assert d.message.startswith("native execution identity cell expects execution mode engine_steps, found "
-                                "native_graph_policy")
+    assert d.message.startswith(
+        "native execution identity cell expects execution mode engine_steps, found native_graph_policy"
+    )
 
 
 def test_without_the_runtime_plugin_the_producer_is_unknown(run_and_engine, small_plan):
@@ -241,9 +250,10 @@ def test_without_the_runtime_plugin_the_producer_is_unknown(run_and_engine, smal
     (result,) = validate_run(standin_host(None), run, plan_of(small_plan))
     d = result.diagnostics[0]
     assert d.rule == "A-21"
-    assert ("the producer of an installed runtime plugin (no runtime plugin drives a measurement engine for "
-            "vllm==0.33.0: runtime plugin 'vllm_033' does not implement fpm_measurement_driver for vllm==0.33.0)"
-            ) in d.message
+    assert (
+        "the producer of an installed runtime plugin (no runtime plugin drives a measurement engine for "
+        "vllm==0.33.0: runtime plugin 'vllm_033' does not implement fpm_measurement_driver for vllm==0.33.0)"
+    ) in d.message
     (result,) = validate_run(make_host(), run, plan_of(small_plan))
     assert "no runtime plugin for vllm==0.33.0" in result.diagnostics[0].message
 

@@ -44,8 +44,15 @@ def test_onboard_runs_every_stage_and_records_their_digests(stages, model_dir, t
     out = tmp_path / "campaign"
     r = _onboard(model_dir, out, "--smoke", "--json")
     assert r.exit_code == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["onboard.json", "plan.json", "probe", "profile.json", "run",
-                                                      "table.json", "validation.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "onboard.json",
+        "plan.json",
+        "probe",
+        "profile.json",
+        "run",
+        "table.json",
+        "validation.json",
+    ]
     manifest = load_path(out / "onboard.json")
     assert [s["name"] for s in manifest["stages"]] == list(onboard.STAGES)
     sha = {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in FILES}
@@ -56,8 +63,10 @@ def test_onboard_runs_every_stage_and_records_their_digests(stages, model_dir, t
     run_index = hashlib.sha256((out / "run" / "index.json").read_bytes()).hexdigest()
     assert by["collect"]["outputs"]["run"]["sha256"] == run_index == by["publish"]["inputs"]["run"]["sha256"]
     assert by["publish"]["outputs"]["table"]["sha256"] == sha["table.json"]
-    assert by["probe"]["inputs"]["model_config"]["sha256"] == hashlib.sha256(
-        (PROBE / "model-config.json").read_bytes()).hexdigest()
+    assert (
+        by["probe"]["inputs"]["model_config"]["sha256"]
+        == hashlib.sha256((PROBE / "model-config.json").read_bytes()).hexdigest()
+    )
     table = load_path(out / "table.json")
     plan = load_path(out / "plan.json")
     assert len(table["rows"]) == len(plan["smoke"]) == 5
@@ -67,8 +76,18 @@ def test_onboard_runs_every_stage_and_records_their_digests(stages, model_dir, t
     # the published table is the one fpm replay reads
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"request_id": "a", "arrival_time": 0.0, "prompt_len": 700, "output_len": 4}\n')
-    rep = run_fpm("replay", str(out / "profile.json"), "--trace", str(trace), "--fpm-table", str(out / "table.json"),
-                  "--prefix-caching", "on", "--json", host=make_host(entry_points=("vllm_033",)))  # its replay rules
+    rep = run_fpm(
+        "replay",
+        str(out / "profile.json"),
+        "--trace",
+        str(trace),
+        "--fpm-table",
+        str(out / "table.json"),
+        "--prefix-caching",
+        "on",
+        "--json",
+        host=make_host(entry_points=("vllm_033",)),
+    )  # its replay rules
     assert rep.exit_code == 0, rep.stderr
 
 
@@ -100,13 +119,16 @@ def test_a_changed_input_is_refused_naming_the_stage_and_the_digests(stages, mod
     edited = tmp_path / "edited"
     shutil.copytree(out, edited)
     before = hashlib.sha256((edited / "plan.json").read_bytes()).hexdigest()
-    (edited / "plan.json").write_bytes((edited / "plan.json").read_bytes().replace(b'"stage": "smoke"',
-                                                                                     b'"stage": "full"'))
+    (edited / "plan.json").write_bytes(
+        (edited / "plan.json").read_bytes().replace(b'"stage": "smoke"', b'"stage": "full"')
+    )
     after = hashlib.sha256((edited / "plan.json").read_bytes()).hexdigest()
     r = _onboard(model_dir, edited, "--smoke", "--resume")
     assert r.exit_code == 2
-    assert (f"stage collect: its input plan (plan.json) changed since the stage ran: recorded sha256 {before}, "
-            f"found {after}") in r.stderr
+    assert (
+        f"stage collect: its input plan (plan.json) changed since the stage ran: recorded sha256 {before}, "
+        f"found {after}"
+    ) in r.stderr
     reprobed = tmp_path / "reprobed"
     shutil.copytree(out, reprobed)
     obs = next((reprobed / "probe").rglob("runtime-observation-scheduler-dp0.json"))
@@ -137,8 +159,12 @@ def test_twenty_kills_of_onboard_resume_to_the_uninterrupted_table(stages, model
     doubles the next delay (every stage finishes eventually); kills after the campaign finished hit its resume.
     The stand-in sleeps a little in each step, in the probe and before each stage is recorded, to widen those
     windows."""
-    env = {**os.environ, "FPM_STANDIN_STEP_SLEEP": "0.006", "FPM_STANDIN_PROBE_SLEEP": "0.1",
-           "FPM_STANDIN_RECORD_SLEEP": "0.2"}
+    env = {
+        **os.environ,
+        "FPM_STANDIN_STEP_SLEEP": "0.006",
+        "FPM_STANDIN_PROBE_SLEEP": "0.1",
+        "FPM_STANDIN_RECORD_SLEEP": "0.2",
+    }
 
     def cmd(out: Path) -> list[str]:
         return [sys.executable, "-m", "tests.collect.fpm_standin", "onboard", str(model_dir), "-o", str(out),

@@ -43,11 +43,21 @@ def test_axes_and_drop_counts_of_a_small_plain_deployment():
     assert g.context_axis(inputs) == [2, 18, 34, 66, 130, 258, 514, 1010]
     plan = g.select_points(inputs)
     assert dict(plan.candidates) == {"prefill": 288, "decode": 48}
-    assert dict(plan.dropped) == {"max_model_len": 6, "max_num_seqs": 165, "token_budget": 22, "align_split": 0,
-                                  "capacity": 0}
+    assert dict(plan.dropped) == {
+        "max_model_len": 6,
+        "max_num_seqs": 165,
+        "token_budget": 22,
+        "align_split": 0,
+        "capacity": 0,
+    }
     assert (len(plan.prefill), len(plan.decode)) == (119, 24)
-    assert dict(plan.evaluated) == {"max_model_len": 336, "max_num_seqs": 330, "token_budget": 165,
-                                    "align_split": 119, "capacity": 143}
+    assert dict(plan.evaluated) == {
+        "max_model_len": 336,
+        "max_num_seqs": 330,
+        "token_budget": 165,
+        "align_split": 119,
+        "capacity": 143,
+    }
 
 
 def test_capacity_drops_exactly_what_the_pool_cannot_hold():
@@ -96,10 +106,20 @@ def test_glm_points_run_in_one_step_by_the_glm_plugins_own_align_rule(checkpoint
         left, out = limits.token_budget, []
         for _ in range(pt.batch_size):
             k = min(pt.new_tokens + ext, left)
-            out.append(align_stop(AlignStopQuery(
-                start=pt.prefix_tokens, num_new_tokens=k, prompt_len=pt.prefix_tokens + pt.new_tokens + ext,
-                num_tokens=pt.prefix_tokens + pt.new_tokens + ext, block_size=B, hash_block_size=B,
-                max_num_batched_tokens=limits.token_budget, checkpoint_alignment=A)))
+            out.append(
+                align_stop(
+                    AlignStopQuery(
+                        start=pt.prefix_tokens,
+                        num_new_tokens=k,
+                        prompt_len=pt.prefix_tokens + pt.new_tokens + ext,
+                        num_tokens=pt.prefix_tokens + pt.new_tokens + ext,
+                        block_size=B,
+                        hash_block_size=B,
+                        max_num_batched_tokens=limits.token_budget,
+                        checkpoint_alignment=A,
+                    )
+                )
+            )
             left -= pt.new_tokens
         return out
 
@@ -141,18 +161,28 @@ def test_smoke_subset_digests_and_plan_record(gdn_profile, tmp_path):
     doc = plan_of(make_plan(gdn_profile, tmp_path / "plan.json", "--max-model-len", "4096"))
     record = doc["options"]["benchmark_points"]
     H = 544
-    assert [(p["phase"], p["batch_size"], p.get("new_tokens"), p.get("prefix_tokens"), p.get("context_tokens"))
-            for p in doc["smoke"]] == [("prefill", 1, 64, 0, None), ("prefill", 1, 64, H, None),
-                                       ("prefill", 1, 2 * H, H, None), ("decode", 1, None, None, H + 2),
-                                       ("decode", 2, None, None, H + 2)]
+    assert [
+        (p["phase"], p["batch_size"], p.get("new_tokens"), p.get("prefix_tokens"), p.get("context_tokens"))
+        for p in doc["smoke"]
+    ] == [
+        ("prefill", 1, 64, 0, None),
+        ("prefill", 1, 64, H, None),
+        ("prefill", 1, 2 * H, H, None),
+        ("decode", 1, None, None, H + 2),
+        ("decode", 2, None, None, H + 2),
+    ]
     assert [p["benchmark_id"] for p in doc["smoke"]] == [1, 2, 3, 4, 5]
     assert record["origin"] == "fpmcore_grid_v1" == doc["origin"]
     assert record["manifest_sha256"] == digest(record["manifest"]) == doc["digest"]
     assert record["planned_point_count"] == len(doc["points"]) == sum(doc["counts"].values())
-    smoke_manifest = {"schema_version": 3, "prefill": [
-        {"batch_size": 1, "total_prefill_tokens": n, "total_kv_read_tokens": P, "rows": [[n, P]]}
-        for n, P in ((64, 0), (64, H), (2 * H, H))],
-        "decode": [{"batch_size": b, "total_kv_read_tokens": b * (H + 2)} for b in (1, 2)]}
+    smoke_manifest = {
+        "schema_version": 3,
+        "prefill": [
+            {"batch_size": 1, "total_prefill_tokens": n, "total_kv_read_tokens": P, "rows": [[n, P]]}
+            for n, P in ((64, 0), (64, H), (2 * H, H))
+        ],
+        "decode": [{"batch_size": b, "total_kv_read_tokens": b * (H + 2)} for b in (1, 2)],
+    }
     assert record["smoke_manifest_sha256"] == digest(smoke_manifest)
 
 
@@ -165,11 +195,21 @@ def test_the_plan_names_its_collection_cells_and_engine(gdn_profile, tmp_path):
     model_sha = hashlib.sha256((PROBE / "model-config.json").read_bytes()).hexdigest()
     assert [c["point_set"] for c in doc["cells"]] == ["full", "smoke"]
     for cell in doc["cells"]:
-        assert cell["execution_identity"] == {"model_config_sha256": model_sha, "execution_profile": "engine_steps",
-                                              "engram_residency": "none", "input_modality": "text"}
+        assert cell["execution_identity"] == {
+            "model_config_sha256": model_sha,
+            "execution_profile": "engine_steps",
+            "engram_residency": "none",
+            "input_modality": "text",
+        }
     e = doc["engine"]
-    assert (e["runtime"], e["max_model_len"], e["max_num_batched_tokens"], e["max_num_seqs"], e["prefix_caching"],
-            e["kv_cache_bytes"]) == ("vllm==0.33.0", 262144, 8192, 256, True, 59988246528)
+    assert (
+        e["runtime"],
+        e["max_model_len"],
+        e["max_num_batched_tokens"],
+        e["max_num_seqs"],
+        e["prefix_caching"],
+        e["kv_cache_bytes"],
+    ) == ("vllm==0.33.0", 262144, 8192, 256, True, 59988246528)
 
 
 @pytest.mark.parametrize("rule", ["max_model_len", "token_budget", "capacity"])
@@ -180,11 +220,16 @@ def test_every_kept_point_obeys_the_rules(gdn_profile, rule):
     plan = g.select_points(inputs)
     for pt in plan.prefill:
         t = pt.prefix_tokens + pt.new_tokens
-        ok = {"max_model_len": t + 2 <= 3000, "token_budget": pt.batch_size * pt.new_tokens <= 1500,
-              "capacity": pt.batch_size * inputs.request_bytes(t) <= inputs.pool_bytes}[rule]
+        ok = {
+            "max_model_len": t + 2 <= 3000,
+            "token_budget": pt.batch_size * pt.new_tokens <= 1500,
+            "capacity": pt.batch_size * inputs.request_bytes(t) <= inputs.pool_bytes,
+        }[rule]
         assert ok, pt
     for d in plan.decode:
-        ok = {"max_model_len": d.context_tokens + 1 <= 3000,
-              "token_budget": d.batch_size == 1 or d.batch_size * g.decode_tail(d.context_tokens, 544) <= 1500,
-              "capacity": d.batch_size * inputs.request_bytes(d.context_tokens + 1) <= inputs.pool_bytes}[rule]
+        ok = {
+            "max_model_len": d.context_tokens + 1 <= 3000,
+            "token_budget": d.batch_size == 1 or d.batch_size * g.decode_tail(d.context_tokens, 544) <= 1500,
+            "capacity": d.batch_size * inputs.request_bytes(d.context_tokens + 1) <= inputs.pool_bytes,
+        }[rule]
         assert ok, d

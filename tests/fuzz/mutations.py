@@ -137,7 +137,7 @@ def mutate_bytes(data: st.DataObject, raw: bytes) -> bytes:
         return b"\xef\xbb\xbf" + raw
     if op == "bad-byte" and raw:
         i = data.draw(st.integers(0, len(raw) - 1))
-        return raw[:i] + b"\xff" + raw[i + 1:]
+        return raw[:i] + b"\xff" + raw[i + 1 :]
     if op == "deep":
         n = data.draw(st.sampled_from([257, 1000, 100_000]))
         return b"[" * n + b"]" * n
@@ -189,8 +189,10 @@ def mutate_evidence(data: st.DataObject, folder: Path) -> None:
     """Mutate an evidence folder in place: a file's document, the same change in every file of a role,
     the launch everywhere, or the file itself (gone, a folder, a FIFO, a symlink); hashes re-pinned mostly."""
     roles = evidence_files(folder)
-    what = data.draw(st.sampled_from(["one", "one", "role", "role", "role", "role", "launch", "launch", "label", "file"]),
-                     label="evidence op")
+    what = data.draw(
+        st.sampled_from(["one", "one", "role", "role", "role", "role", "launch", "launch", "label", "file"]),
+        label="evidence op",
+    )
     if what == "file":
         rel = data.draw(st.sampled_from([r for files in roles.values() for r in files]))
         target = folder / rel
@@ -220,8 +222,9 @@ def mutate_evidence(data: st.DataObject, folder: Path) -> None:
             doc["launch"] = new_launch
             (folder / rel).write_text(encode(doc))
     else:
-        role = data.draw(st.sampled_from(["worker"] * 3 + ["scheduler"] * 2 + ["manifest", "index", "staged"]),
-                         label="role")
+        role = data.draw(
+            st.sampled_from(["worker"] * 3 + ["scheduler"] * 2 + ["manifest", "index", "staged"]), label="role"
+        )
         files = roles[role] if what == "role" else [data.draw(st.sampled_from(roles[role]))]
         base = json.loads((folder / files[0]).read_bytes())
         mutated = mutate_document(data, base)
@@ -244,7 +247,9 @@ def _same_change(base: Any, mutated: Any, other: Any) -> Any:
         if k not in mutated:
             out.pop(k, None)
         elif k not in base or encode(base[k]) != encode(mutated[k]):
-            out[k] = _same_change(base.get(k), mutated[k], other.get(k)) if isinstance(base.get(k), dict) else mutated[k]
+            out[k] = (
+                _same_change(base.get(k), mutated[k], other.get(k)) if isinstance(base.get(k), dict) else mutated[k]
+            )
     return out
 
 

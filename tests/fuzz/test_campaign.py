@@ -46,6 +46,7 @@ def campaign(kind: str) -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     )  # fmt: skip
 
+
 #: ``fpm: <place>: <message> [<rule>]`` and the import's ``fpm import: … [<rule>]``: a refusal names its rule.
 _RULE_LINE = re.compile(r"^fpm( import| plan)?: .+ \[(?:[A-Z]+-[A-Z0-9]+|JSON|plugins)\]$")
 _IMPORT_RULE = re.compile(r"^(?:I-[1-9]\d*|O-[1-6]|JSON|usage)$")

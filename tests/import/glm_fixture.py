@@ -259,8 +259,16 @@ def ring_spec() -> dict[str, Any]:
     }
 
 
-def _group(gid: int, kind: str, layers: list[str], spec_of, block: int, startup: int, cacheable: bool,
-           state: dict[str, Any] | None) -> dict[str, Any]:
+def _group(
+    gid: int,
+    kind: str,
+    layers: list[str],
+    spec_of,
+    block: int,
+    startup: int,
+    cacheable: bool,
+    state: dict[str, Any] | None,
+) -> dict[str, Any]:
     specs = {name: spec_of(name) for name in layers}
     g: dict[str, Any] = {
         "group_id": gid,
@@ -295,12 +303,21 @@ def worker_groups() -> list[dict[str, Any]]:
     ]
     g4_layers = [name for i in MLA_LAYERS for name in (indexer(i), latent(i))]
     groups.append(
-        _group(4, "attention", g4_layers, lambda n: indexer_spec() if n.endswith("k_cache") else latent_spec(),
-               B, 482, True, None)
+        _group(
+            4,
+            "attention",
+            g4_layers,
+            lambda n: indexer_spec() if n.endswith("k_cache") else latent_spec(),
+            B,
+            482,
+            True,
+            None,
+        )
     )
     groups.append(
-        _group(5, "state", [ring(i) for i in MLA_LAYERS], lambda _n: ring_spec(), 4, 1, False,
-               {"blocks_per_request": 1})
+        _group(
+            5, "state", [ring(i) for i in MLA_LAYERS], lambda _n: ring_spec(), 4, 1, False, {"blocks_per_request": 1}
+        )
     )
     return groups
 
@@ -310,19 +327,21 @@ def scheduler_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for g in groups:
         first = g["layer_specs"][g["layer_names"][0]]
-        out.append({
-            "group_id": g["group_id"],
-            "layer_names": list(g["layer_names"]),
-            "spec_class": first["class"],
-            "block_size_tokens": first["block_size"],
-            "page_size_bytes": first["page_size_bytes"],
-            "sliding_window": None,
-            "prefix_cacheable": g["prefix_cacheable"],
-            "host_resident": False,
-            "role": "default",
-            "startup_blocks_per_request": g["startup_blocks_per_request"],
-            "spec_fields": copy.deepcopy(first["fields"]),
-        })
+        out.append(
+            {
+                "group_id": g["group_id"],
+                "layer_names": list(g["layer_names"]),
+                "spec_class": first["class"],
+                "block_size_tokens": first["block_size"],
+                "page_size_bytes": first["page_size_bytes"],
+                "sliding_window": None,
+                "prefix_cacheable": g["prefix_cacheable"],
+                "host_resident": False,
+                "role": "default",
+                "startup_blocks_per_request": g["startup_blocks_per_request"],
+                "spec_fields": copy.deepcopy(first["fields"]),
+            }
+        )
     return out
 
 
@@ -333,27 +352,69 @@ def _views(rank: int) -> dict[str, list[dict[str, Any]]]:
         for pos, i in enumerate(group):
             start = pos * KDA_PAGE
             views[kda(i)] = [
-                {"storage_id": sid, "storage_offset_bytes": start, "dtype": "torch.bfloat16",
-                 "shape": [N_BLOCKS, 6144, 3], "stride_bytes": [POOL_PAGE, 6, 2], "element_size_bytes": 2,
-                 "block_axis": 0, "kernel_block_size_tokens": B, "kernel_block_stride": 0},
-                {"storage_id": sid, "storage_offset_bytes": start + 36864, "dtype": "torch.float32",
-                 "shape": [N_BLOCKS, 16, 128, 128], "stride_bytes": [POOL_PAGE, 65536, 512, 4],
-                 "element_size_bytes": 4, "block_axis": 0, "kernel_block_size_tokens": B,
-                 "kernel_block_stride": 0},
+                {
+                    "storage_id": sid,
+                    "storage_offset_bytes": start,
+                    "dtype": "torch.bfloat16",
+                    "shape": [N_BLOCKS, 6144, 3],
+                    "stride_bytes": [POOL_PAGE, 6, 2],
+                    "element_size_bytes": 2,
+                    "block_axis": 0,
+                    "kernel_block_size_tokens": B,
+                    "kernel_block_stride": 0,
+                },
+                {
+                    "storage_id": sid,
+                    "storage_offset_bytes": start + 36864,
+                    "dtype": "torch.float32",
+                    "shape": [N_BLOCKS, 16, 128, 128],
+                    "stride_bytes": [POOL_PAGE, 65536, 512, 4],
+                    "element_size_bytes": 4,
+                    "block_axis": 0,
+                    "kernel_block_size_tokens": B,
+                    "kernel_block_stride": 0,
+                },
             ]
     for pos, i in enumerate(MLA_LAYERS):
         views[indexer(i)] = [
-            {"storage_id": sid, "storage_offset_bytes": pos * INDEXER_PAGE, "dtype": "torch.uint8",
-             "shape": [43827217, 32, 132], "stride_bytes": [4224, 132, 1], "element_size_bytes": 1,
-             "block_axis": 0, "kernel_block_size_tokens": 128, "kernel_block_stride": 3200}]
+            {
+                "storage_id": sid,
+                "storage_offset_bytes": pos * INDEXER_PAGE,
+                "dtype": "torch.uint8",
+                "shape": [43827217, 32, 132],
+                "stride_bytes": [4224, 132, 1],
+                "element_size_bytes": 1,
+                "block_axis": 0,
+                "kernel_block_size_tokens": 128,
+                "kernel_block_stride": 3200,
+            }
+        ]
         views[latent(i)] = [
-            {"storage_id": sid, "storage_offset_bytes": LATENT_OFFSET + pos * LATENT_PAGE, "dtype": "torch.uint8",
-             "shape": [N_BLOCKS, B, 512], "stride_bytes": [POOL_PAGE, 512, 1], "element_size_bytes": 1,
-             "block_axis": 0, "kernel_block_size_tokens": B, "kernel_block_stride": 0}]
+            {
+                "storage_id": sid,
+                "storage_offset_bytes": LATENT_OFFSET + pos * LATENT_PAGE,
+                "dtype": "torch.uint8",
+                "shape": [N_BLOCKS, B, 512],
+                "stride_bytes": [POOL_PAGE, 512, 1],
+                "element_size_bytes": 1,
+                "block_axis": 0,
+                "kernel_block_size_tokens": B,
+                "kernel_block_stride": 0,
+            }
+        ]
         views[ring(i)] = [
-            {"storage_id": sid, "storage_offset_bytes": pos * RING_PAGE, "dtype": "torch.bfloat16",
-             "shape": [N_BLOCKS, 2, 4, 128], "stride_bytes": [POOL_PAGE, 1024, 256, 2], "element_size_bytes": 2,
-             "block_axis": 0, "kernel_block_size_tokens": 4, "kernel_block_stride": 0}]
+            {
+                "storage_id": sid,
+                "storage_offset_bytes": pos * RING_PAGE,
+                "dtype": "torch.bfloat16",
+                "shape": [N_BLOCKS, 2, 4, 128],
+                "stride_bytes": [POOL_PAGE, 1024, 256, 2],
+                "element_size_bytes": 2,
+                "block_axis": 0,
+                "kernel_block_size_tokens": 4,
+                "kernel_block_stride": 0,
+            }
+        ]
     return views
 
 
@@ -361,39 +422,69 @@ def worker_cache(rank: int) -> dict[str, Any]:
     groups = worker_groups()
 
     def alloc(layers: list[str], stride: int, offset: int) -> dict[str, Any]:
-        return {"storage_id": "s0", "size": ALLOCATED, "layers": layers, "layer_stride": stride,
-                "block_stride": POOL_PAGE, "offset": offset}
+        return {
+            "storage_id": "s0",
+            "size": ALLOCATED,
+            "layers": layers,
+            "layer_stride": stride,
+            "block_stride": POOL_PAGE,
+            "offset": offset,
+        }
 
     allocations = [alloc(list(g["layer_names"]), KDA_PAGE, 0) for g in groups[:4]]
     allocations.append(alloc([indexer(i) for i in MLA_LAYERS], INDEXER_PAGE, 0))
     allocations.append(alloc([latent(i) for i in MLA_LAYERS], LATENT_PAGE, LATENT_OFFSET))
     allocations.append(alloc([ring(i) for i in MLA_LAYERS], RING_PAGE, 0))
     attention_groups = [
-        {"kv_cache_group_id": g, "backend": "FLASH_KDA", "layer_names": list(groups[g]["layer_names"]),
-         "kernel_block_size": None, "kernel_block_stride": 0}
+        {
+            "kv_cache_group_id": g,
+            "backend": "FLASH_KDA",
+            "layer_names": list(groups[g]["layer_names"]),
+            "kernel_block_size": None,
+            "kernel_block_stride": 0,
+        }
         for g in range(4)
     ]
     attention_groups += [
-        {"kv_cache_group_id": 4, "backend": "FLASHMLA_SPARSE_INDEXER", "layer_names": [indexer(i) for i in MLA_LAYERS],
-         "kernel_block_size": 128, "kernel_block_stride": 3200},
-        {"kv_cache_group_id": 4, "backend": "FLASHMLA_SPARSE", "layer_names": [latent(i) for i in MLA_LAYERS],
-         "kernel_block_size": None, "kernel_block_stride": 0},
-        {"kv_cache_group_id": 5, "backend": "CIRCULAR_BUFFER", "layer_names": [ring(i) for i in MLA_LAYERS],
-         "kernel_block_size": None, "kernel_block_stride": 0},
+        {
+            "kv_cache_group_id": 4,
+            "backend": "FLASHMLA_SPARSE_INDEXER",
+            "layer_names": [indexer(i) for i in MLA_LAYERS],
+            "kernel_block_size": 128,
+            "kernel_block_stride": 3200,
+        },
+        {
+            "kv_cache_group_id": 4,
+            "backend": "FLASHMLA_SPARSE",
+            "layer_names": [latent(i) for i in MLA_LAYERS],
+            "kernel_block_size": None,
+            "kernel_block_stride": 0,
+        },
+        {
+            "kv_cache_group_id": 5,
+            "backend": "CIRCULAR_BUFFER",
+            "layer_names": [ring(i) for i in MLA_LAYERS],
+            "kernel_block_size": None,
+            "kernel_block_stride": 0,
+        },
     ]
     return {
         "num_blocks": N_BLOCKS,
         "available_cache_bytes": AVAILABLE,
         "allocated_cache_bytes": ALLOCATED,
         "kv_cache_layout": "BLHNC",
-        "storages": [{"storage_id": "s0", "device": f"cuda:{rank}", "pointer": 140000000000000 + rank,
-                      "size_bytes": ALLOCATED}],
+        "storages": [
+            {"storage_id": "s0", "device": f"cuda:{rank}", "pointer": 140000000000000 + rank, "size_bytes": ALLOCATED}
+        ],
         "allocations": allocations,
         "groups": groups,
         "layer_views": _views(rank),
         "attention_groups": attention_groups,
-        "model_runner": {"class": "vllm.v1.worker.gpu.model_runner.GPUModelRunner", "version": "v2",
-                         "kernel_block_sizes": [B, B, B, B, B, 4]},
+        "model_runner": {
+            "class": "vllm.v1.worker.gpu.model_runner.GPUModelRunner",
+            "version": "v2",
+            "kernel_block_sizes": [B, B, B, B, B, 4],
+        },
         "placement": "shared_pool",
     }
 
@@ -411,8 +502,12 @@ def scheduler_cache() -> dict[str, Any]:
         "cache_hit_alignment_tokens": B,
         "mamba_cache_mode": "align",
         "groups": scheduler_groups(worker_groups()),
-        "startup": {"max_model_len": L, "max_in_flight_tokens": 8192,
-                    "kv_cache_max_concurrency": CONCURRENCY, "kv_cache_size_tokens": SIZE_TOKENS},
+        "startup": {
+            "max_model_len": L,
+            "max_in_flight_tokens": 8192,
+            "kv_cache_max_concurrency": CONCURRENCY,
+            "kv_cache_size_tokens": SIZE_TOKENS,
+        },
     }
 
 
@@ -421,20 +516,32 @@ def record(phase: str, kind: str, tp: int | None) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "schema_version": "fpmcore-runtime-observation/v1",
         "binding": {"configuration": CONFIG, "phase": phase, "attempt_id": ATTEMPT, "kind": kind, "rank": rank},
-        "runtime": {"framework": "vllm", "version": "0.33.0", "source_revision": "4ba787ec" + "0" * 32,
-                    "source_files": {"vllm/v1/kv_cache_interface.py": "b" * 64}, "image": IMAGE},
+        "runtime": {
+            "framework": "vllm",
+            "version": "0.33.0",
+            "source_revision": "4ba787ec" + "0" * 32,
+            "source_files": {"vllm/v1/kv_cache_interface.py": "b" * 64},
+            "image": IMAGE,
+        },
         "observer": {"plugin": "fpmcore-vllm033", "version": "1.0.0", "source_sha256": "c" * 64},
         "launch": launch(),
-        "model": {"path": "zai-org/GLM-5.3-Flash", "revision": REVISION, "config_sha256": MODEL_CONFIG_SHA256,
-                  "loaded_config_commit": REVISION},
+        "model": {
+            "path": "zai-org/GLM-5.3-Flash",
+            "revision": REVISION,
+            "config_sha256": MODEL_CONFIG_SHA256,
+            "loaded_config_commit": REVISION,
+        },
         "settings": settings(kind),
         "prefix_caching": {"enable_prefix_caching": True, "mamba_cache_mode": "align", "hash_block_size": B},
     }
     if kind == "worker":
-        rec["lifecycle"] = {"measurement": "after_warmup", "cache_initialized": True, "warmup_completed": True,
-                            "capture_completed": True}
-        rec["hardware"] = {"gpu": "gb300", "sm": 103, "device_name": "NVIDIA GB300",
-                           "total_memory_bytes": 288000000000}
+        rec["lifecycle"] = {
+            "measurement": "after_warmup",
+            "cache_initialized": True,
+            "warmup_completed": True,
+            "capture_completed": True,
+        }
+        rec["hardware"] = {"gpu": "gb300", "sm": 103, "device_name": "NVIDIA GB300", "total_memory_bytes": 288000000000}
         rec["cache"] = worker_cache(tp or 0)
     else:
         rec["lifecycle"] = {"measurement": "scheduler_initialized", "cache_initialized": True}
@@ -518,10 +625,15 @@ class Evidence:
         phases = {}
         for phase in PHASES:
             man = self.path(phase, "launch-manifest.json")
-            arts = [{"path": self.path(phase, n), "sha256": hashes[self.path(phase, n)], "kind": "observation"}
-                    for n in sorted(self.records[phase])]
-            arts += [{"path": p, "sha256": hashes[p], "kind": "engine-log"}
-                     for p in sorted(self.other) if p.startswith(f"{ATTEMPT}/{phase}/")]
+            arts = [
+                {"path": self.path(phase, n), "sha256": hashes[self.path(phase, n)], "kind": "observation"}
+                for n in sorted(self.records[phase])
+            ]
+            arts += [
+                {"path": p, "sha256": hashes[p], "kind": "engine-log"}
+                for p in sorted(self.other)
+                if p.startswith(f"{ATTEMPT}/{phase}/")
+            ]
             phases[phase] = {"launch_manifest": {"path": man, "sha256": hashes[man]}, "artifacts": arts}
         return {
             "schema_version": "fpmcore-runtime-observations/v1",

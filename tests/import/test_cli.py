@@ -82,8 +82,14 @@ def test_human_output(evidence, tmp_path, cli_host):
     folder = evidence.write(tmp_path / "ev")
     res = run_fpm("import", str(folder), host=cli_host)
     assert res.exit_code == 0
-    for text in ("glm53flash-tp4: complete", "runtime_group_5", "13516800", "185126092800", "27.67070707070707",
-                 "1 / 16"):
+    for text in (
+        "glm53flash-tp4: complete",
+        "runtime_group_5",
+        "13516800",
+        "185126092800",
+        "27.67070707070707",
+        "1 / 16",
+    ):
         assert text in res.stdout
 
 

@@ -80,14 +80,26 @@ def test_human_output_names_the_layout_level(cli_host, run_fpm):
 
 
 def _groups(res: dict) -> list[tuple]:
-    return [(g["kind"], g["num_layers"], g["block_size_tokens"], g["page_size_bytes"], g["sliding_window"],
-             g.get("blocks_per_request"), g.get("prefill_checkpoint_blocks"), g.get("prefill_checkpoint_alignment"))
-            for g in res["cache_groups"]]
+    return [
+        (
+            g["kind"],
+            g["num_layers"],
+            g["block_size_tokens"],
+            g["page_size_bytes"],
+            g["sliding_window"],
+            g.get("blocks_per_request"),
+            g.get("prefill_checkpoint_blocks"),
+            g.get("prefill_checkpoint_alignment"),
+        )
+        for g in res["cache_groups"]
+    ]
 
 
 def _startup(prov: dict) -> set[tuple]:
-    return {(s["phase"], s["num_blocks"], s["blocks_per_request"], s["kv_cache_max_concurrency"],
-             s["kv_cache_size_tokens"]) for s in prov["startup"]}
+    return {
+        (s["phase"], s["num_blocks"], s["blocks_per_request"], s["kv_cache_max_concurrency"], s["kv_cache_size_tokens"])
+        for s in prov["startup"]
+    }
 
 
 def _capacities(prov: dict) -> set[tuple]:
@@ -102,13 +114,20 @@ def test_glm_example(imported):
     res, mem, prov = _profile(imported, "glm53flash-tp4")
     kda = ("state", None, 2176, GLM_PAGE, None, 1, 1, 16)
     assert _groups(res) == [
-        kda[:1] + (9,) + kda[2:], kda[:1] + (9,) + kda[2:], kda[:1] + (8,) + kda[2:], kda[:1] + (8,) + kda[2:],
+        kda[:1] + (9,) + kda[2:],
+        kda[:1] + (9,) + kda[2:],
+        kda[:1] + (8,) + kda[2:],
+        kda[:1] + (8,) + kda[2:],
         ("attention", 22, 2176, GLM_PAGE, None, None, None, None),
         ("state", 11, 4, GLM_PAGE, None, 1, None, None),  # the ring: no checkpoint fields
     ]
     assert "prefill_checkpoint_blocks" not in res["cache_groups"][5]
     assert mem["kv_cache_bytes"] == 185_126_092_800 == 13_696 * GLM_PAGE
-    assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (True, "align", 2176)
+    assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (
+        True,
+        "align",
+        2176,
+    )
     assert (mem["max_model_len"], mem["gpu_memory_utilization"]) == (1_048_576, 0.9)
     assert _startup(prov) == {(p, 13_697, 495, 27.67070707070707, 29_014_839) for p in ("prefill", "decode")}
     assert _capacities(prov) == {(13_696, GLM_PAGE, 185_126_092_800)}
@@ -120,8 +139,12 @@ def test_glm_no_checkpoint_example(imported):
     """02 §13 variant 3 computed by vLLM: checkpoint 0, startup 2 blocks per KDA group, 27.89613034623218."""
     res, mem, prov = _profile(imported, "glm53flash-tp4-no-checkpoint")
     assert [g[:2] + g[5:] for g in _groups(res)] == [
-        ("state", 9, 1, 0, None), ("state", 9, 1, 0, None), ("state", 8, 1, 0, None), ("state", 8, 1, 0, None),
-        ("attention", 22, None, None, None), ("state", 11, 1, None, None),
+        ("state", 9, 1, 0, None),
+        ("state", 9, 1, 0, None),
+        ("state", 8, 1, 0, None),
+        ("state", 8, 1, 0, None),
+        ("attention", 22, None, None, None),
+        ("state", 11, 1, None, None),
     ]
     assert {g["page_size_bytes"] for g in res["cache_groups"]} == {GLM_PAGE}
     assert mem["kv_cache_bytes"] == 185_126_092_800
@@ -141,8 +164,10 @@ def test_plain_dense_example(imported):
 def test_sliding_window_example(imported):
     """12 sliding-window (128) + 12 full layers: the window reserves cdiv(min(W - 1 + T, L), B) + 1 = 521 blocks."""
     res, mem, prov = _profile(imported, "sliding-window")
-    assert _groups(res) == [("attention", 12, 16, 393_216, 128, None, None, None),
-                            ("attention", 12, 16, 393_216, None, None, None, None)]
+    assert _groups(res) == [
+        ("attention", 12, 16, 393_216, 128, None, None, None),
+        ("attention", 12, 16, 393_216, None, None, None, None),
+    ]
     assert mem["kv_cache_bytes"] == 29_999_235_072 == 76_292 * 393_216
     assert _startup(prov) == {(p, 76_293, 8192 + 521, 8.756226328474693, 1_147_696) for p in ("prefill", "decode")}
     assert [s["blocks_per_request_by_group"] for s in prov["startup"]] == [[521, 8192]] * 2
@@ -152,9 +177,14 @@ def test_gdn_hybrid_example(imported):
     """Qwen3-Next-shaped GDN hybrid: 3 Mamba groups (checkpoint 0) and one attention group, 544-token blocks."""
     res, mem, prov = _profile(imported, "gdn-hybrid-tp4")
     assert _groups(res) == [("state", 12, 544, 6_684_672, None, 1, 0, None)] * 3 + [
-        ("attention", 12, 544, 6_684_672, None, None, None, None)]
+        ("attention", 12, 544, 6_684_672, None, None, None, None)
+    ]
     assert mem["kv_cache_bytes"] == 59_988_246_528 == 8_974 * 6_684_672
-    assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (True, "align", 544)
+    assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (
+        True,
+        "align",
+        544,
+    )
     assert _startup(prov) == {(p, 8_975, 488, 18.391393442622952, 4_821_193) for p in ("prefill", "decode")}
 
 

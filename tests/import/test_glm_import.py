@@ -15,9 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fpm_import_glm_fixture as G
+import pytest
 
 HERE = Path(__file__).parent
 ORACLE = json.loads((HERE / "data" / "oracle_glm53flash_tp4.expected.json").read_text())
@@ -41,7 +40,11 @@ def test_glm_is_complete_with_six_groups(glm):
     assert [g["block_size_tokens"] for g in groups] == [2176] * 5 + [4]
     assert {g["page_size_bytes"] for g in groups} == {13516800}
     for g in groups[:4]:
-        assert (g["blocks_per_request"], g["prefill_checkpoint_blocks"], g["prefill_checkpoint_alignment"]) == (1, 1, 16)
+        assert (g["blocks_per_request"], g["prefill_checkpoint_blocks"], g["prefill_checkpoint_alignment"]) == (
+            1,
+            1,
+            16,
+        )
     assert groups[5]["blocks_per_request"] == 1
     assert "prefill_checkpoint_blocks" not in groups[5] and "prefill_checkpoint_alignment" not in groups[5]
     assert "blocks_per_request" not in groups[4]
@@ -62,7 +65,9 @@ def test_glm_numbers_equal_vllm(glm):
     assert len(prov["rank_capacities"]) == 8
     for st in prov["startup"]:
         assert st["num_blocks"] == ORACLE_ON["num_blocks"]
-        assert st["blocks_per_request_by_group"] == [g["blocks_per_request_at_max_model_len"] for g in ORACLE_ON["groups"]]
+        assert st["blocks_per_request_by_group"] == [
+            g["blocks_per_request_at_max_model_len"] for g in ORACLE_ON["groups"]
+        ]
         assert st["blocks_per_request_by_group"] == [3, 3, 3, 3, 482, 1]
         assert st["blocks_per_request"] == 495
         assert st["kv_cache_max_concurrency"] == ORACLE_ON["kv_cache_max_concurrency"] == 13697 / 495
@@ -71,7 +76,9 @@ def test_glm_numbers_equal_vllm(glm):
     mem = glm.draft["deployments"][0]["resources"]["runtime_memory"]
     assert mem["kv_cache_bytes"] == 13696 * 13516800 == 185126092800
     assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (
-        True, "align", ORACLE_ON["hash_block_size"]
+        True,
+        "align",
+        ORACLE_ON["hash_block_size"],
     )
     assert ORACLE_ON["scheduler_block_size"] == ORACLE_ON["cache_hit_alignment_tokens"] == 2176
 
@@ -80,8 +87,14 @@ def test_glm_allocations_equal_vllm(evidence):
     """The fixture's KVCacheTensor strides and offsets are the ones vLLM planned (02 §11.3)."""
     allocs = evidence.workers()[0]["cache"]["allocations"]
     assert [
-        {"num_layers": len(a["layers"]), "first_layer": a["layers"][0], "size": a["size"],
-         "layer_stride": a["layer_stride"], "block_stride": a["block_stride"], "offset": a["offset"]}
+        {
+            "num_layers": len(a["layers"]),
+            "first_layer": a["layers"][0],
+            "size": a["size"],
+            "layer_stride": a["layer_stride"],
+            "block_stride": a["block_stride"],
+            "offset": a["offset"],
+        }
         for a in allocs
     ] == ORACLE_ON["kv_cache_tensors"]
     group_pages = [g["page_size_bytes"] for g in evidence.workers()[0]["cache"]["groups"]]
@@ -110,10 +123,16 @@ def test_glm_provenance(glm):
     assert p["runtime"] == {"framework": "vllm", "version": "0.33.0", "source_revision": "4ba787ec" + "0" * 32}
     assert p["observer"] == {"plugin": "fpmcore-vllm033", "version": "1.0.0", "source_sha256": "c" * 64}
     assert p["phase_geometry_differences"] == []
-    assert p["prefix_caching"]["prefill"] == {"enable_prefix_caching": True, "mamba_cache_mode": "align", "hash_block_size": 2176}
+    assert p["prefix_caching"]["prefill"] == {
+        "enable_prefix_caching": True,
+        "mamba_cache_mode": "align",
+        "hash_block_size": 2176,
+    }
     assert len(p["artifacts"]) == 10 and len(p["launch_artifacts"]) == 2
     assert p["observations_index"]["path"] == "observations.json"
-    assert [(r["phase"], r["tp"]) for r in p["rank_capacities"]] == [(ph, t) for ph in ("prefill", "decode") for t in range(4)]
+    assert [(r["phase"], r["tp"]) for r in p["rank_capacities"]] == [
+        (ph, t) for ph in ("prefill", "decode") for t in range(4)
+    ]
 
 
 def test_glm_profile_validates(glm):
@@ -133,11 +152,29 @@ def test_oracle_rerun(tmp_path):
     script = Path(__file__).resolve().parents[2] / "tools" / "vllm_oracle.py"
     assert script.exists(), script
     proc = subprocess.run(
-        [str(py), str(script), "config", str(HERE / "data" / "oracle_glm53flash_tp4.json"), "--caching", "both", "--json"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        [
+            str(py),
+            str(script),
+            "config",
+            str(HERE / "data" / "oracle_glm53flash_tp4.json"),
+            "--caching",
+            "both",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     fresh = json.loads(proc.stdout)
-    for key in ("bytes_per_block", "num_blocks", "kv_cache_max_concurrency", "kv_cache_size_tokens",
-                "scheduler_block_size", "hash_block_size", "kv_cache_tensors"):
+    for key in (
+        "bytes_per_block",
+        "num_blocks",
+        "kv_cache_max_concurrency",
+        "kv_cache_size_tokens",
+        "scheduler_block_size",
+        "hash_block_size",
+        "kv_cache_tensors",
+    ):
         assert [o[key] for o in fresh] == [o[key] for o in ORACLE], key

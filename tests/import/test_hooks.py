@@ -57,4 +57,5 @@ def test_normalization_is_applied(evidence, run_import, host):
     marked = HostServices(make_host(Marker(), entry_points=("vllm_027", "vllm_033")))
     result = run_import(evidence, services=marked)
     assert ("I-30", "speculative or transferred cache semantics are unsupported") in [
-        (d.rule, d.message) for d in result.diagnostics]
+        (d.rule, d.message) for d in result.diagnostics
+    ]

@@ -23,8 +23,12 @@ from fpmcore.importer.record_envelope import TENSOR_LEVEL_PATHS, tensor_level
 EXAMPLE = Path(__file__).parents[2] / "examples" / "probes" / "glm53flash-tp4"
 PLAIN_027 = Path(__file__).parents[2] / "examples" / "probes" / "vllm-0.27.0-plain"
 LIVE = {"measurement": "after_warmup", "cache_initialized": True, "warmup_completed": True, "capture_completed": True}
-DRY = {"measurement": "cache_planned", "cache_initialized": False, "warmup_completed": False, "capture_completed": False}
-
+DRY = {
+    "measurement": "cache_planned",
+    "cache_initialized": False,
+    "warmup_completed": False,
+    "capture_completed": False,
+}
 
 
 def test_the_examples_are_here():
@@ -61,10 +65,22 @@ SCHED = "decode/runtime-observation-scheduler-dp0.json"
 
 def test_the_tensor_level_paths():
     """I-19's accepted list: tensor and device evidence only."""
-    assert all(tensor_level(p.replace("<k>", "3").replace("<layer>", "model.layers.0.attn")) for p in TENSOR_LEVEL_PATHS)
-    for other in ("runtime.source_revision", "runtime.image", "cache.num_blocks", "cache.groups",
-                  "cache.available_cache_bytes", "cache.allocations[0].size", "settings.cache.hash_block_size",
-                  "cache.startup.kv_cache_max_concurrency", "model.path", "cache.storagesX", "hardware"):
+    assert all(
+        tensor_level(p.replace("<k>", "3").replace("<layer>", "model.layers.0.attn")) for p in TENSOR_LEVEL_PATHS
+    )
+    for other in (
+        "runtime.source_revision",
+        "runtime.image",
+        "cache.num_blocks",
+        "cache.groups",
+        "cache.available_cache_bytes",
+        "cache.allocations[0].size",
+        "settings.cache.hash_block_size",
+        "cache.startup.kv_cache_max_concurrency",
+        "model.path",
+        "cache.storagesX",
+        "hardware",
+    ):
         assert not tensor_level(other), other
 
 
@@ -98,7 +114,10 @@ def test_dry_lifecycle_flags_must_be_false(tmp_path, services):
     folder = edited_copy(EXAMPLE, tmp_path / "ev", {W1: lambda r: r["lifecycle"].update(warmup_completed=True)})
     run = import_evidence(folder, services)
     assert rules(run) == ["I-20"]
-    assert run.diagnostics[0].message == "worker cache planning lifecycle evidence is inconsistent: warmup_completed not false"
+    assert (
+        run.diagnostics[0].message
+        == "worker cache planning lifecycle evidence is inconsistent: warmup_completed not false"
+    )
 
 
 def test_dry_attempt_with_one_live_worker_is_refused_with_i113(tmp_path, services):
@@ -134,7 +153,10 @@ def test_live_record_with_unresolved_tensor_paths_is_still_refused(evidence, run
     evidence.workers("prefill")[1]["unresolved_fields"] = ["cache.layer_views", "cache.storages"]
     run = run_import(evidence)
     assert rules(run) == ["I-19"]
-    assert run.diagnostics[0].message == "runtime observation has unresolved fields: cache.layer_views, cache.storages: null"
+    assert (
+        run.diagnostics[0].message
+        == "runtime observation has unresolved fields: cache.layer_views, cache.storages: null"
+    )
 
 
 def test_live_evidence_result_is_tensor_level_without_a_provenance_key(evidence, run_import):
@@ -170,6 +192,7 @@ def test_dry_allocations_must_share_one_backing_size(tmp_path, services):
 
 def test_dry_plan_must_fit_the_budget(tmp_path, services):
     """I-65 on the plan: the planned bytes fit the profiled budget in whole pool pages."""
+
     def shrink(rec):
         rec["cache"]["available_cache_bytes"] = 185_139_609_599
 
@@ -181,6 +204,7 @@ def test_dry_plan_must_fit_the_budget(tmp_path, services):
 
 def test_dry_pool_page_must_agree_across_phases_and_ranks(tmp_path, services):
     """I-107 runs on the planned pool page: 0.27.0 plain records sum one tensor per layer."""
+
     def grow(rec):
         rec["cache"]["allocations"][0]["size"] += 9536 * 64
         rec["cache"]["available_cache_bytes"] += 9536 * 64

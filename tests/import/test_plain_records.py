@@ -7,11 +7,10 @@ vectors of 03 §10.1.
 
 from __future__ import annotations
 
+import fpm_import_attn_fixture as A
 import pytest
 
 from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
-
-import fpm_import_attn_fixture as A
 
 
 def _complete(result):
@@ -28,16 +27,28 @@ def _rules(result):
 
 def test_v5_minimax_single_group(run_import):
     """V5: 62 full layers, B 16, L 8,192, 203,368 blocks: concurrency 397.203125, size 3,253,888 (LBHNC)."""
-    ev = A.AttnEvidence([("FullAttentionSpec", 62, None)], block=16, max_model_len=8192, num_blocks=203368,
-                        heads=2, head=128, layout="LBHNC")
+    ev = A.AttnEvidence(
+        [("FullAttentionSpec", 62, None)],
+        block=16,
+        max_model_len=8192,
+        num_blocks=203368,
+        heads=2,
+        head=128,
+        layout="LBHNC",
+    )
     assert ev.blocks_per_request == [512]
     assert ev.concurrency == 397.203125 and ev.size_tokens == 3253888
     r = _complete(run_import(ev))
     (st, _d) = r.provenance["startup"]
-    assert (st["blocks_per_request"], st["kv_cache_max_concurrency"], st["kv_cache_size_tokens"]) == (512, 397.203125, 3253888)
+    assert (st["blocks_per_request"], st["kv_cache_max_concurrency"], st["kv_cache_size_tokens"]) == (
+        512,
+        397.203125,
+        3253888,
+    )
     groups = r.draft["deployments"][0]["resources"]["cache_groups"]
     assert [(g["name"], g["kind"], g["num_layers"], g["block_size_tokens"]) for g in groups] == [
-        ("runtime_group_0", "attention", 62, 16)]
+        ("runtime_group_0", "attention", 62, 16)
+    ]
     assert groups[0]["page_size_bytes"] == 62 * 16384
     mem = r.draft["deployments"][0]["resources"]["runtime_memory"]
     assert (mem["enable_prefix_caching"], mem["mamba_cache_mode"], mem["hash_block_size_tokens"]) == (True, "none", 16)
@@ -45,12 +56,22 @@ def test_v5_minimax_single_group(run_import):
 
 def test_minimax_prefix_match_unit_refused(run_import):
     """02 §12, MiniMax variant: ``prefix_match_unit`` 8 with one group and prefix caching (I-97)."""
-    ev = A.AttnEvidence([("FullAttentionSpec", 62, None)], block=16, max_model_len=8192, num_blocks=203368,
-                        heads=2, head=128, layout="LBHNC")
+    ev = A.AttnEvidence(
+        [("FullAttentionSpec", 62, None)],
+        block=16,
+        max_model_len=8192,
+        num_blocks=203368,
+        heads=2,
+        head=128,
+        layout="LBHNC",
+    )
     for r in ev.all_records():
         r["settings"]["cache"]["prefix_match_unit"] = 8
-    assert ("I-97", "scheduler block sizes contradict its cache groups: a single cache group with prefix caching "
-            "needs prefix_match_unit null or 16; got 8") in _rules(run_import(ev))
+    assert (
+        "I-97",
+        "scheduler block sizes contradict its cache groups: a single cache group with prefix caching "
+        "needs prefix_match_unit null or 16; got 8",
+    ) in _rules(run_import(ev))
 
 
 def test_v9_sliding_window_only(run_import):
@@ -80,15 +101,21 @@ def test_sliding_window_concurrency_without_window_term_refused(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("SlidingWindowSpec", 12, 128)], num_blocks=10000)
     wrong = 10000 / (2048 + 9)  # window counted as cdiv(128, 16) + 1, without T
     ev.scheduler()["cache"]["startup"].update(kv_cache_max_concurrency=wrong, kv_cache_size_tokens=int(wrong * 32768))
-    assert ("I-103", f"prefill scheduler dp0 records kv_cache_max_concurrency {wrong!r}, which gives 2057 blocks "
-            "per request, but its cache groups reserve 2569") in _rules(run_import(ev))
+    assert (
+        "I-103",
+        f"prefill scheduler dp0 records kv_cache_max_concurrency {wrong!r}, which gives 2057 blocks "
+        "per request, but its cache groups reserve 2569",
+    ) in _rules(run_import(ev))
 
 
 def test_sliding_window_size_tokens_refused(run_import):
     """I-104 [beyond reference] on a sliding-window layout."""
     ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("SlidingWindowSpec", 12, 128)], num_blocks=10000)
     ev.scheduler("decode")["cache"]["startup"]["kv_cache_size_tokens"] = 127552
-    assert ("I-104", "decode scheduler dp0 records kv_cache_size_tokens 127552, but int(3.8925652004671076 x 32768) = 127551") in _rules(run_import(ev))
+    assert (
+        "I-104",
+        "decode scheduler dp0 records kv_cache_size_tokens 127552, but int(3.8925652004671076 x 32768) = 127551",
+    ) in _rules(run_import(ev))
 
 
 def test_sliding_window_startup_count_refused(run_import):
@@ -96,15 +123,21 @@ def test_sliding_window_startup_count_refused(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("SlidingWindowSpec", 12, 128)], num_blocks=10000)
     for r in ev.phase_records("prefill"):
         r["cache"]["groups"][1]["startup_blocks_per_request"] = 9
-    assert ("I-61", "cache group 1 records startup_blocks_per_request 9, but vLLM 0.33.0 reserves 521 "
-            "(cdiv(min(128 - 1 + 0 + 8192, 32768), 16) + 1)") in _rules(run_import(ev))
+    assert (
+        "I-61",
+        "cache group 1 records startup_blocks_per_request 9, but vLLM 0.33.0 reserves 521 "
+        "(cdiv(min(128 - 1 + 0 + 8192, 32768), 16) + 1)",
+    ) in _rules(run_import(ev))
 
 
 def test_i102_pool_too_small(run_import):
     """I-102 [beyond reference], 03 C-10 vector V8: 2,048 blocks cannot hold 2,048 blocks plus the null block."""
     ev = A.AttnEvidence([("FullAttentionSpec", 32, None)], num_blocks=2048)
-    assert ("I-102", "prefill scheduler dp0 pool of 2048 blocks cannot hold one request at max_model_len: "
-            "2048 blocks plus the null block") in _rules(run_import(ev))
+    assert (
+        "I-102",
+        "prefill scheduler dp0 pool of 2048 blocks cannot hold one request at max_model_len: "
+        "2048 blocks plus the null block",
+    ) in _rules(run_import(ev))
 
 
 def test_v7_one_request_fits(run_import):
@@ -119,8 +152,12 @@ def test_v7_one_request_fits(run_import):
 
 def test_vllm027_plain_record_imports(run_import):
     """A ``vllm_027`` record: no hybrid evidence, §5.1 classes, whole allocations; the draft has no evidence fields."""
-    ev = A.AttnEvidence([("FullAttentionSpec", 4, None), ("SlidingWindowSpec", 4, 1024)], version="0.27.0",
-                        hybrid=False, num_blocks=3000)
+    ev = A.AttnEvidence(
+        [("FullAttentionSpec", 4, None), ("SlidingWindowSpec", 4, 1024)],
+        version="0.27.0",
+        hybrid=False,
+        num_blocks=3000,
+    )
     r = _complete(run_import(ev))
     mem = r.draft["deployments"][0]["resources"]["runtime_memory"]
     assert set(mem) == {"kv_cache_bytes", "gpu_memory_utilization", "max_model_len", "provenance"}
@@ -138,8 +175,11 @@ def test_vllm027_same_group_alias_refused(run_import):
         c["allocations"][0]["layers"] += moved["layers"]
         c["storages"] = [st for st in c["storages"] if st["storage_id"] != moved["storage_id"]]
         c["allocated_cache_bytes"] -= moved["size"]
-    assert ("I-76", "layers in one cache group cannot alias the same allocation slot: "
-            "model.layers.0.self_attn.attn and model.layers.1.self_attn.attn") in _rules(run_import(ev))
+    assert (
+        "I-76",
+        "layers in one cache group cannot alias the same allocation slot: "
+        "model.layers.0.self_attn.attn and model.layers.1.self_attn.attn",
+    ) in _rules(run_import(ev))
 
 
 def test_vllm027_packed_stride_refused(run_import):
@@ -156,8 +196,11 @@ def test_vllm027_mamba_refused(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.27.0", hybrid=False)
     for r in ev.phase_records("prefill"):
         r["cache"]["groups"][0]["spec_class"] = A.MOD + "MLAAttentionSpec"
-    assert ("I-41", "unsupported runtime cache spec: vllm.v1.kv_cache_interface.MLAAttentionSpec (records without "
-            "hybrid evidence allow FullAttentionSpec and SlidingWindowSpec): group 0") in _rules(run_import(ev))
+    assert (
+        "I-41",
+        "unsupported runtime cache spec: vllm.v1.kv_cache_interface.MLAAttentionSpec (records without "
+        "hybrid evidence allow FullAttentionSpec and SlidingWindowSpec): group 0",
+    ) in _rules(run_import(ev))
 
 
 def test_vllm027_full_attention_with_window_refused(run_import):
@@ -165,7 +208,9 @@ def test_vllm027_full_attention_with_window_refused(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.27.0", hybrid=False)
     for r in ev.workers("prefill"):
         r["cache"]["groups"][0]["sliding_window"] = 512
-    assert ("I-45", "full-attention cache cannot declare sliding retention: model.layers.0.self_attn.attn") in _rules(run_import(ev))
+    assert ("I-45", "full-attention cache cannot declare sliding retention: model.layers.0.self_attn.attn") in _rules(
+        run_import(ev)
+    )
 
 
 # -- the plugin gate (02 §4, I-25) ---------------------------------------------------------
@@ -193,8 +238,10 @@ def plain_0331():
 
 def test_plain_0331_refused_without_a_plugin(run_import):
     """I-25: no installed plugin declares 0.33.1 (versions are exact strings)."""
-    assert ("I-25", "no installed runtime plugin imports records of vLLM 0.33.1; installed: vllm_027 (0.27.0), "
-            "vllm_033 (0.33.0)") in _rules(run_import(plain_0331()))
+    assert (
+        "I-25",
+        "no installed runtime plugin imports records of vLLM 0.33.1; installed: vllm_027 (0.27.0), vllm_033 (0.33.0)",
+    ) in _rules(run_import(plain_0331()))
 
 
 def test_plain_0331_accepted_with_a_plugin_that_declares_it(run_import):
@@ -215,14 +262,17 @@ def test_hybrid_0331_refused_even_with_a_plugin(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.33.1", hybrid=True)
     host = make_host(Vllm0331(), entry_points=("vllm_027", "vllm_033"))
     assert ("I-22", "hybrid cache evidence requires vLLM 0.33.0; the record names vLLM 0.33.1") in _rules(
-        run_import(ev, services=HostServices(host)))
+        run_import(ev, services=HostServices(host))
+    )
 
 
 @pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.1", "0.33.0.post1", "0.34.0"])
 def test_hybrid_version_gate(run_import, version):
     """The version gate cases of the acceptance: hybrid records of these versions are refused (I-22)."""
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version=version, hybrid=True)
-    assert ("I-22", f"hybrid cache evidence requires vLLM 0.33.0; the record names vLLM {version}") in _rules(run_import(ev))
+    assert ("I-22", f"hybrid cache evidence requires vLLM 0.33.0; the record names vLLM {version}") in _rules(
+        run_import(ev)
+    )
 
 
 def test_plain_0330_record_imports(run_import):

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import fpm_import_glm_fixture as G
 import pytest
 
 from fpmcore.importer.model import Context, Record, parse_record_name
 from fpmcore.importer.pipeline import _stages
 from fpmcore.importer.values import same
-
-import fpm_import_glm_fixture as G
 
 WRONG = (None, "x", -1, 1.5, True, [], {})
 
@@ -46,8 +45,9 @@ def in_memory(ev: G.Evidence, services) -> Context:
     for phase in G.PHASES:
         for name, rec in ev.records[phase].items():
             kind, rank = parse_record_name(name)
-            ctx.records.append(Record(phase=phase, path=ev.path(phase, name), sha256="", data=rec,
-                                      name_kind=kind, name_rank=rank))
+            ctx.records.append(
+                Record(phase=phase, path=ev.path(phase, name), sha256="", data=rec, name_kind=kind, name_rank=rank)
+            )
     return ctx
 
 
@@ -102,7 +102,9 @@ def test_wrong_types_everywhere(services, kind, half):
         except Exception as exc:  # the pipeline turns this into I-0 (02 §6.2); here it is a finding
             import traceback
 
-            failures.append((path, value, f"{type(exc).__name__}: {exc} at {traceback.extract_tb(exc.__traceback__)[-1][:3]}"))
+            failures.append(
+                (path, value, f"{type(exc).__name__}: {exc} at {traceback.extract_tb(exc.__traceback__)[-1][:3]}")
+            )
             continue
         checked += 1
         rules = {d.rule for d in ctx.diagnostics}
@@ -119,8 +121,14 @@ def _harmless(path: tuple, value: Any) -> bool:
     text = ".".join(str(p) for p in path)
     # free-form strings and open maps no rule judges, and a null observer error
     return (
-        text.startswith(("runtime.source_files", "cache.attention_groups.0.backend", "cache.model_runner.class",
-                         "cache.model_runner.version"))
+        text.startswith(
+            (
+                "runtime.source_files",
+                "cache.attention_groups.0.backend",
+                "cache.model_runner.class",
+                "cache.model_runner.version",
+            )
+        )
         # a scheduler's mamba_block_size is set per process and read by no rule (02 §3.4 note)
         or (text == "settings.cache.mamba_block_size" and value is None)
         or (path[-1] == "error" and value is None)

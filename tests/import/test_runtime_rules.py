@@ -13,11 +13,9 @@
 from __future__ import annotations
 
 import attrs
+import fpm_import_attn_fixture as A
 
 from fpmcore import API_VERSION, PluginInfo, SpecClassification, hookimpl
-from fpmcore.hooktypes import RuntimeRules
-
-import fpm_import_attn_fixture as A
 
 
 def _rules(result):
@@ -69,7 +67,8 @@ def test_i22_names_every_version_that_imports_hybrid_evidence(run_import):
     """I-22 with a second hybrid plugin: the versions in plugin order, joined with ``or``."""
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.32.0", hybrid=True)
     assert ("I-22", "hybrid cache evidence requires vLLM 0.33.0 or 0.34.0; the record names vLLM 0.32.0") in _rules(
-        run_import(ev, services=_services(Hybrid034())))
+        run_import(ev, services=_services(Hybrid034()))
+    )
 
 
 def test_i22_without_a_hybrid_plugin(run_import):
@@ -82,8 +81,9 @@ def test_i22_without_a_hybrid_plugin(run_import):
 
 def test_hybrid_record_of_another_hybrid_plugin_imports(run_import):
     """Nothing in the import names 0.33.0: a 0.34.0 plugin with the same rules imports the same layout."""
-    ev = A.AttnEvidence([("FullAttentionSpec", 4, None), ("SlidingWindowSpec", 4, 4096)], version="0.34.0",
-                        num_blocks=5000)
+    ev = A.AttnEvidence(
+        [("FullAttentionSpec", 4, None), ("SlidingWindowSpec", 4, 4096)], version="0.34.0", num_blocks=5000
+    )
     result = run_import(ev, services=_services(Hybrid034()))
     assert result.complete, [d.render() for d in result.diagnostics]
     assert result.results[0].draft["deployments"][0]["backend_version"] == "0.34.0"
@@ -94,8 +94,10 @@ def test_i61_names_the_records_version(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.34.0")
     for r in ev.phase_records("prefill"):
         r["cache"]["groups"][0]["startup_blocks_per_request"] = 7
-    assert ("I-61", "cache group 0 records startup_blocks_per_request 7, but vLLM 0.34.0 reserves 2048 "
-            "(cdiv(32768, 16))") in _rules(run_import(ev, services=_services(Hybrid034())))
+    assert (
+        "I-61",
+        "cache group 0 records startup_blocks_per_request 7, but vLLM 0.34.0 reserves 2048 (cdiv(32768, 16))",
+    ) in _rules(run_import(ev, services=_services(Hybrid034())))
 
 
 def test_plain_record_uses_the_plain_table_not_the_hybrid_one(run_import):
@@ -103,8 +105,11 @@ def test_plain_record_uses_the_plain_table_not_the_hybrid_one(run_import):
     ev = A.AttnEvidence([("FullAttentionSpec", 4, None)], version="0.33.0", hybrid=False)
     for r in ev.phase_records("prefill"):
         r["cache"]["groups"][0]["spec_class"] = A.MOD + "MLAAttentionSpec"
-    assert ("I-41", "unsupported runtime cache spec: vllm.v1.kv_cache_interface.MLAAttentionSpec (records without "
-            "hybrid evidence allow FullAttentionSpec and SlidingWindowSpec): group 0") in _rules(run_import(ev))
+    assert (
+        "I-41",
+        "unsupported runtime cache spec: vllm.v1.kv_cache_interface.MLAAttentionSpec (records without "
+        "hybrid evidence allow FullAttentionSpec and SlidingWindowSpec): group 0",
+    ) in _rules(run_import(ev))
 
 
 def test_a_plugin_without_rules_labels_only_auto(run_import):

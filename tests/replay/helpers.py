@@ -30,7 +30,9 @@ def state(n: int, page: int, name: str = "state") -> GroupSpec:
 
 
 def mamba(b: int, page: int, ckpt: int = 1, align: int = 0, name: str = "mamba") -> GroupSpec:
-    return GroupSpec(name, KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ckpt, checkpoint_alignment=align)
+    return GroupSpec(
+        name, KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ckpt, checkpoint_alignment=align
+    )
 
 
 def trace(*reqs: tuple[Any, ...], timed: bool = False):

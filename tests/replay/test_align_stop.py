@@ -41,9 +41,19 @@ def chunks(fn, prompt, start=0, ckpt=True, budget=8192, b=2176, align=16, juncti
     out = []
     while start < prompt:
         k = min(prompt - start, budget)
-        n = fn(AlignStopQuery(start=start, num_new_tokens=k, prompt_len=prompt, num_tokens=prompt, block_size=b,
-                              hash_block_size=b, max_num_batched_tokens=budget,
-                              checkpoint_alignment=align if ckpt else None, junction=junction))
+        n = fn(
+            AlignStopQuery(
+                start=start,
+                num_new_tokens=k,
+                prompt_len=prompt,
+                num_tokens=prompt,
+                block_size=b,
+                hash_block_size=b,
+                max_num_batched_tokens=budget,
+                checkpoint_alignment=align if ckpt else None,
+                junction=junction,
+            )
+        )
         assert n > 0
         out.append(n)
         start += n
@@ -90,15 +100,31 @@ def test_worked_vectors(name, fn, vec, kw, want):
 def test_as19_limit_is_the_configured_budget(name, fn):
     """AS-19: 1,192 tokens left in the step, start 0, prompt 5,000: 0 with and without the checkpoint rule."""
     for align in (16, None):
-        q = AlignStopQuery(start=0, num_new_tokens=1192, prompt_len=5000, num_tokens=5000, block_size=2176,
-                           hash_block_size=2176, max_num_batched_tokens=8192, checkpoint_alignment=align)
+        q = AlignStopQuery(
+            start=0,
+            num_new_tokens=1192,
+            prompt_len=5000,
+            num_tokens=5000,
+            block_size=2176,
+            hash_block_size=2176,
+            max_num_batched_tokens=8192,
+            checkpoint_alignment=align,
+        )
         assert fn(q) == 0
 
 
 queries = st.builds(
     lambda b, start, k, prompt, gen, align, junction, limit: AlignStopQuery(
-        start=start, num_new_tokens=k, prompt_len=prompt, num_tokens=prompt + gen, block_size=b,
-        hash_block_size=b, max_num_batched_tokens=limit, checkpoint_alignment=align, junction=junction),
+        start=start,
+        num_new_tokens=k,
+        prompt_len=prompt,
+        num_tokens=prompt + gen,
+        block_size=b,
+        hash_block_size=b,
+        max_num_batched_tokens=limit,
+        checkpoint_alignment=align,
+        junction=junction,
+    ),
     st.sampled_from([4, 16, 64, 2176]),
     st.integers(0, 20_000),
     st.integers(1, 9000),
@@ -133,8 +159,16 @@ def test_the_last_stop_at_the_tokens_only_differs_on_a_block_boundary():
     64 at 48 (the last boundary below 64), vLLM 0.27.0 schedules all 64 (the boundary at 64)."""
     from fpmcore.replay.cengine import align_stop_c
 
-    q = AlignStopQuery(start=0, num_new_tokens=64, prompt_len=64, num_tokens=64, block_size=16, hash_block_size=16,
-                       max_num_batched_tokens=128, checkpoint_alignment=None)
+    q = AlignStopQuery(
+        start=0,
+        num_new_tokens=64,
+        prompt_len=64,
+        num_tokens=64,
+        block_size=16,
+        hash_block_size=16,
+        max_num_batched_tokens=128,
+        checkpoint_alignment=None,
+    )
     for fn in (py_align_stop, align_stop_c):
         assert fn(q) == 48
         assert fn(q, last_stop_below_tokens=False) == 64

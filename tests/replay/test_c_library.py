@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 from fpmcore._native import lib
-
 from fpmcore.replay import model
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"

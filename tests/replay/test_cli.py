@@ -60,8 +60,18 @@ def test_json_summary_requests_and_steps(tmp_path):
 def test_table_and_out_files(tmp_path):
     t = ROOT / "examples" / "traces" / "plain-preempt-steps.jsonl"
     out = tmp_path / "out"
-    r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table",
-            str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-seqs", "4", "--out", str(out))
+    r = fpm(
+        "replay",
+        str(PLAIN),
+        "--trace",
+        str(t),
+        "--fpm-table",
+        str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"),
+        "--max-num-seqs",
+        "4",
+        "--out",
+        str(out),
+    )
     assert r.exit_code == 0, r.stderr
     assert "peak_used_blocks" in r.stdout and "kv_cache_max_concurrency" in r.stdout
     steps = read_records(out / "replay-steps.jsonl.zst")
@@ -85,7 +95,9 @@ def test_replay_that_stops_exits_1_with_the_rule(tmp_path):
     r = fpm("replay", str(PLAIN), "--trace", str(t), "--prefix-caching", "on", "--json")
     assert r.exit_code == 0
     bad = tmp_path / "tbl.json"
-    bad.write_text(json.dumps([{"phase": "decode", "batch_size": 1, "total_kv_read_tokens": 8, "wall_time_seconds": 0.01}]))
+    bad.write_text(
+        json.dumps([{"phase": "decode", "batch_size": 1, "total_kv_read_tokens": 8, "wall_time_seconds": 0.01}])
+    )
     r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table", str(bad), "--json")
     assert r.exit_code == 1
     assert r.json()["error"] == {"rule": "R-27", "message": "latency table has no prefill points"}
@@ -111,25 +123,37 @@ def test_plot_without_matplotlib_names_the_package(tmp_path, monkeypatch):
 
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
-    t = _trace(tmp_path, *({"request_id": f"r{i}", "arrival_step": i, "prompt_len": 40, "output_len": 8}
-                           for i in range(6)))
+    t = _trace(
+        tmp_path, *({"request_id": f"r{i}", "arrival_step": i, "prompt_len": 40, "output_len": 8} for i in range(6))
+    )
     out = tmp_path / "pool.png"
     r = fpm("replay", str(PLAIN), "--trace", str(t), "--plot", str(out))
     assert r.exit_code == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("trace_name,profile", [
-    ("glm-one-request.jsonl", "glm53flash-tp4.fpm-profile.json"),
-    ("glm-mixed-120.jsonl", "glm53flash-tp4.fpm-profile.json"),
-    ("plain-poisson-300.jsonl", "plain-llama8b-like.fpm-profile.json"),
-])
+@pytest.mark.parametrize(
+    "trace_name,profile",
+    [
+        ("glm-one-request.jsonl", "glm53flash-tp4.fpm-profile.json"),
+        ("glm-mixed-120.jsonl", "glm53flash-tp4.fpm-profile.json"),
+        ("plain-poisson-300.jsonl", "plain-llama8b-like.fpm-profile.json"),
+    ],
+)
 def test_examples_run(trace_name, profile):
     """The embedded example traces replay cleanly with their tables."""
     table = "glm53flash-tp4.json" if profile.startswith("glm") else "plain-llama8b-like.json"
-    r = fpm("replay", str(ROOT / "examples" / "profiles" / profile), "--trace",
-            str(ROOT / "examples" / "traces" / trace_name), "--fpm-table", str(ROOT / "examples" / "fpm_tables" / table),
-            "--prefix-caching", "on", "--json")
+    r = fpm(
+        "replay",
+        str(ROOT / "examples" / "profiles" / profile),
+        "--trace",
+        str(ROOT / "examples" / "traces" / trace_name),
+        "--fpm-table",
+        str(ROOT / "examples" / "fpm_tables" / table),
+        "--prefix-caching",
+        "on",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     s = r.json()["summary"]
     assert s["finished"] == s["requests"] and s["rejected"] == 0
@@ -149,7 +173,9 @@ def test_vllm_scheduler_settings_as_engine_arguments(tmp_path):
     assert [n for _r, n, _c in capped["steps"][0]["scheduled"]] == [16, 16, 16]
     queued = fpm(*base, "--max-num-queued-reqs", "2").json()
     rej = [r for r in queued["requests"] if r["status"] == "rejected"]
-    assert [(r["request_id"], r["reject_reason"]) for r in rej] == [("r2", "max_num_queued_reqs 2 reached: 2 unfinished requests")]
+    assert [(r["request_id"], r["reject_reason"]) for r in rej] == [
+        ("r2", "max_num_queued_reqs 2 reached: 2 unfinished requests")
+    ]
     active = fpm(*base, "--max-num-seqs", "3", "--max-num-active-seqs", "1").json()
     assert active["summary"]["peak_running"] == 1
 
@@ -195,8 +221,9 @@ def test_prefix_caching_defaults_to_the_profile_and_an_override_says_so(tmp_path
     assert fpm(*base, "--prefix-caching", "on").json() == default.json()
     off = fpm(*base, "--prefix-caching", "off")
     assert off.json()["summary"]["kv_cache_max_concurrency"] == 13_697 / 487
-    assert off.stderr == ("fpm: note: --prefix-caching off differs from the profile, which recorded "
-                          "enable_prefix_caching true\n")
+    assert off.stderr == (
+        "fpm: note: --prefix-caching off differs from the profile, which recorded enable_prefix_caching true\n"
+    )
     human = fpm(*base[:-1])
     assert "27.6707" in human.stdout and "28.1253" not in human.stdout
 
@@ -205,8 +232,9 @@ def test_without_a_table_the_fixed_step_time_is_noted(tmp_path):
     t = _trace(tmp_path, {"request_id": "a", "arrival_step": 0, "prompt_len": 10, "output_len": 3})
     r = fpm("replay", str(PLAIN), "--trace", str(t), "--json")
     assert r.exit_code == 0
-    assert r.stderr == ("fpm: note: no --fpm-table: every step takes 1 s, so the times and latencies are in steps, "
-                        "not seconds\n")
+    assert r.stderr == (
+        "fpm: note: no --fpm-table: every step takes 1 s, so the times and latencies are in steps, not seconds\n"
+    )
     assert r.json()["latency"] == {"table": None, "fixed_step_seconds": 1.0}
     assert r.json()["summary"]["ttft_s"]["mean"] == 1.0
     table = str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json")
@@ -217,11 +245,23 @@ def test_without_a_table_the_fixed_step_time_is_noted(tmp_path):
 def test_rejections_have_their_reason_and_are_counted_by_reason(tmp_path):
     """Issue 13 §3: a request longer than max_model_len (32,768) is rejected with its reason in its record, the
     summary counts rejections by reason, and stderr names the first of each kind."""
-    t = _trace(tmp_path, {"request_id": "long", "arrival_step": 0, "prompt_len": 40_000, "output_len": 3},
-               {"request_id": "long2", "arrival_step": 0, "prompt_len": 32_768, "output_len": 3},
-               *({"request_id": f"r{i}", "arrival_step": 0, "prompt_len": 64, "output_len": 2} for i in range(3)))
-    r = fpm("replay", str(PLAIN), "--trace", str(t), "--fpm-table",
-            str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"), "--max-num-queued-reqs", "2", "--json")
+    t = _trace(
+        tmp_path,
+        {"request_id": "long", "arrival_step": 0, "prompt_len": 40_000, "output_len": 3},
+        {"request_id": "long2", "arrival_step": 0, "prompt_len": 32_768, "output_len": 3},
+        *({"request_id": f"r{i}", "arrival_step": 0, "prompt_len": 64, "output_len": 2} for i in range(3)),
+    )
+    r = fpm(
+        "replay",
+        str(PLAIN),
+        "--trace",
+        str(t),
+        "--fpm-table",
+        str(ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"),
+        "--max-num-queued-reqs",
+        "2",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     reasons = {x["request_id"]: x["reject_reason"] for x in doc["requests"] if x["status"] == "rejected"}
@@ -284,8 +324,10 @@ def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):
     t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
     r = fpm("replay", str(PLAIN), "--trace", str(t), runtimes=("vllm_027",))
     assert r.exit_code == 2
-    assert r.stderr == ("fpm: no installed runtime plugin gives replay semantics for vllm==0.33.0; "
-                        "runtimes with replay semantics: vllm==0.27.0 [R-1]\n")
+    assert r.stderr == (
+        "fpm: no installed runtime plugin gives replay semantics for vllm==0.33.0; "
+        "runtimes with replay semantics: vllm==0.27.0 [R-1]\n"
+    )
     r = fpm("replay", str(PLAIN), "--trace", str(t), runtimes=())
     assert r.exit_code == 2
     assert r.stderr.endswith("runtimes with replay semantics: none [R-1]\n")
@@ -299,11 +341,20 @@ def test_the_rules_of_the_profile_runtime_refuse_a_setting_its_scheduler_lacks(t
     profile = tmp_path / "p027.json"
     profile.write_text(json.dumps(doc))
     t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
-    r = fpm("replay", str(profile), "--trace", str(t), "--max-num-active-seqs", "2", "--json",
-            runtimes=("vllm_027", "vllm_033"))
+    r = fpm(
+        "replay",
+        str(profile),
+        "--trace",
+        str(t),
+        "--max-num-active-seqs",
+        "2",
+        "--json",
+        runtimes=("vllm_027", "vllm_033"),
+    )
     assert r.exit_code == 2
-    assert r.stderr == ("fpm: the vllm==0.27.0 scheduler has no max_num_active_seqs: "
-                        "the replay cannot model it [R-3]\n")
+    assert r.stderr == (
+        "fpm: the vllm==0.27.0 scheduler has no max_num_active_seqs: the replay cannot model it [R-3]\n"
+    )
 
 
 def test_the_long_prefill_cap_follows_the_profile_runtime(tmp_path):
@@ -317,8 +368,16 @@ def test_the_long_prefill_cap_follows_the_profile_runtime(tmp_path):
     t = _trace(tmp_path, {"request_id": "A", "arrival_step": 0, "prompt_len": 100, "output_len": 3})
     steps = {}
     for name, profile in (("0.33.0", PLAIN), ("0.27.0", p027)):
-        r = fpm("replay", str(profile), "--trace", str(t), "--long-prefill-token-threshold", "16", "--json",
-                runtimes=("vllm_027", "vllm_033"))
+        r = fpm(
+            "replay",
+            str(profile),
+            "--trace",
+            str(t),
+            "--long-prefill-token-threshold",
+            "16",
+            "--json",
+            runtimes=("vllm_027", "vllm_033"),
+        )
         assert r.exit_code == 0, r.stderr
         steps[name] = json.loads(r.stdout)["summary"]["steps"]
     assert steps == {"0.33.0": 3, "0.27.0": 9}

@@ -51,6 +51,7 @@ def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int, groups: 
     # a few steps, or enough for these traces: a configuration can livelock
     # (a request that preempts itself at every retry) and then stops at the limit
     kw["max_steps"] = draw(st.integers(1, 30)) if draw(st.integers(0, 9)) == 0 else 2000
+
     def switch() -> bool:
         return draw(st.integers(0, 4)) > 0
 
@@ -74,18 +75,31 @@ def configs(draw):
     groups: list[GroupSpec] = []
     if prefix:
         page = draw(st.sampled_from([1, 4, 512]))
-        groups.append(draw(st.sampled_from([GroupSpec("attn", KIND_FULL, b, page),
-                                            GroupSpec("swa", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))),
-                                            GroupSpec("conv", KIND_CONV, b, page, window=draw(st.integers(1, 8)))])))
+        groups.append(
+            draw(
+                st.sampled_from(
+                    [
+                        GroupSpec("attn", KIND_FULL, b, page),
+                        GroupSpec("swa", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))),
+                        GroupSpec("conv", KIND_CONV, b, page, window=draw(st.integers(1, 8))),
+                    ]
+                )
+            )
+        )
         for i in range(draw(st.integers(0, 2))):
             ck = draw(st.integers(0, 1))
             al = draw(st.sampled_from([0, 1, 2, 4, 8])) if ck else 0
-            groups.insert(draw(st.integers(0, len(groups))),
-                          GroupSpec(f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck,
-                                    checkpoint_alignment=al))
+            groups.insert(
+                draw(st.integers(0, len(groups))),
+                GroupSpec(
+                    f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck, checkpoint_alignment=al
+                ),
+            )
         if draw(st.booleans()):
-            groups.insert(draw(st.integers(0, len(groups))),
-                          GroupSpec("w2", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))))
+            groups.insert(
+                draw(st.integers(0, len(groups))),
+                GroupSpec("w2", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))),
+            )
         if draw(st.booleans()):
             groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=draw(st.integers(1, 2))))
         usable = draw(st.integers(2, 30))
@@ -102,14 +116,28 @@ def configs(draw):
             elif kind == KIND_RING:
                 groups.append(GroupSpec(f"g{i}", kind, gb, page, blocks_per_request=draw(st.integers(1, 2))))
             elif kind == KIND_MAMBA:
-                groups.append(GroupSpec(f"g{i}", kind, gb, page, blocks_per_request=1, checkpoint_blocks=1,
-                                        checkpoint_alignment=4))
+                groups.append(
+                    GroupSpec(
+                        f"g{i}", kind, gb, page, blocks_per_request=1, checkpoint_blocks=1, checkpoint_alignment=4
+                    )
+                )
             else:
                 groups.append(GroupSpec(f"g{i}", kind, gb, page))
         cap = draw(st.integers(2, 80)) * common if block_mode else draw(st.integers(8, 600))
         if block_mode:
-            groups = [GroupSpec(g.name, g.kind, g.block, common, g.window, g.blocks_per_request,
-                                g.checkpoint_blocks, g.checkpoint_alignment) for g in groups]
+            groups = [
+                GroupSpec(
+                    g.name,
+                    g.kind,
+                    g.block,
+                    common,
+                    g.window,
+                    g.blocks_per_request,
+                    g.checkpoint_blocks,
+                    g.checkpoint_alignment,
+                )
+                for g in groups
+            ]
     block_mode = len({g.page for g in groups}) == 1
     if block_mode and cap % groups[0].page:
         cap = (cap // groups[0].page + 1) * groups[0].page
@@ -143,8 +171,7 @@ def traces(draw):
     long_outputs = draw(st.integers(0, 3)) == 0
     for i in range(n):
         p = draw(st.integers(1, 64))
-        d = {"request_id": f"r{i}", "prompt_len": p,
-             "output_len": draw(st.integers(1, 300 if long_outputs else 40))}
+        d = {"request_id": f"r{i}", "prompt_len": p, "output_len": draw(st.integers(1, 300 if long_outputs else 40))}
         if draw(st.booleans()):
             d["priority"] = draw(st.integers(-2, 2))
         share = draw(st.sampled_from(["none", "none", "of", "id"]))
@@ -177,23 +204,42 @@ def pc_configs(draw):
     if draw(st.integers(0, 3)):
         groups.append(GroupSpec("attn", KIND_FULL, b, page))
     for i in range(draw(st.integers(0 if groups else 1, 2))):
-        groups.append(GroupSpec(f"w{i}", draw(st.sampled_from([KIND_WINDOW, KIND_CONV])), b, page,
-                                window=draw(st.integers(1, 24))))
+        groups.append(
+            GroupSpec(
+                f"w{i}", draw(st.sampled_from([KIND_WINDOW, KIND_CONV])), b, page, window=draw(st.integers(1, 24))
+            )
+        )
     for i in range(draw(st.integers(0, 2))):
         ck = draw(st.integers(0, 1))
-        groups.insert(draw(st.integers(0, len(groups))), GroupSpec(
-            f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck,
-            checkpoint_alignment=draw(st.sampled_from([1, 2, 4])) if ck else 0))
+        groups.insert(
+            draw(st.integers(0, len(groups))),
+            GroupSpec(
+                f"m{i}",
+                KIND_MAMBA,
+                b,
+                page,
+                blocks_per_request=1,
+                checkpoint_blocks=ck,
+                checkpoint_alignment=draw(st.sampled_from([1, 2, 4])) if ck else 0,
+            ),
+        )
     if draw(st.booleans()):
         groups.append(GroupSpec("ring", KIND_RING, 4, page, blocks_per_request=1))
     seqs = draw(st.integers(1, 6))
     mml = draw(st.integers(64, 256))
     budget = draw(st.integers(4, 64))
     return make_config(
-        groups, draw(st.integers(8, 80)) * page,
-        max_num_batched_tokens=budget, max_num_seqs=seqs, max_model_len=mml, reserve_full_isl=draw(st.booleans()),
-        watermark=draw(st.sampled_from([0.0, 0.0, 0.1])), prefix_caching=True, fixed_step_seconds=1.0,
-        **draw(settings_(seqs, mml, budget, groups)))
+        groups,
+        draw(st.integers(8, 80)) * page,
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        max_model_len=mml,
+        reserve_full_isl=draw(st.booleans()),
+        watermark=draw(st.sampled_from([0.0, 0.0, 0.1])),
+        prefix_caching=True,
+        fixed_step_seconds=1.0,
+        **draw(settings_(seqs, mml, budget, groups)),
+    )
 
 
 @st.composite
@@ -204,8 +250,12 @@ def shared_traces(draw):
     prompts: list[int] = []
     for i in range(n):
         p = draw(st.integers(2, 60))
-        d = {"request_id": f"r{i}", "arrival_step": draw(st.integers(0, 10)), "prompt_len": p,
-             "output_len": draw(st.integers(1, 30))}
+        d = {
+            "request_id": f"r{i}",
+            "arrival_step": draw(st.integers(0, 10)),
+            "prompt_len": p,
+            "output_len": draw(st.integers(1, 30)),
+        }
         if i > 0 and draw(st.integers(0, 3)):
             src = draw(st.integers(0, i - 1))
             d["prefix_of"] = f"r{src}"
@@ -271,52 +321,85 @@ def test_c_equals_python_prefix_caching(cfg, tr):
 def test_invalid_config_is_refused_before_c():
     """R-3: refusals come from the host with their diagnostics, never from C."""
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 0, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1,
-                    max_model_len=16)
+        make_config([GroupSpec("a", KIND_FULL, 0, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16)
     assert e.value.message == (
         "replay requires cache groups with a name and positive block_size_tokens and page_size_bytes: group a"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 18, max_num_batched_tokens=8, max_num_seqs=1,
-                    max_model_len=16)
+        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 18, max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16)
     assert e.value.message == "capacity_bytes 18 is not a whole number of 4-byte pool blocks"
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=0, max_num_seqs=1,
-                    max_model_len=16)
+        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=0, max_num_seqs=1, max_model_len=16)
     assert e.value.message == "replay requires a positive integer max_num_batched_tokens: found 0"
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)], 16,
-                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, watermark=0.1)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            watermark=0.1,
+        )
     assert e.value.message == "watermark requires block mode: watermark=0.1"
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)], 16,
-                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("b", KIND_FULL, 4, 8)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            prefix_caching=True,
+        )
     assert e.value.message == (
         "prefix-caching replay requires every cache group page to equal the pool page: group b page 8, pool page 4"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("w", KIND_WINDOW, 8, 4, window=8)], 16,
-                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("w", KIND_WINDOW, 8, 4, window=8)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            prefix_caching=True,
+        )
     assert e.value.message == (
         "prefix-caching replay requires every attention and convolution group to use one block size: "
         "group w block 8, block=4"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 8, 4, blocks_per_request=1)], 16,
-                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 8, 4, blocks_per_request=1)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            prefix_caching=True,
+        )
     assert e.value.message == (
         "prefix-caching replay requires hash_block_size_tokens equal to the block size: hash=4, block=4, mamba block=8"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1)], 16,
-                    max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16, prefix_caching=True,
-                    enable_chunked_prefill=False)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            prefix_caching=True,
+            enable_chunked_prefill=False,
+        )
     assert e.value.message == (
         "prefix-caching replay with mamba state groups requires chunked prefill: enable_chunked_prefill=false"
     )
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4)], 16, max_num_batched_tokens=8, max_num_seqs=1,
-                    max_model_len=16, watermark=1.0)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4)],
+            16,
+            max_num_batched_tokens=8,
+            max_num_seqs=1,
+            max_model_len=16,
+            watermark=1.0,
+        )
     assert e.value.message == "watermark must be in [0, 1): found 1.0"
 
 
@@ -327,8 +410,10 @@ def test_a_group_the_release_lacks_is_refused():
     with pytest.raises(FpmError) as e:
         make_config(ring, 64, rules=RuntimeRules(runtime="vllm==0.27.0", ring_groups=False), **base)
     assert e.value.message == "the vllm==0.27.0 KV cache has no ring state groups: cache group tail"
-    mamba = [GroupSpec("a", KIND_FULL, 4, 4),
-             GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1, checkpoint_blocks=1, checkpoint_alignment=4)]
+    mamba = [
+        GroupSpec("a", KIND_FULL, 4, 4),
+        GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1, checkpoint_blocks=1, checkpoint_alignment=4),
+    ]
     with pytest.raises(FpmError) as e:
         make_config(mamba, 64, rules=RuntimeRules(runtime="vllm==0.27.0", mamba_prefill_checkpoints=False), **base)
     assert e.value.message == "the vllm==0.27.0 KV cache has no Mamba prefill checkpoint blocks: cache group m"

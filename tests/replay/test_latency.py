@@ -13,17 +13,32 @@ from fpmcore.replay import load_table, table_from_rows
 from fpmcore.replay.latency import step_time
 
 PREFILL = [
-    (1, 64, 0, 0.030), (1, 64, 2176, 0.034), (1, 128, 0, 0.032), (1, 128, 2176, 0.038),
-    (2, 128, 0, 0.040), (2, 128, 4352, 0.048), (2, 256, 0, 0.044), (2, 256, 4352, 0.056),
+    (1, 64, 0, 0.030),
+    (1, 64, 2176, 0.034),
+    (1, 128, 0, 0.032),
+    (1, 128, 2176, 0.038),
+    (2, 128, 0, 0.040),
+    (2, 128, 4352, 0.048),
+    (2, 256, 0, 0.044),
+    (2, 256, 4352, 0.056),
 ]
 DECODE = [(1, 4096, 0.0070), (1, 8192, 0.0074), (2, 8192, 0.0075), (2, 16384, 0.0080)]
 
 
 def rows():
-    out = [{"phase": "prefill", "batch_size": b, "total_prefill_tokens": t, "total_kv_read_tokens": k,
-            "wall_time_seconds": w} for b, t, k, w in PREFILL]
-    out += [{"phase": "decode", "batch_size": b, "total_kv_read_tokens": k, "wall_time_seconds": w}
-            for b, k, w in DECODE]
+    out = [
+        {
+            "phase": "prefill",
+            "batch_size": b,
+            "total_prefill_tokens": t,
+            "total_kv_read_tokens": k,
+            "wall_time_seconds": w,
+        }
+        for b, t, k, w in PREFILL
+    ]
+    out += [
+        {"phase": "decode", "batch_size": b, "total_kv_read_tokens": k, "wall_time_seconds": w} for b, k, w in DECODE
+    ]
     return out
 
 
@@ -94,12 +109,16 @@ def test_table_refusals():
     )
     with pytest.raises(FpmError) as e:
         table_from_rows(rows() + [rows()[-1]])
-    assert e.value.message == "duplicate latency table point: decode batch_size=2 total_prefill_tokens=0 total_kv_read_tokens=16384"
+    assert (
+        e.value.message
+        == "duplicate latency table point: decode batch_size=2 total_prefill_tokens=0 total_kv_read_tokens=16384"
+    )
 
 
 def test_tv1(backend):
-    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 3, 0.0), timed=True), backend,
-            table=TABLE, fixed_step_seconds=None)
+    r = run(
+        [full(16, 1)], 10_000, 512, trace(("A", 64, 3, 0.0), timed=True), backend, table=TABLE, fixed_step_seconds=None
+    )
     assert [s["duration_s"] for s in r.steps] == [0.030, 0.0070, 0.0070]
     assert [s["sum_decode_kv_tokens"] for s in r.steps] == [0, 64, 65]
     q = r.requests[0]
@@ -111,8 +130,15 @@ def test_tv1(backend):
 
 
 def test_tv2_mixed_step(backend):
-    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 2, 0.0), ("B", 64, 1, 0.020), timed=True), backend,
-            table=TABLE, fixed_step_seconds=None)
+    r = run(
+        [full(16, 1)],
+        10_000,
+        512,
+        trace(("A", 64, 2, 0.0), ("B", 64, 1, 0.020), timed=True),
+        backend,
+        table=TABLE,
+        fixed_step_seconds=None,
+    )
     assert len(r.steps) == 2
     assert math.isclose(r.steps[1]["t_start"], 0.030, rel_tol=1e-12)
     assert math.isclose(r.steps[1]["duration_s"], 0.037, rel_tol=1e-12)
@@ -128,16 +154,29 @@ def test_tv2_mixed_step(backend):
 
 def test_idle_period_is_no_step_with_table(backend):
     """R-25: with timed arrivals and a table the clock jumps to the next arrival."""
-    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 1, 0.0), ("B", 64, 1, 5.0), timed=True), backend,
-            table=TABLE, fixed_step_seconds=None)
+    r = run(
+        [full(16, 1)],
+        10_000,
+        512,
+        trace(("A", 64, 1, 0.0), ("B", 64, 1, 5.0), timed=True),
+        backend,
+        table=TABLE,
+        fixed_step_seconds=None,
+    )
     assert [s["t_start"] for s in r.steps] == [0.0, 5.0]
     assert [s["step"] for s in r.steps] == [0, 1]
 
 
 def test_fixed_step_timed_arrivals_make_empty_steps(backend):
     """R-25: fixed step seconds: an idle period is a run of empty steps; arrival at the first k×s ≥ t."""
-    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 1, 0.0), ("B", 64, 1, 2.5), timed=True), backend,
-            fixed_step_seconds=1.0)
+    r = run(
+        [full(16, 1)],
+        10_000,
+        512,
+        trace(("A", 64, 1, 0.0), ("B", 64, 1, 2.5), timed=True),
+        backend,
+        fixed_step_seconds=1.0,
+    )
     assert [len(s["scheduled"]) for s in r.steps] == [1, 0, 0, 1]
     assert r.requests[1]["arrival_time"] == 2.5
     assert r.requests[1]["first_scheduled_time"] == 3.0
@@ -171,8 +210,15 @@ def test_a_mixed_step_pays_the_shared_step_cost_once(backend, p, d, shared, want
 
 def test_tv2_with_a_shared_step_cost(backend):
     """TV-2 with a 4 ms shared cost: the mixed step 1 lasts 0.033 s instead of 0.037 s."""
-    r = run([full(16, 1)], 10_000, 512, trace(("A", 64, 2, 0.0), ("B", 64, 1, 0.020), timed=True), backend,
-            table=TABLE_SHARED, fixed_step_seconds=None)
+    r = run(
+        [full(16, 1)],
+        10_000,
+        512,
+        trace(("A", 64, 2, 0.0), ("B", 64, 1, 0.020), timed=True),
+        backend,
+        table=TABLE_SHARED,
+        fixed_step_seconds=None,
+    )
     assert math.isclose(r.steps[1]["duration_s"], 0.033, rel_tol=1e-12)
     assert math.isclose(r.requests[1]["e2e_s"], 0.043, rel_tol=1e-12)
 

@@ -39,9 +39,16 @@ def parse_oracle(text: str) -> dict[bool, list[dict]]:
         held = {}
         for rid, blocks in re.findall(r"(\S+)=(\[\[.*?\]\])", m.group(6)):
             held[rid] = [h for h, _t in ast.literal_eval(blocks)]
-        out[mode].append({"step": int(m.group(1)), "scheduled": sched,
-                          "preempted": sorted(ast.literal_eval(pre.group(1))) if pre else [],
-                          "free_blocks": int(m.group(4)), "waiting": int(m.group(5)), "held": held})
+        out[mode].append(
+            {
+                "step": int(m.group(1)),
+                "scheduled": sched,
+                "preempted": sorted(ast.literal_eval(pre.group(1))) if pre else [],
+                "free_blocks": int(m.group(4)),
+                "waiting": int(m.group(5)),
+                "held": held,
+            }
+        )
     return out
 
 
@@ -61,8 +68,15 @@ def test_plain_model_recompute_preemption_and_shared_prefix(backend):
     """sched_plain_preempt: 99 blocks, budget 512, preemptions, r4 shares 256 tokens of r0 (caching on)."""
     oracle = parse_oracle((DATA / "sched_plain_preempt.txt").read_text())[True]
     trace = from_sched_json(json.loads((DATA / "sched_plain_preempt.json").read_text()))
-    cfg = make_config([full(16, 2_097_152, "runtime_group_0")], 99 * 2_097_152, max_num_batched_tokens=512,
-                      max_num_seqs=256, max_model_len=1024, prefix_caching=True, fixed_step_seconds=1.0)
+    cfg = make_config(
+        [full(16, 2_097_152, "runtime_group_0")],
+        99 * 2_097_152,
+        max_num_batched_tokens=512,
+        max_num_seqs=256,
+        max_model_len=1024,
+        prefix_caching=True,
+        fixed_step_seconds=1.0,
+    )
     res = run_replay(cfg, trace, backend=backend)
     assert res.error is None
     compare(res.steps, oracle)
@@ -77,9 +91,19 @@ def test_glm_like_hybrid_shared_prefix(backend, caching):
     trace = from_sched_json(json.loads((DATA / "sched_glm_small.json").read_text()))
     page = 52_322_688
     groups = [mamba(4608, page, 1, 16, f"runtime_group_{i}") for i in range(4)]
-    groups += [full(4608, page, "runtime_group_4"), GroupSpec("runtime_group_5", KIND_RING, 16, page, blocks_per_request=1)]
-    cfg = make_config(groups, 1145 * page, max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=131_072,
-                      prefix_caching=caching, fixed_step_seconds=1.0)
+    groups += [
+        full(4608, page, "runtime_group_4"),
+        GroupSpec("runtime_group_5", KIND_RING, 16, page, blocks_per_request=1),
+    ]
+    cfg = make_config(
+        groups,
+        1145 * page,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        max_model_len=131_072,
+        prefix_caching=caching,
+        fixed_step_seconds=1.0,
+    )
     res = run_replay(cfg, trace, backend=backend)
     assert res.error is None
     compare(res.steps, oracle)

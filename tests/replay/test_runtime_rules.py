@@ -30,13 +30,29 @@ def test_a_rekeyed_mamba_state_delays_the_hit_one_step_on_vllm_0_32_0(backend):
     A is scheduled from 32: vLLM 0.33.0 leaves the keyed state alone and B hits 32 at once; vLLM 0.32.0
     keys it again (cached in step 1), so B waits until step 2."""
     groups = [GroupSpec("mamba", KIND_MAMBA, 16, 4096, blocks_per_request=1), GroupSpec("attn", KIND_FULL, 16, 4096)]
-    trace = [{"request_id": "A", "arrival_step": 0, "prompt_len": 40, "output_len": 3},
-             {"request_id": "B", "arrival_step": 0, "prompt_len": 55, "output_len": 1, "prefix_of": "A",
-              "prefix_of_len": 40}]
+    trace = [
+        {"request_id": "A", "arrival_step": 0, "prompt_len": 40, "output_len": 3},
+        {
+            "request_id": "B",
+            "arrival_step": 0,
+            "prompt_len": 55,
+            "output_len": 1,
+            "prefix_of": "A",
+            "prefix_of_len": 40,
+        },
+    ]
     steps = {}
     for name, rules in (("0.33.0", RuntimeRules()), ("0.32.0", RuntimeRules(keyed_mamba_state_not_recached=False))):
-        cfg = make_config(groups, 40 * 4096, max_num_batched_tokens=256, max_num_seqs=2, max_model_len=256,
-                          prefix_caching=True, fixed_step_seconds=1.0, rules=rules)
+        cfg = make_config(
+            groups,
+            40 * 4096,
+            max_num_batched_tokens=256,
+            max_num_seqs=2,
+            max_model_len=256,
+            prefix_caching=True,
+            fixed_step_seconds=1.0,
+            rules=rules,
+        )
         steps[name] = _steps(cfg, trace, backend)[:3]
     assert steps["0.33.0"] == [[["A", 32]], [["A", 8], ["B", 16]], [["A", 1], ["B", 7]]]
     assert steps["0.32.0"] == [[["A", 32]], [["A", 8]], [["A", 1], ["B", 16]]]

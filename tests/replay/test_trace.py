@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BACKENDS
+from helpers import DATA, full, run, trace, window
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import DATA, full, run, trace, window
 
+from conftest import BACKENDS
 from fpmcore.errors import FpmError
 from fpmcore.replay import from_sched_json, parse_trace
 from fpmcore.replay.trace import load_trace, to_sched_json
@@ -27,7 +27,9 @@ VECTORS = [
     "trace line 1: output_len must be >= 1, found 0",
     ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "shared_prefix_len": 4}'],
     "trace line 1: shared_prefix_len requires shared_prefix_id",
-    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 9}'],
+    [
+        '{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 9}'
+    ],
     "trace line 1: shared_prefix_len 9 exceeds prompt_len 8",
     [A_STEP, A_STEP],
     "trace line 2: duplicate request_id a",
@@ -43,16 +45,24 @@ VECTORS = [
     "trace line 1: missing field arrival_time or arrival_step",
     ['{"request_id": "a", "arrival_time": 0, "arrival_step": 0, "prompt_len": 8, "output_len": 2}'],
     "trace line 1: arrival_time and arrival_step are mutually exclusive",
-    ['{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2}',
-     '{"request_id": "b", "arrival_step": 1, "prompt_len": 8, "output_len": 2}'],
+    [
+        '{"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2}',
+        '{"request_id": "b", "arrival_step": 1, "prompt_len": 8, "output_len": 2}',
+    ],
     "trace line 2: arrival_step cannot be mixed with arrival_time of earlier lines",
     ['{"request_id": "a", "arrival_step": -1, "prompt_len": 8, "output_len": 2}'],
     "trace line 1: arrival_step must be >= 0, found -1",
     ['{"request_id": "b", "arrival_step": 0, "prompt_len": 8, "output_len": 2, "prefix_of": "a", "prefix_of_len": 4}'],
     "trace line 1: prefix_of a names no earlier request",
-    [A_STEP, '{"request_id": "b", "arrival_step": 0, "prompt_len": 16, "output_len": 2, "prefix_of": "a", "prefix_of_len": 12}'],
+    [
+        A_STEP,
+        '{"request_id": "b", "arrival_step": 0, "prompt_len": 16, "output_len": 2, "prefix_of": "a", "prefix_of_len": 12}',
+    ],
     "trace line 2: prefix_of_len 12 exceeds prompt_len 8 of request a",
-    [A_STEP, '{"request_id": "b", "arrival_step": 0, "prompt_len": 8, "output_len": 2, "prefix_of": "a", "prefix_of_len": 4, "shared_prefix_id": "x", "shared_prefix_len": 4}'],
+    [
+        A_STEP,
+        '{"request_id": "b", "arrival_step": 0, "prompt_len": 8, "output_len": 2, "prefix_of": "a", "prefix_of_len": 4, "shared_prefix_id": "x", "shared_prefix_len": 4}',
+    ],
     "trace line 2: prefix_of and shared_prefix_id are mutually exclusive",
     [],
     "trace is empty",
@@ -64,8 +74,10 @@ VECTORS = [
     "trace line 1: prompt_len must be an integer, found 4.0",
     ['{"request_id": "", "arrival_step": 0, "prompt_len": 4, "output_len": 2}'],
     'trace line 1: request_id must be a non-empty string, found ""',
-    ['{"request_id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 2}',
-     '{"request_id": "b", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 3}'],
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 2}',
+        '{"request_id": "b", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "shared_prefix_id": "x", "shared_prefix_len": 3}',
+    ],
     "trace line 2: shared_prefix_id x has length 3, earlier lines use 2",
     ['{"request_id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "prefix_of": "a", "prefix_of_len": 2}'],
     "trace line 1: prefix_of a names no earlier request",
@@ -92,8 +104,10 @@ def test_priority_is_a_trace_field():
 def test_final_newline_optional_and_fields_kept():
     t = parse_trace(A_STEP)
     assert t.step_exact and t.requests[0].prompt_len == 8
-    t2 = parse_trace(A_STEP + "\n" + '{"request_id": "b", "arrival_step": 2, "prompt_len": 9, "output_len": 1, '
-                     '"prefix_of": "a", "prefix_of_len": 4}\n')
+    t2 = parse_trace(
+        A_STEP + "\n" + '{"request_id": "b", "arrival_step": 2, "prompt_len": 9, "output_len": 1, '
+        '"prefix_of": "a", "prefix_of_len": 4}\n'
+    )
     assert t2.requests[1].prefix_of == "a" and t2.requests[1].prefix_of_len == 4
     assert parse_trace(t2.dumps()) == t2
 
@@ -116,8 +130,9 @@ def test_request_that_can_never_fit_is_rejected(backend):
     a = r.requests[0]
     assert a["status"] == "rejected"
     assert a["reject_reason"] == "request a can never fit the cache pool: its final forward needs 20 bytes, capacity 16"
-    r = run([window(4, 4, 4)], 12, 8, trace(("a", 17, 1), ("b", 8, 1)), backend, reserve_full_isl=True,
-            max_model_len=64)
+    r = run(
+        [window(4, 4, 4)], 12, 8, trace(("a", 17, 1), ("b", 8, 1)), backend, reserve_full_isl=True, max_model_len=64
+    )
     assert r.requests[0]["reject_reason"] == (
         "request a can never fit the cache pool: its input sequence needs 16 bytes, capacity 12"
     )
@@ -137,10 +152,29 @@ def test_sched_json_conversion_roundtrip(tmp_path):
     assert load_trace(p) == t
 
 
-_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 70), st.floats(allow_nan=True, allow_infinity=True),
-                    st.text(max_size=3), st.lists(st.integers(), max_size=2))
-_keys = st.sampled_from(["request_id", "arrival_time", "arrival_step", "prompt_len", "output_len", "shared_prefix_id",
-                         "shared_prefix_len", "prefix_of", "prefix_of_len", "kv_handoff", "other"])
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+)
+_keys = st.sampled_from(
+    [
+        "request_id",
+        "arrival_time",
+        "arrival_step",
+        "prompt_len",
+        "output_len",
+        "shared_prefix_id",
+        "shared_prefix_len",
+        "prefix_of",
+        "prefix_of_len",
+        "kv_handoff",
+        "other",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)

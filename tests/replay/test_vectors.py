@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import DATA, col, full, mamba, run, sched, state, trace, window, conv
+from helpers import DATA, col, conv, full, mamba, run, sched, state, trace, window
 
 from fpmcore.profile import load_profile
 from fpmcore.replay import config_from_profile, run_replay
@@ -14,8 +14,14 @@ def test_rv1_window_long_context_bounded_storage(backend):
     """RV-1 (R-4 window range, R-23 sampling boundary)."""
     r = run([window(4, 8, 4)], 24, 8, trace(("A", 32, 5)), backend)
     assert [s["scheduled"] for s in r.steps] == [
-        [["A", 8, 0]], [["A", 8, 8]], [["A", 8, 16]], [["A", 8, 24]],
-        [["A", 1, 32]], [["A", 1, 33]], [["A", 1, 34]], [["A", 1, 35]],
+        [["A", 8, 0]],
+        [["A", 8, 8]],
+        [["A", 8, 16]],
+        [["A", 8, 24]],
+        [["A", 1, 32]],
+        [["A", 1, 33]],
+        [["A", 1, 34]],
+        [["A", 1, 35]],
     ]
     assert col(r, "used_bytes_scheduled") == [16, 24, 24, 24, 16, 16, 16, 8]
     assert col(r, "sum_prefill_kv_tokens")[:4] == [0, 8, 16, 24]
@@ -72,7 +78,9 @@ def test_rv5_fixed_state_bytes_named(backend):
     """R-9 with fixed state bytes: the suffix names them."""
     r = run([window(4, 4, 4), state(1, 4)], 12, 8, trace(("A", 16, 2)), backend)
     assert r.error is not None
-    assert "exceeding the entire 12-byte cache pool (including 4 fixed state bytes per request); reduce" in r.error.message
+    assert (
+        "exceeding the entire 12-byte cache pool (including 4 fixed state bytes per request); reduce" in r.error.message
+    )
 
 
 def test_rv9_state_group_prefill_and_decode(backend):
@@ -92,17 +100,48 @@ def test_rv10_window_pages_expire_next_to_state_group(backend):
 @pytest.mark.parametrize("gate", [False, True])
 def test_rv11_preemption_and_resume_with_state_group(backend, gate):
     """RV-11, verified against vLLM 0.33.0 (block mode)."""
-    r = run([full(4, 4), state(1, 4)], 28, 8, trace(("A", 8, 6), ("B", 8, 6)), backend,
-            max_model_len=24, reserve_full_isl=gate)
+    r = run(
+        [full(4, 4), state(1, 4)],
+        28,
+        8,
+        trace(("A", 8, 6), ("B", 8, 6)),
+        backend,
+        max_model_len=24,
+        reserve_full_isl=gate,
+    )
     if not gate:
-        assert sched(r) == [["A8"], ["A1", "B7"], ["A1", "B1"], ["A1"], ["A1", "B7"], ["A1"],
-                            ["B8"], ["B1"], ["B1"], ["B1"], ["B1"], ["B1"]]
+        assert sched(r) == [
+            ["A8"],
+            ["A1", "B7"],
+            ["A1", "B1"],
+            ["A1"],
+            ["A1", "B7"],
+            ["A1"],
+            ["B8"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+        ]
         assert col(r, "preempted") == [[], [], [], ["B"], [], ["B"], [], [], [], [], [], []]
         assert col(r, "used_blocks_end") == [3, 7, 7, 4, 7, 0, 3, 4, 4, 4, 4, 0]
         assert r.summary["preemptions_total"] == 2
     else:
-        assert sched(r) == [["A8"], ["A1", "B7"], ["A1", "B1"], ["A1"], ["A1"], ["A1"],
-                            ["B8"], ["B1"], ["B1"], ["B1"], ["B1"], ["B1"]]
+        assert sched(r) == [
+            ["A8"],
+            ["A1", "B7"],
+            ["A1", "B1"],
+            ["A1"],
+            ["A1"],
+            ["A1"],
+            ["B8"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+            ["B1"],
+        ]
         assert col(r, "used_blocks_end") == [3, 7, 7, 4, 4, 0, 3, 4, 4, 4, 4, 0]
         assert r.summary["preemptions_total"] == 1
     assert col(r, "finished")[5] == ["A"] and col(r, "finished")[11] == ["B"]
@@ -158,8 +197,17 @@ def test_rv14_glm_prefix_caching_on_align(backend):
 def test_rv15_tiny_hybrid(backend):
     """RV-15, verified against vLLM 0.33.0."""
     groups = [full(16, 512, "attn"), mamba(16, 512, 1, 4)]
-    r = run(groups, 15 * 512, 64, trace(("A", 40, 12)), backend, max_num_seqs=4, max_model_len=64,
-            prefix_caching=True, reserve_full_isl=True)
+    r = run(
+        groups,
+        15 * 512,
+        64,
+        trace(("A", 40, 12)),
+        backend,
+        max_num_seqs=4,
+        max_model_len=64,
+        prefix_caching=True,
+        reserve_full_isl=True,
+    )
     assert sched(r) == [["A40"]] + [["A1"]] * 11
     held = [s["held_blocks_end"].get("A") for s in r.steps]
     assert held == [[3, 2]] + [[3, 1]] * 8 + [[4, 2], [4, 1], None]
@@ -170,7 +218,10 @@ def test_rv15_tiny_hybrid(backend):
 def _glm_like_tp1():
     page = 52_322_688
     groups = [mamba(4608, page, 1, 16, f"runtime_group_{i}") for i in range(4)]
-    groups += [full(4608, page, "runtime_group_4"), GroupSpec("runtime_group_5", KIND_RING, 16, page, blocks_per_request=1)]
+    groups += [
+        full(4608, page, "runtime_group_4"),
+        GroupSpec("runtime_group_5", KIND_RING, 16, page, blocks_per_request=1),
+    ]
     return groups, 1145 * page
 
 
@@ -179,8 +230,17 @@ def test_rv16_shared_prefix_with_mamba_checkpoint_hit(backend):
     groups, cap = _glm_like_tp1()
     x = {"shared_prefix_id": "X", "shared_prefix_len": 9300}
     tr = trace(("A", 10_000, 4, 0, x), ("C", 3000, 3, 0), ("B", 12_000, 3, 4, x))
-    r = run(groups, cap, 8192, tr, backend, max_num_seqs=256, max_model_len=131_072, prefix_caching=True,
-            reserve_full_isl=True)
+    r = run(
+        groups,
+        cap,
+        8192,
+        tr,
+        backend,
+        max_num_seqs=256,
+        max_model_len=131_072,
+        prefix_caching=True,
+        reserve_full_isl=True,
+    )
     assert sched(r) == [["A4608", "C3000"], ["A5392", "C1"], ["A1", "C1"], ["A1"], ["A1", "B2784"], ["B1"], ["B1"]]
     assert col(r, "used_blocks_end") == [12, 22, 8, 8, 12, 8, 0]
     assert r.steps[1]["held_blocks_end"]["A"] == [3, 3, 3, 3, 3, 1]
@@ -191,8 +251,17 @@ def test_rv16_shared_prefix_with_mamba_checkpoint_hit(backend):
 
 def test_rv17a_attention_blocks_hit_in_the_same_step(backend):
     tr = trace(("A", 300, 2), ("B", 300, 2, 0, {"prefix_of": "A", "prefix_of_len": 256}))
-    r = run([full(16, 1)], 99, 1024, tr, backend, max_num_seqs=256, max_model_len=1024, prefix_caching=True,
-            reserve_full_isl=True)
+    r = run(
+        [full(16, 1)],
+        99,
+        1024,
+        tr,
+        backend,
+        max_num_seqs=256,
+        max_model_len=1024,
+        prefix_caching=True,
+        reserve_full_isl=True,
+    )
     assert sched(r) == [["A300", "B44"], ["A1", "B1"]]
     assert r.steps[0]["held_blocks_end"] == {"A": [19], "B": [19]}
     assert col(r, "free_blocks") == [77, 99]
@@ -201,8 +270,17 @@ def test_rv17a_attention_blocks_hit_in_the_same_step(backend):
 
 def test_rv17b_mamba_state_cached_this_step_is_not_hit(backend):
     tr = trace(("A", 40, 3), ("B", 40, 3, 0, {"prefix_of": "A", "prefix_of_len": 36}))
-    r = run([full(16, 512, "attn"), mamba(16, 512, 1, 4)], 15 * 512, 64, tr, backend, max_num_seqs=4,
-            max_model_len=64, prefix_caching=True, reserve_full_isl=True)
+    r = run(
+        [full(16, 512, "attn"), mamba(16, 512, 1, 4)],
+        15 * 512,
+        64,
+        tr,
+        backend,
+        max_num_seqs=4,
+        max_model_len=64,
+        prefix_caching=True,
+        reserve_full_isl=True,
+    )
     assert sched(r) == [["A40"], ["A1", "B8"], ["A1", "B1"], ["B1"]]
     assert col(r, "held_blocks_end") == [{"A": [3, 2]}, {"A": [3, 1], "B": [3, 2]}, {"B": [3, 1]}, {}]
     assert col(r, "free_blocks") == [10, 8, 11, 15]
@@ -212,8 +290,9 @@ def test_rv17b_mamba_state_cached_this_step_is_not_hit(backend):
 def test_rv18_free_queue_order(backend):
     """RV-18 (R-38): partly filled blocks go to the front, cached ones to the back; E hits A's 32 tokens."""
     tr = trace(("A", 32, 1), ("C", 40, 1), ("D", 32, 1, 1), ("E", 48, 1, 2, {"prefix_of": "A", "prefix_of_len": 32}))
-    r = run([full(16, 1)], 6, 128, tr, backend, max_num_seqs=4, max_model_len=96, prefix_caching=True,
-            reserve_full_isl=True)
+    r = run(
+        [full(16, 1)], 6, 128, tr, backend, max_num_seqs=4, max_model_len=96, prefix_caching=True, reserve_full_isl=True
+    )
     assert sched(r) == [["A32", "C40"], ["D32"], ["E16"]]
     assert col(r, "free_blocks") == [6, 6, 6]
     assert r.requests[3]["prefix_hit_tokens"] == 32
@@ -228,8 +307,9 @@ def test_rv18_queue_after_each_step():
     tr = trace(("A", 32, 1), ("C", 40, 1), ("D", 32, 1, 1))
     from fpmcore.replay import make_config
 
-    cfg = make_config([full(16, 1)], 6, max_num_batched_tokens=128, max_num_seqs=4, max_model_len=96,
-                      prefix_caching=True)
+    cfg = make_config(
+        [full(16, 1)], 6, max_num_batched_tokens=128, max_num_seqs=4, max_model_len=96, prefix_caching=True
+    )
     reqs, mode = engine_requests(cfg, tr)
     assert mode == ARRIVE_STEP
     eng = ReferenceEngine(cfg, reqs[:2], mode)
@@ -253,8 +333,9 @@ def test_rv7_sizing_python_and_c():
     assert block_range(w, 512, 640) == (30, 40)
     fr = block_range(full(16, 160), 64, 65)
     assert (block_range(w, 64, 65)[1] - block_range(w, 64, 65)[0]) * 160 == 480 and (fr[1] - fr[0]) * 160 == 800
-    cfg2 = make_config([w, state(2, 64)], 160 * 100 + 64, max_num_batched_tokens=128, max_num_seqs=1,
-                       max_model_len=4096)
+    cfg2 = make_config(
+        [w, state(2, 64)], 160 * 100 + 64, max_num_batched_tokens=128, max_num_seqs=1, max_model_len=4096
+    )
     assert peak_request_bytes(cfg2, 4096) == 1888
     assert occupancy_request_bytes(cfg2, 4096) == 608
     assert cfg2.fixed_request_bytes == 128

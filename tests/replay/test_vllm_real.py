@@ -37,16 +37,29 @@ def oracle() -> None:
     py = _oracle_python()
     if not Path(py).exists():
         pytest.skip("needs the real vLLM (tox -e vllm033-real)")
-    probe = subprocess.run([py, "-c", "import vllm, sys; sys.exit(vllm.__version__ != '0.33.0')"],
-                           capture_output=True, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"}, check=False)
+    probe = subprocess.run(
+        [py, "-c", "import vllm, sys; sys.exit(vllm.__version__ != '0.33.0')"],
+        capture_output=True,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        check=False,
+    )
     if probe.returncode != 0:
         pytest.skip("needs the real vLLM 0.33.0 (tox -e vllm033-real)")
 
 
 KINDS = {f"{k}/{c}" for k in ("plain", "window", "gdn", "glm") for c in ("on", "off")}
-SETTINGS = {"max_num_scheduled_tokens", "max_num_active_seqs", "long_prefill_token_threshold",
-            "long_prefill_token_threshold_adaptive", "prefill_schedule_interval", "policy=priority",
-            "max_num_queued_reqs", "max_num_queued_tokens", "watermark", "no scheduler_reserve_full_isl"}
+SETTINGS = {
+    "max_num_scheduled_tokens",
+    "max_num_active_seqs",
+    "long_prefill_token_threshold",
+    "long_prefill_token_threshold_adaptive",
+    "prefill_schedule_interval",
+    "policy=priority",
+    "max_num_queued_reqs",
+    "max_num_queued_tokens",
+    "watermark",
+    "no scheduler_reserve_full_isl",
+}
 
 
 @pytest.mark.parametrize("backend", ["c", "python"])

@@ -16,8 +16,12 @@ from tests.sweep.support import GLM, GLM_TABLE, GLM_TRACE, write_grid
 
 
 def _sweep(tmp_path, n):
-    grid = {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "tables": [str(GLM_TABLE)],
-            "settings": {"max_num_seqs": list(range(32, 32 + n))}}
+    grid = {
+        "profiles": [str(GLM)],
+        "traces": [str(GLM_TRACE)],
+        "tables": [str(GLM_TABLE)],
+        "settings": {"max_num_seqs": list(range(32, 32 + n))},
+    }
     return expand(write_grid(tmp_path / "grid.json", grid))
 
 
@@ -43,13 +47,15 @@ def test_bench_sweep_serial(benchmark, tmp_path):
 def test_bench_sweep_local(benchmark, tmp_path, workers):
     """The local process pool, pool start-up included."""
     sweep = _sweep(tmp_path, _size(benchmark))
-    benchmark.pedantic(_run, args=(sweep,), kwargs={"engine": "local", "workers": workers},
-                       rounds=1 if benchmark.disabled else 3)
+    benchmark.pedantic(
+        _run, args=(sweep,), kwargs={"engine": "local", "workers": workers}, rounds=1 if benchmark.disabled else 3
+    )
 
 
 @pytest.mark.ray
 def test_bench_sweep_ray(benchmark, tmp_path):
     """A local Ray instance with 2 CPUs, its start-up included."""
     sweep = _sweep(tmp_path, _size(benchmark))
-    benchmark.pedantic(_run, args=(sweep,), kwargs={"engine": "ray", "workers": 2},
-                       rounds=1 if benchmark.disabled else 3)
+    benchmark.pedantic(
+        _run, args=(sweep,), kwargs={"engine": "ray", "workers": 2}, rounds=1 if benchmark.disabled else 3
+    )

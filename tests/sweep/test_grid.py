@@ -21,7 +21,8 @@ def test_the_issue_grid_expands_as_written(monkeypatch):
     monkeypatch.chdir(ROOT)  # its paths name examples/ from the repository root
     sweep = expand(ISSUE_GRID)
     assert [dict(t.settings) for t in sweep.tasks] == [
-        {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)]
+        {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)
+    ]
     assert sweep.axes == ("max_num_seqs", "max_num_batched_tokens")
     assert len({t.key for t in sweep.tasks}) == 6
     assert {t.table for t in sweep.tasks} == {None}
@@ -40,8 +41,12 @@ def test_keys_are_the_digests_of_the_inputs_not_their_names(tmp_path):
     """Copies of the inputs under other names give the same keys (what --resume skips by)."""
     for src in (GLM, GLM_TRACE, GLM_TABLE):
         shutil.copy(src, tmp_path / src.name)
-    grid = {"profiles": [GLM.name], "traces": [GLM_TRACE.name], "tables": [GLM_TABLE.name],
-            "settings": {"max_num_seqs": [8]}}
+    grid = {
+        "profiles": [GLM.name],
+        "traces": [GLM_TRACE.name],
+        "tables": [GLM_TABLE.name],
+        "settings": {"max_num_seqs": [8]},
+    }
     a = expand(write_grid(tmp_path / "g.json", grid)).tasks[0]
     b = expand(write_grid(tmp_path / "h.json", {**grid, "profiles": [str(GLM)]})).tasks[0]
     assert a.key == b.key
@@ -72,8 +77,9 @@ def test_a_campaign_folder_gives_its_profile_and_table(tmp_path):
     (task,) = sweep.tasks
     assert sweep.label(task.profile) == "campaign" and sweep.label(task.table) == "campaign/table.json"
     # the grid's tables win over the campaign's; null is "no table"
-    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": ["campaign"], "traces": [str(GLM_TRACE)],
-                                                    "tables": [None]}))
+    sweep = expand(
+        write_grid(tmp_path / "g.json", {"profiles": ["campaign"], "traces": [str(GLM_TRACE)], "tables": [None]})
+    )
     assert sweep.tasks[0].table is None
     (camp / "profile.json").unlink()
     with pytest.raises(FpmError, match="campaign folder campaign has no profile.json"):
@@ -81,16 +87,25 @@ def test_a_campaign_folder_gives_its_profile_and_table(tmp_path):
 
 
 def test_runs_list_a_subset(tmp_path):
-    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                                    "runs": [{"max_num_seqs": 8}, {"max_num_batched_tokens": 4096}]}))
+    sweep = expand(
+        write_grid(
+            tmp_path / "g.json",
+            {
+                "profiles": [str(GLM)],
+                "traces": [str(GLM_TRACE)],
+                "runs": [{"max_num_seqs": 8}, {"max_num_batched_tokens": 4096}],
+            },
+        )
+    )
     assert [dict(t.settings) for t in sweep.tasks] == [{"max_num_seqs": 8}, {"max_num_batched_tokens": 4096}]
 
 
 def test_toml_and_json_grids_are_the_same_sweep(tmp_path):
     toml = tmp_path / "g.toml"
     toml.write_text(f'profiles = ["{GLM}"]\ntraces = ["{GLM_TRACE}"]\n[settings]\nmax_num_seqs = [8, 16]\n')
-    js = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                          "settings": {"max_num_seqs": [8, 16]}})
+    js = write_grid(
+        tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"max_num_seqs": [8, 16]}}
+    )
     assert [t.key for t in expand(toml).tasks] == [t.key for t in expand(js).tasks]
 
 
@@ -115,16 +130,23 @@ def test_a_grid_with_duplicate_keys_or_nan_is_refused(tmp_path):
     path = tmp_path / "g.json"
     path.write_text('{"profiles": ["a"], "profiles": ["b"]}')
     r = run_fpm("sweep", str(path), "-o", str(tmp_path / "r.jsonl"))
-    assert (r.exit_code, r.stderr) == (2, f"fpm: {path}: grid is not strict JSON: duplicate key 'profiles' at profiles, "
-                                     "line 1 column 21 [sweep]\n")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        f"fpm: {path}: grid is not strict JSON: duplicate key 'profiles' at profiles, line 1 column 21 [sweep]\n",
+    )
 
 
 # -- generated traces -------------------------------------------------------------------------------
 
 
-SPEC = {"generate": "poisson", "rate": [2, 8], "requests": 4000, "seed": 11,
-        "prompt_len": {"dist": "lognormal", "median": 3000, "sigma": 0.5, "min": 100, "max": 20000},
-        "output_len": {"dist": "uniform", "min": 16, "max": 256}}
+SPEC = {
+    "generate": "poisson",
+    "rate": [2, 8],
+    "requests": 4000,
+    "seed": 11,
+    "prompt_len": {"dist": "lognormal", "median": 3000, "sigma": 0.5, "min": 100, "max": 20000},
+    "output_len": {"dist": "uniform", "min": 16, "max": 256},
+}
 
 
 def test_generated_traces_are_poisson_at_the_given_rates_with_the_given_lengths():
@@ -150,8 +172,10 @@ def test_generated_traces_are_seeded():
     assert a == gen.generate_lines(gen.check_generator(SPEC, "g")[0])
     assert a != gen.generate_lines(gen.check_generator({**SPEC, "seed": 12}, "g")[0])
     # a generated trace in another worker process is the same trace: the key is its digest
-    script = ("import json,sys; from fpmcore.sweep import traces as g; "
-              "print(json.dumps(g.generate_lines(g.check_generator(json.loads(sys.argv[1]), 'g')[0])))")
+    script = (
+        "import json,sys; from fpmcore.sweep import traces as g; "
+        "print(json.dumps(g.generate_lines(g.check_generator(json.loads(sys.argv[1]), 'g')[0])))"
+    )
     import subprocess
     import sys
 
@@ -164,7 +188,9 @@ def test_generated_traces_in_a_grid(tmp_path):
     spec = {**SPEC, "requests": 50, "rate": [1, 4]}
     sweep = expand(write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [spec]}))
     assert [sweep.label(t.trace) for t in sweep.tasks] == [
-        "poisson(rate=1,requests=50,seed=11)", "poisson(rate=4,requests=50,seed=11)"]
+        "poisson(rate=1,requests=50,seed=11)",
+        "poisson(rate=4,requests=50,seed=11)",
+    ]
     assert sweep.axes == ("trace",)
 
 
@@ -188,14 +214,16 @@ def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):
     """R-1, as ``fpm replay``: the replay rules come from the runtime plugin of the profile's backend_version."""
     from fpmcore.testing import make_host
 
-    grid = write_grid(tmp_path / "g.json", {"profiles": [str(PLAIN)], "traces": [str(GLM_TRACE)],
-                                            "settings": {"max_num_seqs": [8]}})
+    grid = write_grid(
+        tmp_path / "g.json", {"profiles": [str(PLAIN)], "traces": [str(GLM_TRACE)], "settings": {"max_num_seqs": [8]}}
+    )
     host = make_host(entry_points=("vllm_027",))
     with pytest.raises(FpmError) as e:
         expand(grid, replay_rules=host.hooks.replay_rules)
     assert e.value.message == (
         f'profile {PLAIN} with settings {{"max_num_seqs": 8}}: no installed runtime plugin gives replay semantics '
-        "for vllm==0.33.0; runtimes with replay semantics: vllm==0.27.0 [R-1]")
+        "for vllm==0.33.0; runtimes with replay semantics: vllm==0.27.0 [R-1]"
+    )
     r = run_fpm("sweep", str(grid), "--output", str(tmp_path / "out.jsonl"), host=make_host())
     assert r.exit_code == 2
     assert r.stderr.endswith("runtimes with replay semantics: none [R-1] [sweep]\n"), r.stderr

@@ -42,13 +42,27 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
     monkeypatch.setattr(replay_cli, "configure", configure)
     settings = S.replay_settings()
     assert settings["max_model_len"].kind == "value" and settings["watermark"].kind == "value"
-    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                            "settings": {"max_model_len": [65536, 131072], "watermark": [0, 0.25]}})
+    grid = write_grid(
+        tmp_path / "g.json",
+        {
+            "profiles": [str(GLM)],
+            "traces": [str(GLM_TRACE)],
+            "settings": {"max_model_len": [65536, 131072], "watermark": [0, 0.25]},
+        },
+    )
     sweep = expand(grid)
-    cfgs = [build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings,
-                         sweep.inputs[rules_key(t.profile)].value) for t in sweep.tasks]
+    cfgs = [
+        build_config(
+            sweep.inputs[t.profile].value, None, t.settings, sweep.settings, sweep.inputs[rules_key(t.profile)].value
+        )
+        for t in sweep.tasks
+    ]
     assert sorted((c.max_model_len, c.watermark) for c in cfgs) == [
-        (65536, 0.0), (65536, 0.25), (131072, 0.0), (131072, 0.25)]
+        (65536, 0.0),
+        (65536, 0.25),
+        (131072, 0.0),
+        (131072, 0.25),
+    ]
     # R-3 is checked before any run: a watermark of 1 is refused with the replay's own diagnostic
     write_grid(grid, {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"watermark": [0.5, 1]}})
     with pytest.raises(FpmError, match=r"watermark .*must be a number in \[0, 1\), got '1'"):
@@ -66,8 +80,9 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
     ("deployment", [0], "setting deployment (--deployment): bad value [0]"),
 ])  # fmt: skip
 def test_a_bad_value_is_refused_in_one_line_before_any_run(tmp_path, name, value, message):
-    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                            "settings": {name: [value]}})
+    grid = write_grid(
+        tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {name: [value]}}
+    )
     out = tmp_path / "r.jsonl"
     r = run_fpm("sweep", str(grid), "-o", str(out))
     assert r.exit_code == 2
@@ -76,8 +91,9 @@ def test_a_bad_value_is_refused_in_one_line_before_any_run(tmp_path, name, value
 
 
 def test_an_unknown_setting_names_the_known_ones(tmp_path):
-    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)],
-                                            "settings": {"max_num_seq": [8]}})
+    grid = write_grid(
+        tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"max_num_seq": [8]}}
+    )
     r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"))
     assert r.exit_code == 2
     assert r.stderr.count("\n") == 1
@@ -90,14 +106,22 @@ def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
         {"prefix_caching": "off"},
     ]})  # fmt: skip
     sweep = expand(grid)
-    a, b = (build_config(sweep.inputs[t.profile].value, None, t.settings, sweep.settings,
-                         sweep.inputs[rules_key(t.profile)].value) for t in sweep.tasks)
+    a, b = (
+        build_config(
+            sweep.inputs[t.profile].value, None, t.settings, sweep.settings, sweep.inputs[rules_key(t.profile)].value
+        )
+        for t in sweep.tasks
+    )
     assert (a.max_num_seqs, a.max_num_batched_tokens, a.prefix_caching, a.reserve_full_isl) == (5, 2048, True, False)
     # unset options keep fpm replay's defaults: the profile's max_batch_size and max_num_tokens, the gate on
     profile = sweep.inputs[sweep.tasks[1].profile].value
     res = profile.deployments[0].resources
     assert (b.max_num_seqs, b.max_num_batched_tokens, b.prefix_caching, b.reserve_full_isl) == (
-        res.max_batch_size, res.max_num_tokens, False, True)
+        res.max_batch_size,
+        res.max_num_tokens,
+        False,
+        True,
+    )
     assert a.hash_block_size == 2176  # RV-8: the GLM TP 4 attention block, with prefix caching on
 
 
@@ -116,5 +140,6 @@ def test_an_option_without_a_config_parameter_is_refused_only_when_used(monkeypa
     assert len(expand(write_grid(tmp_path / "g.json", {**base, "settings": {"max_num_seqs": [8]}})).tasks) == 1
     with pytest.raises(FpmError) as exc:
         expand(write_grid(tmp_path / "g.json", {**base, "settings": {"color": ["never"]}}))
-    assert exc.value.message == ("setting color (--color) has no parameter of config_from_profile; "
-                                 "the sweep cannot apply it")
+    assert exc.value.message == (
+        "setting color (--color) has no parameter of config_from_profile; the sweep cannot apply it"
+    )

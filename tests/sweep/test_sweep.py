@@ -45,7 +45,8 @@ def test_the_issue_grid_as_written(tmp_path, monkeypatch):
     rows = rows_of(r)
     assert [row["task"] for row in rows] == list(range(6))
     assert [row["settings"] for row in rows] == [
-        {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)]
+        {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)
+    ]
     for row in rows:
         assert set(row) == {"task", "key", "profile", "trace", "table", "settings", "summary", "error"}
         assert row["error"] is None and row["table"] is None
@@ -56,8 +57,17 @@ def test_the_issue_grid_as_written(tmp_path, monkeypatch):
         # full-context request in align mode (RV-14), as the import's kv_cache_max_concurrency 27.67 says
         assert (s["usable_blocks"], s["max_full_context_requests"]) == (13696, 27)
     # each row is the summary fpm replay prints for the same options
-    one = run_fpm("replay", str(ROOT / rows[3]["profile"]), "--trace", str(ROOT / rows[3]["trace"]),
-                  "--max-num-seqs", "16", "--max-num-batched-tokens", "8192", "--json")
+    one = run_fpm(
+        "replay",
+        str(ROOT / rows[3]["profile"]),
+        "--trace",
+        str(ROOT / rows[3]["trace"]),
+        "--max-num-seqs",
+        "16",
+        "--max-num-batched-tokens",
+        "8192",
+        "--json",
+    )
     assert one.json()["summary"] == rows[3]["summary"]
     # the results file holds the same rows, one per line
     on_disk, _ = read_rows(out)
@@ -161,9 +171,15 @@ def test_a_failed_run_is_reported_with_its_settings_and_loses_no_other(tmp_path)
     """A table without decode points stops the replay (R-27); the runs with the full table still give rows."""
     rows = json.loads(GLM_TABLE.read_text())["rows"]
     prefill_only = write_grid(tmp_path / "prefill.json", {"rows": [r for r in rows if r["phase"] == "prefill"]})
-    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(ONE_TRACE)],
-                                            "tables": [str(prefill_only), str(GLM_TABLE)],
-                                            "settings": {"max_num_seqs": [4, 8]}})
+    grid = write_grid(
+        tmp_path / "g.json",
+        {
+            "profiles": [str(GLM)],
+            "traces": [str(ONE_TRACE)],
+            "tables": [str(prefill_only), str(GLM_TABLE)],
+            "settings": {"max_num_seqs": [4, 8]},
+        },
+    )
     out = tmp_path / "r.jsonl"
     r = run_fpm("sweep", str(grid), "-o", str(out), "--json", "--workers", "2")
     assert r.exit_code == 1
@@ -172,9 +188,11 @@ def test_a_failed_run_is_reported_with_its_settings_and_loses_no_other(tmp_path)
     for row in got[:2]:
         assert row["error"] == {"rule": "R-27", "message": "latency table has no decode points"}
         assert row["summary"]["finished"] == 0  # the summary up to the stop is kept
-        line = (f"fpm: run {row['task']} (profile {GLM}, trace {ONE_TRACE}, table {prefill_only}, "
-                f"settings {{\"max_num_seqs\": {row['settings']['max_num_seqs']}}}) failed: "
-                "latency table has no decode points [R-27]")
+        line = (
+            f"fpm: run {row['task']} (profile {GLM}, trace {ONE_TRACE}, table {prefill_only}, "
+            f'settings {{"max_num_seqs": {row["settings"]["max_num_seqs"]}}}) failed: '
+            "latency table has no decode points [R-27]"
+        )
         assert line in r.stderr.splitlines()
     assert all(row["summary"]["finished"] == 1 for row in got[2:])
     # failed runs have their rows too: --resume does not run them again
@@ -191,8 +209,9 @@ def test_best_table_by_objective_under_a_constraint(acceptance, tmp_path):
     r = run_fpm("sweep", str(grid), "-o", str(out), "--resume", "--objective", "output_tokens_per_s",
                 "--constraint", "p99_ttft_s<=2", "--top", "3")  # fmt: skip
     assert r.exit_code == 0, r.stderr
-    feasible = [row for row in serial if row["summary"]["ttft_s"]["p99"] is not None
-                and row["summary"]["ttft_s"]["p99"] <= 2]
+    feasible = [
+        row for row in serial if row["summary"]["ttft_s"]["p99"] is not None and row["summary"]["ttft_s"]["p99"] <= 2
+    ]
     assert 0 < len(feasible) < 24
     top = max(feasible, key=lambda row: row["summary"]["output_tokens_per_s"])
     assert "best of 24 runs by max:output_tokens_per_s with p99_ttft_s<=2" in r.stdout
@@ -255,7 +274,9 @@ def test_ray_missing_is_a_clear_usage_error(acceptance, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails as when it is not installed
     r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"), "--engine", "ray")
     assert (r.exit_code, r.stderr) == (
-        2, "fpm: --engine ray needs Ray, which is not installed; install the extra: pip install 'fpmcore[ray]' [sweep]\n")
+        2,
+        "fpm: --engine ray needs Ray, which is not installed; install the extra: pip install 'fpmcore[ray]' [sweep]\n",
+    )
 
 
 def test_plot_of_the_objective_against_each_swept_setting(acceptance, tmp_path):

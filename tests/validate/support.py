@@ -19,11 +19,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import fpmcore_dsv41
-import fpmcore_glm53flash
 import pytest
 
 import fpmcore.validate.evaluation
+import fpmcore_dsv41
+import fpmcore_glm53flash
 from fpmcore.plugins import PluginHost
 from fpmcore.testing import make_host
 from fpmcore.validate.integers import INT, NINT, ROWS

@@ -42,7 +42,8 @@ def test_duplicate_keys_refuse_the_file(tmp_path):
         (tmp_path / name).write_bytes(data)
     _, problems = read_attempt(tmp_path)
     assert [(p.rule, p.message) for p in problems] == [
-        ("JSON", "duplicate key 'schema_version' at schema_version, line 1 column 66: provenance.json")]
+        ("JSON", "duplicate key 'schema_version' at schema_version, line 1 column 66: provenance.json")
+    ]
 
 
 # -- the index is the only way in (05 §1) --------------------------------------------------------
@@ -90,7 +91,10 @@ def test_an_attempt_without_index_is_refused(tmp_path):
             'artifact index entry "index.json": the index cannot index itself: index.json',
         ),
         (b'{"files": {"r0.json": 7}}', "artifact index entry expected a 64-hex SHA-256, found 7: r0.json"),
-        (b'{"files": {}, "files": {}}', "artifact index is not strict JSON: duplicate key 'files' at files, line 1 column 15: index.json"),
+        (
+            b'{"files": {}, "files": {}}',
+            "artifact index is not strict JSON: duplicate key 'files' at files, line 1 column 15: index.json",
+        ),
     ],
 )
 def test_a_malformed_index_is_refused(tmp_path, index, message):

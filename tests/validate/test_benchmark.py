@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import fpmcore_dsv41
-import fpmcore_glm53flash
 import pytest
 
+import fpmcore_dsv41
+import fpmcore_glm53flash
 from fpmcore.plugins import PluginHost
 from fpmcore.validate.reader import protocol_owners, validate_files
 from fpmcore.validate.values import canonical_digest

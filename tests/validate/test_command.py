@@ -223,7 +223,11 @@ def test_every_json_run_prints_one_document(host, capsys, tmp_path):
     cases = [
         ((str(tmp_path / "missing"), "--plan", str(GLM_PLAN)), "input", f"not a directory: {tmp_path / 'missing'}"),
         ((str(GLM_RUN), "--plan", str(tmp_path / "nope.json")), "JSON", "cannot read: No such file or directory"),
-        ((str(GLM_RUN), "--plan", str(tmp_path / "dup.json")), "JSON", "duplicate key 'cells' at cells, line 1 column 15"),
+        (
+            (str(GLM_RUN), "--plan", str(tmp_path / "dup.json")),
+            "JSON",
+            "duplicate key 'cells' at cells, line 1 column 15",
+        ),
         (
             (str(GLM_RUN), "--plan", str(tmp_path / "surrogate.json")),
             "JSON",

@@ -11,10 +11,10 @@ import copy
 import json
 from pathlib import Path
 
-import fpmcore_dsv41
-import fpmcore_glm53flash
 import pytest
 
+import fpmcore_dsv41
+import fpmcore_glm53flash
 from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
 from fpmcore.errors import FpmError
 from fpmcore.plugins import PluginHost

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import fpmcore_acme
 import pytest
-from fpmcore_acme.rules import align_stop
 
+import fpmcore_acme
 from fpmcore import AlignStopQuery, ExecutionIdentity
 from fpmcore.conformance import DATA
 from fpmcore.testing import check_plugin
+from fpmcore_acme.rules import align_stop
 
 #: A hybrid profile shipped with fpmcore (GLM-5.3-Flash TP 4: block 2,176, budget 8,192, max_model_len 1,048,576).
 PROFILE = str(DATA / "conformance-hybrid.fpm-profile.json")
@@ -20,8 +20,16 @@ def test_the_plugin_conforms():
 
 
 def _query(start, k, prompt, block=2176):
-    return AlignStopQuery(start=start, num_new_tokens=k, prompt_len=prompt, num_tokens=prompt, block_size=block,
-                          hash_block_size=block, max_num_batched_tokens=8192, checkpoint_alignment=None)
+    return AlignStopQuery(
+        start=start,
+        num_new_tokens=k,
+        prompt_len=prompt,
+        num_tokens=prompt,
+        block_size=block,
+        hash_block_size=block,
+        max_num_batched_tokens=8192,
+        checkpoint_alignment=None,
+    )
 
 
 @pytest.mark.parametrize("start,k,prompt,expected", [
@@ -52,15 +60,21 @@ def test_fpm_plan_uses_the_plugin_points(run_fpm, fpm_host):
     # decode: 9 batch sizes x 9 contexts (2,176 x 2^k up to 1,048,576)
     assert doc["counts"] == {"prefill": 30, "decode": 81}
     assert doc["dropped"] == {"align_split": 100, "token_budget": 0}
-    assert doc["points"][0] == {"benchmark_id": 1, "phase": "prefill", "batch_size": 1, "new_tokens": 2176,
-                                "prefix_tokens": 0}
+    assert doc["points"][0] == {
+        "benchmark_id": 1,
+        "phase": "prefill",
+        "batch_size": 1,
+        "new_tokens": 2176,
+        "prefix_tokens": 0,
+    }
     assert {p["new_tokens"] for p in doc["points"] if p["phase"] == "prefill"} == {2176, 4352, 6528}
 
 
 def test_the_producer_contract_is_chosen_by_residency(fpm_host):
     host = fpm_host(fpmcore_acme)
     plugin, contract = host.hooks.choose_producer_contract(
-        identity=ExecutionIdentity("ab" * 32, "full", "host_offload", "text"))
+        identity=ExecutionIdentity("ab" * 32, "full", "host_offload", "text")
+    )
     assert (plugin, contract.name, contract.execution_mode) == ("acme", "acme_eager", "eager")
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import fpmcore_dsv41
-import fpmcore_glm53flash
 import pytest
 
+import fpmcore_dsv41
+import fpmcore_glm53flash
 from fpmcore.validate.reader import validate_files
 from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
 

@@ -10,7 +10,8 @@ from fpmcore.testing import make_host
 def test_residency_hbm_tp_sharded_is_eager():
     host = make_host(entry_points=("dsv41",))
     plugin, contract = host.hooks.choose_producer_contract(
-        identity=ExecutionIdentity("7" * 64, "full", "hbm_tp_sharded", "text"))
+        identity=ExecutionIdentity("7" * 64, "full", "hbm_tp_sharded", "text")
+    )
     assert (plugin, contract.name, contract.execution_mode) == ("dsv41", "dsv41_eager", "eager")
 
 

@@ -14,10 +14,25 @@ B = H = 2176
 BUDGET = 8192
 
 
-def steps(prompt: int, ckpt: bool, *, start: int = 0, junction: int = 0, budget: int = BUDGET,
-          block: int = B, alignment: int = 16) -> list[int]:
-    return chunk_steps(prompt_len=prompt, block_size=block, hash_block_size=block, budget=budget,
-                       checkpoint_alignment=alignment if ckpt else None, start=start, junction=junction)
+def steps(
+    prompt: int,
+    ckpt: bool,
+    *,
+    start: int = 0,
+    junction: int = 0,
+    budget: int = BUDGET,
+    block: int = B,
+    alignment: int = 16,
+) -> list[int]:
+    return chunk_steps(
+        prompt_len=prompt,
+        block_size=block,
+        hash_block_size=block,
+        budget=budget,
+        checkpoint_alignment=alignment if ckpt else None,
+        start=start,
+        junction=junction,
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,19 +74,34 @@ def test_worked_vectors_g1_g6(vector: str, kwargs: dict, ckpt: bool, expected: l
 @pytest.mark.parametrize("alignment", [16, None])
 def test_as19_floor_reads_the_configured_budget_g5(alignment: int | None) -> None:
     """AS-19: 1,192 tokens left in the step; G-5 reads the configured 8,192, so nothing is scheduled."""
-    result = align_split(start=0, num_new_tokens=1192, prompt_len=5000, num_tokens=5000, block_size=B,
-                         hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=alignment)
+    result = align_split(
+        start=0,
+        num_new_tokens=1192,
+        prompt_len=5000,
+        num_tokens=5000,
+        block_size=B,
+        hash_block_size=H,
+        max_num_batched_tokens=BUDGET,
+        checkpoint_alignment=alignment,
+    )
     assert result.tokens == 0
     # reading the limit as the tokens left would have given 1,192
-    wrong = align_split(start=0, num_new_tokens=1192, prompt_len=5000, num_tokens=5000, block_size=B,
-                        hash_block_size=H, max_num_batched_tokens=1192, checkpoint_alignment=alignment)
+    wrong = align_split(
+        start=0,
+        num_new_tokens=1192,
+        prompt_len=5000,
+        num_tokens=5000,
+        block_size=B,
+        hash_block_size=H,
+        max_num_batched_tokens=1192,
+        checkpoint_alignment=alignment,
+    )
     assert wrong.tokens == 1192
 
 
 def test_internal_checkpoint_flag_g4() -> None:
     """G-4: AS-3 with the checkpoint saves it inside the chunk; without, or at n ≤ B, it does not."""
-    kw = dict(start=0, prompt_len=4352, num_tokens=4352, block_size=B, hash_block_size=H,
-              max_num_batched_tokens=BUDGET)
+    kw = dict(start=0, prompt_len=4352, num_tokens=4352, block_size=B, hash_block_size=H, max_num_batched_tokens=BUDGET)
     assert align_split(num_new_tokens=4352, checkpoint_alignment=16, **kw).internal_checkpoint
     assert not align_split(num_new_tokens=4352, checkpoint_alignment=None, **kw).internal_checkpoint
     kw.update(prompt_len=2177, num_tokens=2177)
@@ -99,8 +129,16 @@ def test_checkpoint_position_g3() -> None:
 
 def test_hook_answers_for_the_runtimes_it_models() -> None:
     """``fpm_align_stop``: the hookspec's example (6,528) on vLLM 0.33.0, ``None`` on a runtime whose rule it lacks."""
-    q = AlignStopQuery(start=0, num_new_tokens=8192, prompt_len=8192, num_tokens=8192, block_size=B,
-                       hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=None)
+    q = AlignStopQuery(
+        start=0,
+        num_new_tokens=8192,
+        prompt_len=8192,
+        num_tokens=8192,
+        block_size=B,
+        hash_block_size=H,
+        max_num_batched_tokens=BUDGET,
+        checkpoint_alignment=None,
+    )
     assert fpm_align_stop(runtime="vllm==0.33.0", query=q) == 6528
     assert fpm_align_stop(runtime="vllm==0.27.0", query=q) is None
     assert fpm_align_stop(runtime="vllm==0.33.1", query=q) is None
@@ -115,8 +153,16 @@ def test_hook_answers_for_the_runtimes_it_models() -> None:
 def test_closed_form_g7(prefix_blocks: int, n: int, block: int, alignment: int | None) -> None:
     """G-7 is a consequence of G-2 … G-6 for a fresh request after a whole-block prefix."""
     P = prefix_blocks * block
-    got = align_split(start=P, num_new_tokens=n, prompt_len=P + n, num_tokens=P + n, block_size=block,
-                      hash_block_size=block, max_num_batched_tokens=BUDGET, checkpoint_alignment=alignment)
+    got = align_split(
+        start=P,
+        num_new_tokens=n,
+        prompt_len=P + n,
+        num_tokens=P + n,
+        block_size=block,
+        hash_block_size=block,
+        max_num_batched_tokens=BUDGET,
+        checkpoint_alignment=alignment,
+    )
     if n <= block:
         one_step = True
     elif alignment is not None:
@@ -136,10 +182,20 @@ def test_hook_through_the_plugin_host() -> None:
     host = make_host(entry_points=("glm53flash", "dsv41"))
     for model in ("glm53flash", "zai-org/GLM-5.3-Flash"):
         for alignment, expected in ((16, 4352), (None, 2176)):
-            q = AlignStopQuery(start=0, num_new_tokens=4352, prompt_len=4352, num_tokens=4352, block_size=B,
-                               hash_block_size=H, max_num_batched_tokens=BUDGET, checkpoint_alignment=alignment)
+            q = AlignStopQuery(
+                start=0,
+                num_new_tokens=4352,
+                prompt_len=4352,
+                num_tokens=4352,
+                block_size=B,
+                hash_block_size=H,
+                max_num_batched_tokens=BUDGET,
+                checkpoint_alignment=alignment,
+            )
             assert host.hooks.model(model).align_stop(runtime="vllm==0.33.0", query=q) == expected
-    with pytest.raises(FpmError, match="no model plugin implements the align-stop rule for 'glm53flash' on vllm==0.27.0"):
+    with pytest.raises(
+        FpmError, match="no model plugin implements the align-stop rule for 'glm53flash' on vllm==0.27.0"
+    ):
         host.hooks.model("glm53flash").align_stop(runtime="vllm==0.27.0", query=q)
     with pytest.raises(FpmError, match=r"'dsv41' on vllm==0\.33\.0 \(model plugin 'dsv41' gives none\)"):
         host.hooks.model("dsv41").align_stop(runtime="vllm==0.33.0", query=q)

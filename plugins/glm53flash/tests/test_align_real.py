@@ -101,8 +101,12 @@ def test_point_list_equals_a_list_built_with_vllms_split(vllm_split, tool, block
     def split(prefix: int, new_tokens: int) -> int:
         asked.append((prefix, new_tokens))
         shim = tool.scheduler_flags(block, 8192, alignment, False)
-        request = SimpleNamespace(num_computed_tokens=0, num_prompt_tokens=prefix + new_tokens,
-                                  num_tokens=prefix + new_tokens, shared_prefix_boundary=0)
+        request = SimpleNamespace(
+            num_computed_tokens=0,
+            num_prompt_tokens=prefix + new_tokens,
+            num_tokens=prefix + new_tokens,
+            shared_prefix_boundary=0,
+        )
         return vllm_split(shim, request, new_tokens, prefix, 0)
 
     theirs = select_points(settings, split)

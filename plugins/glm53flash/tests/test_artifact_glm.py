@@ -13,16 +13,16 @@ import hashlib
 import json
 from pathlib import Path
 
-import fpmcore_glm53flash
 import pytest
-from fpmcore_glm53flash import artifact as G
-from fpmcore_glm53flash.artifact_producer import expected_producer_record
 
+import fpmcore_glm53flash
 from fpmcore import ProducerContract
 from fpmcore.validate.cell import HEX64, CellView
 from fpmcore.validate.evaluation import run_rules
 from fpmcore.validate.reader import validate_files
 from fpmcore.validate.values import canonical_bytes, canonical_digest
+from fpmcore_glm53flash import artifact as G
+from fpmcore_glm53flash.artifact_producer import expected_producer_record
 from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("strict", "producer_dir")

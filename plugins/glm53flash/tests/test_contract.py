@@ -14,7 +14,10 @@ def test_residency_none_is_native_graph_policy():
                                    engram_residency="none", input_modality="text"))  # fmt: skip
     assert plugin == "glm53flash"
     assert (contract.name, contract.execution_mode, contract.residency) == (
-        "glm53flash_native_graph_policy", "native_graph_policy", "none")
+        "glm53flash_native_graph_policy",
+        "native_graph_policy",
+        "none",
+    )
 
 
 def test_other_residencies_are_not_claimed():

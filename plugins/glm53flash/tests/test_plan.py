@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -53,8 +54,12 @@ def profile_data(checkpoint: bool = True, free_blocks: int | None = None) -> dic
     return data
 
 
-def plan(checkpoint: bool = True, free_blocks: int | None = None, limits: PlanLimits = TP4,
-         edit: Callable[[dict], None] | None = None):
+def plan(
+    checkpoint: bool = True,
+    free_blocks: int | None = None,
+    limits: PlanLimits = TP4,
+    edit: Callable[[dict], None] | None = None,
+):
     data = profile_data(checkpoint, free_blocks)
     if edit is not None:
         edit(data)
@@ -75,7 +80,14 @@ def test_candidate_axes_g13_g15() -> None:
     assert [s for s in shapes if s[1] % H == 0] == [(1, 2176), (1, 4352), (1, 6528), (2, 2176), (3, 2176)]
     longest = {n: prefix_blocks(n, H, 131072)[-1] for _, n in shapes}
     assert {n: k for n, k in longest.items() if k != 60} == {
-        1024: 59, 2048: 59, 2176: 59, 4096: 58, 4352: 58, 6528: 57, 8192: 56}
+        1024: 59,
+        2048: 59,
+        2176: 59,
+        4096: 58,
+        4352: 58,
+        6528: 57,
+        8192: 56,
+    }
     assert max(n for n, k in longest.items() if k == 60) == 512
     assert all(len(prefix_blocks(n, H, 131072)) == 8 for _, n in shapes)
     decode = decode_candidates(H, 131072, 32)
@@ -86,7 +98,15 @@ def test_candidate_axes_g13_g15() -> None:
 def test_tail_g15() -> None:
     """G-15 uncached tail, the values of the G-18 table."""
     assert [decode_tail(c, H) for c in (512, 1024, 2048, 4096, 8192, 16384, 131072, 2177)] == [
-        511, 1023, 2047, 1919, 1663, 1151, 511, 2176]
+        511,
+        1023,
+        2047,
+        1919,
+        1663,
+        1151,
+        511,
+        2176,
+    ]
 
 
 def test_counts_g16_g20(both) -> None:
@@ -96,8 +116,11 @@ def test_counts_g16_g20(both) -> None:
     assert len(p.prefill) == (496 if ckpt else 456)
     assert len(p.decode) == 81
     assert p.dropped == {"align_split": 0 if ckpt else 40, "token_budget": 16, "capacity": 0}
-    assert p.evaluated == ({"align_split": 496, "token_budget": 593, "capacity": 577} if ckpt
-                           else {"align_split": 496, "token_budget": 553, "capacity": 537})
+    assert p.evaluated == (
+        {"align_split": 496, "token_budget": 593, "capacity": 577}
+        if ckpt
+        else {"align_split": 496, "token_budget": 553, "capacity": 537}
+    )
     assert len(p.points) == (577 if ckpt else 537)
 
 
@@ -105,11 +128,19 @@ def test_token_budget_drops_g18(both) -> None:
     """G-18: exactly these 16 decode candidates fail the budget, all with b ≥ 8."""
     _, p = both
     kept = set(p.decode)
-    dropped = {(c, b) for c in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
-                                65536, 131072)
-               for b in (1, 2, 4, 8, 16, 32) if DecodePoint(c, b) not in kept}
-    assert dropped == {(512, 32), (1024, 16), (1024, 32), *((c, b) for c in (2048, 4096, 8192, 16384)
-                                                            for b in (8, 16, 32)), (131072, 32)}
+    dropped = {
+        (c, b)
+        for c in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+        for b in (1, 2, 4, 8, 16, 32)
+        if DecodePoint(c, b) not in kept
+    }
+    assert dropped == {
+        (512, 32),
+        (1024, 16),
+        (1024, 32),
+        *((c, b) for c in (2048, 4096, 8192, 16384) for b in (8, 16, 32)),
+        (131072, 32),
+    }
 
 
 def test_align_split_drops_without_checkpoint_g17() -> None:
@@ -119,7 +150,8 @@ def test_align_split_drops_without_checkpoint_g17() -> None:
     assert len(gone) == 40
     assert {(p.batch_size, p.new_tokens) for p in gone} == {(1, 4096), (2, 4096), (1, 8192), (1, 4352), (1, 6528)}
     assert Counter((p.batch_size, p.new_tokens) for p in gone) == Counter(
-        {s: 8 for s in [(1, 4096), (2, 4096), (1, 8192), (1, 4352), (1, 6528)]})
+        {s: 8 for s in [(1, 4096), (2, 4096), (1, 8192), (1, 4352), (1, 6528)]}
+    )
 
 
 def test_per_n_counts_and_ends_g21(both) -> None:
@@ -138,8 +170,7 @@ def test_per_n_counts_and_ends_g21(both) -> None:
     assert list(p.prefill) == sorted(p.prefill) and list(p.decode) == sorted(p.decode)
     pp = p.point_plan()
     assert [q["benchmark_id"] for q in pp.points] == list(range(1, len(p.points) + 1))
-    assert pp.points[0] == {"benchmark_id": 1, "phase": "prefill", "batch_size": 1, "new_tokens": 4,
-                            "prefix_tokens": 0}
+    assert pp.points[0] == {"benchmark_id": 1, "phase": "prefill", "batch_size": 1, "new_tokens": 4, "prefix_tokens": 0}
 
 
 def test_digests_g23(both) -> None:
@@ -175,8 +206,12 @@ def test_manifest_follows_dynamo_rules_g22(both) -> None:
     for e in man["decode"]:
         assert set(e) == {"batch_size", "total_kv_read_tokens"}
         assert e["total_kv_read_tokens"] >= e["batch_size"]
-    assert man["prefill"][1] == {"batch_size": 2, "total_prefill_tokens": 8, "total_kv_read_tokens": 0,
-                                 "rows": [[4, 0], [4, 0]]}
+    assert man["prefill"][1] == {
+        "batch_size": 2,
+        "total_prefill_tokens": 8,
+        "total_kv_read_tokens": 0,
+        "rows": [[4, 0], [4, 0]],
+    }
     assert canonical_bytes(man).startswith(b'{"decode":[{"batch_size":1,"total_kv_read_tokens":4}')
 
 
@@ -226,8 +261,16 @@ def test_record_g25(both) -> None:
     """G-25: the plan record under options.benchmark_points."""
     ckpt, p = both
     rec = p.point_plan().report["plan_record"]
-    assert list(rec) == ["origin", "checkpoint", "candidates", "dropped", "manifest_sha256",
-                         "smoke_manifest_sha256", "planned_point_count", "manifest"]
+    assert list(rec) == [
+        "origin",
+        "checkpoint",
+        "candidates",
+        "dropped",
+        "manifest_sha256",
+        "smoke_manifest_sha256",
+        "planned_point_count",
+        "manifest",
+    ]
     assert rec["origin"] == "glm53flash_grid_v1"
     assert rec["checkpoint"] == ({"blocks": True, "alignment": 16} if ckpt else {"blocks": False, "alignment": None})
     assert rec["candidates"] == {"prefill": 496, "decode": 97}
@@ -246,7 +289,9 @@ def test_hook_generates_for_glm_only() -> None:
     assert dict(pp.counts) == {"prefill": 496, "decode": 81}
     assert dict(pp.dropped) == {"align_split": 0, "token_budget": 16, "capacity": 0}
     host = make_host(entry_points=("glm53flash", "dsv41"))
-    with pytest.raises(FpmError, match=r"no model plugin generates points for 'dsv41' \(model plugin 'dsv41' gives none\)"):
+    with pytest.raises(
+        FpmError, match=r"no model plugin generates points for 'dsv41' \(model plugin 'dsv41' gives none\)"
+    ):
         host.hooks.model("dsv41").generate_points(profile=profile, deployment=0, limits=TP4)
 
 
@@ -261,6 +306,7 @@ def test_limits_override_the_profile_g9() -> None:
 
 def test_two_deployments_take_the_smallest_pool_g10() -> None:
     """G-10: free_blocks is the minimum over the accepted deployments, batch_cap the smallest max_num_seqs."""
+
     def add_tp2(data: dict) -> None:
         dep = json.loads(json.dumps(data["deployments"][0]))
         dep["tp"] = dep["moe_tp"] = 2

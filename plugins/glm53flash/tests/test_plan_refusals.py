@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -62,13 +63,16 @@ def _no_alignment(data: dict) -> None:
 def test_n_checkpoint_without_alignment() -> None:
     err = refusal(_no_alignment)
     assert err.rule == "G-12"
-    assert err.message == (f"{P} requires a prefill_checkpoint_alignment on mamba group 'runtime_group_2' "
-                           "with prefill_checkpoint_blocks 1: found absent")
+    assert err.message == (
+        f"{P} requires a prefill_checkpoint_alignment on mamba group 'runtime_group_2' "
+        "with prefill_checkpoint_blocks 1: found absent"
+    )
     assert err.where == "deployments[0].resources.cache_groups[2]"
 
 
 def test_n_comes_before_a_and_b() -> None:
     """(n) first: with a second, Triton deployment (a) would fail too."""
+
     def edit(data: dict) -> None:
         add_tp2(data)
         triton(data, 1)
@@ -84,19 +88,20 @@ def test_a_mixed_checkpoint_settings() -> None:
 
     assert refusal(edit).message == (
         f"{P} requires the same prefill checkpoint setting across the accepted deployments: "
-        "glm53flash-tp4=checkpoint(blocks=1, alignment=16), glm53flash-tp2=none")
+        "glm53flash-tp4=checkpoint(blocks=1, alignment=16), glm53flash-tp2=none"
+    )
 
 
 def test_a_partial_checkpoint_is_no_checkpoint_g11() -> None:
     """G-11: a deployment where only some Mamba groups hold the block has no checkpoint rule."""
+
     def edit(data: dict) -> None:
         add_tp2(data)
         g = groups(data, 1)[3]
         g["prefill_checkpoint_blocks"] = 0
         del g["prefill_checkpoint_alignment"]
 
-    assert refusal(edit).message.endswith(
-        "glm53flash-tp4=checkpoint(blocks=1, alignment=16), glm53flash-tp2=none")
+    assert refusal(edit).message.endswith("glm53flash-tp4=checkpoint(blocks=1, alignment=16), glm53flash-tp2=none")
 
 
 def test_b_two_alignments() -> None:
@@ -104,7 +109,8 @@ def test_b_two_alignments() -> None:
         groups(data)[1]["prefill_checkpoint_alignment"] = 32
 
     assert refusal(edit).message == (
-        f"{P} requires one prefill checkpoint alignment across the accepted deployments: found 16, 32")
+        f"{P} requires one prefill checkpoint alignment across the accepted deployments: found 16, 32"
+    )
 
 
 def test_c_budget_multiple_of_4() -> None:
@@ -125,8 +131,10 @@ def test_e_hash_block_differs_from_mamba_block() -> None:
         runtime(data)["hash_block_size_tokens"] = 1088
 
     err = refusal(edit, limits=PlanLimits(8192, 1048576, 2176, 1088))
-    assert err.message == (f"{P} requires the hash block to equal the mamba block: hash_block_size_tokens=1088, "
-                           "mamba block_size_tokens=2176, attention block_size_tokens=2176")
+    assert err.message == (
+        f"{P} requires the hash block to equal the mamba block: hash_block_size_tokens=1088, "
+        "mamba block_size_tokens=2176, attention block_size_tokens=2176"
+    )
     assert err.where == "deployments[0]"
 
 
@@ -135,8 +143,9 @@ def test_e_mamba_block_differs_from_attention_block() -> None:
         groups(data)[4]["block_size_tokens"] = 4352
 
     err = refusal(edit)
-    assert err.message.endswith("hash_block_size_tokens=2176, mamba block_size_tokens=2176, "
-                                "attention block_size_tokens=4352")
+    assert err.message.endswith(
+        "hash_block_size_tokens=2176, mamba block_size_tokens=2176, attention block_size_tokens=4352"
+    )
 
 
 def test_g8_scheduler_block() -> None:
@@ -151,7 +160,8 @@ def test_f_model_revision(revision: str) -> None:
         data["model_revision"] = revision
 
     assert refusal(edit).message == (
-        f"{P} requires a 40-character lowercase hexadecimal model revision: found '{revision}'")
+        f"{P} requires a 40-character lowercase hexadecimal model revision: found '{revision}'"
+    )
 
 
 def test_g_prefix_caching_align() -> None:
@@ -160,7 +170,8 @@ def test_g_prefix_caching_align() -> None:
 
     assert refusal(edit).message == (
         f"{P} requires prefix caching with mamba_cache_mode align: found enable_prefix_caching=true, "
-        "mamba_cache_mode=none")
+        "mamba_cache_mode=none"
+    )
 
     def absent(data: dict) -> None:
         del runtime(data)["mamba_cache_mode"]
@@ -173,8 +184,7 @@ def test_g_prefix_caching_align() -> None:
     ("field", "change", "found"),
     [
         ("max_num_batched_tokens", lambda d: d["resources"].update(max_num_tokens=4096), "8192, 4096"),
-        ("max_model_len", lambda d: d["resources"]["runtime_memory"].update(max_model_len=524288),
-         "1048576, 524288"),
+        ("max_model_len", lambda d: d["resources"]["runtime_memory"].update(max_model_len=524288), "1048576, 524288"),
         ("number of state groups", lambda d: d["resources"]["cache_groups"].pop(), "5, 4"),
     ],
 )
@@ -190,8 +200,10 @@ def test_i_group_page() -> None:
         groups(data)[5]["page_size_bytes"] = 4096
 
     err = refusal(edit)
-    assert err.message == ("glm-5.3-flash capacity estimate requires every cache group page to equal the pool "
-                           "page: group runtime_group_5 page 4096, pool page 13516800")
+    assert err.message == (
+        "glm-5.3-flash capacity estimate requires every cache group page to equal the pool "
+        "page: group runtime_group_5 page 4096, pool page 13516800"
+    )
     assert err.where == "deployments[0].resources.cache_groups[5]"
 
 
@@ -201,7 +213,8 @@ def test_j_attention_and_mamba_groups() -> None:
 
     assert refusal(edit).message == (
         f"{P} requires an attention group and at least one mamba state group: "
-        "found state, state, state, state, state, state")
+        "found state, state, state, state, state, state"
+    )
 
 
 def test_k_half_kv_cache() -> None:
@@ -220,7 +233,8 @@ def test_m_pure_tensor_parallelism() -> None:
         data["deployments"][0].update(moe_tp=1, moe_ep=4)  # TEP: valid profile, not pure TP
 
     assert refusal(edit).message == (
-        f"{P} supports pure tensor parallelism only: found pp=1, dp=1, cp=1, moe_tp=1, moe_ep=4")
+        f"{P} supports pure tensor parallelism only: found pp=1, dp=1, cp=1, moe_tp=1, moe_ep=4"
+    )
 
 
 def test_unknown_deployment_index() -> None:

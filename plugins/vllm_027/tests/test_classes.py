@@ -22,8 +22,10 @@ def test_full_and_sliding_window_are_attention(host):
     assert (window.kind, window.windowed) == ("attention", True)
 
 
-@pytest.mark.parametrize("name", ["MambaSpec", "MLAAttentionSpec", "CircularBufferSpec",
-                                  "UniformTypeKVCacheSpecs", "ChunkedLocalAttentionSpec"])
+@pytest.mark.parametrize(
+    "name",
+    ["MambaSpec", "MLAAttentionSpec", "CircularBufferSpec", "UniformTypeKVCacheSpecs", "ChunkedLocalAttentionSpec"],
+)
 def test_every_other_class_is_unsupported(host, name):
     c = host.hooks.runtime("vllm==0.27.0").classify_spec(spec_class=M + name, spec={})
     assert (c.kind, c.reason) == ("unsupported", REASON)

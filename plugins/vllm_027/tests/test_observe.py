@@ -45,7 +45,9 @@ def test_example_has_no_hybrid_evidence():
             assert c["groups"][0]["kind"] == "attention"
         else:
             c = r["cache"]
-            assert all(c[k] is None for k in ("hash_block_size", "cache_hit_alignment_tokens", "mamba_cache_mode", "startup"))
+            assert all(
+                c[k] is None for k in ("hash_block_size", "cache_hit_alignment_tokens", "mamba_cache_mode", "startup")
+            )
             assert set(c["groups"][0]) == {"group_id", "layer_names", "spec_class", "block_size_tokens", "page_size_bytes",
                                            "sliding_window", "prefix_cacheable", "host_resident", "role",
                                            "startup_blocks_per_request"}  # fmt: skip

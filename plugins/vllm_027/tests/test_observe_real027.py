@@ -25,10 +25,9 @@ vllm = pytest.importorskip("vllm")
 if vllm.__version__ != "0.27.0":
     pytest.skip(f"needs vLLM 0.27.0; vLLM {vllm.__version__} is installed", allow_module_level=True)
 
-from fpmcore_vllm_support import dryprobe
-
 from fpmcore_vllm027 import plugin, probe
 from fpmcore_vllm027.observe import SOURCE_FILES
+from fpmcore_vllm_support import dryprobe
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "tools" / "probe_models"
@@ -62,7 +61,9 @@ def _plan(model: dict[str, Any], *, cross_layers: bool = False):
     register_all_kvcache_specs(vc)
     # --enable-cross-layers (kv_connector_extra_config) selects _get_kv_cache_config_packed for several groups
     vc.kv_transfer_config = KVTransferConfig(
-        kv_connector="ExampleConnector", kv_role="kv_both", kv_connector_extra_config={"enable_cross_layers_blocks": "true"}
+        kv_connector="ExampleConnector",
+        kv_role="kv_both",
+        kv_connector_extra_config={"enable_cross_layers_blocks": "true"},
     )
     (cfg,) = get_kv_cache_configs(vc, [probe.build_layer_specs(model, vc)], [int(model["available_memory_bytes"])])
     return vc, cfg
@@ -108,7 +109,9 @@ def _check_0_27_shape(record: dict[str, Any]) -> None:
     """02 §3.14: the keys a vllm_027 record leaves out or empties."""
     assert "prefix_caching" not in record
     assert record["runtime"]["version"] == "0.27.0" and record["observer"]["plugin"] == "fpmcore-vllm027"
-    assert all(record["settings"][s][k] is None for s, k in NULL_SETTINGS) and record["settings"]["model_runner"] is None
+    assert (
+        all(record["settings"][s][k] is None for s, k in NULL_SETTINGS) and record["settings"]["model_runner"] is None
+    )
     c = record["cache"]
     for g in c["groups"]:
         assert g["startup_blocks_per_request"] is None and not {"state", "layer_specs", "spec_fields"} & set(g)
@@ -116,7 +119,9 @@ def _check_0_27_shape(record: dict[str, Any]) -> None:
         assert (c["kv_cache_layout"], c["attention_groups"], c["model_runner"]) == (None, None, None)
         assert all("kernel_block_stride" not in v for views in c["layer_views"].values() for v in views)
     else:
-        assert all(c[k] is None for k in ("hash_block_size", "cache_hit_alignment_tokens", "mamba_cache_mode", "startup"))
+        assert all(
+            c[k] is None for k in ("hash_block_size", "cache_hit_alignment_tokens", "mamba_cache_mode", "startup")
+        )
 
 
 def test_plain_model_planned_by_vllm_0_27_0():
@@ -134,7 +139,9 @@ def test_plain_model_planned_by_vllm_0_27_0():
         "vllm.v1.kv_cache_interface.FullAttentionSpec", "attention", 16, page, None)  # fmt: skip
     assert g["layer_names"] == [f"model.layers.{i}.self_attn.attn" for i in range(32)]
     allocs = w["cache"]["allocations"]
-    assert [a["layers"] for a in allocs] == [t.shared_by for t in cfg.kv_cache_tensors] == [[x] for x in g["layer_names"]]
+    assert (
+        [a["layers"] for a in allocs] == [t.shared_by for t in cfg.kv_cache_tensors] == [[x] for x in g["layer_names"]]
+    )
     assert {a["size"] for a in allocs} == {n * page} and _check_i76(w["cache"]) == ["whole"] * 32
     assert w["lifecycle"]["measurement"] == "cache_planned"
     assert w["unresolved_fields"] == sorted(
@@ -203,14 +210,21 @@ def _live(model: dict[str, Any], kv_first: bool, cross_layers: bool = False):
     kv_caches = {}
     for g in cfg.kv_cache_groups:
         spec = g.kv_cache_spec
-        shape = CPUAttentionBackend.get_kv_cache_shape(cfg.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
+        shape = CPUAttentionBackend.get_kv_cache_shape(
+            cfg.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size
+        )
         if kv_first:  # a K/V-first backend shape, (2, num_blocks, block, heads, head_size)
             shape = (2, cfg.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
         for ln in g.layer_names:
             kv_caches[ln] = _reshape_attention_kv_cache(
                 raw[ln], spec, shape, tuple(range(len(shape))), cfg.num_blocks, packing.get(ln)
             )
-    lifecycle = {"measurement": "after_warmup", "cache_initialized": True, "warmup_completed": True, "capture_completed": False}
+    lifecycle = {
+        "measurement": "after_warmup",
+        "cache_initialized": True,
+        "warmup_completed": True,
+        "capture_completed": False,
+    }
     return cfg, _worker(p, vllm_config=vc, kv_cache_config=cfg, kv_caches=kv_caches, lifecycle=lifecycle)
 
 

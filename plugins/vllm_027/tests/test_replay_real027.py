@@ -36,5 +36,10 @@ def test_forty_random_traces_match_vllm_0_27_0_step_by_step():
     assert set(rep["by_kind"]) == KINDS
     assert rep["preemptions"] > 0 and rep["prefix_hit_requests"] > 0
     # only the settings 0.27.0 has are drawn
-    assert set(rep["settings"]) <= {"max_num_scheduled_tokens", "long_prefill_token_threshold", "policy=priority",
-                                    "watermark", "no scheduler_reserve_full_isl"}
+    assert set(rep["settings"]) <= {
+        "max_num_scheduled_tokens",
+        "long_prefill_token_threshold",
+        "policy=priority",
+        "watermark",
+        "no scheduler_reserve_full_isl",
+    }

@@ -22,8 +22,13 @@ def test_the_plugin_gives_the_rules_of_its_release_through_the_host():
     # R-7, R-20, R-37, R-38's queue order: the same code as 0.33.0
     assert rules.release_before_check and rules.uncached_blocks_to_front
     assert rules.mamba_same_step_rule and rules.window_admission_extra_block
-    assert sorted(rules.settings) == ["long_prefill_token_threshold", "max_num_scheduled_tokens",
-                                      "scheduler_reserve_full_isl", "scheduling_policy", "watermark"]
+    assert sorted(rules.settings) == [
+        "long_prefill_token_threshold",
+        "max_num_scheduled_tokens",
+        "scheduler_reserve_full_isl",
+        "scheduling_policy",
+        "watermark",
+    ]
     assert host.hooks.replay_runtimes() == ["vllm==0.27.0", "vllm==0.33.0"]
 
 
@@ -34,6 +39,7 @@ def test_a_setting_or_group_vllm_0_27_0_lacks_is_refused():
         make_config([GroupSpec("a", KIND_FULL, 4, 4)], 64, max_num_queued_reqs=3, **base)
     assert e.value.message == "the vllm==0.27.0 scheduler has no max_num_queued_reqs: the replay cannot model it"
     with pytest.raises(FpmError) as e:
-        make_config([GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("t", KIND_RING, 4, 4, blocks_per_request=1)], 64,
-                    **base)
+        make_config(
+            [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("t", KIND_RING, 4, 4, blocks_per_request=1)], 64, **base
+        )
     assert e.value.message == "the vllm==0.27.0 KV cache has no ring state groups: cache group t"

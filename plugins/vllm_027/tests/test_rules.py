@@ -31,8 +31,17 @@ def test_no_hybrid_evidence(host, rules):
         host.hooks.runtime("vllm==0.33.0").rules()
 
 
-@pytest.mark.parametrize("name", ["FullAttentionSpec", "SlidingWindowSpec", "MambaSpec", "MLAAttentionSpec",
-                                  "CircularBufferSpec", "UniformTypeKVCacheSpecs"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "FullAttentionSpec",
+        "SlidingWindowSpec",
+        "MambaSpec",
+        "MLAAttentionSpec",
+        "CircularBufferSpec",
+        "UniformTypeKVCacheSpecs",
+    ],
+)
 def test_plain_table_is_the_class_table(host, rules, name):
     """02 §5.1 is both the plain table and ``fpm_classify_spec``'s answer."""
     plain = rules.classify_plain(M + name)

@@ -45,7 +45,9 @@ def tiny_models() -> ModuleType:
 def model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_models: ModuleType) -> dict[str, Path]:
     """Every tiny model kind, written once (seed 0), in folders named ``tiny-<kind>``."""
     root = tmp_path_factory.mktemp("tiny-models")
-    return {kind: Path(tiny_models.write_model(kind, root / f"tiny-{kind}", seed=0)["dir"]) for kind in tiny_models.KINDS}
+    return {
+        kind: Path(tiny_models.write_model(kind, root / f"tiny-{kind}", seed=0)["dir"]) for kind in tiny_models.KINDS
+    }
 
 
 def read_json(path: Path) -> Any:

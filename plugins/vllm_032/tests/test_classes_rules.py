@@ -57,16 +57,23 @@ def test_hybrid_evidence_and_the_shared_formulas(rules):
     assert (rules.version, rules.hybrid_evidence) == ("0.32.0", True)
     align = StartupLimits(max_model_len=2048, in_flight_tokens=4096, mamba_cache_mode="align")
     mamba = {"num_speculative_blocks": 0, "num_prefill_checkpoint_blocks": 0}
-    assert rules.startup_blocks(M + "MambaSpec", mamba, 384, align) == (2, "align mode: 2 + 0 speculative + 0 checkpoint")
+    assert rules.startup_blocks(M + "MambaSpec", mamba, 384, align) == (
+        2,
+        "align mode: 2 + 0 speculative + 0 checkpoint",
+    )
     assert rules.startup_blocks(M + "FullAttentionSpec", {}, 384, align) == (6, "cdiv(2048, 384)")
     # caching off: mode none, the Mamba groups hold 2048-token blocks and reserve one block each
     none = StartupLimits(max_model_len=2048, in_flight_tokens=4096, mamba_cache_mode="none")
     assert rules.startup_blocks(M + "MambaSpec", mamba, 2048, none) == (1, "mode none: 1 + 0 speculative")
     assert 5461 / (3 * 2 + 6) == 455.0833333333333 and 5461 / (3 * 1 + 6) == 606.7777777777778
     # the llama-swa kind: window 64, budget 4096, block 128 -> cdiv(min(63 + 4096, 2048), 128) + 1
-    assert rules.startup_blocks(M + "SlidingWindowSpec", {"sliding_window": 64}, 128,
-                                StartupLimits(2048, 4096)) == (17, "cdiv(min(64 - 1 + 0 + 4096, 2048), 128) + 1")
-    assert rules.state_family(M + "MambaSpec") == "mamba" and rules.prefix_cacheable(M + "CircularBufferSpec", {}) is False
+    assert rules.startup_blocks(M + "SlidingWindowSpec", {"sliding_window": 64}, 128, StartupLimits(2048, 4096)) == (
+        17,
+        "cdiv(min(64 - 1 + 0 + 4096, 2048), 128) + 1",
+    )
+    assert (
+        rules.state_family(M + "MambaSpec") == "mamba" and rules.prefix_cacheable(M + "CircularBufferSpec", {}) is False
+    )
 
 
 def test_hash_block_size_of_the_hybrid(rules):
@@ -86,11 +93,19 @@ def test_what_cannot_hold_on_the_cpu_engine(rules):
     assert set(rules.storage_devices) == {"cuda:", "cpu"}
     assert rules.absent_hardware == {"sm"}
     assert rules.graph_capture is False
-    assert rules.model_dtype_labels == {"torch.bfloat16": "bfloat16", "torch.float16": "half", "torch.float32": "float32"}
+    assert rules.model_dtype_labels == {
+        "torch.bfloat16": "bfloat16",
+        "torch.float16": "half",
+        "torch.float32": "float32",
+    }
 
 
 def test_vllm_033_keeps_the_rules_of_02_as_written():
     rules = make_host(entry_points=("vllm_033",)).hooks.runtime("vllm==0.33.0").rules()
     assert (rules.kv_cache_sizing, tuple(rules.storage_devices), rules.absent_hardware, rules.graph_capture) == (
-        frozenset(), ("cuda:",), frozenset(), True)
+        frozenset(),
+        ("cuda:",),
+        frozenset(),
+        True,
+    )
     assert "torch.float32" not in rules.model_dtype_labels

@@ -55,7 +55,9 @@ def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(t
     (result,) = import_evidence(folder, HostServices(make_host(entry_points=("vllm_032",)))).results
     profile = result.profile
     cfg = config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, max_num_seqs=4)
-    out = run_replay(cfg, parse_trace_lines(['{"request_id": "a", "arrival_step": 0, "prompt_len": 300, "output_len": 3}']))
+    out = run_replay(
+        cfg, parse_trace_lines(['{"request_id": "a", "arrival_step": 0, "prompt_len": 300, "output_len": 3}'])
+    )
     assert out.error is None and [s["scheduled"][0][1] for s in out.steps] == [300, 1, 1]
     with pytest.raises(FpmError, match="the vllm==0.32.0 scheduler has no prefill_schedule_interval: the replay"):
         config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, prefill_schedule_interval=4)

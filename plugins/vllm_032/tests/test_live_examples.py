@@ -54,7 +54,10 @@ def test_the_example_imports_complete_at_tensor_level(name):
     assert {n.rule for n in r.notes} == NOTES | float32
     assert r.provenance["runtime"]["version"] == "0.32.0"
     assert {a["path"].rsplit("/", 1)[-1] for a in r.provenance["runtime_artifacts"]} == {
-        "engine-report.json", "model-description.json", "model-config.json"}
+        "engine-report.json",
+        "model-description.json",
+        "model-config.json",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -68,12 +71,16 @@ def test_the_profile_numbers_are_those_the_engine_reported(name):
         pool_page = storage["size_bytes"] // engine["num_blocks"]
         assert storage["size_bytes"] == engine["num_blocks"] * pool_page
         assert [(g["block_size_tokens"], g["page_size_bytes"]) for g in res["cache_groups"]] == [
-            (g["block_size"], pool_page) for g in engine["groups"]]
+            (g["block_size"], pool_page) for g in engine["groups"]
+        ]
         assert res["runtime_memory"]["kv_cache_bytes"] == (engine["num_blocks"] - 1) * pool_page
         startup = next(s for s in r.provenance["startup"] if s["phase"] == phase)
         cc = engine["cache_config"]
         assert (startup["num_blocks"], startup["kv_cache_max_concurrency"], startup["kv_cache_size_tokens"]) == (
-            engine["num_blocks"], cc["kv_cache_max_concurrency"], cc["kv_cache_size_tokens"])
+            engine["num_blocks"],
+            cc["kv_cache_max_concurrency"],
+            cc["kv_cache_size_tokens"],
+        )
         assert res["runtime_memory"]["hash_block_size_tokens"] == engine["hash_block_size"]
     if name == "tiny-llama":  # 268,435,456 B of 4 layers x 131,072 B pages: 512 blocks, 16 per request
         assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], pool_page) == (512, 32.0, 524288)
@@ -148,9 +155,16 @@ def test_the_layer_views_are_the_engines_tensors():
     (worker,) = EXAMPLES["tiny-qwen3-next"].glob("*/prefill/runtime-observation-worker-dp0-tp0-pp0.json")
     cache = json.loads(worker.read_text())["cache"]
     conv, ssm = cache["layer_views"]["model.layers.0.linear_attn"]
-    assert (conv["shape"], conv["stride_bytes"], conv["storage_offset_bytes"]) == ([1365, 3, 1024], [196608, 2048, 2], 0)
+    assert (conv["shape"], conv["stride_bytes"], conv["storage_offset_bytes"]) == (
+        [1365, 3, 1024],
+        [196608, 2048, 2],
+        0,
+    )
     assert (ssm["shape"], ssm["stride_bytes"], ssm["storage_offset_bytes"]) == (
-        [1365, 4, 128, 128], [196608, 32768, 256, 2], 6144)
+        [1365, 4, 128, 128],
+        [196608, 32768, 256, 2],
+        6144,
+    )
     (attn,) = cache["layer_views"]["model.layers.3.self_attn.attn"]
     assert (attn["shape"], attn["dtype"]) == ([1365, 2, 384, 128], "torch.bfloat16")
     assert cache["model_runner"]["kernel_block_sizes"] == [384, 384, 384, 384]

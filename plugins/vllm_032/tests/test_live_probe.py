@@ -93,7 +93,8 @@ def test_the_profile_numbers_are_the_engines_own(probed):
         # groups: one profile group per engine group, in order, with its block size and the pool page
         assert [g["block_size_tokens"] for g in res["cache_groups"]] == [g["block_size"] for g in engine["groups"]]
         assert [g["kind"] for g in res["cache_groups"]] == [
-            "state" if g["class"] == "MambaSpec" else "attention" for g in engine["groups"]]
+            "state" if g["class"] == "MambaSpec" else "attention" for g in engine["groups"]
+        ]
         assert {g["page_size_bytes"] for g in res["cache_groups"]} == {pool_page}
         # the usable pool: every block but vLLM's null block (03 C-11)
         assert res["runtime_memory"]["kv_cache_bytes"] == (engine["num_blocks"] - 1) * pool_page
@@ -144,12 +145,16 @@ def test_the_dry_probe_of_the_engines_description_plans_the_same(probed, tmp_pat
     planned = res.json()["phases"]["prefill"]
     engine = probed["summary"]["phases"]["prefill"]
     assert [(g["spec_class"], g["block_size"], g["group_page_bytes"]) for g in planned["groups"]] == [
-        (g["class"], g["block_size"], g["page_size_bytes"]) for g in engine["groups"]]
+        (g["class"], g["block_size"], g["page_size_bytes"]) for g in engine["groups"]
+    ]
     assert planned["num_blocks"] == engine["num_blocks"]
     assert planned["pool_page_bytes"] * planned["num_blocks"] == engine["storages"][0]["size_bytes"]
     assert planned["kv_cache_max_concurrency"] == engine["cache_config"]["kv_cache_max_concurrency"]
     assert planned["kv_cache_size_tokens"] == engine["cache_config"]["kv_cache_size_tokens"]
-    assert (planned["scheduler_block_size"], planned["hash_block_size"]) == (engine["block_size"], engine["hash_block_size"])
+    assert (planned["scheduler_block_size"], planned["hash_block_size"]) == (
+        engine["block_size"],
+        engine["hash_block_size"],
+    )
     dry_import = run_fpm("import", str(dry), "--json").json()["results"][0]
     live_import = _result(probed)
     assert (dry_import["status"], dry_import["evidence"]) == ("complete", "layout")
@@ -158,4 +163,5 @@ def test_the_dry_probe_of_the_engines_description_plans_the_same(probed, tmp_pat
     assert dry_res["cache_groups"] == live_res["cache_groups"]
     assert dry_res["runtime_memory"]["kv_cache_bytes"] == live_res["runtime_memory"]["kv_cache_bytes"]
     assert [s["kv_cache_max_concurrency"] for s in dry_import["provenance"]["startup"]] == [
-        s["kv_cache_max_concurrency"] for s in live_import["provenance"]["startup"]]
+        s["kv_cache_max_concurrency"] for s in live_import["provenance"]["startup"]
+    ]

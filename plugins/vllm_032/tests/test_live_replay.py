@@ -17,7 +17,6 @@ The counts are printed at the end of the session.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,8 +35,12 @@ HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num
 #: The hybrid's bfloat16 prefill is slow on this CPU (README D-L8): six requests a trace.  Without prefix
 #: caching a hybrid request reserves 3 x 1 + 3 blocks at 1,024 tokens, with it 3 x 2 + 3 (03 C-1): 10 and
 #: 16 blocks hold 1.6 and 1.8 such requests.  Prefix hits need shared prefixes of a 384-token block.
-CONFIGS = {("llama", "on"): PLAIN, ("llama", "off"): PLAIN, ("qwen3-next", "on"): HYBRID,
-           ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500}}
+CONFIGS = {
+    ("llama", "on"): PLAIN,
+    ("llama", "off"): PLAIN,
+    ("qwen3-next", "on"): HYBRID,
+    ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
+}
 
 ENGINE_KEYS = ("dtype", "max_model_len", "num_blocks", "max_num_seqs", "max_num_batched_tokens")
 
@@ -83,7 +86,14 @@ def test_the_replay_of_the_imported_profile_steps_like_the_engine(key, model_dir
             if result["difference"] is not None:
                 differences.append(f"trace {seed}: {result['difference']}")
             totals["traces"] += 1
-            for k in ("steps", "preemptions", "admissions_with_prefix_hit", "prefix_hit_tokens", "requests", "finished"):
+            for k in (
+                "steps",
+                "preemptions",
+                "admissions_with_prefix_hit",
+                "prefix_hit_tokens",
+                "requests",
+                "finished",
+            ):
                 totals[k] += result[k]
     live_report[f"{kind}, caching {caching}"] = totals
     assert differences == []

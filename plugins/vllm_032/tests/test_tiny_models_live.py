@@ -28,12 +28,18 @@ def test_the_same_seed_gives_the_same_bytes(tiny_models, tmp_path):
     c = tiny_models.write_model("llama", tmp_path / "c", seed=8)
     assert a["files"] == b["files"]
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
-    assert set(a["files"]) == {"config.json", "generation_config.json", "model.safetensors",
-                               "tokenizer.json", "tokenizer_config.json"}
+    assert set(a["files"]) == {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
     # another seed changes the weights only
     assert c["files"]["model.safetensors"] != a["files"]["model.safetensors"]
-    assert {k: v for k, v in c["files"].items() if k != "model.safetensors"} == \
-        {k: v for k, v in a["files"].items() if k != "model.safetensors"}
+    assert {k: v for k, v in c["files"].items() if k != "model.safetensors"} == {
+        k: v for k, v in a["files"].items() if k != "model.safetensors"
+    }
 
 
 def test_the_tokenizer_is_byte_level_and_offline(tiny_models):
@@ -58,8 +64,9 @@ def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs):
     from fpmcore_vllm032.engine import EngineOptions, start_engine
 
     dtype, classes = EXPECTED[kind]
-    engine = start_engine(EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024,
-                                        kv_cache_bytes=1 << 28))
+    engine = start_engine(
+        EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024, kv_cache_bytes=1 << 28)
+    )
     try:
         from vllm import SamplingParams
 

@@ -20,14 +20,22 @@ ROWS = [
     ("SlidingWindowMLASpec", "attention", True, None),
     ("MambaSpec", "state", False, None),
     ("CircularBufferSpec", "state", False, None),
-    ("RSWASpec", "unsupported", False,
-     "its manager frees the blocks between the prompt and the decode window, which no cache kind models"),
+    (
+        "RSWASpec",
+        "unsupported",
+        False,
+        "its manager frees the blocks between the prompt and the decode window, which no cache kind models",
+    ),
     ("ChunkedLocalAttentionSpec", "unsupported", False, "chunk-local retention is not a cache kind of the profile"),
     ("CrossAttentionSpec", "unsupported", False, "encoder-decoder cross-attention is not modelled"),
     ("EncoderOnlyAttentionSpec", "unsupported", False, "vLLM 0.33.0 registers no cache manager for it"),
     ("HiSparseHotSpec", "unsupported", False, "HiSparse placement uses a host pool that the profile does not model"),
-    ("HiSparseResidentSpec", "unsupported", False,
-     "HiSparse placement uses a host pool that the profile does not model"),
+    (
+        "HiSparseResidentSpec",
+        "unsupported",
+        False,
+        "HiSparse placement uses a host pool that the profile does not model",
+    ),
     ("KpoolTailSpec", "unsupported", False, "not a vLLM 0.33.0 class"),
     ("AttentionSpec", "unsupported", False, "abstract spec class"),
     ("KVCacheSpec", "unsupported", False, "abstract spec class"),
@@ -64,6 +72,9 @@ def test_other_versions_are_not_answered(host, runtime):
     """02 §4: exact pins; the host selects no plugin for another version, so vllm_033 is never asked."""
     from fpmcore.errors import FpmError
 
-    with pytest.raises(FpmError, match=f"no runtime plugin for {re.escape(runtime)}; installed runtime plugins: "
-                                       r"vllm_033 \(vllm==0\.33\.0\)$"):
+    with pytest.raises(
+        FpmError,
+        match=f"no runtime plugin for {re.escape(runtime)}; installed runtime plugins: "
+        r"vllm_033 \(vllm==0\.33\.0\)$",
+    ):
         host.hooks.runtime(runtime)

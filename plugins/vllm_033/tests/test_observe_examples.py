@@ -53,7 +53,7 @@ def _evidence(name: str):
     """(index, {phase: (manifest, [records in record order])}) of one example folder."""
     folder = EXAMPLES / name
     index = _load(folder / "observations.json")
-    (label, conf), = index["configurations"].items()
+    ((label, conf),) = index["configurations"].items()
     attempt = conf["attempts"][0]
     phases = {}
     for phase, entry in attempt["phases"].items():
@@ -83,7 +83,7 @@ def test_index_pins_every_file_by_sha256(name):
     index = _load(folder / "observations.json")
     assert set(index) == {"schema_version", "configurations"}
     assert index["schema_version"] == "fpmcore-runtime-observations/v1"
-    (label, conf), = index["configurations"].items()
+    ((label, conf),) = index["configurations"].items()
     assert label == name
     assert set(conf) == {"launch", "active_attempt_id", "attempts"}
     (attempt,) = conf["attempts"]
@@ -100,7 +100,11 @@ def test_index_pins_every_file_by_sha256(name):
             assert hashlib.sha256((folder / path).read_bytes()).hexdigest() == ref["sha256"]
         manifest = _load(folder / entry["launch_manifest"]["path"])
         assert manifest["schema_version"] == "fpmcore-runtime-probe-launch/v1"
-        assert (manifest["attempt_id"], manifest["configuration"], manifest["phase"]) == (attempt["attempt_id"], label, phase)
+        assert (manifest["attempt_id"], manifest["configuration"], manifest["phase"]) == (
+            attempt["attempt_id"],
+            label,
+            phase,
+        )
         assert manifest["launch"] == conf["launch"]  # I-11
         tp = conf["launch"]["topology"]["tp"]
         assert manifest["expected_ranks"] == {
@@ -109,11 +113,14 @@ def test_index_pins_every_file_by_sha256(name):
         }
         names = sorted(Path(a["path"]).name for a in entry["artifacts"] if a["kind"] == "observation")
         assert names == sorted(
-            [f"runtime-observation-worker-dp0-tp{t}-pp0.json" for t in range(tp)] + ["runtime-observation-scheduler-dp0.json"]
+            [f"runtime-observation-worker-dp0-tp{t}-pp0.json" for t in range(tp)]
+            + ["runtime-observation-scheduler-dp0.json"]
         )  # I-16, I-18
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file() and "0.27.0" not in p.name))
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file() and "0.27.0" not in p.name)
+)
 def test_hybrid_records_have_the_key_sets_of_3_13(name):
     """02 §3.13 (I-13) and §3.4 (I-28): closed key sets, at every covered depth."""
     _, phases = _evidence(name)
@@ -139,7 +146,12 @@ def test_hybrid_records_have_the_key_sets_of_3_13(name):
             else:
                 assert set(r["cache"]) == SCHED_CACHE_KEYS
                 assert all(list(g) == SCHED_GROUP_KEYS for g in r["cache"]["groups"])
-                assert set(r["cache"]["startup"]) == {"max_model_len", "max_in_flight_tokens", "kv_cache_max_concurrency", "kv_cache_size_tokens"}
+                assert set(r["cache"]["startup"]) == {
+                    "max_model_len",
+                    "max_in_flight_tokens",
+                    "kv_cache_max_concurrency",
+                    "kv_cache_size_tokens",
+                }
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir() if (p / "observations.json").is_file()))
@@ -181,7 +193,9 @@ def test_dry_run_runtime_is_the_installed_distribution(name):
         for r in records:
             assert r["runtime"]["image"] == image
             assert r["runtime"]["source_revision"] == m.group(1)  # the 0.27.0 example too: planned by vLLM 0.27.0
-            assert not any(f.startswith(("runtime.", "model.", "settings.", "prefix_caching.")) for f in r["unresolved_fields"])
+            assert not any(
+                f.startswith(("runtime.", "model.", "settings.", "prefix_caching.")) for f in r["unresolved_fields"]
+            )
         assert _scheduler(records)["unresolved_fields"] == []
 
 
@@ -191,7 +205,7 @@ def test_glm_groups_reproduce_02_section_11():
     kda = [[0, 5, 10, 16, 21, 26, 32, 37, 42], [1, 6, 12, 17, 22, 28, 33, 38, 44],
            [2, 8, 13, 18, 24, 29, 34, 40], [4, 9, 14, 20, 25, 30, 36, 41]]  # fmt: skip
     mla = range(3, 45, 4)
-    for phase, (_, records) in phases.items():
+    for _phase, (_, records) in phases.items():
         workers = _workers(records)
         assert len(workers) == 4
         for w in workers:
@@ -201,7 +215,9 @@ def test_glm_groups_reproduce_02_section_11():
             assert all(g["spec_class"] == "vllm.v1.kv_cache_interface.UniformTypeKVCacheSpecs" for g in groups)
             for i, layers in enumerate(kda):
                 assert groups[i]["layer_names"] == [KDA.format(n) for n in layers]
-            assert groups[4]["layer_names"] == [f"{KDA.format(i)}.{leaf}" for i in mla for leaf in ("indexer.k_cache", "attn")]
+            assert groups[4]["layer_names"] == [
+                f"{KDA.format(i)}.{leaf}" for i in mla for leaf in ("indexer.k_cache", "attn")
+            ]
             assert groups[5]["layer_names"] == [f"{KDA.format(i)}.indexer.tail_cache" for i in mla]
             assert [g["block_size_tokens"] for g in groups] == [2176] * 5 + [4]
             assert [g["page_size_bytes"] for g in groups] == [10027008, 10027008, 8912896, 8912896, 13045120, 22528]
@@ -213,17 +229,31 @@ def test_glm_groups_reproduce_02_section_11():
                 for spec in g["layer_specs"].values():
                     assert spec["page_size_bytes"] == 1114112
                     f = spec["fields"]
-                    assert f["shapes"] == [[6144, 3], [16, 128, 128]] and f["dtypes"] == ["torch.bfloat16", "torch.float32"]
-                    assert (f["mamba_type"], f["page_size_padded"], f["tokens_per_state"], f["is_draft"]) == ("GDN_ATTN", 1114112, -1, False)
+                    assert f["shapes"] == [[6144, 3], [16, 128, 128]] and f["dtypes"] == [
+                        "torch.bfloat16",
+                        "torch.float32",
+                    ]
+                    assert (f["mamba_type"], f["page_size_padded"], f["tokens_per_state"], f["is_draft"]) == (
+                        "GDN_ATTN",
+                        1114112,
+                        -1,
+                        False,
+                    )
             assert groups[5]["state"] == {"blocks_per_request": 1}
             assert "state" not in groups[4]
             idx = groups[4]["layer_specs"][f"{KDA.format(3)}.indexer.k_cache"]
             lat = groups[4]["layer_specs"][f"{KDA.format(3)}.attn"]
             assert idx["page_size_bytes"] == 71808 and lat["page_size_bytes"] == 1114112
-            assert (idx["fields"]["cache_role"], idx["fields"]["tokens_per_state"], idx["fields"]["block_stride_alignment"]) == (
-                "INDEXER", 4, {"multiple_of": 128})
-            assert (lat["fields"]["cache_dtype_str"], lat["fields"]["kv_quant_mode"], lat["fields"]["is_index_group_leader"]) == (
-                "fp8", "FP8_PER_TENSOR", True)
+            assert (
+                idx["fields"]["cache_role"],
+                idx["fields"]["tokens_per_state"],
+                idx["fields"]["block_stride_alignment"],
+            ) == ("INDEXER", 4, {"multiple_of": 128})
+            assert (
+                lat["fields"]["cache_dtype_str"],
+                lat["fields"]["kv_quant_mode"],
+                lat["fields"]["is_index_group_leader"],
+            ) == ("fp8", "FP8_PER_TENSOR", True)
             assert (lat["fields"]["sliding_window"], lat["fields"]["attention_chunk_size"]) == (None, None)
             ring = groups[5]["layer_specs"][f"{KDA.format(3)}.indexer.tail_cache"]
             assert ring["page_size_bytes"] == 2048 and ring["fields"]["num_kv_heads"] == 2
@@ -245,10 +275,26 @@ def test_glm_pool_and_allocations_reproduce_02_section_11_3():
             pages = [1114112] * 4 + [71808, 1114112, 2048]
             ends = [a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + 13696 * a["block_stride"] + p
                     for a, p in zip(allocs, pages)]  # fmt: skip
-            assert ends == [185136119808, 185136119808, 185135005696, 185135005696, 185126882688, 185139137920, 185126115328]
-            assert w["prefix_caching"] == {"enable_prefix_caching": True, "mamba_cache_mode": "align", "hash_block_size": 2176}
+            assert ends == [
+                185136119808,
+                185136119808,
+                185135005696,
+                185135005696,
+                185126882688,
+                185139137920,
+                185126115328,
+            ]
+            assert w["prefix_caching"] == {
+                "enable_prefix_caching": True,
+                "mamba_cache_mode": "align",
+                "hash_block_size": 2176,
+            }
             s = w["settings"]
-            assert (s["cache"]["block_size"], s["cache"]["mamba_block_size"], s["cache"]["kv_cache_dtype"]) == (2176, 2176, "fp8")
+            assert (s["cache"]["block_size"], s["cache"]["mamba_block_size"], s["cache"]["kv_cache_dtype"]) == (
+                2176,
+                2176,
+                "fp8",
+            )
             assert (s["scheduler"]["max_in_flight_tokens"], s["parallel"]["tensor_parallel_size"]) == (8192, 4)
 
 
@@ -258,7 +304,12 @@ def test_glm_scheduler_reproduces_02_section_11_4():
     for _, records in phases.values():
         s = _scheduler(records)
         c = s["cache"]
-        assert (c["num_blocks"], c["free_blocks"], c["null_block_id"], c["reserved_block_ids"]) == (13697, 13696, 0, [0])
+        assert (c["num_blocks"], c["free_blocks"], c["null_block_id"], c["reserved_block_ids"]) == (
+            13697,
+            13696,
+            0,
+            [0],
+        )
         assert (c["watermark_blocks"], c["pool_count"], c["block_size"], c["hash_block_size"]) == (0, 1, 2176, 2176)
         assert (c["cache_hit_alignment_tokens"], c["mamba_cache_mode"]) == (2176, "align")
         assert c["startup"] == {"max_model_len": 1048576, "max_in_flight_tokens": 8192,
@@ -271,7 +322,11 @@ def test_glm_scheduler_reproduces_02_section_11_4():
         m = sum(g["startup_blocks_per_request"] for g in groups)
         assert m == 495 and c["num_blocks"] / m == c["startup"]["kv_cache_max_concurrency"]  # C-5, C-6
         assert int(c["num_blocks"] / m * 1048576) == c["startup"]["kv_cache_size_tokens"]  # C-7
-        assert s["prefix_caching"] == {"enable_prefix_caching": True, "mamba_cache_mode": "align", "hash_block_size": 2176}
+        assert s["prefix_caching"] == {
+            "enable_prefix_caching": True,
+            "mamba_cache_mode": "align",
+            "hash_block_size": 2176,
+        }
 
 
 def test_scheduler_copy_is_the_first_layer_spec_of_each_worker_group():
@@ -283,7 +338,9 @@ def test_scheduler_copy_is_the_first_layer_spec_of_each_worker_group():
             for wg, sg in zip(worker["cache"]["groups"], sched["cache"]["groups"], strict=True):
                 first = wg["layer_specs"][wg["layer_names"][0]]
                 assert sg["layer_names"] == wg["layer_names"]
-                assert sg["spec_class"] == (first["class"] if wg["spec_class"].endswith("UniformTypeKVCacheSpecs") else wg["spec_class"])
+                assert sg["spec_class"] == (
+                    first["class"] if wg["spec_class"].endswith("UniformTypeKVCacheSpecs") else wg["spec_class"]
+                )
                 assert sg["spec_fields"] == first["fields"]
                 assert sg["page_size_bytes"] == first["page_size_bytes"]
                 assert sg["startup_blocks_per_request"] == wg["startup_blocks_per_request"]
@@ -334,4 +391,3 @@ def test_hooks_reach_the_plugin_only_for_its_exact_pin(fpm_host):
     for pin in ("vllm==0.33.1", "vllm==0.33.0.post1", "vllm==0.27.0"):
         with pytest.raises(FpmError, match="no runtime plugin for"):
             host.hooks.runtime(pin).observe_cache_groups(source={}, phase="prefill", rank=0)
-

@@ -99,9 +99,16 @@ def test_views_reproduce_02_section_11_3(glm):
     views = c["layer_views"]
     for i, n in enumerate([0, 5, 10]):  # KDA group 0: conv then recurrent state, per 02 §11.3
         conv, rec_state = views[L.format(n)]
-        assert (conv["shape"], conv["stride_bytes"], conv["dtype"]) == ([13697, 6144, 3], [13516800, 6, 2], "torch.bfloat16")
+        assert (conv["shape"], conv["stride_bytes"], conv["dtype"]) == (
+            [13697, 6144, 3],
+            [13516800, 6, 2],
+            "torch.bfloat16",
+        )
         assert (rec_state["shape"], rec_state["stride_bytes"], rec_state["dtype"]) == (
-            [13697, 16, 128, 128], [13516800, 65536, 512, 4], "torch.float32")
+            [13697, 16, 128, 128],
+            [13516800, 65536, 512, 4],
+            "torch.float32",
+        )
         assert (conv["storage_offset_bytes"], rec_state["storage_offset_bytes"]) == (i * 1114112, i * 1114112 + 36864)
         assert (conv["kernel_block_size_tokens"], conv["kernel_block_stride"]) == (2176, 0)
     for i, n in enumerate([3, 7]):
@@ -110,10 +117,22 @@ def test_views_reproduce_02_section_11_3(glm):
         (ring,) = views[f"{L.format(n)}.indexer.tail_cache"]
         # vLLM 0.33.0 binds 4-D [B, H, N, C] views; 02 §11.3 prints them without the H axis of length 1
         assert (idx["shape"], idx["stride_bytes"]) == ([43827217, 1, 32, 132], [4224, 71808, 132, 1])
-        assert (idx["storage_offset_bytes"], idx["kernel_block_size_tokens"], idx["kernel_block_stride"]) == (i * 71808, 128, 3200)
+        assert (idx["storage_offset_bytes"], idx["kernel_block_size_tokens"], idx["kernel_block_stride"]) == (
+            i * 71808,
+            128,
+            3200,
+        )
         assert (lat["shape"], lat["stride_bytes"]) == ([13697, 1, 2176, 512], [13516800, 1114112, 512, 1])
-        assert (lat["storage_offset_bytes"], lat["kernel_block_size_tokens"], lat["kernel_block_stride"]) == (789888 + i * 1114112, 2176, 0)
-        assert (ring["shape"], ring["stride_bytes"], ring["storage_offset_bytes"]) == ([13697, 2, 4, 128], [13516800, 1024, 256, 2], i * 2048)
+        assert (lat["storage_offset_bytes"], lat["kernel_block_size_tokens"], lat["kernel_block_stride"]) == (
+            789888 + i * 1114112,
+            2176,
+            0,
+        )
+        assert (ring["shape"], ring["stride_bytes"], ring["storage_offset_bytes"]) == (
+            [13697, 2, 4, 128],
+            [13516800, 1024, 256, 2],
+            i * 2048,
+        )
         assert ring["kernel_block_size_tokens"] == 4
     # I-82/I-83/I-85 arithmetic on the indexer view: coverage, block stride, extent within the 71,808-byte page
     assert idx["shape"][0] == (13697 - 1) * 3200 + 17 and idx["stride_bytes"][0] * 3200 == 13516800
@@ -125,7 +144,11 @@ def test_attention_groups_and_model_runner(glm):
     c = _worker_record(glm)["cache"]
     ags = c["attention_groups"]
     assert [a["kv_cache_group_id"] for a in ags] == [0, 1, 2, 3, 4, 4, 5]
-    assert [(a["kernel_block_size"], a["kernel_block_stride"]) for a in ags] == [(None, 0)] * 4 + [(128, 3200), (None, 0), (None, 0)]
+    assert [(a["kernel_block_size"], a["kernel_block_stride"]) for a in ags] == [(None, 0)] * 4 + [
+        (128, 3200),
+        (None, 0),
+        (None, 0),
+    ]
     assert ags[4]["backend"] == "DEEPSEEK_V32_INDEXER" and len(ags[4]["layer_names"]) == 11
     assert c["model_runner"]["kernel_block_sizes"] == [2176, 2176, 2176, 2176, 2176, 4]
 
@@ -145,7 +168,6 @@ def test_hook_through_the_plugin_host(glm):
     """fpm_observe_cache_groups reaches the plugin selected by the runtime pin and returns the record."""
     from fpmcore.errors import FpmError
     from fpmcore.plugins import PluginHost
-
     from fpmcore_vllm033 import plugin
 
     host = PluginHost(plugins=[plugin], autoload=False)

@@ -61,13 +61,16 @@ def test_twenty_eight_descriptions():
     assert len(CASES) == 28
 
 
-@pytest.mark.parametrize(("model", "caching"), CASES, ids=[f"{m[:-5]}-caching-{'on' if c else 'off'}" for m, c in CASES])
+@pytest.mark.parametrize(
+    ("model", "caching"), CASES, ids=[f"{m[:-5]}-caching-{'on' if c else 'off'}" for m, c in CASES]
+)
 def test_dry_probe_imports_vllms_numbers(tmp_path, cli_host, model, caching):
-    from fpmcore.testing import run_fpm
     from vllm.utils.math_utils import cdiv
     from vllm.v1.core.kv_cache_planning import _pool_bytes_per_block
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
     from vllm.v1.kv_cache_interface import MambaSpec, UniformTypeKVCacheSpecs, get_kv_cache_spec_sliding_window
+
+    from fpmcore.testing import run_fpm
 
     tp = TP.get(model, 1)
     out = tmp_path / "ev"
@@ -102,7 +105,8 @@ def test_dry_probe_imports_vllms_numbers(tmp_path, cli_host, model, caching):
             assert g["blocks_per_request"] == 1 + layer.num_speculative_blocks
             assert g["prefill_checkpoint_blocks"] == layer.num_prefill_checkpoint_blocks
             assert g.get("prefill_checkpoint_alignment") == (
-                layer.prefill_checkpoint_alignment if layer.num_prefill_checkpoint_blocks == 1 else None)
+                layer.prefill_checkpoint_alignment if layer.num_prefill_checkpoint_blocks == 1 else None
+            )
         else:
             assert "prefill_checkpoint_blocks" not in g
     # pool, capacity and startup: every phase and rank
@@ -110,13 +114,21 @@ def test_dry_probe_imports_vllms_numbers(tmp_path, cli_host, model, caching):
     assert len(prov["rank_capacities"]) == 2 * tp
     for cap in prov["rank_capacities"]:
         assert (cap["free_blocks"], cap["pool_page_bytes"], cap["bytes"]) == (free, pool_page, free * pool_page)
-    terms = [cdiv(g.kv_cache_spec.max_memory_usage_bytes(vc), g.kv_cache_spec.page_size_bytes) for g in sc.kv_cache_groups]
+    terms = [
+        cdiv(g.kv_cache_spec.max_memory_usage_bytes(vc), g.kv_cache_spec.page_size_bytes) for g in sc.kv_cache_groups
+    ]
     assert [s["phase"] for s in prov["startup"]] == ["prefill", "decode"]
     for s in prov["startup"]:
-        assert (s["num_blocks"], s["blocks_per_request_by_group"], s["blocks_per_request"]) == (sc.num_blocks, terms, sum(terms))
+        assert (s["num_blocks"], s["blocks_per_request_by_group"], s["blocks_per_request"]) == (
+            sc.num_blocks,
+            terms,
+            sum(terms),
+        )
         assert s["kv_cache_max_concurrency"] == concurrency
         assert s["kv_cache_size_tokens"] == vc.cache_config.kv_cache_size_tokens
     assert (mem["enable_prefix_caching"], mem["hash_block_size_tokens"]) == (
-        bool(vc.cache_config.enable_prefix_caching), p.hash_block_size)
+        bool(vc.cache_config.enable_prefix_caching),
+        p.hash_block_size,
+    )
     assert mem["mamba_cache_mode"] == vc.cache_config.mamba_cache_mode
     assert mem["max_model_len"] == vc.model_config.max_model_len

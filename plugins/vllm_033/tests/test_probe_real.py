@@ -53,7 +53,9 @@ def test_at_least_twenty_descriptions():
     assert len(CASES) >= 20
 
 
-@pytest.mark.parametrize(("model", "caching"), CASES, ids=[f"{m[:-5]}-caching-{'on' if c else 'off'}" for m, c in CASES])
+@pytest.mark.parametrize(
+    ("model", "caching"), CASES, ids=[f"{m[:-5]}-caching-{'on' if c else 'off'}" for m, c in CASES]
+)
 def test_dry_probe_records_reproduce_vllm(tmp_path, model, caching):
     from fpmcore_vllm033 import plugin
 
@@ -94,7 +96,12 @@ def test_dry_probe_records_reproduce_vllm(tmp_path, model, caching):
                 assert g["page_size_bytes"] <= pool_page or c["kv_cache_layout"].startswith("L")
             for a, t in zip(c["allocations"], cfg.kv_cache_tensors, strict=True):
                 assert (a["size"], a["layers"], a["layer_stride"], a["block_stride"], a["offset"]) == (
-                    t.size, list(t.layers), t.layer_stride, t.block_stride, t.offset)
+                    t.size,
+                    list(t.layers),
+                    t.layer_stride,
+                    t.block_stride,
+                    t.offset,
+                )
                 if c["kv_cache_layout"].startswith("B"):  # block-outer: one block of every layer per pool page
                     assert (a["size"], a["block_stride"]) == (pool_page * c["num_blocks"], pool_page)
             assert w["prefix_caching"]["enable_prefix_caching"] is caching
@@ -106,7 +113,10 @@ def test_dry_probe_records_reproduce_vllm(tmp_path, model, caching):
         assert s["startup"]["kv_cache_max_concurrency"] == s["num_blocks"] / m  # C-5, C-6 exactly
         assert s["startup"]["kv_cache_size_tokens"] == int(s["num_blocks"] / m * s["startup"]["max_model_len"])  # C-7
         for g, vg in zip(s["groups"], sc.kv_cache_groups, strict=True):
-            assert (g["page_size_bytes"], g["block_size_tokens"]) == (vg.kv_cache_spec.page_size_bytes, vg.kv_cache_spec.block_size)
+            assert (g["page_size_bytes"], g["block_size_tokens"]) == (
+                vg.kv_cache_spec.page_size_bytes,
+                vg.kv_cache_spec.block_size,
+            )
         mode = sched["prefix_caching"]["mamba_cache_mode"]
         if any(g["spec_class"].endswith(".MambaSpec") for g in s["groups"]):
             assert mode == ("align" if caching else "none")  # I-94: vLLM derives the mode
@@ -123,7 +133,11 @@ def test_glm_decode_without_caching_matches_02_section_13_variant_2(tmp_path):
     assert [g["startup_blocks_per_request"] for g in c["groups"]] == [1, 1, 1, 1, 482, 1]
     assert c["startup"]["kv_cache_max_concurrency"] == 28.125256673511295
     assert c["startup"]["kv_cache_size_tokens"] == 29491469
-    assert sched["prefix_caching"] == {"enable_prefix_caching": False, "mamba_cache_mode": "none", "hash_block_size": 17825792}
+    assert sched["prefix_caching"] == {
+        "enable_prefix_caching": False,
+        "mamba_cache_mode": "none",
+        "hash_block_size": 17825792,
+    }
 
 
 def test_existing_evidence_is_never_overwritten(tmp_path):

@@ -51,7 +51,9 @@ def test_plain_table(rules):
     for name in ("MambaSpec", "MLAAttentionSpec", "CircularBufferSpec", "UniformTypeKVCacheSpecs"):
         c = rules.classify_plain(M + name)
         assert (c.kind, c.reason) == (
-            "unsupported", "records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec")
+            "unsupported",
+            "records without hybrid evidence allow FullAttentionSpec and SlidingWindowSpec",
+        )
     assert rules.classify_plain("other.module.FullAttentionSpec").kind == "unsupported"
 
 

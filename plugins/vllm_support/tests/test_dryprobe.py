@@ -17,9 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fpmcore_vllm_support import dryprobe
 
 from fpmcore.dryprobe import ModelJsonError
+from fpmcore_vllm_support import dryprobe
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "probes"
@@ -141,10 +141,16 @@ def test_runtime_identity_of_a_dry_run():
 def test_installed_digest_covers_the_wheel_content_only(tmp_path, monkeypatch):
     """The digest hashes the RECORD lines of the shipped files: console scripts (their shebang names the
     environment) and install-time bytecode are left out, so two installations of one wheel agree."""
-    shipped = ["pkg/__init__.py,sha256=AAAA,10", "pkg/mod.py,sha256=BBBB,20", "pkg-1.0.dist-info/METADATA,sha256=CCCC,30"]
+    shipped = [
+        "pkg/__init__.py,sha256=AAAA,10",
+        "pkg/mod.py,sha256=BBBB,20",
+        "pkg-1.0.dist-info/METADATA,sha256=CCCC,30",
+    ]
     expected = hashlib.sha256(("\n".join(sorted(shipped)) + "\n").encode()).hexdigest()
-    for venv, extra in (("a", ["../../../bin/pkg,sha256=SCRIPT_A,99"]),
-                        ("b", ["../../../bin/pkg,sha256=SCRIPT_B,77", "pkg/__pycache__/mod.cpython-311.pyc,,"])):
+    for venv, extra in (
+        ("a", ["../../../bin/pkg,sha256=SCRIPT_A,99"]),
+        ("b", ["../../../bin/pkg,sha256=SCRIPT_B,77", "pkg/__pycache__/mod.cpython-311.pyc,,"]),
+    ):
         site = tmp_path / venv
         info = site / "pkg-1.0.dist-info"
         info.mkdir(parents=True)
@@ -204,7 +210,10 @@ def test_writer_reproduces_the_committed_example(tmp_path, name):
     def observer(source, *, phase, rank):
         calls["observer"].append((phase, source["kind"], rank))
         assert source["image"] == image and source["source_revision"] == digest
-        assert source["launch"]["phase"] == phase and source["model"]["config_sha256"] == ex.launch["model_config"]["sha256"]
+        assert (
+            source["launch"]["phase"] == phase
+            and source["model"]["config_sha256"] == ex.launch["model_config"]["sha256"]
+        )
         if source["kind"] == "worker":
             assert source["kv_cache_config"] == f"kv{rank}" and source["lifecycle"]["measurement"] == "cache_planned"
             file = f"runtime-observation-worker-dp0-tp{rank}-pp0.json"
@@ -268,5 +277,7 @@ def test_default_launch_pins_tp_and_image_over_model_json():
     assert launch["precision"]["kvcache_quant_mode"] == launch["precision"]["fmha_quant_mode"] == "fp8_label"
     assert launch["collection"]["enforce_eager"] is True and launch["identity"]["framework_version"] == "9.9.9"
     # without an image, MODEL.json's stands, else the bare dry-run name
-    assert dryprobe.default_launch(model, vllm_config, image=None, **kw)["deployment"]["image"] == "x@sha256:" + "1" * 64
+    assert (
+        dryprobe.default_launch(model, vllm_config, image=None, **kw)["deployment"]["image"] == "x@sha256:" + "1" * 64
+    )
     assert dryprobe.default_launch({}, vllm_config, image=None, **kw)["deployment"]["image"] == "local/vllm-cpu-dry-run"

@@ -11,7 +11,7 @@ import pytest
 from fpmcore_vllm_support.encode import cdiv, class_name, encode_value, spec_fields
 
 
-class Role(str, enum.Enum):
+class Role(str, enum.Enum):  # noqa: UP042 - the (str, Enum) shape vLLM uses, which the encoder must read
     INDEXER = "indexer"
 
 

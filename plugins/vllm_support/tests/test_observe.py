@@ -117,4 +117,6 @@ def test_a_release_observer_refuses_another_vllm(fake_vllm):
     with pytest.raises(RuntimeError, match="the fpmcore-x observer needs vLLM 9.9.8; this process runs vLLM 9.9.9"):
         observe.build_record({"launch": {}}, phase="prefill", rank=0, release=release)
     with pytest.raises(ValueError, match="source kind must be 'worker' or 'scheduler'; got 'engine'"):
-        observe.build_record({"kind": "engine"}, phase="prefill", rank=0, release=attrs.evolve(release, version="9.9.9"))
+        observe.build_record(
+            {"kind": "engine"}, phase="prefill", rank=0, release=attrs.evolve(release, version="9.9.9")
+        )

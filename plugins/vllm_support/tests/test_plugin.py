@@ -22,7 +22,12 @@ def host():
 @pytest.mark.parametrize(("plugin_id", "pin"), [("vllm_027", "vllm==0.27.0"), ("vllm_033", "vllm==0.33.0")])
 def test_each_release_is_one_plugin_object(host, plugin_id, pin):
     rec = host.record(plugin_id)
-    assert (rec.kind, rec.targets, rec.status, rec.module) == ("runtime", (pin,), "ok", f"fpmcore_{plugin_id.replace('_', '')}:plugin")
+    assert (rec.kind, rec.targets, rec.status, rec.module) == (
+        "runtime",
+        (pin,),
+        "ok",
+        f"fpmcore_{plugin_id.replace('_', '')}:plugin",
+    )
     assert RUNTIME_HOOKS <= set(rec.hooks)
     assert isinstance(host.pm.get_plugin(plugin_id), VllmRuntimePlugin)
     assert host.hooks.runtime(pin).plugin == plugin_id

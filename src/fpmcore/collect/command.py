@@ -27,19 +27,33 @@ def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="a plan file of fpm plan whose points the model-agnostic grid gave")
-    p.add_argument("--model-dir", required=True, metavar="DIR",
-                   help="the model folder the plan's profile was probed with")
-    p.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="the run folder to write (new or empty; "
-                   "with --resume the folder of an earlier run of this plan)")
+    p.add_argument(
+        "--model-dir", required=True, metavar="DIR", help="the model folder the plan's profile was probed with"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="RUN_DIR",
+        help="the run folder to write (new or empty; with --resume the folder of an earlier run of this plan)",
+    )
     p.add_argument("--smoke", action="store_true", help="collect the smoke subset (04 G-24)")
-    p.add_argument("--repetitions", type=_at_least(3), metavar="N",
-                   help="measured repetitions per point (default 5; the retained value is the upper median of 2…N)")
+    p.add_argument(
+        "--repetitions",
+        type=_at_least(3),
+        metavar="N",
+        help="measured repetitions per point (default 5; the retained value is the upper median of 2…N)",
+    )
     p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
-    p.add_argument("--spacing", type=float, metavar="SECONDS",
-                   help="pause before every repetition, to spread a point's samples over a shared machine's load "
-                        "(default 0)")
-    p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's, else the "
-                   "model's own)")
+    p.add_argument(
+        "--spacing",
+        type=float,
+        metavar="SECONDS",
+        help="pause before every repetition, to spread a point's samples over a shared machine's load (default 0)",
+    )
+    p.add_argument(
+        "--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's, else the model's own)"
+    )
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: finished points are kept")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
@@ -64,9 +78,20 @@ def progress_bar(ctx: Any, label: str) -> Any:
     )  # fmt: skip
 
 
-def run_collect(ctx: Any, *, plan_path: str, plan: Any, model_dir: str, output: str, smoke: bool = False,
-                warmups: int | None = None, repetitions: int | None = None, resume: bool = False,
-                dtype: str | None = None, spacing: float | None = None) -> dict[str, Any]:
+def run_collect(
+    ctx: Any,
+    *,
+    plan_path: str,
+    plan: Any,
+    model_dir: str,
+    output: str,
+    smoke: bool = False,
+    warmups: int | None = None,
+    repetitions: int | None = None,
+    resume: bool = False,
+    dtype: str | None = None,
+    spacing: float | None = None,
+) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
     from fpmcore.collect import run as collect_run
     from fpmcore.collect.drivers import driver_for

@@ -20,8 +20,9 @@ def driver_for(host: Any, runtime: str) -> MeasurementDriver:
     try:
         return host.hooks.runtime(runtime).measurement_driver()  # type: ignore[no-any-return]
     except FpmError as exc:
-        raise FpmError("plugins", f"no runtime plugin drives a measurement engine for {runtime}: {exc.message}") \
-            from None
+        raise FpmError(
+            "plugins", f"no runtime plugin drives a measurement engine for {runtime}: {exc.message}"
+        ) from None
 
 
 def expected_producer(host: Any, plan: Mapping[str, Any]) -> dict[str, Any]:

@@ -158,8 +158,7 @@ class Campaign:
                 return dict(s)
         return None
 
-    def record(self, name: str, inputs: Mapping[str, tuple[str, str]], outputs: Mapping[str, tuple[str, str]]
-               ) -> None:
+    def record(self, name: str, inputs: Mapping[str, tuple[str, str]], outputs: Mapping[str, tuple[str, str]]) -> None:
         """Record stage ``name`` as done: each input/output ``label → (kind, name)`` with its digest now."""
 
         def digests(items: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
@@ -200,9 +199,15 @@ class OnboardOptions:
     spacing: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"model_dir": self.model_dir, "probe": self.probe.as_json(), "smoke": self.smoke,
-                "repetitions": self.repetitions, "warmups": self.warmups, "probe_stage": self.probe_stage,
-                "spacing": self.spacing}
+        return {
+            "model_dir": self.model_dir,
+            "probe": self.probe.as_json(),
+            "smoke": self.smoke,
+            "repetitions": self.repetitions,
+            "warmups": self.warmups,
+            "probe_stage": self.probe_stage,
+            "spacing": self.spacing,
+        }
 
 
 def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
@@ -212,8 +217,9 @@ def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     try:
         probe = PROBE_STAGES[o.probe_stage]
     except KeyError:
-        raise FpmError("onboard", f"no probe stage '{o.probe_stage}'; known: {', '.join(sorted(PROBE_STAGES))}") \
-            from None
+        raise FpmError(
+            "onboard", f"no probe stage '{o.probe_stage}'; known: {', '.join(sorted(PROBE_STAGES))}"
+        ) from None
     probe(ctx, o.model_dir, out, o.probe)
     c.record("probe", {"model_config": ("model", o.model_dir)}, {"evidence": ("folder", PROBE_DIR)})
 
@@ -319,8 +325,14 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
     return c
 
 
-def onboard(ctx: Any, root: Path, options: OnboardOptions, *, resume: bool = False,
-            report: Callable[[str, str], None] | None = None) -> Campaign:
+def onboard(
+    ctx: Any,
+    root: Path,
+    options: OnboardOptions,
+    *,
+    resume: bool = False,
+    report: Callable[[str, str], None] | None = None,
+) -> Campaign:
     """Run every stage not yet done, in order (module docstring)."""
     from fpmcore.collect.run import model_config_sha256
 
@@ -366,8 +378,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=_at_least(1), metavar="N", help="max_model_len of the live engine")
     p.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
     p.add_argument("--max-num-seqs", type=_at_least(1), metavar="N", help="the live engine's running-request limit")
-    p.add_argument("--max-num-batched-tokens", type=_at_least(1), metavar="N",
-                   help="the live engine's token budget per step")
+    p.add_argument(
+        "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"
+    )
     p.add_argument("--repetitions", type=_at_least(3), metavar="N", help="measured repetitions per point (default 5)")
     p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
     p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")

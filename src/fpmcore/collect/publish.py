@@ -57,8 +57,15 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
             row["wall_time_seconds"] = x.wall_time
             if key not in best or row["wall_time_seconds"] > best[key]["wall_time_seconds"]:
                 best[key] = row
-    rows = sorted(best.values(), key=lambda r: (r["phase"] != "prefill", r["batch_size"],
-                                                 r.get("total_prefill_tokens", 0), r["total_kv_read_tokens"]))
+    rows = sorted(
+        best.values(),
+        key=lambda r: (
+            r["phase"] != "prefill",
+            r["batch_size"],
+            r.get("total_prefill_tokens", 0),
+            r["total_kv_read_tokens"],
+        ),
+    )
     bp: Mapping[str, Any] = (plan.get("options") or {}).get("benchmark_points") or {}
     engine: Mapping[str, Any] = plan["engine"] if isinstance(plan.get("engine"), Mapping) else {}
     profile: Mapping[str, Any] = plan["profile"] if isinstance(plan.get("profile"), Mapping) else {}
@@ -115,7 +122,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.jsonio import load_path
-
     from fpmcore.outputs import check_output_path
 
     check_output_path(args.output, inputs=[args.plan, args.run_dir])  # before any work (O-1 ... O-4)

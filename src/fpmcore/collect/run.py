@@ -188,8 +188,12 @@ def prepare(
     model_sha = model_config_sha256(model_dir)
     want_sha = stage.cell.get("execution_identity", {}).get("model_config_sha256", "")
     if want_sha and model_sha != want_sha:
-        raise FpmError("collect", f"the model folder is not the model the plan was made for: {MODEL_CONFIG} sha256 "
-                                  f"{model_sha}, the cell's model_config_sha256 {want_sha}", str(model_dir))
+        raise FpmError(
+            "collect",
+            f"the model folder is not the model the plan was made for: {MODEL_CONFIG} sha256 "
+            f"{model_sha}, the cell's model_config_sha256 {want_sha}",
+            str(model_dir),
+        )
     folder = store.RunFolder(out)
     root = folder.root
     run: dict[str, Any] | None = None
@@ -272,8 +276,9 @@ def _same_engine(run: Mapping[str, Any], fresh: Mapping[str, Any]) -> None:
 Progress = Callable[[int, int, PlannedPoint | None], None]
 
 
-def collect(c: Collection, driver: MeasurementDriver, *, progress: Progress | None = None,
-            dtype: str | None = None) -> dict[str, bytes]:
+def collect(
+    c: Collection, driver: MeasurementDriver, *, progress: Progress | None = None, dtype: str | None = None
+) -> dict[str, bytes]:
     """Measure every missing point of ``c`` on ``driver``'s engine, keep each, build and publish the artifacts."""
     total = len(c.stage.points)
     if progress:

@@ -121,8 +121,9 @@ class RunFolder:
         try:
             run = loads(path.read_bytes(), str(path))
         except OSError as exc:
-            raise FpmError("collect", f"not a run folder: cannot read {RUN_FILE}: {exc.strerror}", str(self.root)) \
-                from None
+            raise FpmError(
+                "collect", f"not a run folder: cannot read {RUN_FILE}: {exc.strerror}", str(self.root)
+            ) from None
         if not isinstance(run, dict) or run.get("schema") != RUN_SCHEMA:
             raise FpmError("collect", f"not a run folder of fpm collect: {RUN_FILE} has no schema {RUN_SCHEMA}",
                            str(path))  # fmt: skip
@@ -153,8 +154,12 @@ class RunFolder:
                 rec = loads(path.read_bytes(), str(path))
             except (ValueError, JsonError) as exc:
                 raise FpmError("collect", f"a point record of the run is unreadable: {exc}", str(path)) from None
-            if not isinstance(rec, dict) or rec.get("benchmark_id") != bid or bid not in by_id \
-                    or path.name != record_name(bid):
+            if (
+                not isinstance(rec, dict)
+                or rec.get("benchmark_id") != bid
+                or bid not in by_id
+                or path.name != record_name(bid)
+            ):
                 raise FpmError("collect", f"a point record is not a point of the staged list: {path.name}", str(path))
             found[bid] = rec
         return found

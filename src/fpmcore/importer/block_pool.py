@@ -48,7 +48,12 @@ def i63_pool(ctx: Context, rec: Record) -> None:
     if rec.is_worker:
         return
     c = rec.cache
-    n, free, null, reserved = c.get("num_blocks"), c.get("free_blocks"), c.get("null_block_id"), c.get("reserved_block_ids")
+    n, free, null, reserved = (
+        c.get("num_blocks"),
+        c.get("free_blocks"),
+        c.get("null_block_id"),
+        c.get("reserved_block_ids"),
+    )
     msg = "scheduler block pool capacity or reservations are inconsistent: "
     if not same_int(c.get("pool_count"), 1):
         raise Refusal("I-63", msg + f"pool_count {show(c.get('pool_count'))}")
@@ -120,10 +125,15 @@ def i64_storages(ctx: Context, rec: Record) -> None:
         if not isinstance(dev, str) or not dev.startswith(prefixes):
             if prefixes == ("cuda:",):
                 raise Refusal("I-64", msg + f"device {show(dev)} is not a CUDA device")
-            raise Refusal("I-64", msg + f"device {show(dev)} is not a device of vLLM {ctx.version} ({', '.join(prefixes)})")
+            raise Refusal(
+                "I-64", msg + f"device {show(dev)} is not a device of vLLM {ctx.version} ({', '.join(prefixes)})"
+            )
         if not dev.startswith("cuda:"):
-            ctx.note("I-64", f"the KV cache storages are on device {show(dev)}, not a CUDA device: vLLM {ctx.version}'s "
-                             "platform keeps them there (runtime rule storage_devices)")
+            ctx.note(
+                "I-64",
+                f"the KV cache storages are on device {show(dev)}, not a CUDA device: vLLM {ctx.version}'s "
+                "platform keeps them there (runtime rule storage_devices)",
+            )
         if not is_pos_int(ptr):
             raise Refusal("I-64", msg + f"pointer {show(ptr)} of storage {show(s.get('storage_id'))}")
         if (dev, ptr) in seen:
@@ -148,7 +158,10 @@ def i65_budget(ctx: Context, rec: Record) -> None:
     a, v, n = cache_bytes(rec), c.get("available_cache_bytes"), c.get("num_blocks")
     what = "planned" if ctx.layout else "allocated"
     if not (is_int(a) and is_int(v) and is_pos_int(n)) or a > v or a % n != 0:
-        raise Refusal("I-65", f"physical cache allocation exceeds its budget or has a non-integral pool page size: {what} {show(a)}, available {show(v)}, num_blocks {show(n)}")
+        raise Refusal(
+            "I-65",
+            f"physical cache allocation exceeds its budget or has a non-integral pool page size: {what} {show(a)}, available {show(v)}, num_blocks {show(n)}",
+        )
 
 
 def i66_one_storage(ctx: Context, rec: Record) -> None:
@@ -160,7 +173,10 @@ def i66_one_storage(ctx: Context, rec: Record) -> None:
     if ctx.layout:  # the plan: every allocation names the same backing size
         sizes = sorted({a.get("size") for a in allocs}, key=lambda x: (0, x, "") if is_int(x) else (1, 0, repr(x)))
         if len(sizes) != 1:
-            raise Refusal("I-66", f"layer-strided allocations must share one backing storage: planned sizes {', '.join(show(x) for x in sizes) or 'none'}")
+            raise Refusal(
+                "I-66",
+                f"layer-strided allocations must share one backing storage: planned sizes {', '.join(show(x) for x in sizes) or 'none'}",
+            )
         return
     ids = sorted({str(a.get("storage_id")) for a in allocs})
     storage_bytes = {s.get("storage_id"): s.get("size_bytes") for s in c.get("storages", [])}
@@ -254,7 +270,11 @@ def i67_allocations(ctx: Context, rec: Record) -> None:
         if a.get("storage_id") not in storages:
             raise Refusal("I-67", msg + f"unknown storage {show(a.get('storage_id'))}")
         if not same_int(a.get("size"), storages[a["storage_id"]].get("size_bytes")):
-            raise Refusal("I-67", msg + f"size {show(a.get('size'))}, storage {a['storage_id']} holds {show(storages[a['storage_id']].get('size_bytes'))}")
+            raise Refusal(
+                "I-67",
+                msg
+                + f"size {show(a.get('size'))}, storage {a['storage_id']} holds {show(storages[a['storage_id']].get('size_bytes'))}",
+            )
         layers = a.get("layers")
         if not isinstance(layers, list) or not layers:
             raise Refusal("I-67", msg + "no layers")
@@ -332,7 +352,9 @@ def i68_accounting(ctx: Context, rec: Record) -> None:
     used = {a["storage_id"] for a in c["allocations"]}
     for s in c["storages"]:
         if s.get("storage_id") not in used:
-            raise Refusal("I-68", f"allocation plan does not account for every layer and backing storage: {s.get('storage_id')}")
+            raise Refusal(
+                "I-68", f"allocation plan does not account for every layer and backing storage: {s.get('storage_id')}"
+            )
 
 
 def i69_layout(ctx: Context, rec: Record) -> None:
@@ -341,9 +363,15 @@ def i69_layout(ctx: Context, rec: Record) -> None:
         return
     a, b = rec.setting("cache", "kv_cache_layout"), rec.cache.get("kv_cache_layout")
     if a != b:
-        raise Refusal("I-69", f"kv cache layout differs between the resolved settings ({show(a)}) and the cache record ({show(b)})")
+        raise Refusal(
+            "I-69",
+            f"kv cache layout differs between the resolved settings ({show(a)}) and the cache record ({show(b)})",
+        )
     if b not in BLOCK_OUTER + LAYER_OUTER:
-        raise Refusal("I-69", f"kv cache layout {show(b)} is not supported: pages must be contiguous (LBHNC, LBNHC, BLHNC or BLNHC)")
+        raise Refusal(
+            "I-69",
+            f"kv cache layout {show(b)} is not supported: pages must be contiguous (LBHNC, LBNHC, BLHNC or BLNHC)",
+        )
 
 
 def i70_strides(ctx: Context, rec: Record) -> None:
@@ -365,7 +393,10 @@ def i70_strides(ctx: Context, rec: Record) -> None:
         pages = {page_of[l] for g in rec.groups for l in g["layer_names"]}
         if len(pages) > 1:
             a = rec.cache["allocations"][0]
-            raise Refusal("I-70", f"allocation 0 ({_name(a)}) strides contradict layout {layout}: layer_stride {a['layer_stride']}, block_stride {a['block_stride']}, expected layer pages of one size")
+            raise Refusal(
+                "I-70",
+                f"allocation 0 ({_name(a)}) strides contradict layout {layout}: layer_stride {a['layer_stride']}, block_stride {a['block_stride']}, expected layer pages of one size",
+            )
 
 
 def i71_page_stride(ctx: Context, rec: Record) -> None:
@@ -376,7 +407,9 @@ def i71_page_stride(ctx: Context, rec: Record) -> None:
     for k, a in enumerate(rec.cache["allocations"]):
         page = alloc_page(a, page_of)
         if page > a["block_stride"]:
-            raise Refusal("I-71", f"allocation {k} ({_name(a)}) page {page} exceeds its block stride {a['block_stride']}")
+            raise Refusal(
+                "I-71", f"allocation {k} ({_name(a)}) page {page} exceeds its block stride {a['block_stride']}"
+            )
 
 
 def region_end(a: dict[str, Any], n: int, page: int) -> int:
@@ -394,7 +427,10 @@ def i72_region(ctx: Context, rec: Record) -> None:
         page = alloc_page(a, page_of)
         end = region_end(a, n, page)
         if end > a["size"]:
-            raise Refusal("I-72", f"allocation {k} ({_name(a)}) exceeds its storage: offset + ({len(a['layers'])} - 1) x {a['layer_stride']} + ({n} - 1) x {a['block_stride']} + {page} = {end} > {a['size']}")
+            raise Refusal(
+                "I-72",
+                f"allocation {k} ({_name(a)}) exceeds its storage: offset + ({len(a['layers'])} - 1) x {a['layer_stride']} + ({n} - 1) x {a['block_stride']} + {page} = {end} > {a['size']}",
+            )
 
 
 def i73_strides(ctx: Context, rec: Record) -> None:
@@ -409,7 +445,10 @@ def i73_strides(ctx: Context, rec: Record) -> None:
         for j in range(i + 1, len(allocs)):
             (si, oi, ei), (sj, oj, ej) = regions[i], regions[j]
             if si == sj and oi < ej and oj < ei and allocs[i]["block_stride"] != allocs[j]["block_stride"]:
-                raise Refusal("I-73", f"aliased tensors have incompatible pool block ownership: allocation {i} block_stride {allocs[i]['block_stride']}, allocation {j} block_stride {allocs[j]['block_stride']}")
+                raise Refusal(
+                    "I-73",
+                    f"aliased tensors have incompatible pool block ownership: allocation {i} block_stride {allocs[i]['block_stride']}, allocation {j} block_stride {allocs[j]['block_stride']}",
+                )
 
 
 def pages(rec: Record) -> list[Page]:
@@ -451,11 +490,18 @@ def i74_i75_ownership(ctx: Context, rec: Record) -> None:
                 continue
             lo, hi = iv
             if x is not y and lo <= 0 <= hi and x.group == y.group:
-                raise Refusal("I-74", f"layers in one cache group cannot alias the same allocation slot: {x.layer} and {y.layer} share bytes of one block")
-            nonzero = [d for d in (lo, hi, 1 if lo <= 1 <= hi else None, -1 if lo <= -1 <= hi else None) if d not in (None, 0)]
+                raise Refusal(
+                    "I-74",
+                    f"layers in one cache group cannot alias the same allocation slot: {x.layer} and {y.layer} share bytes of one block",
+                )
+            nonzero = [
+                d for d in (lo, hi, 1 if lo <= 1 <= hi else None, -1 if lo <= -1 <= hi else None) if d not in (None, 0)
+            ]
             if nonzero:
                 d = min(nonzero, key=abs)
-                raise Refusal("I-75", f"aliased pool block byte intervals overlap: {x.layer} block b and {y.layer} block b{d:+d}")
+                raise Refusal(
+                    "I-75", f"aliased pool block byte intervals overlap: {x.layer} block b and {y.layer} block b{d:+d}"
+                )
 
 
 def i76_plain(ctx: Context, rec: Record) -> None:
@@ -480,7 +526,10 @@ def i76_plain(ctx: Context, rec: Record) -> None:
         groups_seen: dict[int, str] = {}
         for l in a["layers"]:
             if group_of[l] in groups_seen:
-                raise Refusal("I-76", f"layers in one cache group cannot alias the same allocation slot: {groups_seen[group_of[l]]} and {l}")
+                raise Refusal(
+                    "I-76",
+                    f"layers in one cache group cannot alias the same allocation slot: {groups_seen[group_of[l]]} and {l}",
+                )
             groups_seen[group_of[l]] = l
         page = max(page_of.get(l) or 0 for l in a["layers"])
         if bs == 0:

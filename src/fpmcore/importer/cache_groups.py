@@ -31,11 +31,28 @@ STORAGE_DTYPES = {
     "fp8": ("torch.uint8", "torch.float8_e4m3fn", "torch.float8_e5m2"),
 }
 
-WORKER_GROUP_ORDER = ("group_id", "spec_class", "kind", "layer_names", "block_size_tokens", "page_size_bytes",
-                      "sliding_window", "prefix_cacheable", "host_resident", "role", "startup_blocks_per_request",
-                      "state", "layer_specs")
-STATE_ORDER = ("blocks_per_request", "num_speculative_blocks", "num_prefill_checkpoint_blocks",
-               "prefill_checkpoint_alignment", "mamba_cache_mode")
+WORKER_GROUP_ORDER = (
+    "group_id",
+    "spec_class",
+    "kind",
+    "layer_names",
+    "block_size_tokens",
+    "page_size_bytes",
+    "sliding_window",
+    "prefix_cacheable",
+    "host_resident",
+    "role",
+    "startup_blocks_per_request",
+    "state",
+    "layer_specs",
+)
+STATE_ORDER = (
+    "blocks_per_request",
+    "num_speculative_blocks",
+    "num_prefill_checkpoint_blocks",
+    "prefill_checkpoint_alignment",
+    "mamba_cache_mode",
+)
 
 
 def classify(ctx: Context, spec_class: Any, fields: Any) -> SpecClassification:
@@ -149,7 +166,9 @@ def i40_malformed(ctx: Context, rec: Record) -> None:
         if not isinstance(g, dict):
             raise Refusal("I-40", f"runtime cache groups are malformed: group {i} is not an object")
         if not same(g.get("group_id"), i):
-            raise Refusal("I-40", f"runtime cache groups are malformed: group_id {show(g.get('group_id'))} at position {i}")
+            raise Refusal(
+                "I-40", f"runtime cache groups are malformed: group_id {show(g.get('group_id'))} at position {i}"
+            )
         names = g.get("layer_names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise Refusal("I-40", f"runtime cache groups are malformed: group {i} has no layers")
@@ -160,7 +179,9 @@ def i40_malformed(ctx: Context, rec: Record) -> None:
         if rec.is_worker and rec.hybrid:
             specs = g.get("layer_specs")
             if not isinstance(specs, dict) or set(specs) != set(names):
-                raise Refusal("I-40", f"runtime cache groups are malformed: group {i} layer_specs do not match its layer_names")
+                raise Refusal(
+                    "I-40", f"runtime cache groups are malformed: group {i} layer_specs do not match its layer_names"
+                )
 
 
 def _unsupported(c: SpecClassification, cls: Any, where: str) -> Refusal:
@@ -178,7 +199,11 @@ def i41_classes(ctx: Context, rec: Record) -> None:
             for name, spec in layer_entries(g):
                 lc = classify(ctx, spec.get("class"), fields_of(spec))
                 if lc.kind == "unsupported" or lc.composite:
-                    reason = lc if lc.kind == "unsupported" else SpecClassification("unsupported", reason="nested uniform spec")
+                    reason = (
+                        lc
+                        if lc.kind == "unsupported"
+                        else SpecClassification("unsupported", reason="nested uniform spec")
+                    )
                     raise _unsupported(reason, spec.get("class"), name)
 
 
@@ -187,7 +212,9 @@ def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[
     c = classify(ctx, g.get("spec_class"), {})
     if not (rec.hybrid and rec.is_worker):
         return c.kind, []
-    kinds: list[tuple[str, str]] = [(name, classify(ctx, spec.get("class"), fields_of(spec)).kind) for name, spec in layer_entries(g)]
+    kinds: list[tuple[str, str]] = [
+        (name, classify(ctx, spec.get("class"), fields_of(spec)).kind) for name, spec in layer_entries(g)
+    ]
     if c.composite:
         return (kinds[0][1] if kinds else c.kind), kinds
     return c.kind, kinds
@@ -203,7 +230,10 @@ def i42_mixed(ctx: Context, rec: Record) -> None:
         _k, kinds = group_kind(ctx, rec, g)
         for name, kind in kinds[1:]:
             if kind != kinds[0][1]:
-                raise Refusal("I-42", f"uniform cache group {i} mixes cache kinds: {kinds[0][1]} ({kinds[0][0]}) and {kind} ({name})")
+                raise Refusal(
+                    "I-42",
+                    f"uniform cache group {i} mixes cache kinds: {kinds[0][1]} ({kinds[0][0]}) and {kind} ({name})",
+                )
 
 
 def i43_kind(ctx: Context, rec: Record) -> None:
@@ -213,7 +243,10 @@ def i43_kind(ctx: Context, rec: Record) -> None:
     for i, g in enumerate(rec.groups):
         kind, _ = group_kind(ctx, rec, g)
         if g.get("kind") != kind:
-            raise Refusal("I-43", f"cache group {i} records kind {show(g.get('kind'))}, but vLLM {ctx.version} classes give '{kind}'")
+            raise Refusal(
+                "I-43",
+                f"cache group {i} records kind {show(g.get('kind'))}, but vLLM {ctx.version} classes give '{kind}'",
+            )
 
 
 def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
@@ -221,8 +254,10 @@ def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
     entries = layer_entries(g)
     uniform = classify(ctx, g.get("spec_class"), {}).composite
     pages = [spec.get("page_size_bytes") for _n, spec in entries]
-    windows = {repr(spec_window(ctx, spec.get("class"), fields_of(spec))): spec_window(ctx, spec.get("class"), fields_of(spec))
-               for _n, spec in entries}
+    windows = {
+        repr(spec_window(ctx, spec.get("class"), fields_of(spec))): spec_window(ctx, spec.get("class"), fields_of(spec))
+        for _n, spec in entries
+    }
     if uniform:
         page = sum(p for p in pages if is_int(p)) if all(is_int(p) for p in pages) else None
         window = next(iter(windows.values())) if len(windows) == 1 else None
@@ -243,7 +278,10 @@ def i44_geometry(ctx: Context, rec: Record) -> None:
             # the spec's block size and its dataclass field (as JSON values: false is not a block size)
             for given in (spec.get("block_size"), fields_of(spec).get("block_size", g.get("block_size_tokens"))):
                 if not same(given, g.get("block_size_tokens")):
-                    raise Refusal("I-44", msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(given)}")
+                    raise Refusal(
+                        "I-44",
+                        msg + f"block_size_tokens {show(g.get('block_size_tokens'))}, layer specs give {show(given)}",
+                    )
         derived = derived_geometry(ctx, g)
         for key in ("page_size_bytes", "sliding_window", "prefix_cacheable"):
             if not same(g.get(key), derived[key]):
@@ -305,7 +343,10 @@ def i47_dtypes(ctx: Context, rec: Record) -> None:
             if is_indexer(f):
                 continue
             if f.get("dtype") not in allowed:
-                raise Refusal("I-47", f"cache group dtype contradicts requested KV precision: {name} holds {show(f.get('dtype'))}, expected {', '.join(allowed)}")
+                raise Refusal(
+                    "I-47",
+                    f"cache group dtype contradicts requested KV precision: {name} holds {show(f.get('dtype'))}, expected {', '.join(allowed)}",
+                )
 
 
 def group_difference(a: Any, b: Any) -> str | None:
@@ -333,7 +374,9 @@ def group_difference(a: Any, b: Any) -> str | None:
                 base = f"layer_specs.{layer}"
                 if layer not in va or layer not in vb:
                     return base
-                d = first_difference(va[layer], vb[layer], base, key_order=("class", "block_size", "page_size_bytes", "fields"))
+                d = first_difference(
+                    va[layer], vb[layer], base, key_order=("class", "block_size", "page_size_bytes", "fields")
+                )
                 if d is not None:
                     return d
         else:
@@ -352,11 +395,19 @@ def i49_ranks(ctx: Context) -> Iterator[Finding]:
             for i, (ga, gb) in enumerate(zip(first.groups, w.groups)):
                 key = group_difference(ga, gb)
                 if key is not None:
-                    yield w, "I-49", f"cache geometry differs across ranks of {phase}: group {i} {key} ({first.subject} vs {w.subject})"
+                    yield (
+                        w,
+                        "I-49",
+                        f"cache geometry differs across ranks of {phase}: group {i} {key} ({first.subject} vs {w.subject})",
+                    )
                     break
             else:
                 if len(first.groups) != len(w.groups):
-                    yield w, "I-49", f"cache geometry differs across ranks of {phase}: group {min(len(first.groups), len(w.groups))} group_id ({first.subject} vs {w.subject})"
+                    yield (
+                        w,
+                        "I-49",
+                        f"cache geometry differs across ranks of {phase}: group {min(len(first.groups), len(w.groups))} group_id ({first.subject} vs {w.subject})",
+                    )
 
 
 def _first_worker(ctx: Context, s: Record) -> Record | None:
@@ -372,7 +423,10 @@ def i50_counts(ctx: Context, rec: Record) -> None:
         return
     w = _first_worker(ctx, rec)
     if w is not None and len(w.groups) != len(rec.groups):
-        raise Refusal("I-50", f"worker and scheduler cache group counts disagree: worker {len(w.groups)}, scheduler {len(rec.groups)}")
+        raise Refusal(
+            "I-50",
+            f"worker and scheduler cache group counts disagree: worker {len(w.groups)}, scheduler {len(rec.groups)}",
+        )
 
 
 def expected_copy(ctx: Context, worker: Record, g: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -406,8 +460,16 @@ def expected_copy(ctx: Context, worker: Record, g: dict[str, Any]) -> tuple[dict
     return copy, None
 
 
-_COPY_ORDER = ("layer_names", "spec_class", "block_size_tokens", "page_size_bytes", "sliding_window",
-               "prefix_cacheable", "startup_blocks_per_request", "spec_fields")
+_COPY_ORDER = (
+    "layer_names",
+    "spec_class",
+    "block_size_tokens",
+    "page_size_bytes",
+    "sliding_window",
+    "prefix_cacheable",
+    "startup_blocks_per_request",
+    "spec_fields",
+)
 
 
 def i51_copy(ctx: Context, rec: Record) -> None:
@@ -432,7 +494,10 @@ def i51_copy(ctx: Context, rec: Record) -> None:
                 sv = value_at(sg, d)
                 wv = value_at(copy, d)
                 where = f"in the first layer spec {layer}" if layer else "in the worker group"
-                raise Refusal("I-51", f"worker and scheduler cache group geometry disagrees: group {i}: {d} {sv} in the scheduler, {wv} {where}")
+                raise Refusal(
+                    "I-51",
+                    f"worker and scheduler cache group geometry disagrees: group {i}: {d} {sv} in the scheduler, {wv} {where}",
+                )
 
 
 def value_at(obj: Any, path: str) -> str:
@@ -455,7 +520,7 @@ def value_at(obj: Any, path: str) -> str:
                     match = key
         if match is None:
             return "absent"
-        cur, rest = cur[match], rest[len(match):]
+        cur, rest = cur[match], rest[len(match) :]
         rest = rest[1:] if rest.startswith(".") else rest
     return show(cur)
 
@@ -464,10 +529,16 @@ def i52_placement(ctx: Context, rec: Record) -> None:
     """I-52: shared-pool placement only (no host-resident group, default roles)."""
     for i, g in enumerate(rec.groups):
         if g.get("host_resident") is not False or g.get("role") != "default":
-            raise Refusal("I-52", f"HiSparse placement is unsupported: group {i} (role {show(g.get('role'))}, host_resident {show(g.get('host_resident'))})")
+            raise Refusal(
+                "I-52",
+                f"HiSparse placement is unsupported: group {i} (role {show(g.get('role'))}, host_resident {show(g.get('host_resident'))})",
+            )
     if rec.is_worker and rec.cache.get("placement") != "shared_pool":
         g = rec.groups[0]
-        raise Refusal("I-52", f"HiSparse placement is unsupported: group 0 (role {show(g.get('role'))}, host_resident {show(g.get('host_resident'))})")
+        raise Refusal(
+            "I-52",
+            f"HiSparse placement is unsupported: group 0 (role {show(g.get('role'))}, host_resident {show(g.get('host_resident'))})",
+        )
 
 
 STAGE_E = [
@@ -568,7 +639,10 @@ def i57_speculative(ctx: Context, rec: Record) -> None:
     for i, g, st in _mamba_groups(ctx, rec):
         k = st.get("num_speculative_blocks", 0)
         if not same(k, 0):
-            raise Refusal("I-57", f"speculative Mamba state blocks are unsupported: {_label(g, i)} (num_speculative_blocks {show(k)})")
+            raise Refusal(
+                "I-57",
+                f"speculative Mamba state blocks are unsupported: {_label(g, i)} (num_speculative_blocks {show(k)})",
+            )
 
 
 def i58_mode_all(ctx: Context, rec: Record) -> None:
@@ -590,15 +664,25 @@ def i59_state_vs_specs(ctx: Context, rec: Record) -> None:
     if not rec.is_worker:
         return
     for i, g, st in _mamba_groups(ctx, rec):
-        for key in ("num_speculative_blocks", "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment",
-                    "mamba_cache_mode"):
+        for key in (
+            "num_speculative_blocks",
+            "num_prefill_checkpoint_blocks",
+            "prefill_checkpoint_alignment",
+            "mamba_cache_mode",
+        ):
             for name, spec in layer_entries(g):
                 value = fields_of(spec).get(key)
                 if not same(st.get(key), value):
-                    raise Refusal("I-59", f"state evidence of cache group {i} contradicts its layer specs: {key} {show(st.get(key))}, layer {name} holds {show(value)}")
+                    raise Refusal(
+                        "I-59",
+                        f"state evidence of cache group {i} contradicts its layer specs: {key} {show(st.get(key))}, layer {name} holds {show(value)}",
+                    )
         mode = rec.setting("cache", "mamba_cache_mode")
         if not same(st.get("mamba_cache_mode"), mode):
-            raise Refusal("I-59", f"state evidence of cache group {i} contradicts its layer specs: mamba_cache_mode {show(st.get('mamba_cache_mode'))}, layer settings.cache.mamba_cache_mode holds {show(mode)}")
+            raise Refusal(
+                "I-59",
+                f"state evidence of cache group {i} contradicts its layer specs: mamba_cache_mode {show(st.get('mamba_cache_mode'))}, layer settings.cache.mamba_cache_mode holds {show(mode)}",
+            )
 
 
 def i60_steady(ctx: Context, rec: Record) -> None:
@@ -611,7 +695,10 @@ def i60_steady(ctx: Context, rec: Record) -> None:
         st = g["state"]
         want = 1 + st.get("num_speculative_blocks", 0) if mamba_group(ctx, g) else 1
         if not same(st.get("blocks_per_request"), want):
-            raise Refusal("I-60", f"runtime state group {i} records blocks_per_request {show(st.get('blocks_per_request'))}, but its spec holds {want} between block boundaries")
+            raise Refusal(
+                "I-60",
+                f"runtime state group {i} records blocks_per_request {show(st.get('blocks_per_request'))}, but its spec holds {want} between block boundaries",
+            )
 
 
 def i61_startup(ctx: Context, rec: Record) -> None:
@@ -624,7 +711,10 @@ def i61_startup(ctx: Context, rec: Record) -> None:
             continue
         want, formula = got
         if not same(g.get("startup_blocks_per_request"), want):
-            raise Refusal("I-61", f"cache group {i} records startup_blocks_per_request {show(g.get('startup_blocks_per_request'))}, but vLLM {ctx.runtime_rules.version} reserves {want} ({formula})")
+            raise Refusal(
+                "I-61",
+                f"cache group {i} records startup_blocks_per_request {show(g.get('startup_blocks_per_request'))}, but vLLM {ctx.runtime_rules.version} reserves {want} ({formula})",
+            )
 
 
 STAGE_F = [

@@ -20,8 +20,12 @@ USAGE_RULES = ("I-1", "I-2")
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", metavar="DIR", help="evidence folder holding observations.json")
-    p.add_argument("-o", "--output", metavar="PROFILE",
-                   help="write the profile here when complete (a folder when several configurations are selected)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PROFILE",
+        help="write the profile here when complete (a folder when several configurations are selected)",
+    )
     p.add_argument("--launch", metavar="LAUNCH.json", help="the reviewed launch the evidence must equal (I-4)")
     p.add_argument("--configuration", metavar="LABEL", help="import only this configuration of the index")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -35,8 +39,11 @@ def _json_result(run: ImportRun) -> dict[str, Any]:
         "diagnostics": [{"rule": d.rule, "message": d.message, "where": d.where} for d in run.diagnostics],
         "profile": single.draft if single is not None and single.complete else None,
         "evidence": single.evidence if single is not None else None,
-        "notes": [{"rule": n.rule, "message": n.message, "configuration": r.configuration}
-                  for r in run.results for n in r.notes],
+        "notes": [
+            {"rule": n.rule, "message": n.message, "configuration": r.configuration}
+            for r in run.results
+            for n in r.notes
+        ],
         "results": [r.to_json() for r in run.results],
     }
 
@@ -49,11 +56,17 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
     for r in run.results:  # values from the evidence are never read as markup
         out.print(f"[bold]{escape(r.configuration)}[/bold]: {r.status}")
         if r.evidence == "layout":
-            out.print("evidence: layout-level (a dry run: the cache was planned, no tensors were allocated)",
-                      markup=False, highlight=False)
+            out.print(
+                "evidence: layout-level (a dry run: the cache was planned, no tensors were allocated)",
+                markup=False,
+                highlight=False,
+            )
         elif r.evidence == "tensor":
-            out.print("evidence: tensor-level (a live engine: every stage ran on its allocated tensors)",
-                      markup=False, highlight=False)
+            out.print(
+                "evidence: tensor-level (a live engine: every stage ran on its allocated tensors)",
+                markup=False,
+                highlight=False,
+            )
         if not r.complete or r.draft is None:
             continue
         dep = r.draft["deployments"][0]
@@ -68,22 +81,35 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
                 if "prefill_checkpoint_alignment" in g:
                     ckpt += f" / {g['prefill_checkpoint_alignment']}"
             t.add_row(
-                escape(g["name"]), g["kind"], str(g["num_layers"]), str(g["block_size_tokens"]), str(g["page_size_bytes"]),
+                escape(g["name"]),
+                g["kind"],
+                str(g["num_layers"]),
+                str(g["block_size_tokens"]),
+                str(g["page_size_bytes"]),
                 "-" if g["sliding_window"] is None else str(g["sliding_window"]),
-                str(g.get("blocks_per_request", "-")), ckpt,
+                str(g.get("blocks_per_request", "-")),
+                ckpt,
             )
         print_table(out, t)
         mem = res["runtime_memory"]
         m = Table(title="runtime memory")
         m.add_column("field")
         m.add_column("value", justify="right")
-        for key in ("kv_cache_bytes", "gpu_memory_utilization", "max_model_len", "enable_prefix_caching",
-                    "mamba_cache_mode", "hash_block_size_tokens"):
+        for key in (
+            "kv_cache_bytes",
+            "gpu_memory_utilization",
+            "max_model_len",
+            "enable_prefix_caching",
+            "mamba_cache_mode",
+            "hash_block_size_tokens",
+        ):
             if key in mem:
                 m.add_row(key, str(mem[key]).lower() if isinstance(mem[key], bool) else str(mem[key]))
         for s in r.provenance.get("startup", []):
-            m.add_row(f"{s['phase']} dp{s['dp']} concurrency",
-                      f"{s['kv_cache_max_concurrency']!r} = {s['num_blocks']} / {s['blocks_per_request']}")
+            m.add_row(
+                f"{s['phase']} dp{s['dp']} concurrency",
+                f"{s['kv_cache_max_concurrency']!r} = {s['num_blocks']} / {s['blocks_per_request']}",
+            )
             m.add_row(f"{s['phase']} dp{s['dp']} kv_cache_size_tokens", str(s["kv_cache_size_tokens"]))
         print_table(out, m)
     for r in run.results:  # what the runtime's rules accepted, one line each
@@ -133,8 +159,10 @@ def _write(run_: ImportRun, output: tuple[str, Path]) -> None:
         if complete and len(run_.results) == 1:
             write_file(path, dumps_profile(complete[0].profile))
         return
-    files = {f"{safe_name(r.configuration, 'configuration label')}.fpm-profile.json": dumps_profile(r.profile)
-             for r in complete}
+    files = {
+        f"{safe_name(r.configuration, 'configuration label')}.fpm-profile.json": dumps_profile(r.profile)
+        for r in complete
+    }
     if files:
         publish_folder(path, files, replace=True, command="import")
 
@@ -181,8 +209,12 @@ def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None
     if getattr(ctx, "json", False):
         from fpmcore.jsonio import dumps_output
 
-        doc = {"schema": 1, "status": "error", "profile": None,
-               "diagnostics": [{"rule": rule, "message": message, "where": where}]}
+        doc = {
+            "schema": 1,
+            "status": "error",
+            "profile": None,
+            "diagnostics": [{"rule": rule, "message": message, "where": where}],
+        }
         sys.stdout.write(dumps_output(doc).decode("utf-8"))
         sys.stdout.flush()
     suffix = "" if rule == "usage" else f" [{rule}]"

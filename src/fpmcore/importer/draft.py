@@ -50,17 +50,19 @@ def startup(ctx: Context) -> list[dict[str, Any]]:
     for s in ctx.schedulers():
         st = s.cache["startup"]
         terms = blocks_per_request(ctx, s)
-        out.append({
-            "phase": s.phase,
-            "dp": s.dp,
-            "num_blocks": s.cache["num_blocks"],
-            "blocks_per_request_by_group": terms,
-            "blocks_per_request": sum(terms),
-            "max_in_flight_tokens": st["max_in_flight_tokens"],
-            "kv_cache_max_concurrency": st["kv_cache_max_concurrency"],
-            "kv_cache_size_tokens": st["kv_cache_size_tokens"],
-            "checked": True,
-        })
+        out.append(
+            {
+                "phase": s.phase,
+                "dp": s.dp,
+                "num_blocks": s.cache["num_blocks"],
+                "blocks_per_request_by_group": terms,
+                "blocks_per_request": sum(terms),
+                "max_in_flight_tokens": st["max_in_flight_tokens"],
+                "kv_cache_max_concurrency": st["kv_cache_max_concurrency"],
+                "kv_cache_size_tokens": st["kv_cache_size_tokens"],
+                "checked": True,
+            }
+        )
     return out
 
 
@@ -68,28 +70,34 @@ def provenance(ctx: Context) -> dict[str, Any]:
     """02 §9.3."""
     first = ctx.ordered()[0]
     runtime = first.data["runtime"]
-    return {
-        "source": "runtime_observations",
-        "schema": "fpmcore-runtime-observation/v1",
-        "configuration": ctx.label,
-        "attempt_id": ctx.attempt_id,
-        "runtime": {"framework": runtime["framework"], "version": runtime["version"],
-                    "source_revision": runtime["source_revision"]},
-        "observer": first.data["observer"],
-        "launch": ctx.launch,
-        "settings": {p: ctx.workers(p)[0].settings for p in ("prefill", "decode")},
-        "prefix_caching": (
-            {p: ctx.schedulers(p)[0].data["prefix_caching"] for p in ("prefill", "decode")} if ctx.hybrid else None
-        ),
-        "phase_geometry_differences": phase_geometry_differences(ctx),
-        "rank_capacities": rank_capacities(ctx),
-        "startup": startup(ctx),
-        "artifacts": ctx.artifacts,
-        "runtime_artifacts": ctx.other_artifacts,
-        "launch_artifacts": ctx.manifest_refs,
-        "observations_index": ctx.index_ref,
-    } | ({"evidence": "layout"} if ctx.layout else {}) | (
-        {"runtime_rule_notes": [n.to_json() for n in ctx.notes]} if ctx.notes else {})
+    return (
+        {
+            "source": "runtime_observations",
+            "schema": "fpmcore-runtime-observation/v1",
+            "configuration": ctx.label,
+            "attempt_id": ctx.attempt_id,
+            "runtime": {
+                "framework": runtime["framework"],
+                "version": runtime["version"],
+                "source_revision": runtime["source_revision"],
+            },
+            "observer": first.data["observer"],
+            "launch": ctx.launch,
+            "settings": {p: ctx.workers(p)[0].settings for p in ("prefill", "decode")},
+            "prefix_caching": (
+                {p: ctx.schedulers(p)[0].data["prefix_caching"] for p in ("prefill", "decode")} if ctx.hybrid else None
+            ),
+            "phase_geometry_differences": phase_geometry_differences(ctx),
+            "rank_capacities": rank_capacities(ctx),
+            "startup": startup(ctx),
+            "artifacts": ctx.artifacts,
+            "runtime_artifacts": ctx.other_artifacts,
+            "launch_artifacts": ctx.manifest_refs,
+            "observations_index": ctx.index_ref,
+        }
+        | ({"evidence": "layout"} if ctx.layout else {})
+        | ({"runtime_rule_notes": [n.to_json() for n in ctx.notes]} if ctx.notes else {})
+    )
 
 
 def cache_groups(ctx: Context) -> list[dict[str, Any]]:
@@ -165,7 +173,11 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
         "num_experts": identity["num_experts"],
         "provenance": (
             f"Runtime probe import of configuration {ctx.label} (vLLM {ctx.version})"
-            + ("; layout-level evidence: a dry run, the cache was planned and no tensors were allocated" if ctx.layout else "")
+            + (
+                "; layout-level evidence: a dry run, the cache was planned and no tensors were allocated"
+                if ctx.layout
+                else ""
+            )
             + "; see resources.runtime_memory.provenance."
         ),
         "deployments": [deployment],

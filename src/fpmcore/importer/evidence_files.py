@@ -94,12 +94,16 @@ def read_index(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         index = loads(raw)
     except JsonError as exc:
-        raise IndexRefusal(f"runtime observation index is not strict JSON: {INDEX_FILE}: {strict_json_reason(exc)}") from None
+        raise IndexRefusal(
+            f"runtime observation index is not strict JSON: {INDEX_FILE}: {strict_json_reason(exc)}"
+        ) from None
     if not isinstance(index, dict):
         raise IndexRefusal(f"unsupported runtime observation index schema: '{INDEX_FILE}'")
     if index.get("schema_version") != INDEX_SCHEMA:
         value = index.get("schema_version")
-        raise IndexRefusal(f"unsupported runtime observation index schema: '{value if isinstance(value, str) else INDEX_FILE}'")
+        raise IndexRefusal(
+            f"unsupported runtime observation index schema: '{value if isinstance(value, str) else INDEX_FILE}'"
+        )
     _keys(index, _TOP, "")
     configs = index["configurations"]
     if not isinstance(configs, dict):
@@ -160,6 +164,7 @@ def index_outline(folder: Path) -> tuple[list[str], list[Path]] | None:
 # --------------------------------------------------------------------------
 # I-5: the launch object of 02 §2.2
 # --------------------------------------------------------------------------
+
 
 def _nonblank(v: Any) -> bool:
     return isinstance(v, str) and bool(v.strip())
@@ -271,6 +276,7 @@ def launch_problem(launch: Any) -> str | None:
 # artifact paths (I-9) and files (I-10)
 # --------------------------------------------------------------------------
 
+
 def normalized(rel: str) -> bool:
     """A normalized relative POSIX path: no ``.``/``..``/empty part, no backslash or NUL, not absolute."""
     parts = rel.split("/")
@@ -331,7 +337,9 @@ def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
     if reviewed is not None:
         diff = first_difference(launch, reviewed)
         if diff is not None:
-            ctx.diagnostics.append(ctx.diag("I-4", f"runtime observation launch differs from the reviewed launch: {diff}"))
+            ctx.diagnostics.append(
+                ctx.diag("I-4", f"runtime observation launch differs from the reviewed launch: {diff}")
+            )
             return
     ctx.launch = launch
     # I-5
@@ -396,8 +404,9 @@ def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
                 ok = False
                 continue
             kind, rank = parse_record_name(art["path"].rsplit("/", 1)[-1])
-            ctx.records.append(Record(phase=phase, path=art["path"], sha256=art["sha256"], data=data,
-                                      name_kind=kind, name_rank=rank))
+            ctx.records.append(
+                Record(phase=phase, path=art["path"], sha256=art["sha256"], data=data, name_kind=kind, name_rank=rank)
+            )
     if not ok:
         return
     # I-11: the launch manifests
@@ -410,10 +419,14 @@ def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
         expected = {"attempt_id": active, "configuration": ctx.label, "phase": phase}
         for key in ("attempt_id", "configuration", "phase"):
             if man[key] != expected[key]:
-                ctx.diagnostics.append(ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: {key}"))
+                ctx.diagnostics.append(
+                    ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: {key}")
+                )
                 return
         if first_difference(man["launch"], launch) is not None:
-            ctx.diagnostics.append(ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: launch"))
+            ctx.diagnostics.append(
+                ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: launch")
+            )
             return
         ranks = _sorted_ranks(man["expected_ranks"])
         topo = launch["topology"]
@@ -426,7 +439,9 @@ def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
             or not same(ranks, _sorted_ranks(_expected_ranks(topo)))
             or (ranks_seen is not None and not same(ranks, ranks_seen))
         ):
-            ctx.diagnostics.append(ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: expected_ranks"))
+            ctx.diagnostics.append(
+                ctx.diag("I-11", f"runtime launch manifest of {phase} differs from its configuration: expected_ranks")
+            )
             return
         ranks_seen = ranks
     ctx.manifests = manifests
@@ -461,8 +476,10 @@ def staged_config_problem(folder: Path, ref: dict[str, Any]) -> str | None:
         return f"staged model configuration cannot be read: {rel}: {exc.strerror}"
     found = hashlib.sha256(raw).hexdigest()
     if found != ref["sha256"]:
-        return (f"staged model configuration differs from launch.model_config.sha256: {rel}: "
-                f"expected {ref['sha256']}, found {found}")
+        return (
+            f"staged model configuration differs from launch.model_config.sha256: {rel}: "
+            f"expected {ref['sha256']}, found {found}"
+        )
     try:
         config = loads(raw)
     except JsonError as exc:
@@ -492,7 +509,9 @@ def _read(ctx: Context, folder: Path, phase: str, ref: dict[str, str], seen: set
     try:
         raw = (folder / rel).read_bytes()
     except OSError as exc:
-        ctx.diagnostics.append(_file_diag(ctx, "I-10", f"runtime artifact cannot be read: {rel}: {exc.strerror}", phase, rel))
+        ctx.diagnostics.append(
+            _file_diag(ctx, "I-10", f"runtime artifact cannot be read: {rel}: {exc.strerror}", phase, rel)
+        )
         return _FAILED
     if hashlib.sha256(raw).hexdigest() != ref["sha256"]:
         ctx.diagnostics.append(_file_diag(ctx, "I-9", f"runtime artifact hash mismatch: {rel}", phase, rel))
@@ -501,5 +520,7 @@ def _read(ctx: Context, folder: Path, phase: str, ref: dict[str, str], seen: set
         return loads(raw)
     except JsonError as exc:
         reason = strict_json_reason(exc)
-        ctx.diagnostics.append(_file_diag(ctx, "I-10", f"runtime artifact is not strict JSON: {rel}: {reason}", phase, rel))
+        ctx.diagnostics.append(
+            _file_diag(ctx, "I-10", f"runtime artifact is not strict JSON: {rel}: {reason}", phase, rel)
+        )
         return _FAILED

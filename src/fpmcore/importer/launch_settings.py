@@ -89,6 +89,7 @@ DOWNGRADES = {
     "FULL_DECODE_ONLY": {"PIECEWISE", "NONE"},
 }
 
+
 def kv_label(
     labels: Mapping[str, str], kv_dtype: Any, model_dtype: Any, model_labels: Mapping[str, str] = MODEL_DTYPE_LABELS
 ) -> str | None:
@@ -113,8 +114,11 @@ def rule_label(ctx: Context, rec: Record, rule: str) -> str | None:
     kv, model_dtype = rec.setting("cache", "kv_cache_dtype"), rec.setting("model", "dtype")
     label = kv_label(rules.kv_dtype_labels, kv, model_dtype, rules.model_dtype_labels)
     if kv == "auto" and label is not None and model_dtype not in MODEL_DTYPE_LABELS:
-        ctx.note(rule, f"model dtype {show(model_dtype)} takes the label {show(label)} on vLLM {ctx.version}'s "
-                       "platform (runtime rule model_dtype_labels)")
+        ctx.note(
+            rule,
+            f"model dtype {show(model_dtype)} takes the label {show(label)} on vLLM {ctx.version}'s "
+            "platform (runtime rule model_dtype_labels)",
+        )
     return label
 
 
@@ -255,13 +259,21 @@ def i31_offload(ctx: Context, rec: Record) -> None:
         if value is None:
             continue
         if f"cache.{key}" in sizing and is_int(value) and value > 0:
-            ctx.note("I-31", f"cache.{key}={show(value)} sizes the KV cache on vLLM {ctx.version}'s platform "
-                             "(runtime rule kv_cache_sizing)")
+            ctx.note(
+                "I-31",
+                f"cache.{key}={show(value)} sizes the KV cache on vLLM {ctx.version}'s platform "
+                "(runtime rule kv_cache_sizing)",
+            )
             continue
-        raise Refusal("I-31", f"runtime observation does not support KV offload or block overrides: cache.{key}={show(value)}")
+        raise Refusal(
+            "I-31", f"runtime observation does not support KV offload or block overrides: cache.{key}={show(value)}"
+        )
     value = rec.setting("cache", "cpu_offload_gb")
     if not (is_number(value) and value == 0):
-        raise Refusal("I-31", f"runtime observation does not support KV offload or block overrides: cache.cpu_offload_gb={show(value)}")
+        raise Refusal(
+            "I-31",
+            f"runtime observation does not support KV offload or block overrides: cache.cpu_offload_gb={show(value)}",
+        )
 
 
 def i32_kv_dtype(ctx: Context, rec: Record) -> None:
@@ -281,7 +293,8 @@ def i33_fmha(ctx: Context, rec: Record) -> None:
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
     if fmha != native:
         raise Refusal(
-            "I-33", f"FMHA precision '{fmha}' differs from the checkpoint-native '{native}' for KV-cache dtype '{native}'"
+            "I-33",
+            f"FMHA precision '{fmha}' differs from the checkpoint-native '{native}' for KV-cache dtype '{native}'",
         )
 
 
@@ -315,16 +328,23 @@ def i35_hardware(ctx: Context, rec: Record) -> None:
     hw, identity = rec.data["hardware"], ctx.launch["identity"]
     absent = {k for k in ctx.runtime_rules.absent_hardware if hw.get(k) is None}
     if not same(hw.get("gpu"), identity["gpu"]):
-        raise Refusal("I-35", f"observed hardware differs from the launch: gpu {show(hw.get('gpu'))}, launch {show(identity['gpu'])}")
+        raise Refusal(
+            "I-35",
+            f"observed hardware differs from the launch: gpu {show(hw.get('gpu'))}, launch {show(identity['gpu'])}",
+        )
     if "sm" in identity and not same(hw.get("sm"), identity["sm"]):
-        raise Refusal("I-35", f"observed hardware differs from the launch: sm {show(hw.get('sm'))}, launch {show(identity['sm'])}")
+        raise Refusal(
+            "I-35", f"observed hardware differs from the launch: sm {show(hw.get('sm'))}, launch {show(identity['sm'])}"
+        )
     if "device_name" not in absent and (not isinstance(hw.get("device_name"), str) or not hw["device_name"].strip()):
         raise Refusal("I-35", "observed hardware evidence is incomplete: hardware.device_name")
     for key in ("sm", "total_memory_bytes"):
         if key not in absent and not (is_int(hw.get(key)) and hw[key] > 0):
             raise Refusal("I-35", f"observed hardware evidence is incomplete: hardware.{key}")
     for key in sorted(absent):
-        ctx.note("I-35", f"hardware.{key} is null: vLLM {ctx.version}'s platform has none (runtime rule absent_hardware)")
+        ctx.note(
+            "I-35", f"hardware.{key} is null: vLLM {ctx.version}'s platform has none (runtime rule absent_hardware)"
+        )
     available = rec.cache.get("available_cache_bytes")
     if is_int(available) and available > hw["total_memory_bytes"]:
         raise Refusal("I-35", "profiled cache allowance exceeds physical device memory")
@@ -399,4 +419,3 @@ RULES = [
     guarded(i38_scheduler_settings),
     guarded(i39_override),
 ]
-

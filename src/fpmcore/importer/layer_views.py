@@ -125,12 +125,23 @@ def i79_shape(ctx: Context, rec: Record) -> None:
         return
     for layer in layers(rec):
         for v in views(rec, layer):
-            shape, strides, elem, axis = v.get("shape"), v.get("stride_bytes"), v.get("element_size_bytes"), v.get("block_axis")
+            shape, strides, elem, axis = (
+                v.get("shape"),
+                v.get("stride_bytes"),
+                v.get("element_size_bytes"),
+                v.get("block_axis"),
+            )
             ok = (
-                isinstance(shape, list) and isinstance(strides, list) and shape and len(shape) == len(strides)
-                and all(is_pos_int(x) for x in shape) and all(is_pos_int(x) for x in strides)
-                and is_pos_int(elem) and all(s % elem == 0 for s in strides)
-                and is_nonneg_int(axis) and axis < len(shape)
+                isinstance(shape, list)
+                and isinstance(strides, list)
+                and shape
+                and len(shape) == len(strides)
+                and all(is_pos_int(x) for x in shape)
+                and all(is_pos_int(x) for x in strides)
+                and is_pos_int(elem)
+                and all(s % elem == 0 for s in strides)
+                and is_nonneg_int(axis)
+                and axis < len(shape)
                 and is_nonneg_int(v.get("storage_offset_bytes"))
             )
             if not ok:
@@ -157,15 +168,24 @@ def i81_kernel_block(ctx: Context, rec: Record) -> None:
         for v in views(rec, layer):
             K = v.get("kernel_block_size_tokens")
             if not is_pos_int(K) or layer.block % K != 0:
-                raise Refusal("I-81", f"layer view kernel block contradicts its cache spec: {layer.name} (kernel block {show(K)} does not divide block {layer.block})")
+                raise Refusal(
+                    "I-81",
+                    f"layer view kernel block contradicts its cache spec: {layer.name} (kernel block {show(K)} does not divide block {layer.block})",
+                )
             if not rec.hybrid or not attention_family(ctx, layer.spec):
                 continue
             t = fields_of(layer.spec).get("tokens_per_state")
             if is_int(t) and t >= 1:
                 if K % t != 0:
-                    raise Refusal("I-81", f"layer view kernel block contradicts its cache spec: {layer.name} (a {K}-token kernel block is not a whole number of {t}-token states)")
+                    raise Refusal(
+                        "I-81",
+                        f"layer view kernel block contradicts its cache spec: {layer.name} (a {K}-token kernel block is not a whole number of {t}-token states)",
+                    )
                 if v["shape"][-2] != K // t:
-                    raise Refusal("I-81", f"layer view kernel block contradicts its cache spec: {layer.name} (a {K}-token kernel block holds {K // t} states of {t} tokens; the view holds {v['shape'][-2]})")
+                    raise Refusal(
+                        "I-81",
+                        f"layer view kernel block contradicts its cache spec: {layer.name} (a {K}-token kernel block holds {K // t} states of {t} tokens; the view holds {v['shape'][-2]})",
+                    )
 
 
 def i82_coverage(ctx: Context, rec: Record) -> None:
@@ -181,7 +201,10 @@ def i82_coverage(ctx: Context, rec: Record) -> None:
             else:
                 want, formula = (n - 1) * s + r, f"({n} - 1) x {s} + {r}"
             if got != want:
-                raise Refusal("I-82", f"kernel tensor block coverage contradicts pool block geometry: {layer.name} holds {got} kernel blocks, expected {formula} = {want}")
+                raise Refusal(
+                    "I-82",
+                    f"kernel tensor block coverage contradicts pool block geometry: {layer.name} holds {got} kernel blocks, expected {formula} = {want}",
+                )
 
 
 def i83_block_stride(ctx: Context, rec: Record) -> None:
@@ -196,7 +219,9 @@ def i83_block_stride(ctx: Context, rec: Record) -> None:
 def _span(v: dict[str, Any]) -> int | None:
     """I-84's running span of the non-block axes, or ``None`` when two axes overlap."""
     axes = sorted(
-        (v["stride_bytes"][a], v["shape"][a]) for a in range(len(v["shape"])) if a != v["block_axis"] and v["shape"][a] > 1
+        (v["stride_bytes"][a], v["shape"][a])
+        for a in range(len(v["shape"]))
+        if a != v["block_axis"] and v["shape"][a] > 1
     )
     sigma: int = v["element_size_bytes"]
     for stride, length in axes:
@@ -309,7 +334,10 @@ def i89_views_vs_groups(ctx: Context, rec: Record) -> None:
         for l in e["layer_names"]:
             for v in lv.get(l, []):
                 if v["kernel_block_size_tokens"] != K or v["kernel_block_stride"] != s:
-                    raise Refusal("I-89", f"attention group {j} contradicts the views of {l}: kernel block {K}, kernel_block_stride {s}; the view holds {v['kernel_block_size_tokens']}, {v['kernel_block_stride']}")
+                    raise Refusal(
+                        "I-89",
+                        f"attention group {j} contradicts the views of {l}: kernel block {K}, kernel_block_stride {s}; the view holds {v['kernel_block_size_tokens']}, {v['kernel_block_stride']}",
+                    )
 
 
 STAGE_I = [

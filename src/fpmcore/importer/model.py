@@ -341,7 +341,9 @@ def type_message(rec: Record | None) -> str:
     return f"runtime observation value of another JSON type than the record schema gives: {where}"
 
 
-def per_record(check: Callable[[Context, Record], None], select: Callable[[Context], list[Record]] | None = None) -> Rule:
+def per_record(
+    check: Callable[[Context, Record], None], select: Callable[[Context], list[Record]] | None = None
+) -> Rule:
     """Turn a check that raises :class:`Refusal` for one record into a rule function.
 
     A check that meets a value of another JSON type (it raises ``TypeError``,
@@ -349,7 +351,7 @@ def per_record(check: Callable[[Context, Record], None], select: Callable[[Conte
     """
 
     def rule(ctx: Context) -> Iterator[Finding]:
-        for rec in (select(ctx) if select else ctx.ordered()):
+        for rec in select(ctx) if select else ctx.ordered():
             if id(rec) in ctx.failed:
                 continue
             try:

@@ -190,15 +190,17 @@ def import_configuration(
             if problem is None:
                 from fpmcore.profile import profile_to_dict
 
-                return ConfigResult(label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence,
-                                    tuple(ctx.notes))
+                return ConfigResult(
+                    label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence, tuple(ctx.notes)
+                )
             ctx.diagnostics.append(ctx.diag("I-110", f"imported resources fail profile validation: {problem}"))
             prov = {"observations_index": index_ref}
     except Exception as exc:  # noqa: BLE001 - 02 §6.2: never an exception
         ctx.diagnostics.append(ctx.diag("I-0", f"import failed unexpectedly: {type(exc).__name__}: {exc}"))
         prov = {"observations_index": index_ref}
-    return ConfigResult(label, "incomplete", tuple(ctx.diagnostics), None, prov, evidence=ctx.evidence,
-                        notes=tuple(ctx.notes))
+    return ConfigResult(
+        label, "incomplete", tuple(ctx.diagnostics), None, prov, evidence=ctx.evidence, notes=tuple(ctx.notes)
+    )
 
 
 def import_evidence(
@@ -219,11 +221,20 @@ def import_evidence(
         return ImportRun((), (ImportDiagnostic("I-1", message, configuration),))
     labels = [configuration] if configuration is not None else sorted(index["configurations"])
     if not labels:
-        return ImportRun((), (ImportDiagnostic("I-2", "runtime import requires selected configurations with reviewed launch facts"),))
+        return ImportRun(
+            (), (ImportDiagnostic("I-2", "runtime import requires selected configurations with reviewed launch facts"),)
+        )
     reviewed = None
     if launch is not None:
         if len(labels) != 1:
-            return ImportRun((), (ImportDiagnostic("I-2", f"a reviewed launch needs exactly one selected configuration; {len(labels)} are selected"),))
+            return ImportRun(
+                (),
+                (
+                    ImportDiagnostic(
+                        "I-2", f"a reviewed launch needs exactly one selected configuration; {len(labels)} are selected"
+                    ),
+                ),
+            )
         try:
             reviewed = load_path(launch)
         except JsonError:
@@ -231,7 +242,9 @@ def import_evidence(
         if isinstance(reviewed, dict) and set(reviewed) == {"launch"}:
             reviewed = reviewed["launch"]
         if not isinstance(reviewed, dict):
-            return ImportRun((), (ImportDiagnostic("I-2", f"reviewed launch file is not a strict JSON object: {launch}"),))
+            return ImportRun(
+                (), (ImportDiagnostic("I-2", f"reviewed launch file is not a strict JSON object: {launch}"),)
+            )
     results = []
     for label in labels:
         if label not in index["configurations"]:

@@ -51,8 +51,11 @@ def i90_present(ctx: Context, rec: Record) -> None:
     """I-90: complete prefix-caching evidence on every record."""
     pc = rec.data.get("prefix_caching")
     ok = (
-        isinstance(pc, dict) and set(pc) == PC_KEYS and isinstance(pc["enable_prefix_caching"], bool)
-        and pc["mamba_cache_mode"] in ("none", "align", "all") and is_pos_int(pc["hash_block_size"])
+        isinstance(pc, dict)
+        and set(pc) == PC_KEYS
+        and isinstance(pc["enable_prefix_caching"], bool)
+        and pc["mamba_cache_mode"] in ("none", "align", "all")
+        and is_pos_int(pc["hash_block_size"])
     )
     if not ok:
         raise Refusal("I-90", f"runtime observation requires complete prefix-caching evidence: {rec.subject}")
@@ -64,7 +67,10 @@ def i91_agree(ctx: Context, rec: Record) -> None:
         return
     s = ctx.scheduler_for(rec)
     if s is not None and not same(rec.data["prefix_caching"], s.data.get("prefix_caching")):
-        raise Refusal("I-91", f"runtime prefix-caching evidence differs across ranks of {rec.phase}: {s.subject} and {rec.subject}")
+        raise Refusal(
+            "I-91",
+            f"runtime prefix-caching evidence differs across ranks of {rec.phase}: {s.subject} and {rec.subject}",
+        )
 
 
 def i92_settings(ctx: Context, rec: Record) -> None:
@@ -78,7 +84,9 @@ def i92_settings(ctx: Context, rec: Record) -> None:
         if not same(pc[key], rec.setting("cache", key)):
             raise Refusal("I-92", f"runtime prefix-caching evidence contradicts the resolved cache settings: {key}")
     if not rec.is_worker and not same(rec.cache.get("mamba_cache_mode"), rec.setting("cache", "mamba_cache_mode")):
-        raise Refusal("I-92", "runtime prefix-caching evidence contradicts the resolved cache settings: mamba_cache_mode")
+        raise Refusal(
+            "I-92", "runtime prefix-caching evidence contradicts the resolved cache settings: mamba_cache_mode"
+        )
 
 
 def i93_align(ctx: Context, rec: Record) -> None:
@@ -100,7 +108,10 @@ def i94_derived_mode(ctx: Context, rec: Record) -> None:
     pc = rec.data["prefix_caching"]
     on, mode = pc["enable_prefix_caching"], pc["mamba_cache_mode"]
     if (on and mode != "align") or (not on and mode != "none"):
-        raise Refusal("I-94", f"runtime Mamba cache mode {show(mode)} contradicts enable_prefix_caching={show(on)} for a model with Mamba groups")
+        raise Refusal(
+            "I-94",
+            f"runtime Mamba cache mode {show(mode)} contradicts enable_prefix_caching={show(on)} for a model with Mamba groups",
+        )
 
 
 def _groups(ctx: Context, s: Record) -> list[dict[str, Any]]:
@@ -113,11 +124,16 @@ def i95_setting_block(ctx: Context, rec: Record) -> None:
     if rec.is_worker:
         return
     groups = _groups(ctx, rec)
-    sizes = [g["block_size_tokens"] for g in groups if g.get("prefix_cacheable") is True] or [g["block_size_tokens"] for g in groups]
+    sizes = [g["block_size_tokens"] for g in groups if g.get("prefix_cacheable") is True] or [
+        g["block_size_tokens"] for g in groups
+    ]
     want = min(sizes)
     got = rec.setting("cache", "block_size")
     if got != want:
-        raise Refusal("I-95", f"scheduler block sizes contradict its cache groups: block_size {show(got)}, expected {want} (the smallest prefix-cacheable group block)")
+        raise Refusal(
+            "I-95",
+            f"scheduler block sizes contradict its cache groups: block_size {show(got)}, expected {want} (the smallest prefix-cacheable group block)",
+        )
 
 
 def scheduler_block(ctx: Context, s: Record) -> tuple[int, str]:
@@ -137,7 +153,10 @@ def i96_scheduler_block(ctx: Context, rec: Record) -> None:
     want, formula = scheduler_block(ctx, rec)
     got = rec.cache.get("block_size")
     if not same(got, want):
-        raise Refusal("I-96", f"scheduler block sizes contradict its cache groups: scheduler block size {show(got)}, expected {formula} = {want}")
+        raise Refusal(
+            "I-96",
+            f"scheduler block sizes contradict its cache groups: scheduler block size {show(got)}, expected {formula} = {want}",
+        )
 
 
 def i97_hash_block(ctx: Context, rec: Record) -> None:
@@ -183,13 +202,19 @@ def i99_alignment(ctx: Context, rec: Record) -> None:
     h, b = rec.cache.get("hash_block_size"), rec.cache.get("block_size")
     msg = "scheduler block sizes contradict its cache groups: "
     if not is_pos_int(a) or a not in (h, b):
-        raise Refusal("I-99", msg + f"cache-hit alignment {show(a)} is neither the hash block size {show(h)} nor the scheduler block size {show(b)}")
+        raise Refusal(
+            "I-99",
+            msg
+            + f"cache-hit alignment {show(a)} is neither the hash block size {show(h)} nor the scheduler block size {show(b)}",
+        )
     for g in _groups(ctx, rec):
         for name, spec in layer_entries(g):
             f = fields_of(spec)
             t = f.get("tokens_per_state")
             if spec_cacheable(ctx, spec.get("class"), f) and is_int(t) and t > 1 and a % t:
-                raise Refusal("I-99", msg + f"cache-hit alignment {a} is not a multiple of tokens_per_state {t} of {name}")
+                raise Refusal(
+                    "I-99", msg + f"cache-hit alignment {a} is not a multiple of tokens_per_state {t} of {name}"
+                )
 
 
 STAGE_J = [
@@ -243,10 +268,14 @@ def i101_inflight(ctx: Context, rec: Record) -> None:
         raise Refusal("I-101", f"{_head(rec)} records max_model_len {show(st.get('max_model_len'))}, expected {L}")
     T = limits(ctx, rec).in_flight_tokens
     if not same(st.get("max_in_flight_tokens"), T):
-        raise Refusal("I-101", f"{_head(rec)} records max_in_flight_tokens {show(st.get('max_in_flight_tokens'))}, expected {T}")
+        raise Refusal(
+            "I-101", f"{_head(rec)} records max_in_flight_tokens {show(st.get('max_in_flight_tokens'))}, expected {T}"
+        )
     got = rec.setting("scheduler", "max_in_flight_tokens")
     if not same(got, T):
-        raise Refusal("I-101", f"{_head(rec)} records settings.scheduler.max_in_flight_tokens {show(got)}, expected {T}")
+        raise Refusal(
+            "I-101", f"{_head(rec)} records settings.scheduler.max_in_flight_tokens {show(got)}, expected {T}"
+        )
 
 
 def i102_one_request(ctx: Context, rec: Record) -> None:
@@ -255,7 +284,10 @@ def i102_one_request(ctx: Context, rec: Record) -> None:
         return
     n, M = rec.cache["num_blocks"], sum(blocks_per_request(ctx, rec))
     if M > n - 1:
-        raise Refusal("I-102", f"{_head(rec)} pool of {n} blocks cannot hold one request at max_model_len: {M} blocks plus the null block")
+        raise Refusal(
+            "I-102",
+            f"{_head(rec)} pool of {n} blocks cannot hold one request at max_model_len: {M} blocks plus the null block",
+        )
 
 
 def i103_exact(ctx: Context, rec: Record) -> None:
@@ -265,7 +297,10 @@ def i103_exact(ctx: Context, rec: Record) -> None:
     n, M = rec.cache["num_blocks"], sum(blocks_per_request(ctx, rec))
     c = rec.cache["startup"]["kv_cache_max_concurrency"]
     if c != capacity.concurrency(n, M):
-        raise Refusal("I-103", f"{_head(rec)} records kv_cache_max_concurrency {show(c)}, which gives {capacity.blocks_from_concurrency(n, c)} blocks per request, but its cache groups reserve {M}")
+        raise Refusal(
+            "I-103",
+            f"{_head(rec)} records kv_cache_max_concurrency {show(c)}, which gives {capacity.blocks_from_concurrency(n, c)} blocks per request, but its cache groups reserve {M}",
+        )
 
 
 def i104_size_tokens(ctx: Context, rec: Record) -> None:
@@ -276,7 +311,9 @@ def i104_size_tokens(ctx: Context, rec: Record) -> None:
     c, L, v = st["kv_cache_max_concurrency"], rec.setting("model", "max_model_len"), st.get("kv_cache_size_tokens")
     want = capacity.size_tokens(c, L)
     if not (is_int(v) and v >= 0) or v != want:
-        raise Refusal("I-104", f"{_head(rec)} records kv_cache_size_tokens {show(v)}, but int({show(c)} x {L}) = {want}")
+        raise Refusal(
+            "I-104", f"{_head(rec)} records kv_cache_size_tokens {show(v)}, but int({show(c)} x {L}) = {want}"
+        )
 
 
 STAGE_K = [
@@ -314,7 +351,11 @@ def i106_settings(ctx: Context) -> Iterator[Finding]:
         section, _, name = key.partition(".")
         x = a.setting(section, name) if name else a.settings.get(section)
         y = b.setting(section, name) if name else b.settings.get(section)
-        yield b, "I-106", f"effective runtime settings differ across phases: {key} (prefill {show(x)}, decode {show(y)})"
+        yield (
+            b,
+            "I-106",
+            f"effective runtime settings differ across phases: {key} (prefill {show(x)}, decode {show(y)})",
+        )
 
 
 def i107_page(ctx: Context) -> Iterator[Finding]:
@@ -350,7 +391,11 @@ def i108_i109_phases(ctx: Context) -> Iterator[Finding]:
     kb = kinds_of(ctx, b)
     for i, (ga, gb) in enumerate(zip(a.groups, b.groups)):
         if kb[i] != ctx.kinds[i]:
-            yield b, "I-108", f"decode: runtime cache group geometry differs from prefill: group {i} kind '{kb[i]}', expected '{ctx.kinds[i]}'"
+            yield (
+                b,
+                "I-108",
+                f"decode: runtime cache group geometry differs from prefill: group {i} kind '{kb[i]}', expected '{ctx.kinds[i]}'",
+            )
             return
         state = ctx.kinds[i] == "state"
         if state:
@@ -359,10 +404,18 @@ def i108_i109_phases(ctx: Context) -> Iterator[Finding]:
             key = group_difference(ga, gb)
         if key is not None:
             rule = "I-109" if state else "I-108"
-            yield b, rule, f"decode: runtime cache group geometry differs from prefill: group {i} {key} {value_at(gb, key)}, expected {value_at(ga, key)}"
+            yield (
+                b,
+                rule,
+                f"decode: runtime cache group geometry differs from prefill: group {i} {key} {value_at(gb, key)}, expected {value_at(ga, key)}",
+            )
             return
     if len(a.groups) != len(b.groups):
-        yield b, "I-108", f"decode: runtime cache group geometry differs from prefill: group {min(len(a.groups), len(b.groups))} group_id, expected {len(a.groups)} groups"
+        yield (
+            b,
+            "I-108",
+            f"decode: runtime cache group geometry differs from prefill: group {min(len(a.groups), len(b.groups))} group_id, expected {len(a.groups)} groups",
+        )
 
 
 def phase_geometry_differences(ctx: Context) -> list[dict[str, Any]]:
@@ -374,8 +427,13 @@ def phase_geometry_differences(ctx: Context) -> list[dict[str, Any]]:
             continue
         for key in STATE_PHASE_KEYS:
             if key == "state.mamba_cache_mode":
-                va, vb = (ga.get("state") or {}).get("mamba_cache_mode"), (gb.get("state") or {}).get("mamba_cache_mode")
-                if "mamba_cache_mode" not in (ga.get("state") or {}) and "mamba_cache_mode" not in (gb.get("state") or {}):
+                va, vb = (
+                    (ga.get("state") or {}).get("mamba_cache_mode"),
+                    (gb.get("state") or {}).get("mamba_cache_mode"),
+                )
+                if "mamba_cache_mode" not in (ga.get("state") or {}) and "mamba_cache_mode" not in (
+                    gb.get("state") or {}
+                ):
                     continue
             else:
                 va, vb = ga.get(key), gb.get(key)

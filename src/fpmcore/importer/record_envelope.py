@@ -94,8 +94,13 @@ def key_problems(data: Any, kind: str) -> tuple[list[str], list[str]]:
     for key in ("binding", "runtime", "observer", "model"):
         if _check(data.get(key), _KEYS[key], key, missing, unknown) and key == "binding":
             _check(data["binding"].get("rank"), _KEYS["binding.rank"], "binding.rank", missing, unknown)
-    _check(data.get("lifecycle"), _KEYS["lifecycle.worker" if worker else "lifecycle.scheduler"], "lifecycle",
-           missing, unknown)
+    _check(
+        data.get("lifecycle"),
+        _KEYS["lifecycle.worker" if worker else "lifecycle.scheduler"],
+        "lifecycle",
+        missing,
+        unknown,
+    )
     if worker:
         _check(data.get("hardware"), _KEYS["hardware"], "hardware", missing, unknown)
     cache = data.get("cache")
@@ -112,8 +117,11 @@ def key_problems(data: Any, kind: str) -> tuple[list[str], list[str]]:
                     for layer, spec in specs.items():
                         _check(spec, _KEYS["layer_spec"], f"{gp}.layer_specs.{layer}", missing, unknown)
         if worker:
-            for key, name in (("storages", "storage"), ("allocations", "allocation"),
-                              ("attention_groups", "attention_group")):
+            for key, name in (
+                ("storages", "storage"),
+                ("allocations", "allocation"),
+                ("attention_groups", "attention_group"),
+            ):
                 items = cache.get(key)
                 for j, item in enumerate(items if isinstance(items, list) else []):
                     _check(item, _KEYS[name], f"cache.{key}[{j}]", missing, unknown)
@@ -216,7 +224,9 @@ def i18_coverage(ctx: Context) -> Iterator[Finding]:
     for phase in ("prefill", "decode"):
         have_w = {r.rank for r in ctx.workers(phase) if id(r) not in ctx.failed}
         have_s = {r.dp for r in ctx.schedulers(phase) if id(r) not in ctx.failed}
-        missing_w = [f"dp{d}-tp{t}-pp0" for d in range(topo["dp"]) for t in range(topo["tp"]) if (d, t, 0) not in have_w]
+        missing_w = [
+            f"dp{d}-tp{t}-pp0" for d in range(topo["dp"]) for t in range(topo["tp"]) if (d, t, 0) not in have_w
+        ]
         if missing_w:
             yield None, "I-18", f"{phase} worker rank evidence is incomplete: missing {', '.join(missing_w)}"
             return
@@ -267,9 +277,13 @@ def i113_evidence_level(ctx: Context) -> Iterator[Finding]:
     ctx.evidence = first.level
     for w in workers[1:]:
         if w.level != first.level:
-            yield w, "I-113", (
-                f"runtime evidence mixes layout-level and tensor-level records in one attempt: "
-                f"{first.subject} is {_level_text(first)}, {w.subject} is {_level_text(w)}"
+            yield (
+                w,
+                "I-113",
+                (
+                    f"runtime evidence mixes layout-level and tensor-level records in one attempt: "
+                    f"{first.subject} is {_level_text(first)}, {w.subject} is {_level_text(w)}"
+                ),
             )
 
 
@@ -311,7 +325,9 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
     if rec.kind == "worker" and ctx.layout:
         flags = [k for k in ("cache_initialized", "warmup_completed", "capture_completed") if life.get(k) is not False]
         if life.get("measurement") != CACHE_PLANNED or flags:
-            raise Refusal("I-20", f"worker cache planning lifecycle evidence is inconsistent: {', '.join(flags)} not false")
+            raise Refusal(
+                "I-20", f"worker cache planning lifecycle evidence is inconsistent: {', '.join(flags)} not false"
+            )
         return
     if not isinstance(life, dict) or life.get("cache_initialized") is not True:
         raise Refusal("I-20", "cache initialization lifecycle evidence is missing")
@@ -319,8 +335,11 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
         captured = life.get("capture_completed") is True
         if life.get("capture_completed") is False and not ctx.rules_of(rec).graph_capture:
             captured = True  # the runtime captures no graphs (RuntimeRules.graph_capture)
-            ctx.note("I-20", f"capture_completed false: vLLM {rec.get('runtime', 'version')} captures no graphs "
-                             "on its platform (runtime rule graph_capture)")
+            ctx.note(
+                "I-20",
+                f"capture_completed false: vLLM {rec.get('runtime', 'version')} captures no graphs "
+                "on its platform (runtime rule graph_capture)",
+            )
         if not (life.get("measurement") == "after_warmup" and life.get("warmup_completed") is True and captured):
             raise Refusal("I-20", "worker warmup and graph capture completion evidence is missing")
     elif life.get("measurement") != "scheduler_initialized":

@@ -35,7 +35,9 @@ def i21_framework(ctx: Context, rec: Record) -> None:
     """I-21: the framework is vLLM."""
     framework = rec.get("runtime", "framework")
     if framework != "vllm":
-        raise Refusal("I-21", f"runtime observation currently requires a vLLM source mapping; got framework {show(framework)}")
+        raise Refusal(
+            "I-21", f"runtime observation currently requires a vLLM source mapping; got framework {show(framework)}"
+        )
 
 
 def hybrid_versions(ctx: Context) -> list[str]:
@@ -82,8 +84,10 @@ def i24_hybrid_agreement(ctx: Context) -> Iterator[Finding]:
     if with_ and without:
         a, b = with_[0], without[0]
         later = a if a.order > b.order else b
-        yield later, "I-24", (
-            f"runtime records disagree on hybrid cache evidence: {a.subject} holds it, {b.subject} does not"
+        yield (
+            later,
+            "I-24",
+            (f"runtime records disagree on hybrid cache evidence: {a.subject} holds it, {b.subject} does not"),
         )
 
 
@@ -105,25 +109,40 @@ def i26_source(ctx: Context) -> Iterator[Finding]:
         return
     first = recs[0]
     for rec in recs:
-        for key, path in (("observer", ("observer",)), ("runtime.source_revision", ("runtime", "source_revision")),
-                          ("runtime.source_files", ("runtime", "source_files"))):
+        for key, path in (
+            ("observer", ("observer",)),
+            ("runtime.source_revision", ("runtime", "source_revision")),
+            ("runtime.source_files", ("runtime", "source_files")),
+        ):
             a, b = first.get(*path), rec.get(*path)
             diff = first_difference(a, b, key)
             if diff is not None:
-                yield rec, "I-26", f"runtime observer or source differs across records: {diff} ({first.subject} vs {rec.subject})"
+                yield (
+                    rec,
+                    "I-26",
+                    f"runtime observer or source differs across records: {diff} ({first.subject} vs {rec.subject})",
+                )
                 break
         else:
             identity = ctx.launch["identity"]
             version = rec.get("runtime", "version")
             if not same(version, identity["framework_version"]):
-                yield rec, "I-26", (
-                    f"runtime differs from the launch: version {show(version)}, launch {show(identity['framework_version'])}"
+                yield (
+                    rec,
+                    "I-26",
+                    (
+                        f"runtime differs from the launch: version {show(version)}, launch {show(identity['framework_version'])}"
+                    ),
                 )
                 continue
             image = rec.get("runtime", "image")
             if not same(image, ctx.launch["deployment"]["image"]):
-                yield rec, "I-26", (
-                    f"runtime differs from the launch: image {show(image)}, launch {show(ctx.launch['deployment']['image'])}"
+                yield (
+                    rec,
+                    "I-26",
+                    (
+                        f"runtime differs from the launch: image {show(image)}, launch {show(ctx.launch['deployment']['image'])}"
+                    ),
                 )
 
 

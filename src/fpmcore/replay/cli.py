@@ -63,38 +63,88 @@ def _fraction(text: str) -> float:
 
 def _on_off(g: Any, option: str, dest: str, default: bool, help: str) -> None:
     """vLLM's ``--X`` / ``--no-X`` pair of a boolean setting, as two flags of one ``dest``."""
-    g.add_argument(option, dest=dest, action="store_true", default=default,
-                   help=f"{help} (default {'on' if default else 'off'})")
+    g.add_argument(
+        option, dest=dest, action="store_true", default=default, help=f"{help} (default {'on' if default else 'off'})"
+    )
     g.add_argument("--no-" + option[2:], dest=dest, action="store_false", help=f"turn {option} off")
 
 
 def _scheduler_options(p: argparse.ArgumentParser) -> None:
     """vLLM 0.33.0's scheduler settings that change what is scheduled or allocated, as its engine arguments."""
     g = p.add_argument_group("vLLM scheduler settings (vLLM's engine arguments and defaults)")
-    g.add_argument("--max-num-scheduled-tokens", type=_positive, metavar="N",
-                   help="tokens one step schedules at most (default: --max-num-batched-tokens)")
-    g.add_argument("--max-num-active-seqs", type=_positive, metavar="N",
-                   help="requests admitted into running at most (default: --max-num-seqs)")
-    g.add_argument("--long-prefill-token-threshold", type=_non_negative, default=0, metavar="N",
-                   help="cap a prefill chunk at N tokens while other requests wait or run (default 0: no cap)")
-    _on_off(g, "--long-prefill-token-threshold-adaptive", "long_prefill_token_threshold_adaptive", False,
-            "floor that cap at max_num_batched_tokens / (running + waiting requests)")
-    g.add_argument("--prefill-schedule-interval", type=_positive, default=1, metavar="N",
-                   help="admit prefill once every N executed steps (default 1)")
-    g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs",
-                   help="fcfs, or priority by the trace field priority (lower first)")
-    g.add_argument("--max-num-queued-reqs", type=_non_negative, metavar="N",
-                   help="reject an arrival when N requests are unfinished (vLLM's API server; default: no limit)")
-    g.add_argument("--max-num-queued-tokens", type=_non_negative, metavar="N",
-                   help="reject an arrival while N prompt tokens are in prefill (default: no limit)")
-    g.add_argument("--watermark", type=_fraction, default=0.0, metavar="W",
-                   help="fraction of the pool kept free when admitting requests (default 0)")
-    _on_off(g, "--scheduler-reserve-full-isl", "reserve_full_isl", True,
-            "admit a request only when its whole input fits (R-20)")
-    g.add_argument("--no-reserve-full-isl", action="store_true",
-                   help="the same as --no-scheduler-reserve-full-isl (fpmcore's earlier name)")
-    _on_off(g, "--enable-chunked-prefill", "enable_chunked_prefill", True,
-            "split prefills into chunks of the token budget")
+    g.add_argument(
+        "--max-num-scheduled-tokens",
+        type=_positive,
+        metavar="N",
+        help="tokens one step schedules at most (default: --max-num-batched-tokens)",
+    )
+    g.add_argument(
+        "--max-num-active-seqs",
+        type=_positive,
+        metavar="N",
+        help="requests admitted into running at most (default: --max-num-seqs)",
+    )
+    g.add_argument(
+        "--long-prefill-token-threshold",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="cap a prefill chunk at N tokens while other requests wait or run (default 0: no cap)",
+    )
+    _on_off(
+        g,
+        "--long-prefill-token-threshold-adaptive",
+        "long_prefill_token_threshold_adaptive",
+        False,
+        "floor that cap at max_num_batched_tokens / (running + waiting requests)",
+    )
+    g.add_argument(
+        "--prefill-schedule-interval",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="admit prefill once every N executed steps (default 1)",
+    )
+    g.add_argument(
+        "--scheduling-policy",
+        choices=("fcfs", "priority"),
+        default="fcfs",
+        help="fcfs, or priority by the trace field priority (lower first)",
+    )
+    g.add_argument(
+        "--max-num-queued-reqs",
+        type=_non_negative,
+        metavar="N",
+        help="reject an arrival when N requests are unfinished (vLLM's API server; default: no limit)",
+    )
+    g.add_argument(
+        "--max-num-queued-tokens",
+        type=_non_negative,
+        metavar="N",
+        help="reject an arrival while N prompt tokens are in prefill (default: no limit)",
+    )
+    g.add_argument(
+        "--watermark",
+        type=_fraction,
+        default=0.0,
+        metavar="W",
+        help="fraction of the pool kept free when admitting requests (default 0)",
+    )
+    _on_off(
+        g,
+        "--scheduler-reserve-full-isl",
+        "reserve_full_isl",
+        True,
+        "admit a request only when its whole input fits (R-20)",
+    )
+    g.add_argument(
+        "--no-reserve-full-isl",
+        action="store_true",
+        help="the same as --no-scheduler-reserve-full-isl (fpmcore's earlier name)",
+    )
+    _on_off(
+        g, "--enable-chunked-prefill", "enable_chunked_prefill", True, "split prefills into chunks of the token budget"
+    )
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -105,24 +155,39 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fpm-table", metavar="TABLE", help="FPM latency table (R-27); default: 1.0 s per step")
     p.add_argument("--deployment", type=int, default=0, metavar="I", help="deployment index in the profile (default 0)")
     p.add_argument("--max-num-seqs", type=_positive, metavar="N", help="default: the profile's max_batch_size")
-    p.add_argument("--max-num-batched-tokens", type=_positive, metavar="N",
-                   help="default: the profile's max_num_tokens")
-    p.add_argument("--prefix-caching", choices=("on", "off"),
-                   help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching")
+    p.add_argument(
+        "--max-num-batched-tokens", type=_positive, metavar="N", help="default: the profile's max_num_tokens"
+    )
+    p.add_argument(
+        "--prefix-caching",
+        choices=("on", "off"),
+        help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching",
+    )
     _scheduler_options(p)
-    p.add_argument("--max-steps", type=_positive, metavar="N",
-                   help="stop a replay that reaches N steps (default 1,000,000,000)")
+    p.add_argument(
+        "--max-steps", type=_positive, metavar="N", help="stop a replay that reaches N steps (default 1,000,000,000)"
+    )
     p.add_argument("--steps", action="store_true", help="include the step records in --json output (kept in memory)")
-    p.add_argument("--out", metavar="DIR",
-                   help="stream the step and request records to DIR while the replay runs; DIR is published whole "
-                        "at the end (a new or empty folder, or an earlier --out of fpm replay, which is replaced)")
-    p.add_argument("--out-format", choices=FORMATS, default=DEFAULT_FORMAT,
-                   help="record files of --out: jsonl.zst (default: zstd JSON lines, as small as Parquet and "
-                        "the fastest to write), jsonl.gz (gzip, twice the size) or parquet (pyarrow: typed "
-                        "columns, twice the time and memory to write)")
-    p.add_argument("--plot", metavar="OUT.png",
-                   help="draw pool use per group, running/waiting requests, preemptions and (with --fpm-table) "
-                        "TTFT/TPOT percentiles; the format follows the extension (matplotlib)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="stream the step and request records to DIR while the replay runs; DIR is published whole "
+        "at the end (a new or empty folder, or an earlier --out of fpm replay, which is replaced)",
+    )
+    p.add_argument(
+        "--out-format",
+        choices=FORMATS,
+        default=DEFAULT_FORMAT,
+        help="record files of --out: jsonl.zst (default: zstd JSON lines, as small as Parquet and "
+        "the fastest to write), jsonl.gz (gzip, twice the size) or parquet (pyarrow: typed "
+        "columns, twice the time and memory to write)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw pool use per group, running/waiting requests, preemptions and (with --fpm-table) "
+        "TTFT/TPOT percentiles; the format follows the extension (matplotlib)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
@@ -305,9 +370,14 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     error = run.error
     if ctx.json:
         requests.sort(key=_trace_order(trace))
-        doc: dict[str, Any] = {"summary": summary, "requests": requests,
-                               "latency": {"table": args.fpm_table,
-                                           "fixed_step_seconds": cfg.fixed_step_seconds if table is None else None}}
+        doc: dict[str, Any] = {
+            "summary": summary,
+            "requests": requests,
+            "latency": {
+                "table": args.fpm_table,
+                "fixed_step_seconds": cfg.fixed_step_seconds if table is None else None,
+            },
+        }
         if args.steps:
             doc["steps"] = kept
         if error is not None:

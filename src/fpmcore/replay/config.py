@@ -125,7 +125,9 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
                 "prefix-caching replay with mamba state groups requires chunked prefill: enable_chunked_prefill=false"
             )
     if cfg.prefix_caching and cfg.capacity_bytes // cfg.page >= 2**31 - 1:
-        raise _r3(f"prefix-caching replay supports at most {2**31 - 2} pool blocks: found {cfg.capacity_bytes // cfg.page}")
+        raise _r3(
+            f"prefix-caching replay supports at most {2**31 - 2} pool blocks: found {cfg.capacity_bytes // cfg.page}"
+        )
     for field in ("max_model_len", "max_num_batched_tokens", "max_num_seqs"):
         if getattr(cfg, field) > MAX_TOKENS:
             raise _r3(f"{field} {getattr(cfg, field)} exceeds the replay limit {MAX_TOKENS}")
@@ -139,7 +141,11 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
                 raise FpmError("R-5", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
     for g in cfg.groups:
         # The largest holding a group can reach must stay a 2**53 byte quantity.
-        most = -(-(cfg.max_model_len + max(cfg.max_num_batched_tokens, cfg.token_budget)) // g.block) + 3 + g.blocks_per_request
+        most = (
+            -(-(cfg.max_model_len + max(cfg.max_num_batched_tokens, cfg.token_budget)) // g.block)
+            + 3
+            + g.blocks_per_request
+        )
         if most * g.page > MAX_BYTES:
             raise FpmError("R-2", f"cache group {g.name}: cache allocation exceeds 2**53 bytes")
     return cfg

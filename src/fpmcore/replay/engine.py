@@ -197,7 +197,8 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
                 raise FpmError("R-32", f"trace line {i + 1}: {name} {v} exceeds the replay limit {MAX_TOKENS}")
         if step > MAX_ARRIVAL_STEP:
             raise FpmError(
-                "R-32", f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps"
+                "R-32",
+                f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps",
             )
         yield ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0)
 

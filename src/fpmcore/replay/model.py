@@ -171,9 +171,7 @@ class ReplayConfig:
     @property
     def fixed_request_bytes(self) -> int:
         """R-5: bytes of the state groups, charged once per request."""
-        return sum(
-            g.blocks_per_request * g.page for g in self.groups if g.kind in (KIND_RING, KIND_MAMBA)
-        )
+        return sum(g.blocks_per_request * g.page for g in self.groups if g.kind in (KIND_RING, KIND_MAMBA))
 
 
 class ReplayRequest(NamedTuple):

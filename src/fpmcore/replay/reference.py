@@ -146,7 +146,9 @@ class ReferenceEngine:
         self.interval = max(cfg.prefill_schedule_interval, 1)
         self.priority = cfg.scheduling_policy == "priority"
         self.pool = BlockCountPool(cfg, self.pc, self.hash_block)
-        self.prefix = PrefixCachingPool(cfg, requests, self.usable, self.sched_block, self.hash_block) if self.pc else None
+        self.prefix = (
+            PrefixCachingPool(cfg, requests, self.usable, self.sched_block, self.hash_block) if self.pc else None
+        )
         self.reqs = [Request(i, r, self.G) for i, r in enumerate(requests)]
         order = sorted(
             range(len(self.reqs)),
@@ -586,8 +588,15 @@ class ReferenceEngine:
 
     def totals(self) -> RawTotals:
         t = self.tot
-        return RawTotals(first_t_start=t[0], last_t_end=t[1], preemptions=t[2], peak_running=t[3],  # type: ignore[arg-type]
-                         peak_used_bytes=t[4], peak_used_blocks=t[5], extrapolated_steps=t[6])  # type: ignore[arg-type]
+        return RawTotals(
+            first_t_start=t[0],
+            last_t_end=t[1],
+            preemptions=int(t[2]),
+            peak_running=int(t[3]),
+            peak_used_bytes=int(t[4]),
+            peak_used_blocks=int(t[5]),
+            extrapolated_steps=int(t[6]),
+        )
 
     def advance(self, max_steps: int, with_steps: bool = True) -> RawChunk:
         """Run up to ``max_steps`` more steps (fewer when the replay ends): the chunk's records."""

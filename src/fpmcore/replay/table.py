@@ -48,9 +48,7 @@ def _int(row: Mapping[str, Any], key: str, i: int, where: str, minimum: int) -> 
     return v
 
 
-def table_from_rows(
-    rows: Iterable[Mapping[str, Any]], where: str = "", shared_step_seconds: Any = 0.0
-) -> LatencyTable:
+def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "", shared_step_seconds: Any = 0.0) -> LatencyTable:
     """Validate rows (R-27) and build the sorted :class:`LatencyTable` (``shared_step_seconds``: RD-16)."""
     s = shared_step_seconds
     if not is_finite_number(s) or s < 0:
@@ -68,7 +66,11 @@ def table_from_rows(
         if phase not in PHASES:
             raise _bad(f"latency table row {i}: phase must be prefill or decode, found {json.dumps(phase)}", where)
         b = _int(row, "batch_size", i, where, INT_MINIMUM["batch_size"])
-        t = _int(row, "total_prefill_tokens", i, where, INT_MINIMUM["total_prefill_tokens"]) if phase == "prefill" else 0
+        t = (
+            _int(row, "total_prefill_tokens", i, where, INT_MINIMUM["total_prefill_tokens"])
+            if phase == "prefill"
+            else 0
+        )
         k = _int(row, "total_kv_read_tokens", i, where, INT_MINIMUM["total_kv_read_tokens"])
         w: Any = row.get("wall_time_seconds")
         tshow = t if phase == "prefill" else 0
@@ -125,8 +127,15 @@ def table_rows(table: LatencyTable) -> list[dict[str, Any]]:
     """The file form of a table."""
     out: list[dict[str, Any]] = []
     for b, t, k, w in table.prefill:
-        out.append({"phase": "prefill", "batch_size": b, "total_prefill_tokens": t, "total_kv_read_tokens": k,
-                    "wall_time_seconds": w})
+        out.append(
+            {
+                "phase": "prefill",
+                "batch_size": b,
+                "total_prefill_tokens": t,
+                "total_kv_read_tokens": k,
+                "wall_time_seconds": w,
+            }
+        )
     for b, k, w in table.decode:
         out.append({"phase": "decode", "batch_size": b, "total_kv_read_tokens": k, "wall_time_seconds": w})
     return out

@@ -91,8 +91,12 @@ def _json_problem(exc: JsonError, line: str) -> str:
     reason = exc.reason
     if exc.column is not None:
         reason += f" column {exc.column}" if reason.endswith(" at") else ""
-    place = ", ".join([*([exc.path] if exc.path else []),
-                       *([f"column {exc.column}"] if exc.column and not reason.endswith(f"column {exc.column}") else [])])
+    place = ", ".join(
+        [
+            *([exc.path] if exc.path else []),
+            *([f"column {exc.column}"] if exc.column and not reason.endswith(f"column {exc.column}") else []),
+        ]
+    )
     text = reason + (f" at {place}" if place else "")
     if exc.kind == "syntax" and exc.column is not None and _ends_early(line):
         text += " (the line ends before its JSON value does: truncated?)"
@@ -146,8 +150,7 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
             raise _err(f"{pre}: not a json object", where)
         if "kv_handoff" in obj:
             raise _err(
-                "grouped kv caches support only cold aggregated requests, not kv handoff "
-                f"commands: trace line {n}",
+                f"grouped kv caches support only cold aggregated requests, not kv handoff commands: trace line {n}",
                 where,
             )
         for key in obj:
@@ -249,8 +252,9 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
         try:
             text = decode_utf8(text)
         except JsonError as exc:
-            raise _err(f"trace line {exc.line or 1}: not a json object: {exc.reason} (a binary file, not a JSONL trace)",
-                       where) from None
+            raise _err(
+                f"trace line {exc.line or 1}: not a json object: {exc.reason} (a binary file, not a JSONL trace)", where
+            ) from None
     if text == "":
         raise _err("trace is empty", where)
     lines = text.split("\n")
@@ -298,8 +302,12 @@ def trace_line_json_schema() -> dict[str, Any]:
         elif f == "arrival_time":
             props[f] = {"type": "number", "minimum": 0, "description": "seconds from the start of the trace"}
         elif f == "priority":
-            props[f] = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY,
-                        "description": "vLLM's request priority (lower first under --scheduling-policy priority)"}
+            props[f] = {
+                "type": "integer",
+                "minimum": -MAX_PRIORITY,
+                "maximum": MAX_PRIORITY,
+                "description": "vLLM's request priority (lower first under --scheduling-policy priority)",
+            }
         else:
             props[f] = {"type": "string", "minLength": 1}
     body = {

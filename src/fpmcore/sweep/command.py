@@ -41,21 +41,43 @@ def configure(p: argparse.ArgumentParser) -> None:
     from fpmcore.sweep.engines import ENGINES
 
     p.add_argument("grid", metavar="GRID", help="the grid: profiles, traces, tables and settings (TOML or JSON)")
-    p.add_argument("-o", "--output", required=True, metavar="RESULTS",
-                   help="results file (JSON Lines, one row per run, appended as runs finish)")
-    p.add_argument("--engine", choices=ENGINES, default="local",
-                   help="local: a process pool (default); ray: a Ray cluster; serial: in this process")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="RESULTS",
+        help="results file (JSON Lines, one row per run, appended as runs finish)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="local: a process pool (default); ray: a Ray cluster; serial: in this process",
+    )
     p.add_argument("--address", metavar="ADDR", help="the Ray cluster to join (default: start a local instance)")
-    p.add_argument("--workers", type=_workers, metavar="N",
-                   help="worker processes of the local pool, CPUs of a local Ray instance (default: one per core)")
-    p.add_argument("--objective", default="max:output_tokens_per_s", metavar="[max:|min:]METRIC",
-                   help="what the best table ranks by (default max:output_tokens_per_s)")
-    p.add_argument("--constraint", action="append", default=[], metavar="METRIC<=X",
-                   help="keep runs whose metric meets the bound, e.g. p99_ttft_s<=2 (repeatable)")
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="worker processes of the local pool, CPUs of a local Ray instance (default: one per core)",
+    )
+    p.add_argument(
+        "--objective",
+        default="max:output_tokens_per_s",
+        metavar="[max:|min:]METRIC",
+        help="what the best table ranks by (default max:output_tokens_per_s)",
+    )
+    p.add_argument(
+        "--constraint",
+        action="append",
+        default=[],
+        metavar="METRIC<=X",
+        help="keep runs whose metric meets the bound, e.g. p99_ttft_s<=2 (repeatable)",
+    )
     p.add_argument("--top", type=_workers, default=10, metavar="N", help="rows of the best table (default 10)")
     p.add_argument("--plot", metavar="OUT.png", help="plot the objective against each swept setting (matplotlib)")
     p.add_argument("--resume", action="store_true", help="continue RESULTS: skip the runs that have a row")
-    p.add_argument("--json", action="store_true", help="print {\"schema\": 1, \"rows\": [...]} on stdout")
+    p.add_argument("--json", action="store_true", help='print {"schema": 1, "rows": [...]} on stdout')
 
 
 def _check_output(path: str, resume: bool, inputs: Any = ()) -> None:
@@ -80,8 +102,13 @@ def _metric_names(sweep: Any) -> list[str]:
 
     task = sweep.tasks[0]
     table = None if task.table is None else sweep.inputs[task.table].value
-    cfg = build_config(sweep.inputs[task.profile].value, table, task.settings, sweep.settings,
-                       sweep.inputs[rules_key(task.profile)].value)
+    cfg = build_config(
+        sweep.inputs[task.profile].value,
+        table,
+        task.settings,
+        sweep.settings,
+        sweep.inputs[rules_key(task.profile)].value,
+    )
     trace = parse_trace('{"request_id": "probe", "arrival_time": 0, "prompt_len": 1, "output_len": 1}\n')
     return list(metrics(run_replay(cfg, trace).summary))
 
@@ -101,7 +128,9 @@ def _row(sweep: Any, task: Any, outcome: dict[str, Any]) -> dict[str, Any]:
 
 def _describe(row: dict[str, Any]) -> str:
     settings = json.dumps(row["settings"], sort_keys=True)
-    return f"run {row['task']} (profile {row['profile']}, trace {row['trace']}, table {row['table']}, settings {settings})"
+    return (
+        f"run {row['task']} (profile {row['profile']}, trace {row['trace']}, table {row['table']}, settings {settings})"
+    )
 
 
 def run(args: argparse.Namespace, ctx: Any) -> int:

@@ -222,8 +222,9 @@ def deployment_rules(profile: Any, replay_rules: Callable[[str], Any]) -> tuple[
     return tuple(out)
 
 
-def build_config(profile: Any, table: Any, values: Mapping[str, Any], settings: Mapping[str, Setting],
-                 rules: Sequence[Any]) -> Any:
+def build_config(
+    profile: Any, table: Any, values: Mapping[str, Any], settings: Mapping[str, Setting], rules: Sequence[Any]
+) -> Any:
     """The replay configuration of one task, as ``fpm replay`` builds it from the same options.
 
     ``rules`` are the profile's :func:`deployment_rules`: a deployment whose
@@ -240,8 +241,9 @@ def build_config(profile: Any, table: Any, values: Mapping[str, Any], settings: 
     return config_from_profile(profile, deployment, table=table, rules=rules[deployment], **kwargs)
 
 
-def expand(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None,
-           replay_rules: Callable[[str], Any] | None = None) -> Sweep:
+def expand(
+    path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None, replay_rules: Callable[[str], Any] | None = None
+) -> Sweep:
     """Read, check and expand a grid file into a :class:`Sweep` (no replay runs).
 
     ``replay_rules`` gives the replay rules of a runtime pin (by default the
@@ -430,5 +432,15 @@ def grid_json_schema() -> dict[str, Any]:
                            "Profiles × traces × tables × settings: the replays of one sweep.", body)  # fmt: skip
 
 
-__all__ = ["Input", "Sweep", "Task", "build_config", "deployment_rules", "expand", "grid_json_schema", "read_grid",
-           "rules_key", "task_key"]
+__all__ = [
+    "Input",
+    "Sweep",
+    "Task",
+    "build_config",
+    "deployment_rules",
+    "expand",
+    "grid_json_schema",
+    "read_grid",
+    "rules_key",
+    "task_key",
+]

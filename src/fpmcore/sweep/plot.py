@@ -63,9 +63,10 @@ def plot(
     nrows = cdiv(len(panels), ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.8 * nrows), squeeze=False, sharey=True)
     cells = [ax for line in grid for ax in line]
-    for ax in cells[len(panels):]:
+    for ax in cells[len(panels) :]:
         ax.set_visible(False)
     for ax, axis in zip(cells, panels, strict=False):
+
         def value(row: Mapping[str, Any], axis: str = axis) -> Any:
             return row["task"] if axis == "task" else axis_value(row, axis)
 

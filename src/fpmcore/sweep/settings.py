@@ -65,7 +65,9 @@ class Setting:
         if self.choices is not None:
             if isinstance(value, bool) or value not in self.choices:
                 allowed = ", ".join(json.dumps(c) for c in self.choices)
-                raise FpmError(RULE, f"setting {self.name} ({self.option}) must be one of {allowed}, found {shown}", where)
+                raise FpmError(
+                    RULE, f"setting {self.name} ({self.option}) must be one of {allowed}, found {shown}", where
+                )
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise FpmError(RULE, f"setting {self.name} ({self.option}): bad value {shown}", where)

@@ -118,7 +118,7 @@ def _draw(rng: random.Random, spec: Any) -> int:
 def check_generator(spec: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     """A generator object, checked and expanded: one spec per rate."""
     if spec.get("generate") != "poisson":
-        raise _bad(f"a generated trace needs \"generate\": \"poisson\", found {json.dumps(spec.get('generate'))}", where)
+        raise _bad(f'a generated trace needs "generate": "poisson", found {json.dumps(spec.get("generate"))}', where)
     unknown = sorted(set(spec) - set(GENERATOR_KEYS))
     if unknown:
         raise _bad(f"generated trace: unknown field {unknown[0]}", where)
@@ -127,7 +127,10 @@ def check_generator(spec: Mapping[str, Any], where: str) -> list[dict[str, Any]]
             raise _bad(f"generated trace: missing field {key}", where)
     rates = spec["rate"] if isinstance(spec["rate"], list) else [spec["rate"]]
     if not rates or not all(_num(r) and r > 0 for r in rates):
-        raise _bad(f"generated trace: rate must be a positive number or a list of them, found {json.dumps(spec['rate'])}", where)
+        raise _bad(
+            f"generated trace: rate must be a positive number or a list of them, found {json.dumps(spec['rate'])}",
+            where,
+        )
     n = spec["requests"]
     if not _int(n) or n < 1:
         raise _bad(f"generated trace: requests must be an integer >= 1, found {json.dumps(n)}", where)

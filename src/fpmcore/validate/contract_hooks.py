@@ -23,8 +23,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.hookspecs import hookimpl
+from fpmcore.hooktypes import Diagnostic, ProducerContract
 
 
 def validate_with_rules(

@@ -265,9 +265,7 @@ def plan_cells(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def validate_run(
-    host: Any, run_dir: str | Path, plan: Mapping[str, Any], *, publish: bool = False
-) -> list[CellResult]:
+def validate_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any], *, publish: bool = False) -> list[CellResult]:
     """Validate every attempt of a run directory (one sub-directory per cell, or one attempt).
 
     A directory that holds ``index.json`` or a rank artifact itself is one

@@ -30,7 +30,6 @@ from fpmcore.validate.values import (
     upper_median,
 )
 
-
 #: ``benchmark_sample.timing.basis`` of a raw sample (05 §4.3).
 TIMING_BASES = ("schedule_to_output", "inter_output")
 #: ``benchmark_sample.cudagraph.status`` of a raw sample (05 §4.3).

@@ -41,14 +41,18 @@ PLUGIN_ID = "acme"
 MODEL_IDS = ("acme-hybrid-7b", "acme/Hybrid-7B")
 
 #: Cells whose Engram residency is ``host_offload`` are produced by Acme's eager producer.
-CONTRACT = ProducerContract(name="acme_eager", execution_mode="eager", residency="host_offload",
-                            label="acme-hybrid-7b")
+CONTRACT = ProducerContract(name="acme_eager", execution_mode="eager", residency="host_offload", label="acme-hybrid-7b")
 
 
 @hookimpl
 def fpm_plugin_info() -> PluginInfo:
-    return PluginInfo(id=PLUGIN_ID, kind="model", targets=MODEL_IDS, api_version=API_VERSION,
-                      summary="Acme Hybrid 7B: align stop at block boundaries, prefill/decode points, eager contract")
+    return PluginInfo(
+        id=PLUGIN_ID,
+        kind="model",
+        targets=MODEL_IDS,
+        api_version=API_VERSION,
+        summary="Acme Hybrid 7B: align stop at block boundaries, prefill/decode points, eager contract",
+    )
 
 
 #: The runtimes whose align split :func:`fpmcore_acme.rules.align_stop` models for this model.
@@ -74,4 +78,3 @@ def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanL
 @hookimpl
 def fpm_producer_contracts() -> list[ProducerContract]:
     return [CONTRACT]
-

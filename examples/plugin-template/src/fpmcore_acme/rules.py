@@ -59,9 +59,16 @@ def generate_points(limits: PlanLimits) -> PointPlan:
         for p in [0] + _powers(block, max_len):
             if p + n >= max_len:
                 continue
-            query = AlignStopQuery(start=p, num_new_tokens=n, prompt_len=p + n + 1, num_tokens=p + n + 1,
-                                   block_size=block, hash_block_size=limits.hash_block_size,
-                                   max_num_batched_tokens=budget, checkpoint_alignment=None)
+            query = AlignStopQuery(
+                start=p,
+                num_new_tokens=n,
+                prompt_len=p + n + 1,
+                num_tokens=p + n + 1,
+                block_size=block,
+                hash_block_size=limits.hash_block_size,
+                max_num_batched_tokens=budget,
+                checkpoint_alignment=None,
+            )
             if align_stop(query) != n:
                 dropped["align_split"] += 1
                 continue
@@ -77,5 +84,10 @@ def generate_points(limits: PlanLimits) -> PointPlan:
     first_decode = len(prefill)
     ends = [0, first_decode - 1, first_decode, len(points) - 1]
     smoke = [points[i] for i in dict.fromkeys(ends) if 0 <= i < len(points)]
-    return PointPlan(points=points, counts={"prefill": len(prefill), "decode": len(decode)}, dropped=dropped,
-                     digest=digest(points), smoke=smoke)
+    return PointPlan(
+        points=points,
+        counts={"prefill": len(prefill), "decode": len(decode)},
+        dropped=dropped,
+        digest=digest(points),
+        smoke=smoke,
+    )

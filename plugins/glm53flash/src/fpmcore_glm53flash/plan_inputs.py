@@ -210,10 +210,7 @@ def check_deployments(
             "deployments",
         )
     # (b) one alignment over all Mamba groups
-    alignments = sorted(
-        {g.prefill_checkpoint_alignment for d in deployments for g in d.mamba_groups}
-        - {None}
-    )
+    alignments = sorted({g.prefill_checkpoint_alignment for d in deployments for g in d.mamba_groups} - {None})
     if len(alignments) > 1:
         raise _refuse(
             f"{_PREFIX} requires one prefill checkpoint alignment across the accepted deployments: "
@@ -222,9 +219,7 @@ def check_deployments(
         )
     # (c) (d) multiples of the indexer pool width
     if limits.token_budget % 4 != 0:
-        raise _refuse(
-            f"{_PREFIX} requires max_num_batched_tokens to be a multiple of 4: found {limits.token_budget}"
-        )
+        raise _refuse(f"{_PREFIX} requires max_num_batched_tokens to be a multiple of 4: found {limits.token_budget}")
     H = limits.hash_block_size
     if H % 4 != 0:
         raise _refuse(f"{_PREFIX} requires hash_block_size_tokens to be a multiple of 4: found {H}")

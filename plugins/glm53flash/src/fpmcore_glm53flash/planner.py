@@ -22,7 +22,6 @@ import orjson
 from fpmcore.blocks import block_range
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import PlanLimits, PointPlan
-
 from fpmcore_glm53flash.align import AlignSplit, align_split, cdiv
 from fpmcore_glm53flash.plan_inputs import (
     DeploymentFacts,
@@ -146,12 +145,7 @@ def prefill_shapes(
     budget of 2**32 tokens costs what 131,072 does.
     """
     limit = budget if max_new_tokens is None else min(budget, max_new_tokens)
-    shapes = {
-        (b, n)
-        for n in _powers(4, limit)
-        for b in batch_sizes(batch_cap)
-        if b * n <= budget
-    }
+    shapes = {(b, n) for n in _powers(4, limit) for b in batch_sizes(batch_cap) if b * n <= budget}
     m = 1
     while m * hash_block < budget and (m * hash_block <= limit or m <= batch_cap):
         if m * hash_block <= limit:
@@ -226,7 +220,7 @@ def exact_blocks(groups: Sequence[GroupFacts], computed: int, target: int, check
         elif not g.is_mamba:
             total += g.blocks_per_request or 0
         else:
-            total += (g.blocks_per_request or 1)
+            total += g.blocks_per_request or 1
             total += int(computed > 0 and cdiv(target, B) > cdiv(computed, B))
             total += int(checkpoint_taken)
     return total
@@ -378,8 +372,7 @@ class GlmPlan:
     def log_lines(self) -> list[str]:
         """G-20: one line per rule, then the capacity report."""
         lines = [
-            f"{LOG_PREFIX}: {rule} dropped {self.dropped[rule]} of {self.evaluated[rule]} candidates"
-            for rule in RULES
+            f"{LOG_PREFIX}: {rule} dropped {self.dropped[rule]} of {self.evaluated[rule]} candidates" for rule in RULES
         ]
         lines.append(
             f"{LOG_PREFIX}: capacity estimate {self.capacity_estimate} blocks, exact holding "
@@ -445,6 +438,7 @@ def select_points(settings: Settings, split: SplitFn | None = None) -> GlmPlan:
         return evaluations[key]
 
     if split is None:
+
         def split(prefix: int, new_tokens: int) -> int:
             return evaluate(prefix, new_tokens).tokens
 
@@ -532,8 +526,7 @@ def generate_points(profile: Any, deployment: int, limits: PlanLimits) -> PointP
     if not 0 <= deployment < len(profile.deployments):
         raise FpmError(
             "G-9",
-            f"glm-5.3-flash collection has no deployment {deployment}: the profile has "
-            f"{len(profile.deployments)}",
+            f"glm-5.3-flash collection has no deployment {deployment}: the profile has {len(profile.deployments)}",
             "deployments",
         )
     facts = [deployment_facts(d, i) for i, d in enumerate(profile.deployments)]

@@ -39,7 +39,6 @@ from typing import Any
 
 from fpmcore_vllm_support import dryprobe
 
-
 __all__ = ["build_layer_specs", "build_spec", "build_vllm_config", "plan", "plan_summary", "prepare_environment"]
 
 #: The ``cache`` options of MODEL.json that vLLM 0.27.0's ``CacheConfig`` takes (when not null).

@@ -46,6 +46,12 @@ REPLAY_RULES = RuntimeRules(
     align_last_stop_below_tokens=False,
     mamba_prefill_checkpoints=False,
     ring_groups=False,
-    settings=SCHEDULER_SETTINGS - {"max_num_active_seqs", "long_prefill_token_threshold_adaptive",
-                                   "prefill_schedule_interval", "max_num_queued_reqs", "max_num_queued_tokens"},
+    settings=SCHEDULER_SETTINGS
+    - {
+        "max_num_active_seqs",
+        "long_prefill_token_threshold_adaptive",
+        "prefill_schedule_interval",
+        "max_num_queued_reqs",
+        "max_num_queued_tokens",
+    },
 )

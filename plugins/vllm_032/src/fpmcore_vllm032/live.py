@@ -314,8 +314,9 @@ def model_description(engine: LiveEngine, summary: Mapping[str, Any]) -> dict[st
     """
     import dataclasses
 
-    from fpmcore_vllm_support.encode import encode_value
     from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+    from fpmcore_vllm_support.encode import encode_value
 
     def fields(spec: Any) -> dict[str, Any]:
         out = {"type": type(spec).__name__}
@@ -474,8 +475,10 @@ def live_probe(
     except (KeyboardInterrupt, FpmError):
         raise
     except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run (a kernel refusing a dtype)
-        raise refuse(f"the vLLM {VERSION} engine started but failed to run the probe requests: "
-                     f"{type(exc).__name__}: {start_message(exc)}") from exc
+        raise refuse(
+            f"the vLLM {VERSION} engine started but failed to run the probe requests: "
+            f"{type(exc).__name__}: {start_message(exc)}"
+        ) from exc
     finally:
         left = engine.shutdown()
     summary["shutdown"] = left

@@ -252,4 +252,3 @@ def start(model_dir: str, options: EngineOptions) -> VllmMeasurementEngine:
 def driver() -> MeasurementDriver:
     """The answer to ``fpm_measurement_driver``."""
     return MeasurementDriver(producer=producer(), start=start)
-

@@ -40,7 +40,9 @@ def _worker_configs(model: Mapping[str, Any], vllm_config: Any, kv_cache_specs: 
     from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 
     tp, vc = len(kv_cache_specs), vllm_config
-    resolve_kv_cache_layout(vc, hybrid_probe.supported_layouts(model, tp), [s for specs in kv_cache_specs for s in specs.values()])
+    resolve_kv_cache_layout(
+        vc, hybrid_probe.supported_layouts(model, tp), [s for specs in kv_cache_specs for s in specs.values()]
+    )
     configs = get_kv_cache_configs(vc, kv_cache_specs, [available] * tp)
     for cfg in configs:
         cfg.kv_cache_layout = vc.cache_config.kv_cache_layout

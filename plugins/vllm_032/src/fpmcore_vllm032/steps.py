@@ -285,10 +285,14 @@ def run_trace(engine: LiveEngine, requests: Sequence[TraceRequest], *, max_steps
     results = {}
     for r in requests:
         o = outputs.get(r.request_id)
-        results[r.request_id] = None if o is None else {
-            "output_tokens": len(o.outputs[0].token_ids),
-            "num_cached_tokens": getattr(o, "num_cached_tokens", None),
-        }
+        results[r.request_id] = (
+            None
+            if o is None
+            else {
+                "output_tokens": len(o.outputs[0].token_ids),
+                "num_cached_tokens": getattr(o, "num_cached_tokens", None),
+            }
+        )
     return {"steps": steps, "requests": results, "wall_seconds": wall, "trace": [r.to_json() for r in requests]}
 
 

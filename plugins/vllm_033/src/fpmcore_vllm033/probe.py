@@ -55,7 +55,9 @@ def _worker_configs(model: Mapping[str, Any], vllm_config: Any, kv_cache_specs: 
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
 
     tp, vc = len(kv_cache_specs), vllm_config
-    resolve_kv_cache_layout(vc, hybrid_probe.supported_layouts(model, tp), [s for specs in kv_cache_specs for s in specs.values()])
+    resolve_kv_cache_layout(
+        vc, hybrid_probe.supported_layouts(model, tp), [s for specs in kv_cache_specs for s in specs.values()]
+    )
     global_groups = get_global_kv_cache_groups(vc, kv_cache_specs)
     vc.adjust_dcp_kv_cache_interleave_size(global_groups)
     configs = get_kv_cache_configs(vc, kv_cache_specs, [available] * tp, global_groups)

@@ -66,16 +66,13 @@ def hybrid_class_table(version: str) -> ClassTable:
         # the group takes the one kind of its inner specs (I-42)
         "UniformTypeKVCacheSpecs": SpecClassification(kind="attention", composite=True),
         "RSWASpec": _unsupported(
-            "its manager frees the blocks between the prompt and the decode window, "
-            "which no cache kind models"
+            "its manager frees the blocks between the prompt and the decode window, which no cache kind models"
         ),
         "ChunkedLocalAttentionSpec": _unsupported("chunk-local retention is not a cache kind of the profile"),
         "CrossAttentionSpec": _unsupported("encoder-decoder cross-attention is not modelled"),
         "EncoderOnlyAttentionSpec": _unsupported(f"vLLM {version} registers no cache manager for it"),
         "HiSparseHotSpec": _unsupported("HiSparse placement uses a host pool that the profile does not model"),
-        "HiSparseResidentSpec": _unsupported(
-            "HiSparse placement uses a host pool that the profile does not model"
-        ),
+        "HiSparseResidentSpec": _unsupported("HiSparse placement uses a host pool that the profile does not model"),
         "KpoolTailSpec": _unsupported(f"not a vLLM {version} class"),
         "AttentionSpec": _unsupported("abstract spec class"),
         "KVCacheSpec": _unsupported("abstract spec class"),

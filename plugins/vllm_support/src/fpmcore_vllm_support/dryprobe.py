@@ -242,7 +242,11 @@ def config_options(
     async_scheduling = sched.pop("async_scheduling", None)
     cache_kwargs: dict[str, Any] = {"block_size": int(cache.pop("block_size", 16)), "enable_prefix_caching": caching}
     cache_kwargs.update((key, cache[key]) for key in cache_keys if cache.get(key) is not None)
-    sched_kwargs: dict[str, Any] = {"max_model_len": max_model_len, "is_encoder_decoder": False, "enable_chunked_prefill": True}
+    sched_kwargs: dict[str, Any] = {
+        "max_model_len": max_model_len,
+        "is_encoder_decoder": False,
+        "enable_chunked_prefill": True,
+    }
     sched_kwargs.update((key, sched[key]) for key in scheduler_keys if key in sched)
     return SimpleNamespace(
         max_model_len=max_model_len,
@@ -529,7 +533,9 @@ def default_launch(
     labels and those of ``auto`` by model dtype (02 I-32, the runtime's rules).
     """
     cc = vllm_config.cache_config
-    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels, model_labels) or str(cc.cache_dtype)
+    label = kv_label(str(cc.cache_dtype), str(vllm_config.model_config.dtype), kv_labels, model_labels) or str(
+        cc.cache_dtype
+    )
     identity = {"model": configuration, "model_revision": revision, "architecture": "unknown", "num_experts": 0,
                 "framework_version": version, "gpu": "cpu"}  # fmt: skip
     launch = engine_launch(vllm_config, identity=identity, tp=tp, kv_label=label, image=image or DRY_RUN_IMAGE,
@@ -701,7 +707,9 @@ def write_dry_probe(
         for phase in evidence.PHASES:
             p = plan(model, tp=tp, caching=caching, model_dir=model_dir)
             if the_launch is None:
-                the_launch = launch(model, p, configuration=configuration, tp=tp, image=dry_run_image(digest), revision=model_sha)
+                the_launch = launch(
+                    model, p, configuration=configuration, tp=tp, image=dry_run_image(digest), revision=model_sha
+                )
             identity = {
                 "path": the_launch["identity"]["model"],
                 "revision": the_launch["identity"]["model_revision"],
@@ -709,7 +717,9 @@ def write_dry_probe(
                 "loaded_config_commit": None,
             }
             manifest = evidence.launch_manifest(attempt, configuration, phase, the_launch, tp)
-            records = [observer(worker_source(p, manifest, t, identity, digest), phase=phase, rank=t) for t in range(tp)]
+            records = [
+                observer(worker_source(p, manifest, t, identity, digest), phase=phase, rank=t) for t in range(tp)
+            ]
             records.append(observer(scheduler_source(p, manifest, identity, digest), phase=phase, rank=0))
             phases[phase] = (manifest, records)
             summary["phases"][phase] = summarize(p)
@@ -741,7 +751,9 @@ def dry_probe(
     import vllm
 
     if vllm.__version__ != version:
-        raise RuntimeError(f"the vLLM {version} dry probe needs vLLM {version}; this process runs vLLM {vllm.__version__}")
+        raise RuntimeError(
+            f"the vLLM {version} dry probe needs vLLM {version}; this process runs vLLM {vllm.__version__}"
+        )
 
     def launch(model: Mapping[str, Any], p: DryPlan, **launch_kw: Any) -> dict:
         return default_launch(model, p.vllm_config, version=version, model_labels=model_labels, **launch_kw)

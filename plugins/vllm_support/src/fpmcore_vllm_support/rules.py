@@ -233,7 +233,9 @@ def hash_block_size(q: HashBlockQuery) -> int | str:
     )
     if not q.enable_prefix_caching or not_aligned:
         return bs
-    sizes = [b for b, cacheable in zip(q.block_sizes, q.prefix_cacheable, strict=True) if cacheable] or list(q.block_sizes)
+    sizes = [b for b, cacheable in zip(q.block_sizes, q.prefix_cacheable, strict=True) if cacheable] or list(
+        q.block_sizes
+    )
     want = pmu if pmu is not None else math.gcd(*sizes)
     if not _is_int(want) or want <= 0 or any(x % want for x in sizes):
         return (f"hash block size {_show(q.recorded)}, expected a divisor of {', '.join(str(x) for x in sizes)}; "
