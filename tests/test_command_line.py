@@ -342,3 +342,13 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     last = res.stderr.splitlines()[-1]  # after the no-table note
     assert last.startswith("fpm: trace line 1: arrival at step ")
     assert last.endswith(" is beyond the replay limit of 50000000 steps [R-32]")
+
+
+def test_a_grid_naming_a_file_too_long_for_the_file_system_is_refused(tmp_path, host):
+    """Found by the campaign: an input name of 300 characters was an internal error (ENAMETOOLONG)."""
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"profiles": ["x" * 300], "traces": [str(TRACE)]}))
+    res = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"), host=host)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr == f"fpm: {grid}: cannot use the name {'x' * 80!r}: File name too long [sweep]\n"
+    assert not (tmp_path / "r.jsonl").exists()

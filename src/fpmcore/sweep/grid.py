@@ -129,8 +129,11 @@ def _resolve(name: str, base: Path, where: str) -> Path:
     if p.is_absolute():
         return p
     for candidate in (base / p, p):
-        if candidate.exists():
-            return candidate
+        try:
+            if candidate.exists():
+                return candidate
+        except OSError as exc:  # a name too long for the file system, …: it names no file
+            raise _err(f"cannot use the name {name[:80]!r}: {exc.strerror}", where) from None
     raise _err(f"no such file or folder: {name}", where)
 
 
