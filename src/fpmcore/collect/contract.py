@@ -35,7 +35,7 @@ from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.point_grid import CELL_IDENTITY
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
-from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.protocol import a23_seeded_with_evidence
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
 from fpmcore.validate.values import ABSENT, get, is_int, js, plain
@@ -147,11 +147,9 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
             return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
 
-        sc = get(p, "synthetic_content")
-        if sc != "seeded_tokens":
-            return bad("synthetic_content", "seeded_tokens", plain(sc))
-        if get(p, "execution_evidence") is ABSENT:
-            return bad("execution_evidence", js(EXECUTION_EVIDENCE), "absent")
+        opening = a23_seeded_with_evidence(r)
+        if opening is not None:
+            return opening
         prod = get(p, "producer")
         if not isinstance(prod, dict):
             return bad("producer.name", PROTOCOL_NAME, plain(prod))

@@ -259,3 +259,21 @@ GENERAL_ARTIFACT_RULES: tuple[tuple[str, ArtifactRule], ...] = (
     ("A-18", a18_protocol_presence), ("A-19", a19_protocol_fields), ("A-20", a20_execution_evidence),
     ("A-24", a24_warmup),
 )  # fmt: skip
+
+
+def a23_seeded_with_evidence(rank: RankView) -> Diagnostic | None:
+    """A-23's opening for a contract whose protocol feeds seeded real tokens: ``synthetic_content`` is
+    ``seeded_tokens`` and ``execution_evidence`` is present (the contract checks its producer after)."""
+    p, path = rank.protocol, rank.path
+    sc = get(p, "synthetic_content")
+    if sc != "seeded_tokens":
+        return Diagnostic(
+            "A-23", f"measurement_protocol.synthetic_content expected seeded_tokens, found {plain(sc)}: {path}", path
+        )
+    if get(p, "execution_evidence") is ABSENT:
+        return Diagnostic(
+            "A-23",
+            f"measurement_protocol.execution_evidence expected {js(EXECUTION_EVIDENCE)}, found absent: {path}",
+            path,
+        )
+    return None

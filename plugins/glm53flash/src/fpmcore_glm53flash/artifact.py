@@ -25,7 +25,7 @@ from typing import Any
 from fpmcore.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView, benchmark_points
 from fpmcore.validate.evaluation import ContractRules
-from fpmcore.validate.protocol import EXECUTION_EVIDENCE
+from fpmcore.validate.protocol import a23_seeded_with_evidence
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement, raw_fpms
 from fpmcore.validate.values import (
@@ -148,11 +148,9 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
             return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
 
-        sc = get(p, "synthetic_content")
-        if sc != "seeded_tokens":
-            return bad("synthetic_content", "seeded_tokens", plain(sc))
-        if get(p, "execution_evidence") is ABSENT:
-            return bad("execution_evidence", js(EXECUTION_EVIDENCE), "absent")
+        opening = a23_seeded_with_evidence(r)
+        if opening is not None:
+            return opening
         prod = get(p, "producer")
         if not isinstance(prod, dict):
             if prod is ABSENT:
