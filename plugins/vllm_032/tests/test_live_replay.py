@@ -1,6 +1,6 @@
 """fpmcore's replay against the running vLLM 0.32.0 scheduler, step by step (06 R-40): the acceptance run.
 
-For the tiny plain model and the tiny hybrid, prefix caching on and off, the
+For the tiny plain model, the tiny sliding-window model and the tiny hybrid, prefix caching on and off, the
 profile is what ``fpm probe --live`` and ``fpm import`` give (in this
 process, through the command line), and the replay is configured from it
 (:func:`fpmcore_vllm032.replay_check.replay_config`: the scheduler settings the
@@ -35,11 +35,18 @@ HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num
 #: The hybrid's bfloat16 prefill is slow on this CPU (README D-L8): six requests a trace.  Without prefix
 #: caching a hybrid request reserves 3 x 1 + 3 blocks at 1,024 tokens, with it 3 x 2 + 3 (03 C-1): 10 and
 #: 16 blocks hold 1.6 and 1.8 such requests.  Prefix hits need shared prefixes of a 384-token block.
+#: The sliding-window model (window 64, two full and two windowed layers): a request of 1,024 tokens needs
+#: 8 + 9 = 17 usable blocks, so 24 blocks hold one and a bit; its windowed blocks leave the window as the
+#: request grows, and with prefix caching on a hit is limited by the window (R-3, R-38).
+WINDOW = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 24, "max_num_seqs": 8,
+          "max_num_batched_tokens": 256, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
 CONFIGS = {
     ("llama", "on"): PLAIN,
     ("llama", "off"): PLAIN,
     ("qwen3-next", "on"): HYBRID,
     ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
+    ("llama-swa", "on"): WINDOW,
+    ("llama-swa", "off"): WINDOW,
 }
 
 ENGINE_KEYS = ("dtype", "max_model_len", "num_blocks", "max_num_seqs", "max_num_batched_tokens")
