@@ -35,7 +35,7 @@ from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.point_grid import CELL_IDENTITY
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
-from fpmcore.validate.protocol import a23_seeded_with_evidence
+from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
 from fpmcore.validate.values import ABSENT, get, is_int, js, plain
@@ -172,17 +172,6 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         for key in prod:
             if key not in allowed:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))
-    return None
-
-
-def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
-    """A-25: ``warmup_evidence.status`` is ``recorded``."""
-    for r in view.ranks:
-        st = get(get(r.doc, "warmup_evidence"), "status")
-        if st != "recorded":
-            return Diagnostic(
-                "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
-            )
     return None
 
 

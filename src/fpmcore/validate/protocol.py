@@ -277,3 +277,14 @@ def a23_seeded_with_evidence(rank: RankView) -> Diagnostic | None:
             path,
         )
     return None
+
+
+def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
+    """A-25: ``warmup_evidence.status`` is ``recorded`` (every contract whose protocol records its warm-ups)."""
+    for r in view.ranks:
+        st = get(get(r.doc, "warmup_evidence"), "status")
+        if st != "recorded":
+            return Diagnostic(
+                "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
+            )
+    return None

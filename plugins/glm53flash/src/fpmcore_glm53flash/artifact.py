@@ -25,7 +25,7 @@ from typing import Any
 from fpmcore.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView, benchmark_points
 from fpmcore.validate.evaluation import ContractRules
-from fpmcore.validate.protocol import a23_seeded_with_evidence
+from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement, raw_fpms
 from fpmcore.validate.values import (
@@ -163,17 +163,6 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         for key in prod:
             if key not in PROTOCOL_PRODUCER:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))
-    return None
-
-
-def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
-    """A-25 (GLM): ``warmup_evidence.status`` is ``recorded``."""
-    for r in view.ranks:
-        st = get(get(r.doc, "warmup_evidence"), "status")
-        if st != "recorded":
-            return Diagnostic(
-                "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
-            )
     return None
 
 
