@@ -15,6 +15,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from fpmcore.contention import Contention
+
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
@@ -491,13 +493,18 @@ class EngineStep:
     the whole engine step (the runtime plugin documents where exactly, in its
     :attr:`ProducerRecord.timing_boundary`); ``scheduled`` what the step
     computed; ``queued`` what waited (prefill requests waiting, decode requests
-    preempted).
+    preempted); ``contention`` what the machine did to the step
+    (:mod:`fpmcore.contention`: read by the runtime plugin with
+    :func:`fpmcore.contention.sampler` right outside ``start`` … ``end``;
+    ``None`` where it cannot be read, which makes the step unusable as a
+    measured sample).
     """
 
     start: float
     end: float
     scheduled: StepWorkload
     queued: StepWorkload = attrs.field(factory=StepWorkload)
+    contention: Contention | None = None
 
     @property
     def wall_time(self) -> float:

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
+from fpmcore.contention import Contention
 from fpmcore.hooktypes import (
     AlignStopQuery,
     EngineFacts,
@@ -64,6 +65,11 @@ class StandinConfig:
     per_token_kv: float = 4.0e-11
     per_decode: float = 5.0e-5
     noise: float = 0.05
+    #: contention bursts: ``(first, end)`` ranges of the engine's step counter (every step it ran, from 0) during
+    #: which a neighbour runs: the step takes ``burst_slowdown`` times longer and others use a whole CPU over it
+    #: (``FPM_STANDIN_BURSTS="a:b,c:d"`` adds ranges for the subprocess tests)
+    bursts: tuple[tuple[int, int], ...] = ()
+    burst_slowdown: float = 1.75
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -96,6 +102,11 @@ class StandinEngine:
         self.cache: OrderedDict[bytes, None] = OrderedDict()
         self.sleep = float(os.environ.get("FPM_STANDIN_STEP_SLEEP", "0") or 0)
         self.closed = False
+        self.steps_run = 0
+        extra = os.environ.get("FPM_STANDIN_BURSTS", "")
+        self.bursts = config.bursts + tuple(
+            (int(a), int(b)) for a, _, b in (part.partition(":") for part in extra.split(",") if part)
+        )
         self.facts = EngineFacts(
             runtime=config.runtime, vocab_size=config.vocab_size, excluded_token_ids=config.special_ids,
             block_size=config.block_size, hash_block_size=config.hash_block_size,
@@ -189,6 +200,11 @@ class StandinEngine:
                                      sum_decode_kv_tokens=dec_kv)  # fmt: skip
             touched = [t for r, k in plan for t in r.prompt[r.computed : r.computed + k]]
             duration = self._time(scheduled, touched + [len(steps)])
+            burst = any(a <= self.steps_run < b for a, b in self.bursts)
+            self.steps_run += 1
+            if burst:
+                duration *= self.config.burst_slowdown
+            seen = Contention(cpu_seconds=duration, wait_seconds=0.0, foreign_seconds=duration if burst else 0.0)
             start = self.clock
             self.clock += duration + 0.001
             for r, k in plan:
@@ -196,7 +212,7 @@ class StandinEngine:
                 if r.computed >= r.length:
                     r.outputs += 1
                 self._cache(r.prompt, min(r.computed, len(r.prompt)))
-            steps.append(EngineStep(start=start, end=start + duration, scheduled=scheduled))
+            steps.append(EngineStep(start=start, end=start + duration, scheduled=scheduled, contention=seen))
             if self.sleep:
                 time.sleep(self.sleep)
         return EngineRun(steps, [r.cached for r in reqs], [r.outputs for r in reqs])

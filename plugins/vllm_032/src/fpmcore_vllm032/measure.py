@@ -24,6 +24,9 @@ to run and what a repetition must show; this module only drives the engine:
   ``CachedRequestData.num_computed_tokens``), a prefill while those are
   below its prompt length (``Request.num_prompt_tokens``), a decode after.
   Each request's prefix-cache hit is ``RequestOutput.num_cached_tokens``.
+  Around each step (outside its timed window) the process's thread counters
+  and every other task's CPU time are read (:mod:`fpmcore.contention`), so
+  each step says what the machine did to it.
 
 **The producer record** (:func:`producer`) names the installed files the
 driver relies on with their SHA-256: the vLLM 0.32.0 files whose behaviour it
@@ -45,6 +48,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from fpmcore.contention import sampler
 from fpmcore.hooktypes import (
     EngineFacts,
     EngineOptions,
@@ -146,6 +150,8 @@ class VllmMeasurementEngine:
     def __init__(self, live: Any) -> None:
         self.live = live
         self.count = 0
+        #: what the machine did to each step (fpmcore.contention: read around ``LLMEngine.step()``)
+        self.sampler = sampler(precise=True)
         vc = live.vllm_config
         sc, cc = vc.scheduler_config, vc.cache_config
         sched = live.scheduler
@@ -187,6 +193,7 @@ class VllmMeasurementEngine:
                                SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0))  # fmt: skip
         last: list[Any] = []
         original = sched.schedule
+        clock = self.sampler
 
         def schedule(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
@@ -209,11 +216,14 @@ class VllmMeasurementEngine:
         try:
             while finished < len(prompts):
                 last.clear()
+                before = clock.read() if clock is not None else None
                 t0 = time.monotonic()
                 results = engine.step()
                 t1 = time.monotonic()
+                seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
-                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1]))
+                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1],
+                                            contention=seen))
                 for o in results:
                     if o.request_id in position and o.finished:
                         i = position[o.request_id]
