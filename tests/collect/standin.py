@@ -70,6 +70,9 @@ class StandinConfig:
     #: (``FPM_STANDIN_BURSTS="a:b,c:d"`` adds ranges for the subprocess tests)
     bursts: tuple[tuple[int, int], ...] = ()
     burst_slowdown: float = 1.75
+    #: slowdowns the counters cannot see (a neighbour outside this machine's view): ``(first, end)`` step ranges
+    #: that take ``burst_slowdown`` times longer with no contention recorded
+    silent_bursts: tuple[tuple[int, int], ...] = ()
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -201,8 +204,9 @@ class StandinEngine:
             touched = [t for r, k in plan for t in r.prompt[r.computed : r.computed + k]]
             duration = self._time(scheduled, touched + [len(steps)])
             burst = any(a <= self.steps_run < b for a, b in self.bursts)
+            silent = any(a <= self.steps_run < b for a, b in self.config.silent_bursts)
             self.steps_run += 1
-            if burst:
+            if burst or silent:
                 duration *= self.config.burst_slowdown
             seen = Contention(cpu_seconds=duration, wait_seconds=0.0, foreign_seconds=duration if burst else 0.0)
             start = self.clock

@@ -46,29 +46,38 @@ def test_a_collected_run_validates_under_the_engine_steps_contract(collected, sm
 
 
 def test_the_run_holds_the_protocol(collected, small_plan):
-    """Each row: five raw samples after two warm-ups, the upper median of samples 1…4 retained, forward indices
-    rising over the whole artifact, the measured workload of the point, seeds recorded in the warm-up ledger."""
+    """Each row: six raw samples from three passes of one warm-up and two samples each, the upper median of
+    samples 1…5 retained, forward indices rising within a row and never shared, each pass after the previous
+    pass over the whole list, the measured workload of the point, seeds recorded in the warm-up ledger."""
     art = load_path(collected / "r0.json")
     plan = plan_of(small_plan)
     assert art["measurement_protocol"]["producer"] == {
         "name": "fpmcore_engine_steps",
         "reduction": "upper_median_after_first_repetition",
-        "warmup_repetitions": 2,
-        "measured_repetitions": 5,
+        "warmup_repetitions": 1,
+        "measured_repetitions": 6,
         "max_rejected_repetitions": 10,
         "state_protocol": "fpmcore_prefix_cache_real_seed_v1",
         "timing_boundary": "standin_virtual_clock_step",
         "repetition_spacing_seconds": 0.0,
+        "passes": 3,
+        "contention_bound": {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1},
+        "max_contended_samples": 20,
+        "retake_pause_seconds": 0.5,
+        "pass_disagreement_bound": 0.15,
     }
     assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
-    last = -1
+    seen: set[int] = set()
+    firsts = []
     for row, point in zip(art["results"], plan["points"], strict=True):
         bm = row["fpms"][0]["benchmark_measurement"]
         walls = [s["wall_time"] for s in bm["raw_fpms"]]
-        assert len(walls) == 5 and row["fpms"][0]["wall_time"] == sorted(walls[1:])[2]
+        assert len(walls) == 6 and row["fpms"][0]["wall_time"] == sorted(walls[1:])[2]
+        forwards = [s["benchmark_sample"]["forward_index"] for s in bm["raw_fpms"]]
+        assert forwards == sorted(forwards) and not seen & set(forwards)
+        seen |= set(forwards)
+        firsts.append(forwards[::2])  # the first sample of each pass
         for s in bm["raw_fpms"]:
-            assert s["benchmark_sample"]["forward_index"] > last
-            last = s["benchmark_sample"]["forward_index"]
             sr = s["scheduled_requests"]
             if point["phase"] == "prefill":
                 b, n, P = point["batch_size"], point["new_tokens"], point["prefix_tokens"]
@@ -82,9 +91,12 @@ def test_the_run_holds_the_protocol(collected, small_plan):
                     point["batch_size"],
                     point["batch_size"] * point["context_tokens"],
                 )
+    # pass k of every point comes after pass k - 1 of every point
+    for k in (1, 2):
+        assert min(f[k] for f in firsts) > max(f[k - 1] for f in firsts)
     kinds = [r["kind"] for r in art["warmup_evidence"]["records"]]
     seeded = sum(1 for p in plan["points"] if p.get("prefix_tokens", 0) > 0 or p.get("context_tokens", 0) >= 546)
-    assert kinds.count("real_prefix_seed") == seeded
+    assert kinds.count("real_prefix_seed") == 3 * seeded
     assert (collected / "index.json").is_file() and sorted(load_path(collected / "index.json")["files"]) == [
         "points.json",
         "provenance.json",
@@ -94,19 +106,22 @@ def test_the_run_holds_the_protocol(collected, small_plan):
 
 
 def test_resume_keeps_finished_points_and_builds_the_same_rows(small_plan, model_dir, collected, engine, tmp_path):
-    """A run stopped after 30 points (their records kept, a stray temporary file left) resumes to the rows of the
-    uninterrupted run: the 30 records are not rewritten, only the 47 missing points are measured."""
+    """A run stopped after 30 + 77 + 77 of its 3 × 77 visits (their records kept, a stray temporary file left)
+    resumes to the rows of the uninterrupted run: the kept records are not rewritten, only the 47 missing
+    visits of the last pass are measured."""
     out = tmp_path / "run"
     shutil.copytree(collected, out)
     for name in ("r0.json", "repetitions.jsonl", "points.json", "provenance.json", "index.json"):
         (out / name).unlink()
-    records = sorted((out / "points").iterdir())
-    for path in records[30:]:
+    last_pass = sorted((out / "points").glob("*.p2.json"))
+    for path in last_pass[30:]:
         path.unlink()
-    kept = {p.name: p.read_bytes() for p in records[:30]}
-    (out / "points" / ".000031.json.abc123").write_bytes(b'{"benchmark_id": 31, "tor')  # a kill mid-write
+    kept = {p.name: p.read_bytes() for p in (out / "points").iterdir()}
+    assert len(kept) == 77 + 77 + 30
+    (out / "points" / ".000031.p2.json.abc123").write_bytes(b'{"benchmark_id": 31, "tor')  # a kill mid-write
     _collect(small_plan, model_dir, out, "--resume", host=standin_host(engine))
-    assert {p.name: p.read_bytes() for p in sorted((out / "points").iterdir())[:30]} == kept
+    assert {p.name: p.read_bytes() for p in (out / "points").iterdir() if p.name in kept} == kept
+    assert len(list((out / "points").iterdir())) == 3 * 77
     assert not [p for p in (out / "points").iterdir() if p.name.startswith(".")]
     assert len(engine.engines) == 1
     a, b = load_path(collected / "r0.json"), load_path(out / "r0.json")
@@ -150,7 +165,7 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
         "7",
         host=host,
     )
-    assert r.exit_code == 2 and "--repetitions 7 differs from the run's 5" in r.stderr
+    assert r.exit_code == 2 and "--repetitions 7 differs from the run's 6" in r.stderr
     r = run_fpm(
         "collect",
         str(small_plan),
@@ -180,13 +195,14 @@ def test_collect_refusals(small_plan, model_dir, collected, engine, tmp_path):
 
 
 def test_spacing_pauses_before_every_repetition(small_plan, model_dir, engine, tmp_path, monkeypatch):
-    """--spacing 0.25: a pause before each of the 2 + 5 repetitions of every point, recorded in the protocol."""
+    """--spacing 0.25: a pause before each of the 3 × (1 + 2) repetitions of every point, recorded in the
+    protocol."""
     from fpmcore.collect import measure
 
     pauses: list[float] = []
     monkeypatch.setattr(measure.time, "sleep", pauses.append)
     _collect(small_plan, model_dir, tmp_path / "run", "--smoke", "--spacing", "0.25", host=standin_host(engine))
-    assert pauses == [0.25] * (4 * 7)
+    assert pauses == [0.25] * (4 * 9)
     art = load_path(tmp_path / "run" / "r0.json")
     assert art["measurement_protocol"]["producer"]["repetition_spacing_seconds"] == 0.25
     assert validate_run(standin_host(engine), tmp_path / "run", plan_of(small_plan))[0].status == "accepted"
@@ -270,6 +286,6 @@ def test_publish_refuses_a_run_that_does_not_validate(collected, small_plan, eng
 def test_store_records_are_checked_against_the_list(collected, small_plan, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(collected, out)
-    (out / "points" / "000999.json").write_bytes((out / "points" / "000001.json").read_bytes())
-    with pytest.raises(FpmError, match="not a point of the staged list: 000999.json"):
-        store.RunFolder(out).records(plan_of(small_plan)["points"])
+    (out / "points" / "000999.p0.json").write_bytes((out / "points" / "000001.p0.json").read_bytes())
+    with pytest.raises(FpmError, match="not a point of the staged list: 000999.p0.json"):
+        store.RunFolder(out).records(plan_of(small_plan)["points"], passes=3)

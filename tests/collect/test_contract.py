@@ -122,24 +122,24 @@ def test_a_changed_row_point_is_refused_by_the_staged_list(mutate):
 
 def test_a_missing_repetition_is_refused(mutate):
     """A-32: the last raw sample removed, expected samples, indices and the retained value recomputed, and the
-    sidecar's last measured entry dropped: four repetitions where the protocol measured five."""
+    sidecar's last measured entry dropped: five repetitions where the protocol measured six."""
 
     def fn(art, lines):
         row = _row(art)
         bm = _bm(row)
         bm["raw_fpms"].pop()
-        bm["expected_internal_samples"] = 4
-        bm["estimate"]["raw_sample_indices"] = [1, 2, 3]
-        _retained(row)["wall_time"] = sorted(s["wall_time"] for s in bm["raw_fpms"][1:])[1]
+        bm["expected_internal_samples"] = 5
+        bm["estimate"]["raw_sample_indices"] = [1, 2, 3, 4]
+        _retained(row)["wall_time"] = sorted(s["wall_time"] for s in bm["raw_fpms"][1:])[2]
         lines[1]["repetitions"].pop()
 
     result = mutate(fn)
     d = result.diagnostics[0]
     assert d.rule == "A-32"
     assert d.message == (
-        "benchmark_measurement does not hold the producer's 5 measured repetitions with their "
-        "adjacent_upper_median estimate: method=adjacent_upper_median, raw_samples=4, "
-        "expected_internal_samples=4: benchmark_id=2 rank=0: r0.json"
+        "benchmark_measurement does not hold the producer's 6 measured repetitions with their "
+        "adjacent_upper_median estimate: method=adjacent_upper_median, raw_samples=5, "
+        "expected_internal_samples=5: benchmark_id=2 rank=0: r0.json"
     ).replace("r0.json", d.where)
 
 
@@ -209,7 +209,7 @@ def test_a_sidecar_line_that_contradicts_its_row_is_refused(mutate):
 
     d = mutate(fn).diagnostics[0]
     assert d.rule == "A-39"
-    assert "contradicts its row: measured wall_time of raw sample 3" in d.message
+    assert "contradicts its row: pass 1: measured wall_time of raw sample 3" in d.message
 
 
 def test_an_unbound_sidecar_is_refused(mutate):
@@ -223,13 +223,13 @@ def test_an_unbound_sidecar_is_refused(mutate):
 
 
 def test_a_protocol_that_claims_other_counts_is_refused(mutate):
-    """A-32: the protocol claims four measured repetitions while every row holds five."""
+    """A-32: the protocol claims five measured repetitions while every row holds six (three passes of two)."""
 
     def fn(art, lines):
-        art["measurement_protocol"]["producer"]["measured_repetitions"] = 4
+        art["measurement_protocol"]["producer"]["measured_repetitions"] = 5
 
     d = mutate(fn).diagnostics[0]
-    assert d.rule == "A-32" and "the producer's 4 measured repetitions" in d.message
+    assert d.rule == "A-32" and "the producer's 5 measured repetitions" in d.message
 
 
 def test_another_execution_mode_is_refused(mutate):

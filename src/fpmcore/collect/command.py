@@ -1,4 +1,4 @@
-"""``fpm collect PLAN --model-dir DIR -o RUN_DIR [--smoke] [--repetitions N] [--warmup N] [--resume] [--json]``.
+"""``fpm collect PLAN --model-dir DIR -o RUN_DIR [--smoke] [--repetitions N] [--passes P] [--warmup N] [--resume] [--json]``.
 
 Measures the staged points of a plan cell on the engine of the runtime plugin
 selected for the plan's runtime (:mod:`fpmcore.collect.run`), with a progress
@@ -38,13 +38,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="the run folder to write (new or empty; with --resume the folder of an earlier run of this plan)",
     )
     p.add_argument("--smoke", action="store_true", help="collect the smoke subset (04 G-24)")
-    p.add_argument(
-        "--repetitions",
-        type=_at_least(3),
-        metavar="N",
-        help="measured repetitions per point (default 5; the retained value is the upper median of 2…N)",
-    )
-    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    add_protocol_options(p)
     p.add_argument(
         "--spacing",
         type=float,
@@ -56,6 +50,37 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: finished points are kept")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+def add_protocol_options(p: argparse.ArgumentParser) -> None:
+    """The measurement protocol's options, shared by ``fpm collect`` and ``fpm onboard``."""
+    p.add_argument(
+        "--repetitions",
+        type=_at_least(3),
+        metavar="N",
+        help="clean measured samples per point over all passes (default 6; the retained value is the upper median "
+        "of all but the first)",
+    )
+    p.add_argument(
+        "--passes",
+        type=_at_least(1),
+        metavar="P",
+        help="passes over the whole plan that share a point's samples, so that no burst of load moves all of them "
+        "(default 3)",
+    )
+    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point and pass (default 1)")
+    p.add_argument(
+        "--max-contended",
+        type=_at_least(0),
+        metavar="N",
+        help="contended samples a point may retake in one pass before it fails (default 20)",
+    )
+    p.add_argument(
+        "--retake-pause",
+        type=float,
+        metavar="SECONDS",
+        help="first pause before retaking a contended sample, doubled per retake up to 16 s (default 0.5)",
+    )
 
 
 def progress_bar(ctx: Any, label: str) -> Any:
@@ -91,22 +116,26 @@ def run_collect(
     resume: bool = False,
     dtype: str | None = None,
     spacing: float | None = None,
+    passes: int | None = None,
+    max_contended: int | None = None,
+    retake_pause: float | None = None,
 ) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
     from fpmcore.collect import run as collect_run
     from fpmcore.collect.drivers import driver_for
 
     c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
-                            resume=resume, spacing=spacing)  # fmt: skip
+                            resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,
+                            retake_pause=retake_pause)  # fmt: skip
     driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
     label = f"collect {c.stage.cell['cell_id']}"
     bar = progress_bar(ctx, label) if not ctx.json else None
     with bar if bar is not None else nullcontext():
-        task = bar.add_task(label, total=len(c.stage.points)) if bar is not None else None
+        task = bar.add_task(label, total=c.total_visits) if bar is not None else None
 
         def progress(done: int, total: int, point: Any) -> None:
             if bar is not None:
-                bar.update(task, completed=done)
+                bar.update(task, completed=done, total=total)
 
         if driver is None:
             from fpmcore.collect import store
@@ -122,6 +151,19 @@ def run_collect(
         "resumed": c.resumed,
         "repetitions": c.settings.repetitions,
         "warmups": c.settings.warmups,
+        "passes": c.settings.passes,
+        **contention_counts(c.done.values(), c.settings.passes),
+    }
+
+
+def contention_counts(records: Any, passes: int) -> dict[str, Any]:
+    """What the run's records say about contention and disagreeing passes: the samples retaken because they
+    were contended, the points re-measured because their passes disagreed, and those still disagreeing."""
+    recs = list(records)
+    return {
+        "contended_samples": sum(1 for r in recs for rep in r["repetitions"] if rep.get("role") == "contended"),
+        "remeasured_points": sorted(r["benchmark_id"] for r in recs if len(r.get("passes", ())) > passes),
+        "flagged_points": sorted(r["benchmark_id"] for r in recs if r.get("flagged")),
     }
 
 
@@ -136,16 +178,20 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     try:
         summary = run_collect(ctx, plan_path=args.plan, plan=plan, model_dir=args.model_dir, output=args.output,
                               smoke=args.smoke, warmups=args.warmup, repetitions=args.repetitions,
-                              resume=args.resume, dtype=args.dtype, spacing=args.spacing)  # fmt: skip
+                              resume=args.resume, dtype=args.dtype, spacing=args.spacing, passes=args.passes,
+                              max_contended=args.max_contended, retake_pause=args.retake_pause)  # fmt: skip
     except PointFailed as exc:
-        ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues",
+        ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]",
                       markup=False, highlight=False)  # fmt: skip
         return 1
     if ctx.json:
         ctx.emit_json({"command": "collect", **summary})
     else:
         ctx.out.print(f"collected {summary['points']} points of {summary['cell']} into {summary['run']}"
-                      + (" (resumed)" if summary["resumed"] else ""), markup=False, highlight=False)  # fmt: skip
+                      + (" (resumed)" if summary["resumed"] else "")
+                      + f": {summary['passes']} passes, {summary['contended_samples']} contended samples retaken, "
+                      f"{len(summary['remeasured_points'])} points re-measured, "
+                      f"{len(summary['flagged_points'])} flagged", markup=False, highlight=False)  # fmt: skip
     return 0
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore.collect.run import EXECUTION_MODE, PROTOCOL_NAME, REDUCTION, STATE_PROTOCOL
+from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.point_grid import CELL_IDENTITY
 from fpmcore.validate.cell import CellView, RankView
@@ -38,7 +39,8 @@ from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
-from fpmcore.validate.values import ABSENT, get, is_int, js, plain
+from fpmcore.validate.integers import parse_line
+from fpmcore.validate.values import ABSENT, get, is_int, is_number, js, plain
 
 CONTRACT = ProducerContract(
     name="fpmcore_engine_steps",
@@ -134,9 +136,17 @@ def protocol_counts(view: CellView) -> RepetitionRules | None:
     """The repetition counts the protocol producer declares (A-23 checked them), as sidecar rules."""
     prod = get(view.ranks[0].protocol, "producer") if view.ranks else ABSENT
     w, m, x = (get(prod, k) for k in ("warmup_repetitions", "measured_repetitions", "max_rejected_repetitions"))
+    p = get(prod, "passes")
     if not (is_int(w) and is_int(m) and is_int(x)):
         return None
-    return RepetitionRules(warmups=w, measured=m, max_rejected=x, rejected_first=False)
+    return RepetitionRules(warmups=w, measured=m, max_rejected=x, rejected_first=False,
+                           passes=p if is_int(p) and p > 1 else None)  # fmt: skip
+
+
+def protocol_bound(view: CellView) -> ContentionBound | None:
+    """The contention bound the protocol producer declares (A-23 checked it)."""
+    prod = get(view.ranks[0].protocol, "producer") if view.ranks else ABSENT
+    return ContentionBound.from_json(get(prod, "contention_bound"))
 
 
 def a23_protocol(view: CellView) -> Diagnostic | None:
@@ -164,11 +174,26 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
             v = get(prod, field)
             if not (is_int(v) and v >= low):
                 return bad(f"producer.{field}", f"an integer ≥ {low}", plain(v))
-        spacing = get(prod, "repetition_spacing_seconds")
-        if not (type(spacing) in (int, float) and 0 <= spacing < 3600):
-            return bad("producer.repetition_spacing_seconds", "a number of seconds ≥ 0", plain(spacing))
+        for field in ("repetition_spacing_seconds", "retake_pause_seconds"):
+            v = get(prod, field)
+            if not (type(v) in (int, float) and 0 <= v < 3600):
+                return bad(f"producer.{field}", "a number of seconds ≥ 0", plain(v))
+        m, passes = get(prod, "measured_repetitions"), get(prod, "passes")
+        if not (is_int(passes) and 1 <= passes <= m):
+            return bad("producer.passes", f"an integer from 1 to the measured repetitions ({plain(m)})", plain(passes))
+        if ContentionBound.from_json(get(prod, "contention_bound")) is None:
+            return bad("producer.contention_bound", "{max_wait_fraction, max_foreign_fraction} in (0, 1]",
+                       js(get(prod, "contention_bound")))  # fmt: skip
+        v = get(prod, "max_contended_samples")
+        if not (is_int(v) and v >= 0):
+            return bad("producer.max_contended_samples", "an integer ≥ 0", plain(v))
+        v = get(prod, "pass_disagreement_bound")
+        if not (type(v) in (int, float) and v > 0):
+            return bad("producer.pass_disagreement_bound", "a fraction > 0", plain(v))
         allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions",
-                                           "repetition_spacing_seconds"}  # fmt: skip
+                                           "repetition_spacing_seconds", "retake_pause_seconds", "passes",
+                                           "contention_bound", "max_contended_samples",
+                                           "pass_disagreement_bound"}  # fmt: skip
         for key in prod:
             if key not in allowed:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))
@@ -176,14 +201,19 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
 
 
 def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-32: the protocol's measured repetitions as raw samples, expected as many, ``adjacent_upper_median``."""
+    """A-32: the protocol's measured repetitions as raw samples, expected as many, ``adjacent_upper_median``
+    (a point whose passes disagreed was re-measured once: its re-measuring visit's samples come on top,
+    A-39 checks the visit)."""
     counts = protocol_counts(view)
     m = counts.measured if counts is not None else ABSENT
     bm = measurement(row)
     raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
     method = get(get(bm, "estimate"), "method")
     n = len(raw) if isinstance(raw, list) else ABSENT
-    if not (method == METHOD and n == m and is_int(exp) and exp == m):
+    want = {m}
+    if counts is not None and counts.passes is not None:
+        want.add(counts.measured + counts.share(counts.passes))
+    if not (method == METHOD and n in want and is_int(exp) and exp == n):
         return Diagnostic(
             "A-32",
             f"benchmark_measurement does not hold the producer's {plain(m)} measured repetitions with their "
@@ -191,6 +221,39 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
             f"expected_internal_samples={plain(exp)}" + rank.row_suffix(row),
             rank.path,
         )
+    return None
+
+
+def a42_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-42: every measured repetition of the row's sidecar line records what the machine did to it
+    (:mod:`fpmcore.contention`) and was clean under the protocol's bound; every ``contended`` one was
+    contended under it (it was retaken, and it is not a raw sample)."""
+    i = rank.bound.get(k)
+    bound = protocol_bound(view)
+    if i is None or rank.sidecar is None or bound is None:
+        return None
+    obj = parse_line(rank.sidecar[i])
+    reps = get(obj, "repetitions")
+    if not isinstance(reps, list):
+        return None
+    bid = plain(get(get(row, "point"), "benchmark_id"))
+    for j, rep in enumerate(reps):
+        role = get(rep, "role")
+        if role not in ("measured", "contended"):
+            continue
+        seen, wall = Contention.from_json(get(rep, "contention")), get(rep, "wall_time")
+        if seen is None or not is_number(wall):
+            return Diagnostic(
+                "A-42", f"repetition {j} of benchmark_id={bid} records no contention (cpu_seconds, wait_seconds, "
+                        f"foreign_seconds): found {js(get(rep, 'contention'))}: {rank.path}", rank.path,
+            )  # fmt: skip
+        if bound.contended(seen, wall) != (role == "contended"):
+            state = "contended" if role == "measured" else "clean"
+            return Diagnostic(
+                "A-42", f"{role} repetition {j} of benchmark_id={bid} was {state} ({bound.describe(seen, wall)}; "
+                        f"bound: wait {bound.max_wait_fraction:.0%}, others' CPU {bound.max_foreign_fraction:.0%}): "
+                        f"{rank.path}", rank.path,
+            )  # fmt: skip
     return None
 
 
@@ -202,10 +265,11 @@ RULES = ContractRules(
     ),
     rows=(
         ("A-32", a32_measurement_record), A37_KV_SEED_REGIME, ("A-38", a38_bind),
-        ("A-39", a39_rule(protocol_counts)),
+        ("A-39", a39_rule(protocol_counts)), ("A-42", a42_clean_samples),
     ),
     rank_end=(("A-38", a38_unbound),),
     owns_protocol_producer=True,
+    interleaved_passes=True,
 )  # fmt: skip
 
 

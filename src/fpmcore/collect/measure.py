@@ -47,6 +47,7 @@ from typing import Any
 import attrs
 
 from fpmcore.collect.content import TokenSource, prompt_sha256
+from fpmcore.contention import ContentionBound
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 
@@ -56,24 +57,68 @@ ESTIMATE_METHOD = "adjacent_upper_median"
 PREFILL_OUTPUT_TOKENS, DECODE_OUTPUT_TOKENS = 1, 3
 #: Index of the measured forward within a decode repetition.
 DECODE_MEASURED_STEP = 2
+#: Contended samples a point's visit may retake before the point fails (A-42), and the first pause before a
+#: retake (doubled after each contended sample of the visit, at most :data:`MAX_RETAKE_PAUSE`).
+DEFAULT_MAX_CONTENDED, DEFAULT_RETAKE_PAUSE, MAX_RETAKE_PAUSE = 20, 0.5, 16.0
+#: Passes whose values spread more than this fraction of the point's value disagree (A-43).
+PASS_DISAGREEMENT = 0.15
 
 
 @attrs.frozen
 class ProtocolSettings:
-    """How many repetitions a point gets, and the content seed."""
+    """How a point is measured: warm-ups per visit, measured samples over the passes, the content seed,
+    and what makes a sample contended (:mod:`fpmcore.contention`) and how often one is retaken."""
 
     warmups: int
     repetitions: int
     max_rejected: int
     seed: int
     spacing: float = 0.0
+    passes: int = 1
+    bound: ContentionBound = ContentionBound()
+    max_contended: int = DEFAULT_MAX_CONTENDED
+    retake_pause: float = DEFAULT_RETAKE_PAUSE
+    disagreement: float = PASS_DISAGREEMENT
 
     def __attrs_post_init__(self) -> None:
         if self.repetitions < 3:
             raise FpmError("collect", f"--repetitions must be at least 3 ({ESTIMATE_METHOD}); got {self.repetitions}")
+        if not 1 <= self.passes <= self.repetitions:
+            raise FpmError("collect", f"--passes must be between 1 and --repetitions ({self.repetitions}): every "
+                                      f"pass measures at least one sample; got {self.passes}")  # fmt: skip
         if self.warmups < 0 or self.max_rejected < 0 or not 0 <= self.spacing < 3600:
             raise FpmError("collect", f"--warmup, --spacing and the rejection budget must be >= 0; got "
                                       f"{self.warmups}, {self.spacing}, {self.max_rejected}")  # fmt: skip
+        if self.max_contended < 0 or not 0 <= self.retake_pause < 3600:
+            raise FpmError("collect", f"--max-contended and --retake-pause must be >= 0; got {self.max_contended}, "
+                                      f"{self.retake_pause}")  # fmt: skip
+
+    def share(self, visit: int) -> int:
+        """Measured samples of visit ``visit``: the repetitions spread evenly over the passes (the earlier
+        passes take the remainder); the re-measuring visit (``visit == passes``) takes the largest share."""
+        base, extra = divmod(self.repetitions, self.passes)
+        if visit >= self.passes:
+            return base + (1 if extra else 0)
+        return base + (1 if visit < extra else 0)
+
+    def as_json(self) -> dict[str, Any]:
+        """The run's ``settings`` (``collect.json``)."""
+        return {"warmups": self.warmups, "repetitions": self.repetitions, "max_rejected": self.max_rejected,
+                "seed": self.seed, "spacing": self.spacing, "passes": self.passes,
+                "contention_bound": self.bound.as_json(), "max_contended": self.max_contended,
+                "retake_pause": self.retake_pause, "pass_disagreement": self.disagreement}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, s: Mapping[str, Any]) -> ProtocolSettings:
+        """The settings of a run's ``collect.json`` (a run collected before passes existed has one pass)."""
+        bound = ContentionBound.from_json(s.get("contention_bound")) or ContentionBound()
+        try:
+            return cls(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"], s["spacing"],
+                       s.get("passes", 1), bound, s.get("max_contended", DEFAULT_MAX_CONTENDED),
+                       s.get("retake_pause", DEFAULT_RETAKE_PAUSE),
+                       s.get("pass_disagreement", PASS_DISAGREEMENT))  # fmt: skip
+        except (KeyError, TypeError) as exc:
+            raise FpmError("collect", f"the run's settings are unreadable: {exc}") from None
 
 
 @attrs.frozen
@@ -176,20 +221,22 @@ class Measurer:
         self.forward_index += len(run.steps)
         return run, start
 
-    def _seed(self, prefix: int, point: PlannedPoint, ledger: list[dict[str, Any]]) -> None:
+    def _seed(self, prefix: int, point: PlannedPoint, ledger: list[dict[str, Any]], visit: int) -> None:
         bid, n = point.benchmark_id, len(ledger)
-        prompts = [self.tokens.prefix(prefix, slot) + self.tokens.fresh(1, "seed", bid, n, slot)
+        key: tuple[object, ...] = ("seed", bid, n) if not visit else ("seed", bid, f"pass{visit}", n)
+        prompts = [self.tokens.prefix(prefix, slot) + self.tokens.fresh(1, *key, slot)
                    for slot in range(point.batch_size)]  # fmt: skip
         run, start = self._run(prompts, 1)
         ledger.append(_ledger_record("real_prefix_seed", "completed", None, start, run,
                                      {"batch_size": point.batch_size, "prefix_tokens": prefix}))  # fmt: skip
 
-    def _prompts(self, point: PlannedPoint, rep: int, seeded: int) -> list[list[int]]:
+    def _prompts(self, point: PlannedPoint, rep: int, seeded: int, visit: int) -> list[list[int]]:
         if point.is_prefill:
             length = point.prefix_tokens + point.new_tokens + point.prompt_extension
         else:
             length = point.context_tokens - 1
-        return [self.tokens.prefix(seeded, slot) + self.tokens.fresh(length - seeded, point.benchmark_id, rep, slot)
+        key: tuple[object, ...] = (point.benchmark_id, rep) if not visit else (point.benchmark_id, f"pass{visit}", rep)
+        return [self.tokens.prefix(seeded, slot) + self.tokens.fresh(length - seeded, *key, slot)
                 for slot in range(point.batch_size)]  # fmt: skip
 
     def check(self, point: PlannedPoint, run: EngineRun, seeded: int) -> tuple[EngineStep | None, str | None]:
@@ -218,29 +265,38 @@ class Measurer:
             return None, "no_timing"
         return measured, None
 
-    def measure(self, point: PlannedPoint) -> dict[str, Any]:
-        """Measure ``point``; the JSON-ready record a run keeps for it (:mod:`fpmcore.collect.store`)."""
+    def measure(self, point: PlannedPoint, visit: int = 0, samples: int | None = None) -> dict[str, Any]:
+        """Measure ``samples`` clean samples of ``point`` in pass ``visit`` (all repetitions: one pass); the
+        JSON-ready record of the visit a run keeps (:mod:`fpmcore.collect.store`).
+
+        A repetition whose measured forward is contended under the settings' bound is kept as a
+        ``contended`` repetition and retaken after a pause (doubling from ``retake_pause``); more than
+        ``max_contended`` of them fail the point (A-42)."""
         s = self.settings
+        want = s.repetitions if samples is None else samples
         t0 = time.monotonic()
         first_forward = self.forward_index
         seeded = point.seeded_prefix(self.hash_block, self.caching)
         ledger: list[dict[str, Any]] = []
         if seeded:
-            self._seed(seeded, point, ledger)
+            self._seed(seeded, point, ledger, visit)
         reps: list[dict[str, Any]] = []
         raw: list[dict[str, Any]] = []
         prompts_evidence: list[dict[str, Any]] = []
-        rejected = warm = 0
+        rejected = warm = contended = 0
+        worst = ""
         shape_kind = "real_prefix_shape" if point.kv_seed_regime() == "real_kv" else "eager_shape"
         max_tokens = PREFILL_OUTPUT_TOKENS if point.is_prefill else DECODE_OUTPUT_TOKENS
-        while len(raw) < s.repetitions:
+        while len(raw) < want:
             if s.spacing:
                 time.sleep(s.spacing)
-            prompts = self._prompts(point, len(reps), seeded)
+            prompts = self._prompts(point, len(reps), seeded, visit)
             run, start = self._run(prompts, max_tokens)
             measured, reason = self.check(point, run, seeded)
             digest = prompt_sha256([t for p in prompts for t in p])
             entry: dict[str, Any] = {"index": len(reps), "fpm_count": len(run.steps), "prompts_sha256": digest}
+            if s.passes > 1:
+                entry["pass"] = visit
             if measured is None:
                 rejected += 1
                 entry.update(role="rejected", reason=reason)
@@ -253,7 +309,7 @@ class Measurer:
                         f"(at most {s.max_rejected}); last reason {reason}",
                     )
                 if reason is not None and reason.startswith("prefix_miss") and seeded:
-                    self._seed(seeded, point, ledger)
+                    self._seed(seeded, point, ledger, visit)
                 continue
             if warm < s.warmups:
                 warm += 1
@@ -263,7 +319,25 @@ class Measurer:
                 continue
             position = DECODE_MEASURED_STEP if not point.is_prefill else 0
             wall = measured.end - measured.start
-            entry.update(role="measured", raw_sample_index=len(raw), wall_time=wall)
+            seen = measured.contention.as_json() if measured.contention is not None else None
+            if s.bound.contended(measured.contention, wall):
+                contended += 1
+                worst = s.bound.describe(measured.contention, wall)
+                entry.update(role="contended", wall_time=wall, contention=seen, reason=worst)
+                ledger.append(_ledger_record(shape_kind, "failed", "contended", start, run, point.shape()))
+                reps.append(entry)
+                if contended > s.max_contended:
+                    raise PointFailed(
+                        "A-42",
+                        f"point {point.benchmark_id} {point.phase} {point.shape()}: {contended} samples were "
+                        f"contended (at most {s.max_contended} retakes; last {worst}; bound: wait "
+                        f"{s.bound.max_wait_fraction:.0%}, others' CPU {s.bound.max_foreign_fraction:.0%} of a "
+                        "sample's wall time): the machine is busy; stop other work on it, or raise --max-contended",
+                    )
+                if s.retake_pause:
+                    time.sleep(min(MAX_RETAKE_PAUSE, s.retake_pause * 2 ** (contended - 1)))
+                continue
+            entry.update(role="measured", raw_sample_index=len(raw), wall_time=wall, contention=seen)
             if not raw:
                 prompts_evidence = [{"slot": i, "num_tokens": len(p), "sha256": prompt_sha256(p)}
                                     for i, p in enumerate(prompts)]  # fmt: skip
@@ -273,7 +347,7 @@ class Measurer:
                 "scheduled": measured.scheduled.as_json(), "queued": measured.queued.as_json(),
             })  # fmt: skip
             reps.append(entry)
-        return {
+        record = {
             "benchmark_id": point.benchmark_id,
             "point": point.dynamo_point(self.graph_mode),
             "kv_seed_regime": point.kv_seed_regime(),
@@ -286,6 +360,9 @@ class Measurer:
             "elapsed_seconds": time.monotonic() - t0,
             "finished_at": _now(),
         }
+        if s.passes > 1:
+            record["pass"] = visit
+        return record
 
 
 def _now() -> str:

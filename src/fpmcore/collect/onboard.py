@@ -197,6 +197,9 @@ class OnboardOptions:
     warmups: int | None = None
     probe_stage: str = "live"
     spacing: float | None = None
+    passes: int | None = None
+    max_contended: int | None = None
+    retake_pause: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -207,6 +210,9 @@ class OnboardOptions:
             "warmups": self.warmups,
             "probe_stage": self.probe_stage,
             "spacing": self.spacing,
+            "passes": self.passes,
+            "max_contended": self.max_contended,
+            "retake_pause": self.retake_pause,
         }
 
 
@@ -258,7 +264,8 @@ def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     run = c.path(RUN_DIR)
     run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
                 output=str(run), smoke=o.smoke, warmups=o.warmups, repetitions=o.repetitions,
-                resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing)  # fmt: skip
+                resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing, passes=o.passes,
+                max_contended=o.max_contended, retake_pause=o.retake_pause)  # fmt: skip
     c.record("collect", {"plan": ("file", PLAN), "model_config": ("model", o.model_dir)},
              {"run": ("run", RUN_DIR)})  # fmt: skip
 
@@ -367,7 +374,7 @@ def _on_off(text: str) -> bool:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from fpmcore.collect.command import _at_least
+    from fpmcore.collect.command import _at_least, add_protocol_options
 
     p.add_argument("model_dir", metavar="MODEL_DIR", help="the model folder (config.json, weights, tokenizer)")
     p.add_argument("-o", "--output", required=True, metavar="CAMPAIGN", help="the campaign folder (new or empty)")
@@ -381,8 +388,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"
     )
-    p.add_argument("--repetitions", type=_at_least(3), metavar="N", help="measured repetitions per point (default 5)")
-    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point (default 2)")
+    add_protocol_options(p)
     p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
     p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
     p.add_argument("--json", action="store_true", help="print the manifest on stdout")
@@ -395,7 +401,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                            caching=args.caching, max_num_seqs=args.max_num_seqs,
                            max_num_batched_tokens=args.max_num_batched_tokens),
         smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
-        spacing=args.spacing,
+        spacing=args.spacing, passes=args.passes, max_contended=args.max_contended, retake_pause=args.retake_pause,
     )  # fmt: skip
 
     def report(stage: str, status: str) -> None:

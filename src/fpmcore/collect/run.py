@@ -33,7 +33,13 @@ import attrs
 
 from fpmcore.collect import store
 from fpmcore.collect.content import POOL_TAG, TokenSource
-from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
+from fpmcore.collect.measure import (
+    DEFAULT_MAX_CONTENDED,
+    DEFAULT_RETAKE_PAUSE,
+    Measurer,
+    PlannedPoint,
+    ProtocolSettings,
+)
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
@@ -45,7 +51,8 @@ PROTOCOL_NAME = "fpmcore_engine_steps"
 REDUCTION = "upper_median_after_first_repetition"
 STATE_PROTOCOL = "fpmcore_prefix_cache_real_seed_v1"
 UNOBSERVED = ("kv_cache_tensors", "recurrent_state_tensors", "sampled_continuation_token_ids")
-DEFAULT_WARMUPS, DEFAULT_REPETITIONS, DEFAULT_MAX_REJECTED = 2, 5, 10
+#: Per point: warm-ups in each pass's visit, measured samples over all passes, the passes, rejections allowed.
+DEFAULT_WARMUPS, DEFAULT_REPETITIONS, DEFAULT_PASSES, DEFAULT_MAX_REJECTED = 1, 6, 3, 10
 MODEL_CONFIG = "config.json"
 
 
@@ -137,7 +144,11 @@ def protocol_record(settings: ProtocolSettings, producer: ProducerRecord) -> dic
         "producer": {"name": PROTOCOL_NAME, "reduction": REDUCTION, "warmup_repetitions": settings.warmups,
                      "measured_repetitions": settings.repetitions, "max_rejected_repetitions": settings.max_rejected,
                      "repetition_spacing_seconds": settings.spacing,
-                     "state_protocol": STATE_PROTOCOL, "timing_boundary": producer.timing_boundary},
+                     "state_protocol": STATE_PROTOCOL, "timing_boundary": producer.timing_boundary,
+                     "passes": settings.passes, "contention_bound": settings.bound.as_json(),
+                     "max_contended_samples": settings.max_contended,
+                     "retake_pause_seconds": settings.retake_pause,
+                     "pass_disagreement_bound": settings.disagreement},
     }  # fmt: skip
 
 
@@ -156,15 +167,56 @@ class Collection:
     stage: Staged
     folder: store.RunFolder
     run: dict[str, Any] | None
-    done: dict[int, dict[str, Any]]
+    visits: dict[store.VisitKey, dict[str, Any]]
     settings: ProtocolSettings
     model_dir: str
     model_sha: str
     resumed: bool
 
+    def key(self, point: PlannedPoint, visit: int) -> store.VisitKey:
+        return (point.benchmark_id, visit if self.settings.passes > 1 else None)
+
+    def needs_remeasure(self, point: PlannedPoint) -> bool:
+        """Whether the point's passes, all done, disagree beyond the bound and it has not been re-measured."""
+        s = self.settings
+        if s.passes == 1 or self.key(point, s.passes) in self.visits:
+            return False
+        got = [self.visits.get(self.key(point, v)) for v in range(s.passes)]
+        if any(v is None for v in got):
+            return False
+        return store.pass_spread(store.pass_values(got)) > s.disagreement  # type: ignore[arg-type]
+
+    def schedule(self) -> list[tuple[int, PlannedPoint]]:
+        """The visits still to measure, in order: pass after pass over the whole list, then the re-measuring
+        visit of every point whose passes disagree (known only once its passes are done)."""
+        todo = [(v, p) for v in range(self.settings.passes) for p in self.stage.points
+                if self.key(p, v) not in self.visits]  # fmt: skip
+        return todo
+
+    @property
+    def total_visits(self) -> int:
+        return len(self.stage.points) * self.settings.passes
+
+    @property
+    def done(self) -> dict[int, dict[str, Any]]:
+        """The finished points' records, by benchmark id (a multi-pass run's visits merged)."""
+        s = self.settings
+        if s.passes == 1:
+            return {bid: rec for (bid, _), rec in self.visits.items()}
+        out = {}
+        for p in self.stage.points:
+            got = [self.visits.get(self.key(p, v)) for v in range(s.passes + 1)]
+            if all(v is not None for v in got[: s.passes]) and not self.needs_remeasure(p):
+                rec = store.merge_visits([v for v in got if v is not None])
+                values = [x["value"] for x in rec["passes"]]
+                rec["flagged"] = len(values) > s.passes and store.settled_spread(values) > s.disagreement
+                out[p.benchmark_id] = rec
+        return out
+
     @property
     def missing(self) -> list[PlannedPoint]:
-        return [p for p in self.stage.points if p.benchmark_id not in self.done]
+        done = self.done
+        return [p for p in self.stage.points if p.benchmark_id not in done]
 
     @property
     def complete(self) -> bool:
@@ -182,6 +234,9 @@ def prepare(
     resume: bool = False,
     seed: int = 0,
     spacing: float | None = None,
+    passes: int | None = None,
+    max_contended: int | None = None,
+    retake_pause: float | None = None,
 ) -> Collection:
     """Everything ``fpm collect`` checks before an engine starts (module docstring)."""
     stage = staged(plan, smoke)
@@ -205,12 +260,17 @@ def prepare(
             if run.get(key) != want:
                 raise FpmError("collect", f"--resume: the run folder was collected for another {key}: "
                                           f"{run.get(key)}, this plan {want}", str(root))  # fmt: skip
-        s = run["settings"]
-        for name, given, have in (("--warmup", warmups, s["warmups"]), ("--repetitions", repetitions,
-                                  s["repetitions"]), ("--spacing", spacing, s["spacing"])):  # fmt: skip
+        s = run.get("settings")
+        if not isinstance(s, Mapping):
+            raise FpmError("collect", f"--resume: {store.RUN_FILE} has no settings", str(root))
+        settings = ProtocolSettings.from_json(s)
+        for name, given, have in (("--warmup", warmups, settings.warmups), ("--repetitions", repetitions,
+                                  settings.repetitions), ("--spacing", spacing, settings.spacing),
+                                  ("--passes", passes, settings.passes),
+                                  ("--max-contended", max_contended, settings.max_contended),
+                                  ("--retake-pause", retake_pause, settings.retake_pause)):  # fmt: skip
             if given is not None and given != have:
                 raise FpmError("collect", f"--resume: {name} {given} differs from the run's {have}", str(root))
-        settings = ProtocolSettings(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"], s["spacing"])
     else:
         if root.exists() and (not root.is_dir() or any(p.name != store.POINTS_DIR or any(p.iterdir())
                                                        for p in root.iterdir())):  # fmt: skip
@@ -220,13 +280,16 @@ def prepare(
         if not root.parent.is_dir():
             raise FpmError("O-1", f"the folder {root.parent} does not exist; fpm never creates missing folders "
                                   "(create it first)", str(root))  # fmt: skip
+        reps = DEFAULT_REPETITIONS if repetitions is None else repetitions
         settings = ProtocolSettings(
-            DEFAULT_WARMUPS if warmups is None else warmups,
-            DEFAULT_REPETITIONS if repetitions is None else repetitions,
-            DEFAULT_MAX_REJECTED, seed, 0.0 if spacing is None else spacing,
+            DEFAULT_WARMUPS if warmups is None else warmups, reps, DEFAULT_MAX_REJECTED, seed,
+            0.0 if spacing is None else spacing, min(DEFAULT_PASSES, reps) if passes is None else passes,
+            max_contended=DEFAULT_MAX_CONTENDED if max_contended is None else max_contended,
+            retake_pause=DEFAULT_RETAKE_PAUSE if retake_pause is None else retake_pause,
         )  # fmt: skip
-    done = folder.records([{"benchmark_id": p.benchmark_id} for p in stage.points]) if run is not None else {}
-    return Collection(plan, stage, folder, run, done, settings, str(model_dir), model_sha, resumed=run is not None)
+    ids = [{"benchmark_id": p.benchmark_id} for p in stage.points]
+    visits = folder.visits(ids, settings.passes) if run is not None else {}
+    return Collection(plan, stage, folder, run, visits, settings, str(model_dir), model_sha, resumed=run is not None)
 
 
 def _new_run(c: Collection, facts: EngineFacts, producer: ProducerRecord) -> dict[str, Any]:
@@ -246,8 +309,7 @@ def _new_run(c: Collection, facts: EngineFacts, producer: ProducerRecord) -> dic
         "run_id": f"{cell['cell_id']}-{attempt}",
         "grid_digest": f"{cell['cell_id']}-{c.stage.manifest_sha256[:16]}",
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "settings": {"warmups": c.settings.warmups, "repetitions": c.settings.repetitions,
-                     "max_rejected": c.settings.max_rejected, "seed": c.settings.seed, "spacing": c.settings.spacing},
+        "settings": c.settings.as_json(),
         "execution_mode": EXECUTION_MODE,
         "execution_identity": dict(cell.get("execution_identity") or {}),
         "producer": producer_json(producer, c.model_sha, c.model_dir),
@@ -280,9 +342,9 @@ def collect(
     c: Collection, driver: MeasurementDriver, *, progress: Progress | None = None, dtype: str | None = None
 ) -> dict[str, bytes]:
     """Measure every missing point of ``c`` on ``driver``'s engine, keep each, build and publish the artifacts."""
-    total = len(c.stage.points)
+    total = c.total_visits
     if progress:
-        progress(len(c.done), total, None)
+        progress(len(c.visits), total, None)
     if not c.complete:
         engine = driver.start(c.model_dir, engine_options(c.plan, dtype=dtype, seed=c.settings.seed))
         try:
@@ -297,16 +359,23 @@ def collect(
                 c.run = fresh
             else:
                 _same_engine(c.run, fresh)
-            forward = max((r["forward_end"] for r in c.done.values()), default=0)
+            forward = max((r["forward_end"] for r in c.visits.values()), default=0)
             measurer = Measurer(engine, TokenSource(c.settings.seed, facts.vocab_size, facts.excluded_token_ids),
                                 c.settings, facts.hash_block_size, facts.prefix_caching,
                                 forward_index=forward)  # fmt: skip
-            for point in c.missing:
-                record = measurer.measure(point)
+            s = c.settings
+
+            def visit(point: PlannedPoint, v: int) -> None:
+                record = measurer.measure(point, v, s.share(v) if s.passes > 1 else None)
                 c.folder.save_point(record)
-                c.done[point.benchmark_id] = record
+                c.visits[c.key(point, v)] = record
                 if progress:
-                    progress(len(c.done), total, point)
+                    progress(len(c.visits), max(total, len(c.visits)), point)
+
+            for v, point in c.schedule():
+                visit(point, v)
+            for point in [p for p in c.stage.points if c.needs_remeasure(p)]:
+                visit(point, s.passes)
         finally:
             engine.close()
     assert c.run is not None

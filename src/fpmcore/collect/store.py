@@ -102,12 +102,17 @@ def remove_stray_temporaries(root: Path) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-def record_name(benchmark_id: int) -> str:
-    return f"{benchmark_id:06d}.json"
+def record_name(benchmark_id: int, visit: int | None = None) -> str:
+    """``000012.json`` (a one-pass run), ``000012.p1.json`` (the record of pass 1 of a multi-pass run)."""
+    return f"{benchmark_id:06d}.json" if visit is None else f"{benchmark_id:06d}.p{visit}.json"
+
+
+#: ``(benchmark id, pass)`` of a visit record; the pass is ``None`` in a one-pass run.
+VisitKey = tuple[int, "int | None"]
 
 
 class RunFolder:
-    """One run folder: its ``collect.json`` and its point records."""
+    """One run folder: its ``collect.json`` and its point records (one per point and pass)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -138,31 +143,119 @@ class RunFolder:
         write_durable(self.root / RUN_FILE, json_bytes(dict(run)))
 
     def save_point(self, record: Mapping[str, Any]) -> None:
-        write_durable(self.points_dir / record_name(int(record["benchmark_id"])), json_bytes(dict(record)))
+        """Keep one finished visit of a point (its pass in ``record["pass"]``, absent in a one-pass run)."""
+        name = record_name(int(record["benchmark_id"]), record.get("pass"))
+        write_durable(self.points_dir / name, json_bytes(dict(record)))
 
-    def records(self, points: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
-        """The finished records, by benchmark id; each checked against the staged ``points``."""
+    def visits(self, points: Sequence[Mapping[str, Any]], passes: int = 1) -> dict[VisitKey, dict[str, Any]]:
+        """The finished visit records by ``(benchmark id, pass)``; each checked against the staged ``points``
+        (a record of a point not in the list, of a pass the run does not have, or named after another point
+        or pass is refused)."""
         by_id = {int(p["benchmark_id"]): p for p in points}
-        found: dict[int, dict[str, Any]] = {}
+        found: dict[VisitKey, dict[str, Any]] = {}
         if not self.points_dir.is_dir():
             return found
         for path in sorted(self.points_dir.iterdir()):
             if path.name.startswith("."):
                 continue
+            stem, _, tail = path.stem.partition(".p")
             try:
-                bid = int(path.stem)
-                rec = loads(path.read_bytes(), str(path))
+                bid = int(stem)
+                visit = int(tail) if tail else None
+                rec = loads(path.read_bytes(), str(path)) if path.is_file() and not path.is_symlink() else None
             except (ValueError, JsonError) as exc:
                 raise FpmError("collect", f"a point record of the run is unreadable: {exc}", str(path)) from None
             if (
                 not isinstance(rec, dict)
                 or rec.get("benchmark_id") != bid
+                or rec.get("pass") != visit
                 or bid not in by_id
-                or path.name != record_name(bid)
+                or path.name != record_name(bid, visit)
+                or (visit is None) != (passes == 1)
+                or (visit is not None and not 0 <= visit <= passes)
             ):
                 raise FpmError("collect", f"a point record is not a point of the staged list: {path.name}", str(path))
-            found[bid] = rec
+            found[(bid, visit)] = rec
         return found
+
+    def records(self, points: Sequence[Mapping[str, Any]], passes: int = 1) -> dict[int, dict[str, Any]]:
+        """The finished points' records, by benchmark id: a one-pass run's records as kept, a multi-pass
+        run's visits merged (:func:`merge_visits`) for every point whose passes are all done."""
+        visits = self.visits(points, passes)
+        if passes == 1:
+            return {bid: rec for (bid, _), rec in visits.items()}
+        out: dict[int, dict[str, Any]] = {}
+        for p in points:
+            bid = int(p["benchmark_id"])
+            got = [visits[(bid, v)] for v in range(passes + 1) if (bid, v) in visits]
+            if len(got) >= passes and all((bid, v) in visits for v in range(passes)):
+                out[bid] = merge_visits(got)
+        return out
+
+
+# ---------------------------------------------------------------------------
+# the passes of a point (interleaved passes, A-43)
+# ---------------------------------------------------------------------------
+
+
+def pass_values(visits: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Each visit's value: the upper median of its samples' wall times."""
+    out = []
+    for v in visits:
+        walls = sorted(s["wall_time"] for s in v["raw"])
+        out.append(walls[len(walls) // 2])
+    return out
+
+
+def pass_spread(values: Sequence[float]) -> float:
+    """How far the passes of a point disagree: (largest − smallest) / their upper median."""
+    if len(values) < 2:
+        return 0.0
+    ordered = sorted(values)
+    mid = ordered[len(ordered) // 2]
+    return (ordered[-1] - ordered[0]) / mid if mid > 0 else 0.0
+
+
+def settled_spread(values: Sequence[float]) -> float:
+    """The spread of a re-measured point's passes once the one farthest from their upper median is set aside:
+    small when the disagreement was one pass's burst, which the re-measuring visit outvoted."""
+    if len(values) < 3:
+        return pass_spread(values)
+    mid = sorted(values)[len(values) // 2]
+    odd = max(range(len(values)), key=lambda i: abs(values[i] - mid))
+    return pass_spread([v for i, v in enumerate(values) if i != odd])
+
+
+def merge_visits(visits: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One point record of a multi-pass run from its visits, in pass order: the samples of every pass
+    (``raw``), every repetition renumbered (``index``, ``raw_sample_index``), the warm-up ledger of every
+    visit, the prompt evidence of the first sample, the passes' values and whether they still disagree
+    (``flagged``: the point was re-measured once and its passes disagree beyond the run's bound)."""
+    ordered = sorted(visits, key=lambda v: v["pass"])
+    first = ordered[0]
+    raw: list[Any] = []
+    reps: list[dict[str, Any]] = []
+    ledger: list[Any] = []
+    for v in ordered:
+        for rep in v["repetitions"]:
+            entry = {**rep, "index": len(reps)}
+            if rep.get("role") == "measured":
+                entry["raw_sample_index"] = len(raw) + rep["raw_sample_index"]
+            reps.append(entry)
+        raw.extend(v["raw"])
+        ledger.extend(v["warmups"])
+    values = pass_values(ordered)
+    return {
+        "benchmark_id": first["benchmark_id"], "point": first["point"], "kv_seed_regime": first["kv_seed_regime"],
+        "raw": raw, "repetitions": reps, "warmups": ledger,
+        "prompts": next((v["prompts"] for v in ordered if v["prompts"]), []),
+        "forward_start": min(v["forward_start"] for v in ordered),
+        "forward_end": max(v["forward_end"] for v in ordered),
+        "elapsed_seconds": sum(v["elapsed_seconds"] for v in ordered),
+        "finished_at": ordered[-1]["finished_at"],
+        "passes": [{"pass": v["pass"], "value": x} for v, x in zip(ordered, values, strict=True)],
+        "pass_spread": pass_spread(values),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -184,23 +277,29 @@ def upper_median_index(values: Sequence[float], indices: Sequence[int]) -> int:
 def sidecar_line(record: Mapping[str, Any]) -> bytes:
     """The record's repetition-evidence line: canonical JSON (04 G-23) and its newline."""
     line = {"benchmark_id": record["benchmark_id"], "dp_rank": 0, "repetitions": record["repetitions"]}
+    if "passes" in record:
+        line["passes"] = record["passes"]
+        line["flagged"] = bool(record.get("flagged", False))
     return canonical_bytes(line) + b"\n"
 
 
 def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
     """The artifact files of a finished run, by name (without the index)."""
+    import bisect
     import hashlib
 
     recs = sorted(records, key=lambda r: r["benchmark_id"])
     grid = run["grid_digest"]
     protocol = run["measurement_protocol"]
-    ledger: list[dict[str, Any]] = []
+    # the warm-up ledger in forward order (the passes of a multi-pass run interleave the points); a record
+    # counts the points whose last forward ended before it began
+    finished = sorted(r["forward_end"] for r in recs)
+    entries = sorted((w for r in recs for w in r["warmups"]), key=lambda w: w["forward_index_start"])
+    ledger = [{**w, "completed_points_before": bisect.bisect_right(finished, w["forward_index_start"])}
+              for w in entries]  # fmt: skip
+    ends = [w["forward_index_end"] for w in ledger]
     results, groups, lines = [], [], []
-    ends: list[int] = []  # forward_index_end of every ledger record so far, in order
     for k, rec in enumerate(recs):
-        for w in rec["warmups"]:
-            ledger.append({**w, "completed_points_before": k})
-            ends.append(w["forward_index_end"])
         raw = rec["raw"]
         line = sidecar_line(rec)
         lines.append(line)

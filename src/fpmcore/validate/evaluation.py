@@ -35,7 +35,10 @@ class ContractRules:
 
     ``artifact``/``rows``/``rank_end`` are ``(rule id, function)`` pairs;
     ``owns_protocol_producer`` says the contract's artifacts carry
-    ``measurement_protocol.producer`` (A-17).
+    ``measurement_protocol.producer`` (A-17); ``interleaved_passes`` that its
+    producer measures the points in passes over the whole list, so that the
+    raw samples' forward indices rise within each row and are unique within
+    the rank instead of rising across the rank (A-33).
     """
 
     name: str
@@ -43,6 +46,7 @@ class ContractRules:
     rows: tuple[tuple[str, RowRule], ...] = ()
     rank_end: tuple[tuple[str, RankEndRule], ...] = ()
     owns_protocol_producer: bool = False
+    interleaved_passes: bool = False
 
 
 def rule_number(rule: str) -> float:

@@ -66,6 +66,22 @@ class CellResult:
         return "refused" if self.diagnostics else "accepted"
 
 
+def flagged_gaps(view: CellView) -> list[str]:
+    """A-43's non-blocking gap: points whose passes still disagreed after their re-measuring visit (a
+    repetition-evidence line with ``"flagged": true``); their retained value is the upper median of every pass's
+    samples, and ``fpm assess`` re-measures them."""
+    from fpmcore.validate.integers import parse_line
+
+    gaps = []
+    for r in view.ranks:
+        for line in r.sidecar or ():
+            obj = parse_line(line)
+            if isinstance(obj, dict) and obj.get("flagged") is True:
+                gaps.append(f"rank {r.rank}: benchmark_id={obj.get('benchmark_id')}: its passes disagree beyond the "
+                            "protocol's bound after re-measuring [A-43]")  # fmt: skip
+    return gaps
+
+
 def prompt_gaps(view: CellView) -> list[str]:
     """The non-blocking gaps of 05 §7.3: ranks whose rows record no prompt hashes."""
     gaps = []
@@ -166,7 +182,7 @@ def validate_files(
             diags = host.hooks.validate_artifact(contract=contract, cell=cell, files=hook_files, plan=plan)
         except FpmError as exc:
             diags = [Diagnostic(exc.rule, exc.message, exc.where or view.first_path)]
-    gaps = tuple(prompt_gaps(view))
+    gaps = tuple(prompt_gaps(view) + flagged_gaps(view))
     return CellResult(
         cell_id,
         contract.name if contract else GENERAL,

@@ -37,8 +37,18 @@ from fpmcore.validate.rows import raw_fpms
 from fpmcore.validate.values import ABSENT, canonical_bytes, get, is_int, is_number, js, plain
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-#: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them.
-REPETITION_ROLES = ("rejected", "warmup", "measured")
+#: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them; ``contended``: a
+#: sample taken under contention and retaken (A-42), for a contract that retakes them.
+REPETITION_ROLES = ("rejected", "warmup", "measured", "contended")
+
+
+def pass_share(measured: int, passes: int, visit: int) -> int:
+    """Measured samples of pass ``visit`` when ``measured`` are spread over ``passes`` passes: evenly, the
+    earlier passes taking the remainder; the re-measuring visit (``visit == passes``) takes the largest share."""
+    base, extra = divmod(measured, passes)
+    if visit >= passes:
+        return base + (1 if extra else 0)
+    return base + (1 if visit < extra else 0)
 
 
 def a28_sidecar(view: CellView) -> Diagnostic | None:
@@ -142,6 +152,13 @@ class RepetitionRules:
     measured: int
     max_rejected: int
     rejected_first: bool = True
+    #: a multi-pass producer: the line holds the visits of passes 0 … passes − 1 (and at most one
+    #: re-measuring visit ``passes``) one after the other, each with ``warmups`` warm-ups before its
+    #: :func:`pass_share` of measured samples; retaken ``contended`` samples may follow the warm-ups
+    passes: int | None = None
+
+    def share(self, visit: int) -> int:
+        return pass_share(self.measured, self.passes or 1, visit)
 
     def line_problem(self, line: bytes, row: Any, rank: RankView) -> str | None:
         """What the sidecar line bound to ``row`` contradicts (A-39), or ``None``."""
@@ -160,6 +177,8 @@ class RepetitionRules:
         if not isinstance(reps, list):
             return f"repetitions expected a list, found {js(reps)}"
         raw = raw_fpms(row)
+        if self.passes is not None:
+            return self._passes_problem(reps, raw)
         rejected = warmup = measured = 0
         for j, rep in enumerate(reps):
             if type(rep) is not dict:
@@ -168,7 +187,7 @@ class RepetitionRules:
             idx, role, fc = g("index", ABSENT), g("role", ABSENT), g("fpm_count", ABSENT)
             if type(idx) is not int or idx != j:
                 return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
-            if role != "measured" and role != "warmup" and role != "rejected":
+            if role != "measured" and role != "warmup" and role != "rejected" and role != "contended":
                 return f"repetitions[{j}].role expected {'|'.join(REPETITION_ROLES)}, found {plain(role)}"
             if type(fc) is not int or fc < 1:
                 return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
@@ -185,6 +204,9 @@ class RepetitionRules:
                 if measured:
                     return f"warm-up repetition {j} comes after a measured repetition"
                 warmup += 1
+            elif role == "contended":
+                if warmup < self.warmups:
+                    return f"contended repetition {j} comes before the last warm-up"
             else:
                 if self.rejected_first and (warmup or measured):
                     return f"rejected repetition {j} comes after the first warm-up"
@@ -197,6 +219,81 @@ class RepetitionRules:
             return f"warm-up repetitions expected {self.warmups}, found {warmup}"
         if measured != self.measured or len(raw) != self.measured:
             return f"measured repetitions expected {self.measured}, found {measured}"
+        return None
+
+
+    def _passes_problem(self, reps: list[Any], raw: list[Any]) -> str | None:
+        """The multi-pass line: each visit's repetitions in turn (see :attr:`passes`)."""
+        assert self.passes is not None
+        visits: list[list[tuple[int, Any]]] = []
+        last = -1
+        for j, rep in enumerate(reps):
+            if type(rep) is not dict:
+                return f"repetitions[{j}] expected an object, found {js(rep)}"
+            v, idx = rep.get("pass", ABSENT), rep.get("index", ABSENT)
+            if type(idx) is not int or idx != j:
+                return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
+            if type(v) is not int or not max(last, 0) <= v <= self.passes:
+                return f"repetitions[{j}].pass expected an integer from {max(last, 0)} to {self.passes}, found {plain(v)}"
+            if v != last:
+                if v != len(visits):
+                    return f"repetitions[{j}] starts pass {v} after pass {last}"
+                visits.append([])
+                last = v
+            visits[-1].append((j, rep))
+        if len(visits) not in (self.passes, self.passes + 1):
+            return f"passes expected {self.passes} (or one more, re-measuring), found {len(visits)}"
+        total = 0
+        for v, entries in enumerate(visits):
+            share = self.share(v)
+            problem = self._visit_problem(entries, raw, total, share)
+            if problem is not None:
+                return f"pass {v}: {problem}"
+            total += share
+        if total != len(raw):
+            return f"measured repetitions expected {len(raw)}, found {total}"
+        return None
+
+    def _visit_problem(self, entries: list[tuple[int, Any]], raw: list[Any], first: int, share: int) -> str | None:
+        """One visit's repetitions ``(line position, repetition)``: its warm-ups, then ``share`` measured
+        samples ``first`` … ``first + share − 1`` of the row, retaken contended samples after the warm-ups."""
+        rejected = warmup = measured = 0
+        for j, rep in entries:
+            g = rep.get
+            role, fc = g("role", ABSENT), g("fpm_count", ABSENT)
+            if role not in REPETITION_ROLES or not isinstance(role, str):
+                return f"repetitions[{j}].role expected {'|'.join(REPETITION_ROLES)}, found {plain(role)}"
+            if type(fc) is not int or fc < 1:
+                return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
+            if role == "measured":
+                k = first + measured
+                rsi, w = g("raw_sample_index", ABSENT), g("wall_time", ABSENT)
+                if type(rsi) is not int or rsi != k:
+                    return f"raw_sample_index of repetition {j} expected {k}, found {plain(rsi)}"
+                sample = raw[k] if k < len(raw) else ABSENT
+                want = sample.get("wall_time", ABSENT) if sample.__class__ is dict else ABSENT
+                if w.__class__ is not want.__class__ or w != want or not is_number(w):
+                    return f"measured wall_time of raw sample {k} expected {plain(want)}, found {plain(w)}"
+                measured += 1
+            elif role == "warmup":
+                if measured:
+                    return f"warm-up repetition {j} comes after a measured repetition"
+                warmup += 1
+            elif role == "contended":
+                if warmup < self.warmups:
+                    return f"contended repetition {j} comes before the last warm-up"
+            else:
+                if self.rejected_first and (warmup or measured):
+                    return f"rejected repetition {j} comes after the first warm-up"
+                if not isinstance(g("reason"), str):
+                    return f"rejected repetition {j} has no reason"
+                rejected += 1
+        if rejected > self.max_rejected:
+            return f"{rejected} rejected repetitions, at most {self.max_rejected}"
+        if warmup != self.warmups:
+            return f"warm-up repetitions expected {self.warmups}, found {warmup}"
+        if measured != share:
+            return f"measured repetitions expected {share}, found {measured}"
         return None
 
 

@@ -182,6 +182,11 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
             rank.path,
         )
     bid, worker = get(get(row, "point"), "benchmark_id"), get(fpm, "worker_id")
+    if view.rules is not None and view.rules.interleaved_passes:  # rising within the row, unique in the rank
+        rank.last_forward = None
+        d = _shared_forward(rank, raw, sfx)
+        if d is not None:
+            return d
     passed = _raw_samples_pass(raw, bid, rank.rank, worker, rank.last_forward)
     if passed is not None:
         rank.last_forward, started = passed
@@ -257,6 +262,21 @@ def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
 
 _INF = math.inf
 _INT_TYPES = frozenset((int,))
+
+
+def _shared_forward(rank: RankView, raw: list[Any], sfx: Any) -> Diagnostic | None:
+    """A-33 for interleaved passes: no forward index of a raw sample is another sample's in the rank."""
+    seen: set[int] = rank.scratch.setdefault("forward_indices", set())
+    for i, s in enumerate(raw):
+        fi = get(get(s, "benchmark_sample"), "forward_index")
+        if is_int(fi):
+            if fi in seen:
+                return Diagnostic(
+                    "A-33", f"raw sample {i} has an invalid sample/forward index: forward_index={fi} is another "
+                            "raw sample's" + sfx, rank.path,
+                )  # fmt: skip
+            seen.add(fi)
+    return None
 
 
 _A33_RAW = itemgetter("wall_time", "counter_id", "dp_rank", "worker_id", "benchmark_sample")
