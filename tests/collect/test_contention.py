@@ -1,5 +1,5 @@
 """Measuring what the engine did, not what the machine did to it: contended samples retaken, interleaved passes,
-re-measured disagreeing points, and the validation of every retained sample (A-42, A-43).
+re-measured disagreeing points, and the validation of every retained sample (A-43, A-44).
 
 The stand-in engine injects contention deterministically: a *burst* is a range of its step counter during which
 a neighbour runs — the steps take 1.75 times longer and others use a whole CPU over them, which the step's
@@ -126,12 +126,12 @@ def test_a_point_whose_passes_keep_disagreeing_is_flagged(small_plan, model_dir,
     (result,) = validate_run(standin_host(StandinRuntime()), out, plan_of(small_plan))
     assert result.status == "accepted", result.diagnostics
     assert result.gaps == (
-        f"rank 0: benchmark_id={bid}: its passes disagree beyond the protocol's bound after re-measuring [A-43]",
+        f"rank 0: benchmark_id={bid}: its passes disagree beyond the protocol's bound after re-measuring [A-44]",
     )
 
 
 def test_a_point_that_cannot_get_clean_samples_fails_naming_the_contention(small_plan, model_dir, tmp_path):
-    """A neighbour that never stops: after --max-contended retakes the point fails (exit 1, A-42), naming the
+    """A neighbour that never stops: after --max-contended retakes the point fails (exit 1, A-43), naming the
     contention seen and the bound; nothing is published and the finished points stay."""
     busy = StandinRuntime(StandinConfig(bursts=((0, 10**9),)))
     out = tmp_path / "busy"
@@ -139,14 +139,14 @@ def test_a_point_that_cannot_get_clean_samples_fails_naming_the_contention(small
                 "--max-contended", "3", "--retake-pause", "0", host=standin_host(busy))  # fmt: skip
     assert r.exit_code == 1
     assert "4 samples were contended (at most 3 retakes; last wait 0% foreign 100% of" in r.stderr
-    assert "the machine is busy" in r.stderr and r.stderr.rstrip().endswith("[A-42]")
+    assert "the machine is busy" in r.stderr and r.stderr.rstrip().endswith("[A-43]")
     assert not (out / "r0.json").exists()
     with pytest.raises(PointFailed):
         _collect(small_plan, model_dir, tmp_path / "again", StandinConfig(bursts=((0, 10**9),)), max_contended=0)
 
 
 def test_validate_refuses_a_retained_sample_taken_under_contention(small_plan, model_dir, tmp_path):
-    """A-42: a measured repetition whose recorded contention is over the protocol's bound (the sidecar edited,
+    """A-43: a measured repetition whose recorded contention is over the protocol's bound (the sidecar edited,
     its digests re-pinned), and one with no contention recorded."""
     import hashlib
 
@@ -174,7 +174,7 @@ def test_validate_refuses_a_retained_sample_taken_under_contention(small_plan, m
         (result,) = validate_run(standin_host(StandinRuntime()), copy, plan_of(small_plan))
         assert result.status == "refused"
         d = result.diagnostics[0]
-        assert d.rule == "A-42"
+        assert d.rule == "A-43"
         return d.message
 
     def busy(rep):

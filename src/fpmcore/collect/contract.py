@@ -224,8 +224,8 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     return None
 
 
-def a42_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
-    """A-42: every measured repetition of the row's sidecar line records what the machine did to it
+def a43_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    """A-43: every measured repetition of the row's sidecar line records what the machine did to it
     (:mod:`fpmcore.contention`) and was clean under the protocol's bound; every ``contended`` one was
     contended under it (it was retaken, and it is not a raw sample)."""
     i = rank.bound.get(k)
@@ -244,13 +244,13 @@ def a42_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagn
         seen, wall = Contention.from_json(get(rep, "contention")), get(rep, "wall_time")
         if seen is None or not is_number(wall):
             return Diagnostic(
-                "A-42", f"repetition {j} of benchmark_id={bid} records no contention (cpu_seconds, wait_seconds, "
+                "A-43", f"repetition {j} of benchmark_id={bid} records no contention (cpu_seconds, wait_seconds, "
                         f"foreign_seconds): found {js(get(rep, 'contention'))}: {rank.path}", rank.path,
             )  # fmt: skip
         if bound.contended(seen, wall) != (role == "contended"):
             state = "contended" if role == "measured" else "clean"
             return Diagnostic(
-                "A-42", f"{role} repetition {j} of benchmark_id={bid} was {state} ({bound.describe(seen, wall)}; "
+                "A-43", f"{role} repetition {j} of benchmark_id={bid} was {state} ({bound.describe(seen, wall)}; "
                         f"bound: wait {bound.max_wait_fraction:.0%}, others' CPU {bound.max_foreign_fraction:.0%}): "
                         f"{rank.path}", rank.path,
             )  # fmt: skip
@@ -265,7 +265,7 @@ RULES = ContractRules(
     ),
     rows=(
         ("A-32", a32_measurement_record), A37_KV_SEED_REGIME, ("A-38", a38_bind),
-        ("A-39", a39_rule(protocol_counts)), ("A-42", a42_clean_samples),
+        ("A-39", a39_rule(protocol_counts)), ("A-43", a43_clean_samples),
     ),
     rank_end=(("A-38", a38_unbound),),
     owns_protocol_producer=True,

@@ -57,10 +57,10 @@ ESTIMATE_METHOD = "adjacent_upper_median"
 PREFILL_OUTPUT_TOKENS, DECODE_OUTPUT_TOKENS = 1, 3
 #: Index of the measured forward within a decode repetition.
 DECODE_MEASURED_STEP = 2
-#: Contended samples a point's visit may retake before the point fails (A-42), and the first pause before a
+#: Contended samples a point's visit may retake before the point fails (A-43), and the first pause before a
 #: retake (doubled after each contended sample of the visit, at most :data:`MAX_RETAKE_PAUSE`).
 DEFAULT_MAX_CONTENDED, DEFAULT_RETAKE_PAUSE, MAX_RETAKE_PAUSE = 20, 0.5, 16.0
-#: Passes whose values spread more than this fraction of the point's value disagree (A-43).
+#: Passes whose values spread more than this fraction of the point's value disagree (A-44).
 PASS_DISAGREEMENT = 0.15
 
 
@@ -271,7 +271,7 @@ class Measurer:
 
         A repetition whose measured forward is contended under the settings' bound is kept as a
         ``contended`` repetition and retaken after a pause (doubling from ``retake_pause``); more than
-        ``max_contended`` of them fail the point (A-42)."""
+        ``max_contended`` of them fail the point (A-43)."""
         s = self.settings
         want = s.repetitions if samples is None else samples
         t0 = time.monotonic()
@@ -328,7 +328,7 @@ class Measurer:
                 reps.append(entry)
                 if contended > s.max_contended:
                     raise PointFailed(
-                        "A-42",
+                        "A-43",
                         f"point {point.benchmark_id} {point.phase} {point.shape()}: {contended} samples were "
                         f"contended (at most {s.max_contended} retakes; last {worst}; bound: wait "
                         f"{s.bound.max_wait_fraction:.0%}, others' CPU {s.bound.max_foreign_fraction:.0%} of a "

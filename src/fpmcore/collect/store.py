@@ -194,7 +194,7 @@ class RunFolder:
 
 
 # ---------------------------------------------------------------------------
-# the passes of a point (interleaved passes, A-43)
+# the passes of a point (interleaved passes, A-44)
 # ---------------------------------------------------------------------------
 
 

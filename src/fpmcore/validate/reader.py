@@ -67,7 +67,7 @@ class CellResult:
 
 
 def flagged_gaps(view: CellView) -> list[str]:
-    """A-43's non-blocking gap: points whose passes still disagreed after their re-measuring visit (a
+    """A-44's non-blocking gap: points whose passes still disagreed after their re-measuring visit (a
     repetition-evidence line with ``"flagged": true``); their retained value is the upper median of every pass's
     samples, and ``fpm assess`` re-measures them."""
     from fpmcore.validate.integers import parse_line
@@ -78,7 +78,7 @@ def flagged_gaps(view: CellView) -> list[str]:
             obj = parse_line(line)
             if isinstance(obj, dict) and obj.get("flagged") is True:
                 gaps.append(f"rank {r.rank}: benchmark_id={obj.get('benchmark_id')}: its passes disagree beyond the "
-                            "protocol's bound after re-measuring [A-43]")  # fmt: skip
+                            "protocol's bound after re-measuring [A-44]")  # fmt: skip
     return gaps
 
 

@@ -38,7 +38,7 @@ from fpmcore.validate.values import ABSENT, canonical_bytes, get, is_int, is_num
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 #: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them; ``contended``: a
-#: sample taken under contention and retaken (A-42), for a contract that retakes them.
+#: sample taken under contention and retaken (A-43), for a contract that retakes them.
 REPETITION_ROLES = ("rejected", "warmup", "measured", "contended")
 
 
