@@ -30,6 +30,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.replay.cli", "replay_command"),
     ("fpmcore.sweep.command", "sweep_command"),
     ("fpmcore.collect.command", "collect_command"),
+    ("fpmcore.collect.assess", "assess_command"),
     ("fpmcore.collect.publish", "publish_command"),
     ("fpmcore.collect.onboard", "onboard_command"),
 )

@@ -19,6 +19,13 @@ refusing diagnostic).  The accepted cells' retained rows become the table
             the plan (``plan_sha256``, the staged list's digest) and the
             profile (``profile_sha256``), the runtime and the producer.
 
+``--assessment REPORT`` (``fpm assess``'s report of this run): a run the
+report finds **not repeatable** is refused (A-45, exit 1, the report named)
+unless ``--accept-unrepeatable`` is given; the table's ``source.assessment``
+records the report's SHA-256, its summary, its verdict and whether an
+unrepeatable run was accepted.  ``fpm onboard`` always assesses a full run
+before it publishes it.
+
 The table is checked by the replay's own reader (R-27) before it is written,
 atomically; the output path is checked before any work.
 """
@@ -117,17 +124,49 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a collected run (fpm collect -o)")
     p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
     p.add_argument("-o", "--output", required=True, metavar="TABLE", help="the FPM latency table to write (R-27)")
+    p.add_argument("--assessment", metavar="REPORT", help="fpm assess's report of the run: refuse it if not repeatable")
+    p.add_argument("--accept-unrepeatable", action="store_true",
+                   help="publish a run the assessment found not repeatable (the table records it)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+def assessment_source(report_path: str | Path, run_dir: str | Path, *, accept_unrepeatable: bool) -> dict[str, Any]:
+    """``source.assessment`` of the table from ``fpm assess``'s report; A-45 refuses a run it found not repeatable
+    unless ``accept_unrepeatable``."""
+    from fpmcore.collect.assess import describe, read_assessment
+
+    report = read_assessment(report_path, run_dir)
+    if not report["repeatable"] and not accept_unrepeatable:
+        raise FpmError("A-45", f"the run is not repeatable: {describe(report)}; nothing was published "
+                               "(--accept-unrepeatable publishes it anyway, recorded in the table)",
+                       str(report_path))  # fmt: skip
+    return {"sha256": hashlib.sha256(Path(report_path).read_bytes()).hexdigest(), "repeatable": report["repeatable"],
+            "summary": report["summary"], "accepted_unrepeatable": not report["repeatable"]}  # fmt: skip
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.jsonio import load_path
     from fpmcore.outputs import check_output_path
 
-    check_output_path(args.output, inputs=[args.plan, args.run_dir])  # before any work (O-1 ... O-4)
+    check_output_path(args.output, inputs=[args.plan, args.run_dir, args.assessment])  # before any work
     plan = load_path(args.plan)
     if not isinstance(plan, dict):
         raise FpmError("input", f"plan is not a JSON object: {args.plan}")
+    assessment = None
+    if args.assessment is not None:
+        try:
+            assessment = assessment_source(args.assessment, args.run_dir,
+                                           accept_unrepeatable=args.accept_unrepeatable)  # fmt: skip
+        except FpmError as exc:
+            if exc.rule != "A-45" or "not repeatable" not in exc.message:
+                raise
+            if ctx.json:
+                ctx.emit_json({"command": "publish", "status": "refused",
+                               "refused": [{"cell": None, "rule": exc.rule, "message": exc.message}]})  # fmt: skip
+            else:
+                ctx.err.print(f"fpm publish: {args.assessment}: {exc.message} [{exc.rule}]", markup=False,
+                              highlight=False)  # fmt: skip
+            return 1
     doc, results = publish_run(ctx.host, args.run_dir, plan)
     if doc is None:
         refused = [{"cell": r.cell, "rule": d.rule, "message": d.message} for r in results for d in r.diagnostics]
@@ -139,6 +178,8 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                               highlight=False)  # fmt: skip
             ctx.err.print("fpm publish: nothing was published", markup=False)
         return 1
+    if assessment is not None:
+        doc["source"]["assessment"] = assessment
     write_table(args.output, doc)
     if ctx.json:
         ctx.emit_json({"command": "publish", "status": "published", "table": args.output, "rows": len(doc["rows"]),

@@ -184,6 +184,8 @@ def table_json_schema() -> dict[str, Any]:
                 "cell": {"type": "string"}, "contract": {"type": "string"}}}},
             "plan_sha256": digest, "manifest_sha256": digest, "smoke_manifest_sha256": digest,
             "profile_sha256": digest, "model": {"type": ["string", "null"]}, "runtime": {"type": ["string", "null"]},
+            "assessment": {"type": "object", "description": "fpm assess's report of the run: sha256, repeatable, "
+                           "summary, accepted_unrepeatable (A-45)"},
         },
     }  # fmt: skip
     rows = {"type": "array", "items": {"$ref": "#/$defs/row"}}
