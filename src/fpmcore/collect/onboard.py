@@ -31,7 +31,6 @@ recorded probe.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,15 +38,24 @@ from typing import Any
 
 import attrs
 
+from fpmcore.campaign import (
+    COLLECTION_STAGES,
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    PLAN,
+    PROBE_DIR,
+    PROFILE,
+    RUN_DIR,
+    TABLE,
+    VALIDATION,
+    digest,
+)
 from fpmcore.collect import store
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
-MANIFEST = "onboard.json"
-MANIFEST_SCHEMA = "fpmcore.onboard/v1"
-STAGES = ("probe", "import", "plan", "collect", "validate", "publish")
-PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
-    "probe", "profile.json", "plan.json", "run", "validation.json", "table.json")  # fmt: skip
+#: The stages, in order (the campaign layout and the collection stages: :mod:`fpmcore.campaign`).
+STAGES = COLLECTION_STAGES
 
 
 @attrs.frozen
@@ -101,34 +109,6 @@ def run_command(ctx: Any, argv: list[str]) -> None:
         raise FpmError("onboard", f"fpm {' '.join(argv[:2])} exited with {code}")
 
 
-# ---------------------------------------------------------------------------
-# digests
-# ---------------------------------------------------------------------------
-
-
-def file_sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def folder_sha256(path: Path) -> str | None:
-    """SHA-256 over the sorted relative paths and SHA-256 of every visible file of a folder."""
-    if not path.is_dir():
-        return None
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
-            h.update(p.relative_to(path).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def run_sha256(path: Path) -> str | None:
-    """A collected run is pinned by its artifact index (05 §1)."""
-    return file_sha256(path / store.INDEX)
-
-
 @attrs.define
 class Campaign:
     """The campaign folder and its manifest."""
@@ -140,14 +120,7 @@ class Campaign:
         return self.root / name
 
     def digest(self, kind: str, name: str) -> str | None:
-        p = self.path(name)
-        if kind == "folder":
-            return folder_sha256(p)
-        if kind == "run":
-            return run_sha256(p)
-        if kind == "model":
-            return file_sha256(Path(name) / "config.json")
-        return file_sha256(p)
+        return digest(self.root, kind, name)
 
     def save(self) -> None:
         store.write_durable(self.root / MANIFEST, store.json_bytes(self.manifest))
