@@ -4,7 +4,7 @@ Each stage is the work of its own command (``fpm probe --live``, ``fpm
 import``, ``fpm plan``, ``fpm collect``, ``fpm validate``, ``fpm publish``),
 called in order, and writes its output into the campaign folder::
 
-    CAMPAIGN/
+    CAMPAIGN/                 (the layout: fpmcore.campaign)
       onboard.json      the manifest: options, and per stage its inputs and outputs with their SHA-256
       probe/            the live probe's evidence folder (02 §2)
       profile.json      the imported profile
@@ -20,8 +20,10 @@ outputs, atomically.  ``--resume`` continues at the first stage not recorded
 done; before that it recomputes the digests of every finished stage's inputs
 (then of their outputs) and refuses, naming the stage and both digests, when
 one changed since (a re-probed folder, an edited profile or plan, a touched
-run): stages are never silently mixed.  An unfinished collection resumes with ``fpm
-collect --resume`` (its finished points are kept).
+run): stages are never silently mixed.  A finalized campaign (``final.json``)
+is resumed only when every file ``final.json`` names is unchanged
+(:func:`fpmcore.collect.finalize.check_finalized`).  An unfinished collection
+resumes with ``fpm collect --resume`` (its finished points are kept).
 
 **The probe stage** is a function (:data:`PROBE_STAGES`): the live probe of
 the runtime plugin when ``fpm probe --live`` exists; the tests plug in a
@@ -311,6 +313,10 @@ def onboard(
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
     c = open_campaign(root, options, resume)
+    if resume:  # a finalized campaign: every file final.json names is unchanged (F-2)
+        from fpmcore.collect.finalize import check_finalized
+
+        check_finalized(root)
     done = [name for name in STAGES if c.stage(name) is not None]
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
         for name in done:
