@@ -33,6 +33,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.collect.assess", "assess_command"),
     ("fpmcore.collect.publish", "publish_command"),
     ("fpmcore.collect.onboard", "onboard_command"),
+    ("fpmcore.collect.finalize", "finalize_command"),
 )
 
 

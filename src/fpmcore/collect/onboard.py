@@ -4,7 +4,7 @@ Each stage is the work of its own command (``fpm probe --live``, ``fpm
 import``, ``fpm plan``, ``fpm collect``, ``fpm validate``, ``fpm publish``),
 called in order, and writes its output into the campaign folder::
 
-    CAMPAIGN/
+    CAMPAIGN/                 (the layout: fpmcore.campaign)
       onboard.json      the manifest: options, and per stage its inputs and outputs with their SHA-256
       probe/            the live probe's evidence folder (02 §2)
       profile.json      the imported profile
@@ -20,8 +20,10 @@ outputs, atomically.  ``--resume`` continues at the first stage not recorded
 done; before that it recomputes the digests of every finished stage's inputs
 (then of their outputs) and refuses, naming the stage and both digests, when
 one changed since (a re-probed folder, an edited profile or plan, a touched
-run): stages are never silently mixed.  An unfinished collection resumes with ``fpm
-collect --resume`` (its finished points are kept).
+run): stages are never silently mixed.  A finalized campaign (``final.json``)
+is resumed only when every file ``final.json`` names is unchanged
+(:func:`fpmcore.collect.finalize.check_finalized`).  An unfinished collection
+resumes with ``fpm collect --resume`` (its finished points are kept).
 
 **The probe stage** is a function (:data:`PROBE_STAGES`): the live probe of
 the runtime plugin when ``fpm probe --live`` exists; the tests plug in a
@@ -31,7 +33,6 @@ recorded probe.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,15 +40,24 @@ from typing import Any
 
 import attrs
 
+from fpmcore.campaign import (
+    COLLECTION_STAGES,
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    PLAN,
+    PROBE_DIR,
+    PROFILE,
+    RUN_DIR,
+    TABLE,
+    VALIDATION,
+    digest,
+)
 from fpmcore.collect import store
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
-MANIFEST = "onboard.json"
-MANIFEST_SCHEMA = "fpmcore.onboard/v1"
-STAGES = ("probe", "import", "plan", "collect", "validate", "publish")
-PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
-    "probe", "profile.json", "plan.json", "run", "validation.json", "table.json")  # fmt: skip
+#: The stages, in order (the campaign layout and the collection stages: :mod:`fpmcore.campaign`).
+STAGES = COLLECTION_STAGES
 
 
 @attrs.frozen
@@ -101,34 +111,6 @@ def run_command(ctx: Any, argv: list[str]) -> None:
         raise FpmError("onboard", f"fpm {' '.join(argv[:2])} exited with {code}")
 
 
-# ---------------------------------------------------------------------------
-# digests
-# ---------------------------------------------------------------------------
-
-
-def file_sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def folder_sha256(path: Path) -> str | None:
-    """SHA-256 over the sorted relative paths and SHA-256 of every visible file of a folder."""
-    if not path.is_dir():
-        return None
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
-            h.update(p.relative_to(path).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def run_sha256(path: Path) -> str | None:
-    """A collected run is pinned by its artifact index (05 §1)."""
-    return file_sha256(path / store.INDEX)
-
-
 @attrs.define
 class Campaign:
     """The campaign folder and its manifest."""
@@ -140,14 +122,7 @@ class Campaign:
         return self.root / name
 
     def digest(self, kind: str, name: str) -> str | None:
-        p = self.path(name)
-        if kind == "folder":
-            return folder_sha256(p)
-        if kind == "run":
-            return run_sha256(p)
-        if kind == "model":
-            return file_sha256(Path(name) / "config.json")
-        return file_sha256(p)
+        return digest(self.root, kind, name)
 
     def save(self) -> None:
         store.write_durable(self.root / MANIFEST, store.json_bytes(self.manifest))
@@ -345,6 +320,10 @@ def onboard(
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
     c = open_campaign(root, options, resume)
+    if resume:  # a finalized campaign: every file final.json names is unchanged (F-2)
+        from fpmcore.collect.finalize import check_finalized
+
+        check_finalized(root)
     done = [name for name in STAGES if c.stage(name) is not None]
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
         for name in done:

@@ -2,7 +2,7 @@
 
 ::
 
-    fpm replay PROFILE --trace TRACE [--fpm-table TABLE] [--deployment I]
+    fpm replay PROFILE --trace TRACE [--fpm-table TABLE] [--campaign CAMPAIGN] [--deployment I]
         [--max-num-seqs N] [--max-num-batched-tokens N] [--prefix-caching on|off]
         [vLLM scheduler settings: --max-num-scheduled-tokens N --max-num-active-seqs N
          --long-prefill-token-threshold N --[no-]long-prefill-token-threshold-adaptive
@@ -15,6 +15,12 @@ The scheduler settings are vLLM's engine arguments, with vLLM's defaults
 (``--scheduling-policy priority`` reads each request's trace field
 ``priority``; ``--max-num-queued-*`` reject arrivals as vLLM's API server
 does).
+
+A profile or table that lies in a finalized campaign (a ``final.json`` beside
+it) is read only when every file the campaign's ``final.json`` names is
+unchanged; ``--campaign CAMPAIGN`` reads the table of that finalized campaign
+(``--fpm-table``, when given, must be it), checked the same way (F-2, F-8 of
+:mod:`fpmcore.collect.finalize`).
 
 ``--prefix-caching`` defaults to the profile's ``enable_prefix_caching``;
 an explicit value that differs from it is noted on stderr.  Without
@@ -153,6 +159,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="an *.fpm-profile.json file")
     p.add_argument("--trace", required=True, metavar="TRACE", help="JSONL trace (R-32) or the oracle's SCHED.json")
     p.add_argument("--fpm-table", metavar="TABLE", help="FPM latency table (R-27); default: 1.0 s per step")
+    p.add_argument(
+        "--campaign",
+        metavar="CAMPAIGN",
+        help="a finalized campaign (fpm finalize): its digests are checked and its table.json is the --fpm-table",
+    )
     p.add_argument("--deployment", type=int, default=0, metavar="I", help="deployment index in the profile (default 0)")
     p.add_argument("--max-num-seqs", type=_positive, metavar="N", help="default: the profile's max_batch_size")
     p.add_argument(
@@ -300,13 +311,20 @@ CHUNK_STEPS_SUMMARY = 1 << 20
 
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
+    from fpmcore.campaign import TABLE
+    from fpmcore.collect.finalize import campaign_table, check_inputs
     from fpmcore.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
     from fpmcore.replay.plot import PlotData
 
+    if args.campaign is not None and args.fpm_table is None:
+        args.fpm_table = str(Path(args.campaign) / TABLE)
     out, plot_path, plot_fmt = _check_outputs(args)  # before any work
+    if args.campaign is not None:
+        campaign_table(args.campaign, args.fpm_table)  # F-8, F-2
+    check_inputs(args.profile, args.fpm_table)  # an input of a finalized campaign: its digests (F-2)
     profile = load_profile(args.profile)
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)

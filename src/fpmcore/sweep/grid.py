@@ -15,7 +15,10 @@ A grid names the inputs and the settings to vary::
 ``tables``
     FPM latency tables (R-27); ``null`` in the list means no table (1 s per
     step).  Without ``tables``, a campaign folder's ``table.json`` is used
-    for its profile, and a profile file runs without a table.
+    for its profile, and a profile file runs without a table.  A profile or
+    table of a finalized campaign (``final.json`` beside it) is read only
+    when the campaign's files are unchanged (F-2 of
+    :mod:`fpmcore.collect.finalize`).
 ``settings``
     ``fpm replay`` settings (:mod:`fpmcore.sweep.settings`), each a list of
     values (a single value is a list of one): the sweep runs their cross
@@ -142,17 +145,21 @@ def _digest_bytes(data: bytes) -> str:
 
 
 def _load_profile(path: Path, label: str) -> Input:
+    from fpmcore.collect.finalize import check_inputs
     from fpmcore.profile import load_profile, profile_digest
 
+    check_inputs(path)  # a profile of a finalized campaign: the campaign's digests (F-2)
     profile = load_profile(path)
     return Input("profile", label, profile_digest(profile), profile, path)
 
 
 def _load_table(path: Path, label: str) -> Input:
+    from fpmcore.collect.finalize import check_inputs
     from fpmcore.jsonio import digest
     from fpmcore.replay import load_table
     from fpmcore.replay.table import table_rows
 
+    check_inputs(path)  # a table of a finalized campaign: the campaign's digests (F-2)
     table = load_table(path)
     return Input("table", label, digest(table_rows(table)), table, path)
 

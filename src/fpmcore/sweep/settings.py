@@ -4,7 +4,7 @@
 (:func:`fpmcore.replay.cli.configure`) and keeps each option that changes
 what is replayed, so an option added to ``fpm replay`` is a sweep setting
 without a change here.  Left out are the replay's inputs, which are axes of
-the grid (``PROFILE``, ``--trace``, ``--fpm-table``), and its output options
+the grid (``PROFILE``, ``--trace``, ``--fpm-table``, ``--campaign``), and its output options
 (:data:`NOT_SETTINGS`).
 
 A setting is named by the option's ``dest`` (``--max-num-seqs`` is
@@ -34,7 +34,9 @@ import attrs
 from fpmcore.errors import FpmError
 
 #: ``fpm replay`` options that are no setting: the grid's axes and the outputs.
-NOT_SETTINGS = frozenset({"help", "profile", "trace", "fpm_table", "steps", "out", "out_format", "plot", "json"})
+NOT_SETTINGS = frozenset(
+    {"help", "profile", "trace", "fpm_table", "campaign", "steps", "out", "out_format", "plot", "json"}
+)
 
 RULE = "sweep"
 

@@ -1,0 +1,84 @@
+"""The campaign folder: the name of every file in it, and how each is pinned by its SHA-256.
+
+A campaign is the folder ``fpm onboard -o CAMPAIGN`` writes and the later
+commands (``fpm assess``, ``fpm verify -o``, ``fpm finalize``) add to::
+
+    CAMPAIGN/
+      onboard.json        the manifest: options, and per stage its inputs and outputs with their SHA-256
+      probe/              the live probe's evidence folder (02 §2)
+      profile.json        the imported profile
+      plan.json           the plan
+      run/                the collected run (fpm collect's run folder; pinned by its index.json)
+      validation.json     the verdict of every cell of the run
+      table.json          the published FPM latency table
+      assessment.json     the repeatability report (fpm assess)
+      verification.json   the serving validation (fpm verify -o)
+      final.json          the finalization record (fpm finalize): every artifact above with its SHA-256
+
+Every name is defined here once; :mod:`fpmcore.collect.onboard` and
+:mod:`fpmcore.collect.finalize` read them from here.
+
+**Digests.**  A file is pinned by the SHA-256 of its bytes
+(:func:`file_sha256`), a folder by the SHA-256 over the sorted relative paths
+and digests of its visible files (:func:`folder_sha256`), a collected run by
+its artifact index (:func:`run_sha256`, 05 §1: the index pins every artifact
+file) and a model folder by its ``config.json`` (:func:`digest`, kind
+``model``).  An absent file or folder has the digest ``None``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from fpmcore.collect import store
+
+#: The manifest of ``fpm onboard`` and its schema.
+MANIFEST = "onboard.json"
+MANIFEST_SCHEMA = "fpmcore.onboard/v1"
+#: The outputs of the onboarding stages, in the order they are written.
+PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
+    "probe", "profile.json", "plan.json", "run", "validation.json", "table.json")  # fmt: skip
+#: The repeatability report of ``fpm assess`` and the serving validation of ``fpm verify -o``.
+ASSESSMENT, VERIFICATION = "assessment.json", "verification.json"
+#: The finalization record of ``fpm finalize``.
+FINAL = "final.json"
+#: The stages of ``fpm onboard`` that make the collection and its table, in order (each the work of its command).
+COLLECTION_STAGES = ("probe", "import", "plan", "collect", "validate", "publish")
+
+
+def file_sha256(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes; ``None`` when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def folder_sha256(path: Path) -> str | None:
+    """SHA-256 over the sorted relative paths and SHA-256 of every visible file of a folder."""
+    if not path.is_dir():
+        return None
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
+            h.update(p.relative_to(path).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def run_sha256(path: Path) -> str | None:
+    """A collected run is pinned by its artifact index (05 §1)."""
+    return file_sha256(path / store.INDEX)
+
+
+def digest(root: Path, kind: str, name: str) -> str | None:
+    """The digest of item ``name`` of kind ``file``, ``folder``, ``run`` (in ``root``) or ``model`` (a model
+    folder, anywhere: its ``config.json``)."""
+    if kind == "model":
+        return file_sha256(Path(name) / "config.json")
+    p = root / name
+    if kind == "folder":
+        return folder_sha256(p)
+    if kind == "run":
+        return run_sha256(p)
+    return file_sha256(p)
