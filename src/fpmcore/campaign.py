@@ -8,6 +8,8 @@ commands (``fpm assess``, ``fpm verify -o``, ``fpm finalize``) add to::
       probe/              the live probe's evidence folder (02 §2)
       profile.json        the imported profile
       plan.json           the plan
+      smoke/              the smoke collection of a full campaign (fpm collect --smoke's run folder)
+      readiness.json      may the full collection start (fpmcore.collect.readiness)
       run/                the collected run (fpm collect's run folder; pinned by its index.json)
       validation.json     the verdict of every cell of the run
       table.json          the published FPM latency table
@@ -39,12 +41,20 @@ MANIFEST_SCHEMA = "fpmcore.onboard/v1"
 #: The outputs of the onboarding stages, in the order they are written.
 PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
     "probe", "profile.json", "plan.json", "run", "validation.json", "table.json")  # fmt: skip
+#: The smoke run of a full campaign and the readiness document written after it.
+SMOKE_DIR, READINESS = "smoke", "readiness.json"
 #: The repeatability report of ``fpm assess`` and the serving validation of ``fpm verify -o``.
 ASSESSMENT, VERIFICATION = "assessment.json", "verification.json"
 #: The finalization record of ``fpm finalize``.
 FINAL = "final.json"
-#: The stages of ``fpm onboard`` that make the collection and its table, in order (each the work of its command).
-COLLECTION_STAGES = ("probe", "import", "plan", "collect", "validate", "publish")
+#: The stages of ``fpm onboard --smoke``, in order (each the work of its command): the smoke subset collected,
+#: validated, its readiness written, and published.
+COLLECTION_STAGES = ("probe", "import", "plan", "collect", "validate", "readiness", "publish")
+#: The stages of a full ``fpm onboard``: the smoke subset first (``smoke/``) and its readiness, which the full
+#: collection waits for; then the full run validated, assessed for repeatability, published, its predictions
+#: verified against the served engine, and the campaign finalized.
+FULL_STAGES = ("probe", "import", "plan", "smoke", "readiness", "collect", "validate", "assess", "publish", "verify",
+               "finalize")  # fmt: skip
 
 
 def file_sha256(path: Path) -> str | None:

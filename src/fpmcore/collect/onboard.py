@@ -41,7 +41,11 @@ from typing import Any
 import attrs
 
 from fpmcore.campaign import (
+    ASSESSMENT,
     COLLECTION_STAGES,
+    FULL_STAGES,
+    READINESS,
+    SMOKE_DIR,
     MANIFEST,
     MANIFEST_SCHEMA,
     PLAN,
@@ -56,8 +60,12 @@ from fpmcore.collect import store
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
-#: The stages, in order (the campaign layout and the collection stages: :mod:`fpmcore.campaign`).
-STAGES = COLLECTION_STAGES
+#: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign`).
+STAGES, FULL = COLLECTION_STAGES, FULL_STAGES
+
+
+class Blocked(FpmError):
+    """A stage's verdict stops the campaign (not ready for the full collection, not repeatable): exit 1."""
 
 
 @attrs.frozen
@@ -133,13 +141,20 @@ class Campaign:
                 return dict(s)
         return None
 
-    def record(self, name: str, inputs: Mapping[str, tuple[str, str]], outputs: Mapping[str, tuple[str, str]]) -> None:
-        """Record stage ``name`` as done: each input/output ``label → (kind, name)`` with its digest now."""
+    def record(
+        self,
+        name: str,
+        inputs: Mapping[str, tuple[str, str]],
+        outputs: Mapping[str, tuple[str, str]],
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record stage ``name`` as done: each input/output ``label → (kind, name)`` with its digest now (and
+        ``extra`` facts of the stage, e.g. the smoke stage's failed point)."""
 
         def digests(items: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
             return {label: {"path": n, "kind": k, "sha256": self.digest(k, n)} for label, (k, n) in items.items()}
 
-        entry = {"name": name, "status": "done", "inputs": digests(inputs), "outputs": digests(outputs)}
+        entry = {"name": name, "status": "done", "inputs": digests(inputs), "outputs": digests(outputs), **(extra or {})}
         self.manifest["stages"] = [s for s in self.manifest["stages"] if s["name"] != name] + [entry]
         self.save()
 
@@ -175,6 +190,7 @@ class OnboardOptions:
     passes: int | None = None
     max_contended: int | None = None
     retake_pause: float | None = None
+    accept_unrepeatable: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -188,7 +204,12 @@ class OnboardOptions:
             "passes": self.passes,
             "max_contended": self.max_contended,
             "retake_pause": self.retake_pause,
+            "accept_unrepeatable": self.accept_unrepeatable,
         }
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return STAGES if self.smoke else FULL
 
 
 def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
@@ -232,17 +253,66 @@ def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("plan", {"profile": ("file", PROFILE)}, {"plan": ("file", PLAN)})
 
 
-def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: bool) -> None:
     from fpmcore.collect.command import run_collect
     from fpmcore.jsonio import load_path
 
-    run = c.path(RUN_DIR)
+    run = c.path(folder)
     run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
-                output=str(run), smoke=o.smoke, warmups=o.warmups, repetitions=o.repetitions,
+                output=str(run), smoke=smoke, warmups=o.warmups, repetitions=o.repetitions,
                 resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing, passes=o.passes,
                 max_contended=o.max_contended, retake_pause=o.retake_pause)  # fmt: skip
+
+
+def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    if not o.smoke:  # the full collection waits for readiness
+        from fpmcore.collect.readiness import first_blocker, read_readiness
+
+        doc = read_readiness(c.path(READINESS))
+        if not doc["ready_for_full_collection"]:
+            raise Blocked("onboard", f"not ready for the full collection: {first_blocker(doc)}",
+                          str(c.path(READINESS)))  # fmt: skip
+    _collect_into(ctx, c, o, RUN_DIR, o.smoke)
     c.record("collect", {"plan": ("file", PLAN), "model_config": ("model", o.model_dir)},
              {"run": ("run", RUN_DIR)})  # fmt: skip
+
+
+def _stage_smoke(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    """The smoke subset into ``smoke/``; a point that fails is a readiness blocker, recorded with the stage."""
+    from fpmcore.collect.measure import PointFailed
+
+    failure = None
+    try:
+        _collect_into(ctx, c, o, SMOKE_DIR, True)
+    except PointFailed as exc:
+        failure = {"rule": exc.rule, "message": exc.message}
+    c.record("smoke", {"plan": ("file", PLAN), "model_config": ("model", o.model_dir)},
+             {"run": ("folder", SMOKE_DIR)}, extra={"failure": failure} if failure else None)  # fmt: skip
+
+
+def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.collect.readiness import readiness
+    from fpmcore.jsonio import load_path
+    from fpmcore.profile import load_profile
+
+    smoke = c.path(RUN_DIR if o.smoke else SMOKE_DIR)
+    entry = c.stage("smoke") or {}
+    doc = readiness(smoke, load_path(c.path(PLAN)), host=ctx.host, profile=load_profile(c.path(PROFILE)),
+                    failure=entry.get("failure"), dtype=o.probe.dtype)  # fmt: skip
+    store.write_durable(c.path(READINESS), store.json_bytes(doc))
+    c.record("readiness", {"smoke": ("folder", smoke.name), "plan": ("file", PLAN)},
+             {"readiness": ("file", READINESS)})  # fmt: skip
+
+
+def _stage_assess(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    """fpm assess of the full run (its verdict is enforced by the publish stage, A-45)."""
+    from fpmcore.collect.assess import assess_run
+    from fpmcore.jsonio import load_path
+
+    report = assess_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)), model_dir=o.model_dir,
+                        dtype=o.probe.dtype)  # fmt: skip
+    store.write_durable(c.path(ASSESSMENT), store.json_bytes(report))
+    c.record("assess", {"run": ("run", RUN_DIR), "plan": ("file", PLAN)}, {"assessment": ("file", ASSESSMENT)})
 
 
 def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
@@ -268,18 +338,45 @@ def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.collect.publish import publish_run, write_table
     from fpmcore.jsonio import load_path
 
+    assessment = None
+    if not o.smoke:  # a full run is published only when repeatable (A-45), or accepted as not
+        from fpmcore.collect.publish import assessment_source
+
+        try:
+            assessment = assessment_source(c.path(ASSESSMENT), c.path(RUN_DIR),
+                                           accept_unrepeatable=o.accept_unrepeatable)  # fmt: skip
+        except FpmError as exc:
+            raise Blocked(exc.rule, f"stage publish: {exc.message}", exc.where) from None
     doc, results = publish_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)))
     if doc is None:
         first = next(d for r in results for d in r.diagnostics)
         raise FpmError("onboard", f"stage publish: the run is refused: {first.message} [{first.rule}]")
+    if assessment is not None:
+        doc["source"]["assessment"] = assessment
     write_table(c.path(TABLE), doc)
-    c.record("publish", {"run": ("run", RUN_DIR), "plan": ("file", PLAN), "profile": ("file", PROFILE)},
-             {"table": ("file", TABLE)})  # fmt: skip
+    inputs = {"run": ("run", RUN_DIR), "plan": ("file", PLAN), "profile": ("file", PROFILE)}
+    if assessment is not None:
+        inputs["assessment"] = ("file", ASSESSMENT)
+    c.record("publish", inputs, {"table": ("file", TABLE)})
+
+
+def _stage_verify(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    raise FpmError("onboard", "the verify stage is not available")
+
+
+def _stage_finalize(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.collect.finalize import Refused, stage_finalize
+
+    try:
+        stage_finalize(ctx, c, o)
+    except Refused as exc:
+        raise Blocked(exc.rule, exc.message, exc.where) from None
 
 
 RUNNERS: dict[str, Callable[[Any, Campaign, OnboardOptions], None]] = {
-    "probe": _stage_probe, "import": _stage_import, "plan": _stage_plan, "collect": _stage_collect,
-    "validate": _stage_validate, "publish": _stage_publish,
+    "probe": _stage_probe, "import": _stage_import, "plan": _stage_plan, "smoke": _stage_smoke,
+    "readiness": _stage_readiness, "collect": _stage_collect, "validate": _stage_validate, "assess": _stage_assess,
+    "publish": _stage_publish, "verify": _stage_verify, "finalize": _stage_finalize,
 }  # fmt: skip
 
 
@@ -324,11 +421,12 @@ def onboard(
         from fpmcore.collect.finalize import check_finalized
 
         check_finalized(root)
-    done = [name for name in STAGES if c.stage(name) is not None]
+    stages = options.stages
+    done = [name for name in stages if c.stage(name) is not None]
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
         for name in done:
             c.check_done(name, side)
-    for name in STAGES:
+    for name in stages:
         if name in done:
             if report:
                 report(name, "done before")
@@ -368,6 +466,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"
     )
     add_protocol_options(p)
+    p.add_argument("--accept-unrepeatable", action="store_true",
+                   help="publish a full run the assessment finds not repeatable (recorded in the table)")
     p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
     p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
     p.add_argument("--json", action="store_true", help="print the manifest on stdout")
@@ -381,12 +481,20 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                            max_num_batched_tokens=args.max_num_batched_tokens),
         smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
         spacing=args.spacing, passes=args.passes, max_contended=args.max_contended, retake_pause=args.retake_pause,
+        accept_unrepeatable=args.accept_unrepeatable,
     )  # fmt: skip
 
     def report(stage: str, status: str) -> None:
         ctx.err.print(f"onboard: {stage} {status}", markup=False, highlight=False)
 
-    c = onboard(ctx, Path(args.output), options, resume=args.resume, report=report)
+    try:
+        c = onboard(ctx, Path(args.output), options, resume=args.resume, report=report)
+    except Blocked as exc:  # a negative verdict of a stage: the campaign stops here (exit 1)
+        if ctx.json:
+            ctx.emit_json({"command": "onboard", "campaign": args.output, "status": "blocked",
+                           "rule": exc.rule, "message": exc.message})  # fmt: skip
+        ctx.err.print(f"fpm onboard: {exc.message} [{exc.rule}]", markup=False, highlight=False)
+        return 1
     if ctx.json:
         ctx.emit_json({"command": "onboard", "campaign": args.output, "manifest": c.manifest})
     else:
