@@ -73,6 +73,8 @@ class StandinConfig:
     #: slowdowns the counters cannot see (a neighbour outside this machine's view): ``(first, end)`` step ranges
     #: that take ``burst_slowdown`` times longer with no contention recorded
     silent_bursts: tuple[tuple[int, int], ...] = ()
+    #: the dtype the engine says it runs the model in (``serving_config["dtype"]``; ``None``: it says nothing)
+    dtype: str | None = None
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -118,7 +120,8 @@ class StandinEngine:
             kv_cache_bytes=options.kv_cache_bytes or 0,
             serving_config={"enable_prefix_caching": options.prefix_caching, "block_size": config.block_size,
                             "hash_block_size": config.hash_block_size, "async_scheduling": False,
-                            "mamba_cache_mode": "align" if config.align_mode else "none"},
+                            "mamba_cache_mode": "align" if config.align_mode else "none",
+                            **({"dtype": config.dtype} if config.dtype else {})},
         )  # fmt: skip
 
     # -- the prefix cache -------------------------------------------------------------------
