@@ -6,6 +6,7 @@ takes a second: its plan stage is the onboard plan stage with those limits."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -53,11 +54,18 @@ def _small_plan_stage(ctx: Any, c: Any, o: Any) -> None:
     c.record("plan", {"profile": ("file", layout.PROFILE)}, {"plan": ("file", layout.PLAN)})
 
 
-@pytest.fixture(scope="session")
-def seams() -> Iterator[None]:
+@contextlib.contextmanager
+def _seams() -> Iterator[None]:
+    """The recorded probe and the small grid's plan stage, for the time of the context only."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(onboard.PROBE_STAGES, "recorded", recorded_probe(PROBE))
         mp.setitem(onboard.RUNNERS, "plan", _small_plan_stage)
+        yield
+
+
+@pytest.fixture
+def seams() -> Iterator[None]:
+    with _seams():
         yield
 
 
@@ -70,12 +78,13 @@ def _write(path: Path, doc: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def onboarded(seams, model_dir, tmp_path_factory) -> dict[str, Path]:
+def onboarded(model_dir, tmp_path_factory) -> dict[str, Path]:
     """A full and a smoke campaign, each with a passing assessment and verification."""
     out = {}
     for name, extra in (("full", ()), ("smoke", ("--smoke",))):
         folder = tmp_path_factory.mktemp("campaigns") / name
-        r = _onboard(model_dir, folder, *extra)
+        with _seams():
+            r = _onboard(model_dir, folder, *extra)
         assert r.exit_code == 0, r.stderr
         _write(folder / layout.ASSESSMENT, ASSESSMENT)
         _write(folder / layout.VERIFICATION, VERIFICATION)
@@ -357,6 +366,8 @@ def test_the_finalize_stage_of_onboard(seams, full, model_dir, monkeypatch):
     r = _onboard(model_dir, full, "--resume")
     assert r.exit_code == 0 and "finalize done before" in r.stderr
     assert _finalize(full).exit_code == 0  # the finalize stage's own record is consistent
+    (full / layout.FINAL).unlink()  # knowingly finalized again: the finalize stage's record is no refusal
+    assert _finalize(full).exit_code == 0
     (full / layout.VERIFICATION).write_text(json.dumps({**VERIFICATION, "verdict": "fail"}))
     (full / layout.FINAL).unlink()
     manifest = load_path(full / "onboard.json")
