@@ -2,7 +2,9 @@
 
 The kill tests run it as a subprocess (from the repository root) and kill it.  ``--probe recorded`` is the
 recorded probe of ``examples/probes/gdn-hybrid-tp4``.  Slowing knobs (seconds): ``FPM_STANDIN_STEP_SLEEP`` per
-engine step, ``FPM_STANDIN_PROBE_SLEEP`` in the probe, ``FPM_STANDIN_RECORD_SLEEP`` before each stage is recorded.
+engine step, ``FPM_STANDIN_PROBE_SLEEP`` in the probe, ``FPM_STANDIN_RECORD_SLEEP`` before each stage is recorded,
+``FPM_STANDIN_WRITE_SLEEP`` inside every atomic file write, after the temporary file is written and before it is
+renamed into place.
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def run(argv: list[str]) -> int:
             return record(self, *args, **kwargs)
 
         onboard.Campaign.record = slow_record  # type: ignore[method-assign]
+    write_pause = float(os.environ.get("FPM_STANDIN_WRITE_SLEEP", "0"))
+    if write_pause:  # widen the window between the whole temporary file and its rename
+        from fpmcore import outputs
+
+        write_new = outputs._write_new
+
+        def slow_write_new(path, data):  # type: ignore[no-untyped-def]
+            write_new(path, data)
+            time.sleep(write_pause)
+
+        outputs._write_new = slow_write_new  # type: ignore[assignment]
     return main(argv, host=build_host(plugins=[runtime], autoload=False, enable=("vllm_033",), environ={}))
 
 

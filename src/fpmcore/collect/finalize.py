@@ -40,7 +40,8 @@ F-3   **The campaign measured the full grid**, not the smoke subset: the
 F-4   **Every collection stage finished and nothing changed since**: the
       stages probe, import, plan, collect, validate and publish are recorded
       done in ``onboard.json``, and every recorded stage's inputs and
-      outputs still have their digests (exit 1).  Protects the chain from
+      outputs still have their digests (exit 1; the finalize stage's are
+      ``final.json`` and its artifacts, which F-2 checks).  Protects the chain from
       the probe to the table: the table was published from this run, of
       this plan, of this profile.  ``… stage publish has not finished;
       fpm onboard --resume continues it [F-4]``, ``… stage collect: its
@@ -125,6 +126,8 @@ REPORT_SCHEMA = 1
 ASSESSMENT_KIND = "fpmcore.assessment"
 #: The verdicts of ``verification.json``; only ``pass`` finalizes (F-7).
 VERDICTS = ("pass", "fail", "contended")
+#: The name of the finalize stage in ``onboard.json`` (:func:`stage_finalize`).
+STAGE = "finalize"
 
 _RUN = layout.RUN_DIR
 #: ``(role, path in the campaign)`` of every artifact ``final.json`` pins, in order.
@@ -331,6 +334,8 @@ def _check_stages(root: Path, manifest: Mapping[str, Any]) -> None:
             raise Refused("F-4", f"stage {name} has not finished; fpm onboard --resume continues it", str(root))
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
         for entry in manifest["stages"]:
+            if entry["name"] == STAGE:  # its inputs are final.json's artifacts (F-2), its output final.json
+                continue
             for label, item in entry[side].items():
                 found = layout.digest(root, item["kind"], item["path"])
                 if found != item["sha256"]:
@@ -497,7 +502,7 @@ def stage_finalize(ctx: Any, campaign: Any, options: Any) -> None:
         finalize(campaign.root)
     except FpmError as exc:
         raise FpmError(exc.rule, f"stage finalize: {exc.message}", exc.where) from None
-    campaign.record("finalize", {role: ("file", path) for role, path in ARTIFACTS},
+    campaign.record(STAGE, {role: ("file", path) for role, path in ARTIFACTS},
                     {"final": ("file", layout.FINAL)})  # fmt: skip
 
 
