@@ -61,12 +61,18 @@ def test_an_engine_that_falls_back_to_another_dtype_blocks(probe_stage, model_di
 
 
 def test_a_plan_made_for_another_capacity_blocks(gdn_profile, small_plan, model_dir, tmp_path):
-    """G-26: a plan whose limits differ from the profile's (max_model_len 1,200, a 600-token budget) drops other
-    candidates and stages another list than the profile gives: two blockers, each with its fix."""
+    """G-26: the plan of the campaign regenerated from the profile at the plan's own limits (max_model_len 1,200,
+    a 600-token budget) must give its drop counters and its staged list; a plan whose capacity rule dropped
+    five more candidates, or whose list is another, blocks, each with its fix.  The plan as made is ready."""
     smoke = tmp_path / "smoke"
     assert run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(smoke), "--smoke",
                    host=standin_host(StandinRuntime())).exit_code == 0  # fmt: skip
-    doc = readiness(smoke, plan_of(small_plan), host=standin_host(StandinRuntime()), profile=load_profile(gdn_profile))
+    host, profile = standin_host(StandinRuntime()), load_profile(gdn_profile)
+    plan = plan_of(small_plan)
+    assert readiness(smoke, plan, host=host, profile=profile)["blockers"] == []
+    plan["dropped"]["capacity"] += 5
+    plan["options"]["benchmark_points"]["manifest_sha256"] = "0" * 64
+    doc = readiness(smoke, plan, host=host, profile=profile)
     assert doc["ready_for_full_collection"] is False
     assert [b["rule"] for b in doc["blockers"]] == ["G-26", "G-26"]
     assert "the plan's drop counters" in doc["blockers"][0]["message"]

@@ -127,12 +127,20 @@ def readiness(
 
 
 def _plan_blockers(plan: Mapping[str, Any], host: Any, profile: Any) -> list[dict[str, str]]:
-    """G-26: the plan is the one the profile's capacity gives (its drop counters and staged list)."""
+    """G-26: the plan is the one the profile's capacity gives at the plan's own limits (its drop counters and
+    staged list): a plan made from another profile, or for another capacity, is not."""
     from fpmcore.planning import generate, plan_document, resolve_limits
 
-    limits = resolve_limits(profile, 0)
-    fresh = plan_document(model=profile.model, profile=profile, deployment=0, limits=limits,
-                          plan=generate(host, profile.model, profile, 0, limits))  # fmt: skip
+    lim = plan.get("limits") or {}
+    dep = plan.get("deployment", 0)
+    try:
+        limits = resolve_limits(profile, dep if isinstance(dep, int) else 0,
+                                **{k: lim[k] for k in ("token_budget", "max_model_len", "block_size", "hash_block_size")
+                                   if isinstance(lim.get(k), int)})  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a plan whose limits the profile refuses is a blocker, not a crash
+        return [blocker("G-26", f"the plan's limits do not apply to the profile: {exc}", "plan again")]
+    fresh = plan_document(model=profile.model, profile=profile, deployment=dep, limits=limits,
+                          plan=generate(host, profile.model, profile, dep, limits))  # fmt: skip
     out = []
     if fresh.get("dropped") != plan.get("dropped"):
         out.append(blocker("G-26", f"the plan's drop counters {plan.get('dropped')} differ from those the profile's "
