@@ -87,9 +87,10 @@ class Contention:
         if not isinstance(value, dict):
             return None
         got = [value.get(k) for k in ("cpu_seconds", "wait_seconds", "foreign_seconds")]
-        if not all(type(v) in (int, float) and v >= 0 and v == v and v != float("inf") for v in got):
+        numbers = [float(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != 3 or not all(0 <= v < float("inf") for v in numbers):
             return None
-        return cls(*(float(v) for v in got))  # type: ignore[arg-type]
+        return cls(*numbers)
 
     def __add__(self, other: Contention) -> Contention:
         return Contention(self.cpu_seconds + other.cpu_seconds, self.wait_seconds + other.wait_seconds,
@@ -126,10 +127,11 @@ class ContentionBound:
     def from_json(cls, value: Any) -> ContentionBound | None:
         if not isinstance(value, dict):
             return None
-        a, b = value.get("max_wait_fraction"), value.get("max_foreign_fraction")
-        if not all(type(v) in (int, float) and 0 < v <= 1 for v in (a, b)):
+        got = [value.get("max_wait_fraction"), value.get("max_foreign_fraction")]
+        numbers = [float(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != 2 or not all(0 < v <= 1 for v in numbers):
             return None
-        return cls(float(a), float(b))  # type: ignore[arg-type]
+        return cls(*numbers)
 
 
 @attrs.frozen

@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fpmcore.contention import Contention
-
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another

@@ -54,7 +54,9 @@ def test_a_quiet_run_is_repeatable(quiet_run, small_plan, tmp_path):
     for p in doc["points"]:
         assert p["deviation"] == pytest.approx((p["assessed_seconds"] - p["run_seconds"]) / p["run_seconds"])
     assert doc["bounds"] == {"median": 0.05, "p90": 0.15, "worst": 0.35}
-    assert doc["run"]["index_sha256"] == __import__("hashlib").sha256((quiet_run / "index.json").read_bytes()).hexdigest()
+    assert (
+        doc["run"]["index_sha256"] == __import__("hashlib").sha256((quiet_run / "index.json").read_bytes()).hexdigest()
+    )
     table = tmp_path / "table.json"
     r = _fpm(StandinRuntime(), "publish", str(quiet_run), "--plan", str(small_plan), "-o", str(table),
              "--assessment", str(report))  # fmt: skip

@@ -94,7 +94,9 @@ def test_interleaved_passes_keep_a_burst_from_moving_a_point(small_plan, model_d
     bid = sorted(_retained(ref))[2]
     rec = _visit(ref, bid, 1)
     out = tmp_path / "silent"
-    c, _ = _collect(small_plan, model_dir, out, StandinConfig(silent_bursts=((rec["forward_start"], rec["forward_end"]),)))
+    c, _ = _collect(
+        small_plan, model_dir, out, StandinConfig(silent_bursts=((rec["forward_start"], rec["forward_end"]),))
+    )
     assert (out / "points" / store.record_name(bid, 3)).is_file()
     assert [p.name for p in (out / "points").glob("*.p3.json")] == [store.record_name(bid, 3)]
     merged = c.done[bid]

@@ -257,8 +257,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN", help="a finished full run of fpm collect")
     p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
     p.add_argument("-o", "--output", required=True, metavar="REPORT", help="the assessment report to write")
-    p.add_argument("--points", type=_at_least(1), metavar="N",
-                   help=f"points to re-measure (default: all when the run has at most {SMALL_RUN}, else {SMALL_RUN})")
+    p.add_argument(
+        "--points",
+        type=_at_least(1),
+        metavar="N",
+        help=f"points to re-measure (default: all when the run has at most {SMALL_RUN}, else {SMALL_RUN})",
+    )
     p.add_argument("--seed", type=_at_least(0), default=0, metavar="S", help="the sample's seed (default 0)")
     p.add_argument("--model-dir", metavar="DIR", help="the model folder (default: the one the run measured)")
     p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's)")

@@ -68,7 +68,9 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
         help="passes over the whole plan that share a point's samples, so that no burst of load moves all of them "
         "(default 3)",
     )
-    p.add_argument("--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point and pass (default 1)")
+    p.add_argument(
+        "--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point and pass (default 1)"
+    )
     p.add_argument(
         "--max-contended",
         type=_at_least(0),

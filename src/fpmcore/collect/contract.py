@@ -36,10 +36,10 @@ from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.point_grid import CELL_IDENTITY
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
+from fpmcore.validate.integers import parse_line
 from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
 from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
-from fpmcore.validate.integers import parse_line
 from fpmcore.validate.values import ABSENT, get, is_int, is_number, js, plain
 
 CONTRACT = ProducerContract(

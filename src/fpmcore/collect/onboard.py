@@ -44,14 +44,14 @@ from fpmcore.campaign import (
     ASSESSMENT,
     COLLECTION_STAGES,
     FULL_STAGES,
-    READINESS,
-    SMOKE_DIR,
     MANIFEST,
     MANIFEST_SCHEMA,
     PLAN,
     PROBE_DIR,
     PROFILE,
+    READINESS,
     RUN_DIR,
+    SMOKE_DIR,
     TABLE,
     VALIDATION,
     digest,
@@ -154,7 +154,13 @@ class Campaign:
         def digests(items: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
             return {label: {"path": n, "kind": k, "sha256": self.digest(k, n)} for label, (k, n) in items.items()}
 
-        entry = {"name": name, "status": "done", "inputs": digests(inputs), "outputs": digests(outputs), **(extra or {})}
+        entry = {
+            "name": name,
+            "status": "done",
+            "inputs": digests(inputs),
+            "outputs": digests(outputs),
+            **(extra or {}),
+        }
         self.manifest["stages"] = [s for s in self.manifest["stages"] if s["name"] != name] + [entry]
         self.save()
 
@@ -466,8 +472,11 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"
     )
     add_protocol_options(p)
-    p.add_argument("--accept-unrepeatable", action="store_true",
-                   help="publish a full run the assessment finds not repeatable (recorded in the table)")
+    p.add_argument(
+        "--accept-unrepeatable",
+        action="store_true",
+        help="publish a full run the assessment finds not repeatable (recorded in the table)",
+    )
     p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
     p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
     p.add_argument("--json", action="store_true", help="print the manifest on stdout")

@@ -125,8 +125,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
     p.add_argument("-o", "--output", required=True, metavar="TABLE", help="the FPM latency table to write (R-27)")
     p.add_argument("--assessment", metavar="REPORT", help="fpm assess's report of the run: refuse it if not repeatable")
-    p.add_argument("--accept-unrepeatable", action="store_true",
-                   help="publish a run the assessment found not repeatable (the table records it)")
+    p.add_argument(
+        "--accept-unrepeatable",
+        action="store_true",
+        help="publish a run the assessment found not repeatable (the table records it)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 

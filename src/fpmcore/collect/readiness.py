@@ -74,7 +74,6 @@ def readiness(
 ) -> dict[str, Any]:
     """The readiness document of a smoke collection (module docstring)."""
     from fpmcore.collect import store
-    from fpmcore.jsonio import load_path
 
     blockers: list[dict[str, str]] = []
     gaps: list[str] = []

@@ -246,8 +246,12 @@ def merge_visits(visits: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         ledger.extend(v["warmups"])
     values = pass_values(ordered)
     return {
-        "benchmark_id": first["benchmark_id"], "point": first["point"], "kv_seed_regime": first["kv_seed_regime"],
-        "raw": raw, "repetitions": reps, "warmups": ledger,
+        "benchmark_id": first["benchmark_id"],
+        "point": first["point"],
+        "kv_seed_regime": first["kv_seed_regime"],
+        "raw": raw,
+        "repetitions": reps,
+        "warmups": ledger,
         "prompts": next((v["prompts"] for v in ordered if v["prompts"]), []),
         "forward_start": min(v["forward_start"] for v in ordered),
         "forward_end": max(v["forward_end"] for v in ordered),

@@ -221,7 +221,6 @@ class RepetitionRules:
             return f"measured repetitions expected {self.measured}, found {measured}"
         return None
 
-
     def _passes_problem(self, reps: list[Any], raw: list[Any]) -> str | None:
         """The multi-pass line: each visit's repetitions in turn (see :attr:`passes`)."""
         assert self.passes is not None
@@ -234,7 +233,9 @@ class RepetitionRules:
             if type(idx) is not int or idx != j:
                 return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
             if type(v) is not int or not max(last, 0) <= v <= self.passes:
-                return f"repetitions[{j}].pass expected an integer from {max(last, 0)} to {self.passes}, found {plain(v)}"
+                return (
+                    f"repetitions[{j}].pass expected an integer from {max(last, 0)} to {self.passes}, found {plain(v)}"
+                )
             if v != last:
                 if v != len(visits):
                     return f"repetitions[{j}] starts pass {v} after pass {last}"
