@@ -86,10 +86,10 @@ class Contention:
         """The contention of a record, or ``None`` when it is not three numbers ≥ 0."""
         if not isinstance(value, dict):
             return None
-        got = [value.get(k) for k in ("cpu_seconds", "wait_seconds", "foreign_seconds")]
+        got: list[Any] = [value.get(k) for k in ("cpu_seconds", "wait_seconds", "foreign_seconds")]
         if not all(type(v) in (int, float) and v >= 0 and v == v and v != float("inf") for v in got):
             return None
-        return cls(*(float(v) for v in got))  # type: ignore[arg-type]
+        return cls(*(float(v) for v in got))
 
     def __add__(self, other: Contention) -> Contention:
         return Contention(self.cpu_seconds + other.cpu_seconds, self.wait_seconds + other.wait_seconds,
@@ -126,10 +126,11 @@ class ContentionBound:
     def from_json(cls, value: Any) -> ContentionBound | None:
         if not isinstance(value, dict):
             return None
-        a, b = value.get("max_wait_fraction"), value.get("max_foreign_fraction")
+        a: Any = value.get("max_wait_fraction")
+        b: Any = value.get("max_foreign_fraction")
         if not all(type(v) in (int, float) and 0 < v <= 1 for v in (a, b)):
             return None
-        return cls(float(a), float(b))  # type: ignore[arg-type]
+        return cls(float(a), float(b))
 
 
 @attrs.frozen

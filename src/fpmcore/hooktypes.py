@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fpmcore.contention import Contention
-
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
@@ -653,6 +652,10 @@ class MeasurementDriver:
 # --------------------------------------------------------------------------
 
 
+def _ints(items: Iterable[int]) -> tuple[int, ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class ServeRequest:
     """One request a serving engine admits at its arrival time.
@@ -664,7 +667,7 @@ class ServeRequest:
 
     request_id: str = attrs.field(validator=_nonblank)
     arrival_time: float
-    prompt: tuple[int, ...] = attrs.field(converter=tuple)
+    prompt: tuple[int, ...] = attrs.field(converter=_ints)
     output_len: int
 
 

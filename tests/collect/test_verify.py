@@ -183,10 +183,31 @@ def test_a_runtime_without_a_serving_engine_is_refused_naming_the_plugins_that_h
     ("make", "expected"),
     [
         (lambda c, t: (["--trace", str(t / "missing.jsonl")], None), "cannot read trace"),
-        (lambda c, t: (["--trace", _write(t / "step.jsonl", '{"request_id": "a", "arrival_step": 0, '
-                                          '"prompt_len": 8, "output_len": 2}\n')], None), "step-exact arrivals"),
-        (lambda c, t: (["--trace", _write(t / "long.jsonl", '{"request_id": "big", "arrival_time": 0, '
-                                          '"prompt_len": 9000000, "output_len": 2}\n')], None), "request big needs"),
+        (
+            lambda c, t: (
+                [
+                    "--trace",
+                    _write(
+                        t / "step.jsonl", '{"request_id": "a", "arrival_step": 0, "prompt_len": 8, "output_len": 2}\n'
+                    ),
+                ],
+                None,
+            ),
+            "step-exact arrivals",
+        ),
+        (
+            lambda c, t: (
+                [
+                    "--trace",
+                    _write(
+                        t / "long.jsonl",
+                        '{"request_id": "big", "arrival_time": 0, "prompt_len": 9000000, "output_len": 2}\n',
+                    ),
+                ],
+                None,
+            ),
+            "request big needs",
+        ),
         (lambda c, t: (["--prompt", "9:3"], None), "--prompt: must be LO:HI"),
         (lambda c, t: (["-o", str(t / "no" / "r.json")], None), "[O-1]"),
         (lambda c, t: ([], "table.json"), "table.json is missing [V-2]"),
@@ -213,7 +234,6 @@ def test_bad_input_exits_2_with_one_line_before_the_engine_starts(campaign, tmp_
 def _write(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)
-
 
 
 ROOT = Path(__file__).resolve().parents[2]

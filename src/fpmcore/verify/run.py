@@ -164,7 +164,9 @@ class _Server:
         return side, list(got.steps), load
 
 
-def _served_steps(steps: Sequence[EngineStep], predicted: Sequence[float | None], bound: ContentionBound) -> list:
+def _served_steps(
+    steps: Sequence[EngineStep], predicted: Sequence[float | None], bound: ContentionBound
+) -> list[dict[str, Any]]:
     return [{"start_s": s.start, "wall_s": s.wall_time, "kind": cmp.step_kind(s), "predicted_s": p,
              "scheduled": s.scheduled.as_json(), "contention": None if s.contention is None else s.contention.as_json(),
              "contended": bound.contended(s.contention, s.wall_time)}

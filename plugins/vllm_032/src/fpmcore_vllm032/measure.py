@@ -222,8 +222,7 @@ class VllmMeasurementEngine:
                 t1 = time.monotonic()
                 seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
-                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1],
-                                            contention=seen))
+                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1], contention=seen))
                 for o in results:
                     if o.request_id in position and o.finished:
                         i = position[o.request_id]

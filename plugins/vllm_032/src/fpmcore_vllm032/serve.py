@@ -34,7 +34,6 @@ from typing import Any
 
 from fpmcore.contention import sampler
 from fpmcore.hooktypes import EngineOptions, EngineStep, ServedRequest, ServeRequest, Serving, ServingDriver
-
 from fpmcore_vllm032.measure import VllmMeasurementEngine, workload
 
 
