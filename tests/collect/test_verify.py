@@ -139,6 +139,7 @@ def test_json_stdout_is_one_document_and_the_report_file_is_the_same(campaign, t
     assert run["requests"] == 6 and len(run["request_timings"]) == 6
     t = run["request_timings"][0]
     assert set(t["served"]) == set(t["predicted"]) == {"ttft_s", "tpot_s", "e2e_s", "output_tokens"}
+    assert t["served"]["output_tokens"] == t["output_len"] and 64 <= t["prompt_len"] <= 400
     assert len(run["served_steps"]) == run["served"]["steps"] == sum(k["n"] for k in run["steps"].values())
     assert set(run["steps"]) <= {"prefill", "decode", "mixed"} and "decode" in run["steps"]
     assert len(run["load_average"]["start"]) == 3 and run["again"]["contention"]["contended"] is False

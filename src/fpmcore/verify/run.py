@@ -239,8 +239,9 @@ def verify_campaign(
                 "predicted": {**pred.summary(), "steps": psummary["steps"],
                               "extrapolated_steps": psummary["extrapolated_steps"]},
                 "errors": cmp.compare(served, pred), "steps": kinds,
-                "request_timings": [{"request_id": rid, "served": t.as_json(), "predicted": pred.requests[rid].as_json()}
-                                    for rid, t in served.requests.items()],
+                "request_timings": [{"request_id": q.request_id, "prompt_len": q.prompt_len, "output_len": q.output_len,
+                                     "served": served.requests[q.request_id].as_json(),
+                                     "predicted": pred.requests[q.request_id].as_json()} for q in trace.requests],
                 "served_steps": _served_steps(steps, predicted_steps, bound),
             }  # fmt: skip
             if options.noise_floor:
