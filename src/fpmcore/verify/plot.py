@@ -6,7 +6,8 @@ the requests and steps of every run pooled:
 1. the CDF of TTFT, served and predicted;
 2. the CDF of TPOT, served and predicted;
 3. every served step's predicted time against its served time, by step kind
-   (log-log, the diagonal is a perfect prediction), contended steps hollow.
+   (log-log when they span a decade; the diagonal is a perfect prediction), contended
+   steps hollow.
 
 The house style is :mod:`fpmcore.replay.plot`'s (Agg backend, titles on the
 left, legends outside the axes).
@@ -61,8 +62,9 @@ def render(doc: dict[str, Any], fmt: str) -> bytes:
                        facecolors="none" if contended else color, edgecolors=color, linewidths=0.6)  # fmt: skip
     if hi > 0:
         ax.plot([lo, hi], [lo, hi], color="grey", linewidth=0.8, linestyle=":", label="predicted = served")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        if hi > 10 * lo:  # log-log only where the steps span a decade or more
+            ax.set_xscale("log")
+            ax.set_yscale("log")
     ax.set_xlabel("served step time (s)")
     ax.set_ylabel("predicted step time (s)")
     ax.set_title("every served step against the latency model at its coordinates", fontsize=9, loc="left")
