@@ -135,6 +135,7 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["publish", str(tmp / "no-run"), "--plan", missing, "-o", str(tmp / "t.json"), "--json"], "JSON"),
         (["onboard", str(tmp / "no-model"), "-o", str(tmp / "campaign"), "--json"], "collect"),
         (["finalize", str(tmp / "no-campaign"), "--json"], "F-1"),
+        (["verify", str(tmp / "no-campaign"), "--json"], "V-2"),
         (["profile", "check", missing, "--bogus", "--json"], "usage"),
         (["replay", str(PROFILE), "--trace", str(TRACE), "--max-num-seqs", str(2**63), "--json"], "usage"),
     ]

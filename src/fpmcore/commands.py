@@ -5,7 +5,7 @@ The command line (:func:`fpmcore.cli.build_host`) registers this module in
 the plugin host it builds; the host itself imports no command.
 
 ``fpm plugins``, ``fpm profile check``, ``fpm schema``, and the pipelines'
-commands (``import``, ``probe``, ``plan``, ``validate``, ``replay``), each
+commands (``import``, ``probe``, ``plan``, ``validate``, ``replay``, ``verify``, …), each
 defined beside its pipeline.  Heavy modules are imported only when a command
 runs, so that ``fpm --help`` stays fast.
 """
@@ -34,6 +34,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.collect.publish", "publish_command"),
     ("fpmcore.collect.onboard", "onboard_command"),
     ("fpmcore.collect.finalize", "finalize_command"),
+    ("fpmcore.verify", "verify_command"),
 )
 
 

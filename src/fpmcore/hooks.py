@@ -56,6 +56,7 @@ from fpmcore.hooktypes import (
     PointPlan,
     ProducerContract,
     RuntimeRules,
+    ServingDriver,
     SpecClassification,
 )
 from fpmcore.replay.rules import RuntimeRules as ReplayRules
@@ -198,6 +199,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
     "fpm_measurement_driver": Expect((MeasurementDriver,)),
+    "fpm_serving_engine": Expect((ServingDriver,)),
     "fpm_replay_rules": Expect((ReplayRules,), "RuntimeRules of fpmcore.replay.rules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
@@ -537,6 +539,11 @@ class RuntimeHooks:
         if driver is None:
             raise self._missing("fpm_measurement_driver")
         return driver  # type: ignore[no-any-return]
+
+    def serving_engine(self) -> ServingDriver | None:
+        """The :class:`~fpmcore.hooktypes.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
+        ``None`` when the plugin serves no engine (the hook is optional)."""
+        return self._call("fpm_serving_engine")  # type: ignore[no-any-return]
 
     def rules(self) -> RuntimeRules:
         """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         PointPlan,
         ProducerContract,
         RuntimeRules,
+        ServingDriver,
         SpecClassification,
     )
     from fpmcore.profile import FpmModelProfile
@@ -352,6 +353,58 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
         ('vllm_032_cpu_engine_steps', 'vllm_032_llm_engine_step')
         >>> [f.path for f in driver.producer.files][:2]
         ['vllm/entrypoints/llm.py', 'vllm/outputs.py']
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_serving_engine(runtime: str) -> ServingDriver | None:
+    """*Serving engine*: how ``fpm verify`` serves a trace on this runtime's engine.  *First-result*.
+
+    The answer's ``start(model_dir, options)`` imports the runtime, starts an
+    engine for the model folder with the deployment's
+    :class:`~fpmcore.hooktypes.EngineOptions` (the plan's, as for
+    :func:`fpm_measurement_driver`) and returns a
+    :class:`~fpmcore.hooktypes.ServingEngine`.  Its ``serve(requests)``
+    serves a list of :class:`~fpmcore.hooktypes.ServeRequest` open loop in
+    wall-clock time, from an empty prefix cache: each request is added with
+    its token ids once its arrival time has passed, the engine steps while a
+    request is unfinished and waits for the next arrival when none is.  It
+    returns a :class:`~fpmcore.hooktypes.Serving`: per request its arrival,
+    first-token and finish times (the ends of the steps that returned them)
+    and its output tokens; per non-empty step its start and end, the
+    workload the scheduler computed and what the machine did to it, read
+    with ``fpmcore.contention.sampler(precise=False)`` around the step (a
+    cheap reading that does not slow the served engine).
+
+    Why a hook: the comparison — traces, the replay of the same trace, the
+    errors, the contention bound and the verdict (:mod:`fpmcore.verify`) — is
+    the same for every runtime and lives once in the host; adding requests to
+    one release's engine, stepping it and reading its scheduler's output are
+    that release's internals, so they live in its runtime plugin.  Imports of
+    the runtime belong inside ``start``.  **Optional**: ``fpm verify``
+    refuses a runtime whose plugin gives none (V-1), naming the plugins that
+    implement it.
+
+    :param runtime: the pin of the plan's engine (``plan["engine"]["runtime"]``,
+        ``"vllm==0.32.0"``): one of your targets.
+    :returns: a :class:`~fpmcore.hooktypes.ServingDriver`, or ``None`` when
+        the plugin serves no engine.
+
+    ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
+    starts the engine (in the runtime's environment: ``tox -e vllm032-live``);
+    ``engine.serve([ServeRequest("a", 0.0, [5, 17, 42], 4)]).requests[0].output_tokens``
+    is then 4.
+
+    Example::
+
+        >>> from fpmcore.hooktypes import ServingDriver
+        >>> @hookimpl
+        ... def fpm_serving_engine():
+        ...     return ServingDriver(start=lambda model_dir, options: None)
+        >>> callable(fpm_serving_engine().start)
+        True
+        >>> callable(host.hooks.runtime("vllm==0.32.0").serving_engine().start)
+        True
     """
 
 

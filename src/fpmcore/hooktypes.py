@@ -29,7 +29,8 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 #: optional.
 #:
 #: Additions a plugin of this version need not know keep the version: the
-#: optional hook ``fpm_live_probe`` and its :class:`LiveProbeOptions`;
+#: optional hooks ``fpm_live_probe`` and its :class:`LiveProbeOptions`, and
+#: ``fpm_serving_engine`` and its :class:`ServingDriver`;
 #: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
 #: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
 #: defaults are the rules of 02 as written.
@@ -644,3 +645,102 @@ class MeasurementDriver:
 
     producer: ProducerRecord
     start: Callable[[str, EngineOptions], MeasurementEngine] = attrs.field(validator=attrs.validators.is_callable())
+
+
+# --------------------------------------------------------------------------
+# serving engines (fpm verify)
+# --------------------------------------------------------------------------
+
+
+def _ints(items: Iterable[int]) -> tuple[int, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class ServeRequest:
+    """One request a serving engine admits at its arrival time.
+
+    ``arrival_time`` seconds from the start of the serving; ``prompt`` the
+    real token ids; ``output_len`` the tokens to generate exactly (greedy,
+    end-of-sequence ignored).
+    """
+
+    request_id: str = attrs.field(validator=_nonblank)
+    arrival_time: float
+    prompt: tuple[int, ...] = attrs.field(converter=_ints)
+    output_len: int
+
+
+@attrs.frozen
+class ServedRequest:
+    """What a serving engine observed of one request, in seconds from the start of the serving.
+
+    ``arrival_time`` when it was due (the :class:`ServeRequest`'s);
+    ``admitted`` when the engine was given it; ``first_token`` and ``finish``
+    the ends of the steps that returned its first and its last token;
+    ``output_tokens`` the tokens it generated.
+    """
+
+    request_id: str
+    arrival_time: float
+    admitted: float
+    first_token: float
+    finish: float
+    output_tokens: int
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival_time
+
+    @property
+    def e2e(self) -> float:
+        return self.finish - self.arrival_time
+
+    @property
+    def tpot(self) -> float | None:
+        """``(finish − first token) / (tokens − 1)``; ``None`` for a single token."""
+        n = self.output_tokens
+        return (self.finish - self.first_token) / (n - 1) if n > 1 else None
+
+
+@attrs.frozen
+class Serving:
+    """What :meth:`ServingEngine.serve` observed: every request and every non-empty step.
+
+    ``steps`` are :class:`EngineStep` values whose ``start`` and ``end`` are
+    seconds from the start of the serving and whose ``contention`` was read
+    around each step with a cheap sampler
+    (``fpmcore.contention.sampler(precise=False)``), ``None`` where it cannot
+    be read.
+    """
+
+    requests: tuple[ServedRequest, ...] = attrs.field(converter=tuple)
+    steps: tuple[EngineStep, ...] = attrs.field(converter=tuple)
+
+
+@runtime_checkable
+class ServingEngine(Protocol):
+    """A started engine that serves a trace open loop in wall-clock time (``fpm verify``)."""
+
+    facts: EngineFacts
+
+    def serve(self, requests: Sequence[ServeRequest]) -> Serving:
+        """Serve ``requests`` from an empty prefix cache: add each when its arrival time has passed, step the
+        engine while a request is unfinished, wait for the next arrival when none is; report every request and
+        every non-empty step."""
+        ...
+
+    def close(self) -> None:
+        """Shut the engine down and release what it holds."""
+        ...
+
+
+@attrs.frozen
+class ServingDriver:
+    """The answer of ``fpm_serving_engine``: how to start a runtime's engine for serving.
+
+    ``start(model_dir, options)`` imports and starts the runtime with the
+    deployment's :class:`EngineOptions` and returns a :class:`ServingEngine`.
+    """
+
+    start: Callable[[str, EngineOptions], ServingEngine] = attrs.field(validator=attrs.validators.is_callable())

@@ -41,6 +41,10 @@ from fpmcore.hooktypes import (
     MeasurementDriver,
     ProducerFile,
     ProducerRecord,
+    ServedRequest,
+    ServeRequest,
+    Serving,
+    ServingDriver,
     StepWorkload,
 )
 
@@ -75,6 +79,9 @@ class StandinConfig:
     silent_bursts: tuple[tuple[int, int], ...] = ()
     #: the dtype the engine says it runs the model in (``serving_config["dtype"]``; ``None``: it says nothing)
     dtype: str | None = None
+    #: a latency table (``fpmcore.replay.table.load_table``): served steps then take exactly the table's time for
+    #: their workload (no noise), the engine a replay with that table predicts
+    serve_table: Any = None
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -224,6 +231,94 @@ class StandinEngine:
                 time.sleep(self.sleep)
         return EngineRun(steps, [r.cached for r in reqs], [r.outputs for r in reqs])
 
+    def _step_seconds(self, scheduled: StepWorkload, tokens: Sequence[int]) -> float:
+        if self.config.serve_table is None:
+            return self._time(scheduled, tokens)
+        from fpmcore.replay.latency import step_time
+
+        w = scheduled
+        got = step_time(self.config.serve_table, w.num_prefill_requests, w.sum_prefill_tokens,
+                        w.sum_prefill_kv_tokens, w.num_decode_requests, w.sum_decode_kv_tokens)  # fmt: skip
+        assert isinstance(got, tuple)
+        return got[0]
+
+    def serve(self, requests: Sequence[ServeRequest]) -> Serving:
+        """Open-loop serving on the virtual clock (seconds from 0), from an empty prefix cache (module docstring).
+
+        A step starts when the previous one ended; arrivals up to a step's start are admitted before it; an idle
+        engine jumps to the next arrival.  Contention bursts count the engine's steps like :meth:`run`.
+        """
+        if self.closed:
+            raise RuntimeError("the engine is shut down")
+        self.cache.clear()
+        pending = sorted(requests, key=lambda r: r.arrival_time)
+        reqs = {r.request_id: _Req(list(r.prompt), r.output_len) for r in pending}
+        waiting: list[str] = []
+        running: list[str] = []
+        admitted: dict[str, float] = {}
+        first: dict[str, float] = {}
+        finish: dict[str, float] = {}
+        steps: list[EngineStep] = []
+        now, k = 0.0, 0
+        while len(finish) < len(pending):
+            while k < len(pending) and pending[k].arrival_time <= now:
+                waiting.append(pending[k].request_id)
+                admitted[pending[k].request_id] = now
+                k += 1
+            if not running and not waiting:
+                now = pending[k].arrival_time
+                continue
+            left = self.options.max_num_batched_tokens
+            plan: list[tuple[_Req, int]] = []
+            for rid in running:
+                n = self._chunk(reqs[rid], left)
+                if n > 0:
+                    plan.append((reqs[rid], n))
+                    left -= n
+            while waiting and len(running) < self.options.max_num_seqs and left > 0:
+                r = reqs[waiting[0]]
+                r.computed = r.cached = self._hit(r.prompt)
+                n = self._chunk(r, left)
+                if n <= 0:
+                    break
+                running.append(waiting.pop(0))
+                plan.append((r, n))
+                left -= n
+            if not plan:
+                raise RuntimeError("the stand-in engine cannot schedule its requests")
+            pre = [(r, n) for r, n in plan if r.computed < len(r.prompt)]
+            dec = [r for r, n in plan if r.computed >= len(r.prompt)]
+            scheduled = StepWorkload(num_prefill_requests=len(pre), sum_prefill_tokens=sum(n for _, n in pre),
+                                     sum_prefill_kv_tokens=sum(r.computed for r, _ in pre),
+                                     num_decode_requests=len(dec), sum_decode_kv_tokens=sum(r.computed for r in dec))  # fmt: skip
+            touched = [t for r, n in plan for t in r.prompt[r.computed : r.computed + n]]
+            duration = self._step_seconds(scheduled, touched + [len(steps)])
+            burst = any(a <= self.steps_run < b for a, b in self.bursts)
+            self.steps_run += 1
+            if burst:
+                duration *= self.config.burst_slowdown
+            seen = Contention(cpu_seconds=duration, wait_seconds=0.0, foreign_seconds=duration if burst else 0.0)
+            start, now = now, now + duration
+            for r, n in plan:
+                r.computed += n
+                if r.computed >= r.length:
+                    r.outputs += 1
+                self._cache(r.prompt, min(r.computed, len(r.prompt)))
+            for rid in list(running):
+                r = reqs[rid]
+                if r.outputs and rid not in first:
+                    first[rid] = now
+                if r.outputs >= r.max_tokens:
+                    finish[rid] = now
+                    running.remove(rid)
+            steps.append(EngineStep(start=start, end=now, scheduled=scheduled, contention=seen))
+            if self.sleep:
+                time.sleep(self.sleep)
+        return Serving(
+            [ServedRequest(r.request_id, r.arrival_time, admitted[r.request_id], first[r.request_id],
+                           finish[r.request_id], reqs[r.request_id].outputs) for r in pending], steps,
+        )  # fmt: skip
+
     def close(self) -> None:
         self.closed = True
 
@@ -255,6 +350,14 @@ class StandinRuntime:
         recorded probe) drives no engine, so the stand-in's driver is the answer."""
         answer = yield
         return answer if answer is not None or runtime != self.config.runtime else self.driver()
+
+    @hookimpl(wrapper=True)
+    def fpm_serving_engine(self, runtime: str) -> Any:
+        """The stand-in's engine serves traces for its pin (``fpm verify``), like its measurement driver."""
+        answer = yield
+        if answer is not None or runtime != self.config.runtime:
+            return answer
+        return ServingDriver(start=self.driver().start)
 
     def driver(self) -> MeasurementDriver:
         def start(model_dir: str, options: EngineOptions) -> StandinEngine:

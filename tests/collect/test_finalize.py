@@ -54,12 +54,29 @@ def _small_plan_stage(ctx: Any, c: Any, o: Any) -> None:
     c.record("plan", {"profile": ("file", layout.PROFILE)}, {"plan": ("file", layout.PLAN)})
 
 
+def _report_stage(name: str, file: str, doc: Any) -> Any:
+    """A stage that writes a hand-made report (the assessment, the verification) and records itself."""
+
+    def stage(ctx: Any, c: Any, o: Any) -> None:
+        index = c.path(layout.RUN_DIR) / "index.json"
+        _write(c.path(file), {**doc, "run": {"path": str(c.path(layout.RUN_DIR)), "index_sha256": _sha(index)}}
+               if doc.get("kind") == "fpmcore.assessment" else doc)  # fmt: skip
+        c.record(name, {"run": ("run", layout.RUN_DIR)}, {"report": ("file", file)})
+
+    return stage
+
+
 @contextlib.contextmanager
 def _seams() -> Iterator[None]:
-    """The recorded probe and the small grid's plan stage, for the time of the context only."""
+    """The recorded probe, the small grid's plan stage and hand-made reports in place of the assess and verify
+    stages (their verdicts are what these tests vary), and no finalize stage (these tests run fpm finalize), for
+    the time of the context only."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(onboard.PROBE_STAGES, "recorded", recorded_probe(PROBE))
         mp.setitem(onboard.RUNNERS, "plan", _small_plan_stage)
+        mp.setitem(onboard.RUNNERS, "assess", _report_stage("assess", layout.ASSESSMENT, ASSESSMENT))
+        mp.setitem(onboard.RUNNERS, "verify", _report_stage("verify", layout.VERIFICATION, VERIFICATION))
+        mp.setitem(onboard.RUNNERS, "finalize", lambda ctx, c, o: None)
         yield
 
 
@@ -86,8 +103,9 @@ def onboarded(model_dir, tmp_path_factory) -> dict[str, Path]:
         with _seams():
             r = _onboard(model_dir, folder, *extra)
         assert r.exit_code == 0, r.stderr
-        _write(folder / layout.ASSESSMENT, ASSESSMENT)
-        _write(folder / layout.VERIFICATION, VERIFICATION)
+        if name == "smoke":  # the full campaign's assess and verify stages wrote them
+            _write(folder / layout.ASSESSMENT, ASSESSMENT)
+            _write(folder / layout.VERIFICATION, VERIFICATION)
         out[name] = folder
     return out
 
@@ -233,7 +251,7 @@ def test_a_campaign_without_a_passing_serving_validation_is_refused(full, report
 
 def test_an_unfinished_or_changed_onboarding_is_refused(full):
     manifest = load_path(full / "onboard.json")
-    _write(full / "onboard.json", {**manifest, "stages": manifest["stages"][:-1]})
+    _write(full / "onboard.json", {**manifest, "stages": [s for s in manifest["stages"] if s["name"] != "publish"]})
     _refused(_finalize(full), "F-4", "stage publish has not finished; fpm onboard --resume continues it")
     _write(full / "onboard.json", manifest)
     before = _sha(full / "profile.json")
@@ -352,8 +370,7 @@ def test_onboard_resume_of_a_finalized_campaign_checks_its_digests(seams, full, 
 
 
 def test_the_finalize_stage_of_onboard(seams, full, model_dir, monkeypatch):
-    monkeypatch.setattr(onboard, "STAGES", (*layout.COLLECTION_STAGES, "finalize"))
-    monkeypatch.setitem(onboard.RUNNERS, "finalize", finalize.stage_finalize)
+    monkeypatch.setitem(onboard.RUNNERS, "finalize", onboard._stage_finalize)
     r = _onboard(model_dir, full, "--resume")
     assert r.exit_code == 0, r.stderr
     assert "finalize done" in r.stderr
@@ -371,9 +388,13 @@ def test_the_finalize_stage_of_onboard(seams, full, model_dir, monkeypatch):
     (full / layout.VERIFICATION).write_text(json.dumps({**VERIFICATION, "verdict": "fail"}))
     (full / layout.FINAL).unlink()
     manifest = load_path(full / "onboard.json")
-    _write(full / "onboard.json", {**manifest, "stages": [s for s in manifest["stages"] if s["name"] != "finalize"]})
-    r = _onboard(model_dir, full, "--resume")
-    _refused(r, "F-7", "stage finalize: the serving validation did not pass: verdict fail", code=2)
+    stages = [s for s in manifest["stages"] if s["name"] != "finalize"]
+    for s in stages:  # as if the verify stage had recorded this verdict
+        if s["name"] == "verify":
+            s["outputs"]["report"]["sha256"] = _sha(full / layout.VERIFICATION)
+    _write(full / "onboard.json", {**manifest, "stages": stages})
+    r = _onboard(model_dir, full, "--resume")  # a negative verdict of the finalize stage: exit 1
+    _refused(r, "F-7", "stage finalize: the serving validation did not pass: verdict fail", code=1)
 
 
 # ---------------------------------------------------------------------------

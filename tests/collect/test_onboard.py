@@ -208,3 +208,37 @@ def test_twenty_kills_of_onboard_resume_to_the_uninterrupted_table(stages, model
     (result,) = validate_run(standin_host(STANDIN), out / "run", plan)
     assert result.status == "accepted", result.diagnostics
     assert load_path(out / "table.json")["rows"] == load_path(reference / "table.json")["rows"]
+
+
+def test_a_full_campaign_runs_every_stage_to_its_finalization(model_dir, tmp_path, monkeypatch):
+    """Without --smoke (on the small grid of the finalize tests): the smoke subset into smoke/, readiness ready,
+    the full collection, validation, a repeatable assessment (every point of the 77: at most 32 re-measured),
+    the published table recording it, a passing verification against the served stand-in, and final.json
+    pinning it all; a resume finds every stage done and starts no engine."""
+    from tests.collect.test_finalize import _small_plan_stage
+
+    monkeypatch.setitem(onboard.PROBE_STAGES, "recorded", recorded_probe(PROBE))
+    monkeypatch.setitem(onboard.RUNNERS, "plan", _small_plan_stage)
+    runtime = StandinRuntime()
+    out = tmp_path / "campaign"
+    r = run_fpm("onboard", str(model_dir), "-o", str(out), "--probe", "recorded", "--retake-pause", "0",
+                host=standin_host(runtime))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    manifest = load_path(out / "onboard.json")
+    assert [s["name"] for s in manifest["stages"]] == list(onboard.FULL)
+    assert sorted(p.name for p in out.iterdir()) == sorted([
+        "onboard.json", "probe", "profile.json", "plan.json", "smoke", "readiness.json", "run", "validation.json",
+        "assessment.json", "table.json", "verification.json", "final.json"])  # fmt: skip
+    assert load_path(out / "readiness.json")["ready_for_full_collection"] is True
+    assessment = load_path(out / "assessment.json")
+    assert assessment["repeatable"] is True and assessment["summary"]["points"] == 32
+    assert load_path(out / "table.json")["source"]["assessment"]["repeatable"] is True
+    verification = load_path(out / "verification.json")
+    assert verification["verdict"] == "pass" and verification["summary"]["noise_floor"]["makespan"] == 0.0
+    final = load_path(out / "final.json")
+    assert {a["path"] for a in final["artifacts"]} >= {"table.json", "assessment.json", "verification.json"}
+    engines = len(runtime.engines)
+    r = run_fpm("onboard", str(model_dir), "-o", str(out), "--probe", "recorded", "--retake-pause", "0",
+                "--resume", host=standin_host(runtime))  # fmt: skip
+    assert r.exit_code == 0 and r.stderr.count("done before") == len(onboard.FULL)
+    assert len(runtime.engines) == engines

@@ -180,9 +180,11 @@ def assess_run(
     """The assessment report of ``run_dir`` (module docstring); raises :class:`FpmError` for a run it
     cannot assess."""
     from fpmcore.collect import store
+    from fpmcore.collect.finalize import check_inputs
     from fpmcore.collect.run import staged
 
     root = Path(run_dir)
+    check_inputs(root / store.INDEX)  # the run of a finalized campaign: its digests (F-2)
     run = store.RunFolder(root).read_run()
     if run.get("point_set") == "smoke":
         raise FpmError("A-45", "a smoke run is no source for an assessment (its few points say nothing about the "
@@ -231,7 +233,8 @@ def read_assessment(path: str | os.PathLike[str], run_dir: str | os.PathLike[str
         raise FpmError("A-45", f"not an assessment report of fpm assess (kind {KIND}, schema 1)", str(path))
     index = Path(run_dir) / store.INDEX
     want = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
-    got = (doc.get("run") or {}).get("index_sha256")
+    run = doc.get("run")
+    got = run.get("index_sha256") if isinstance(run, dict) else None
     if got != want:
         raise FpmError("A-45", f"the assessment is of another run: its artifact index sha256 {got}, this run's "
                                f"{want}", str(path))  # fmt: skip

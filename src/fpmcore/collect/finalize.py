@@ -325,16 +325,22 @@ def _check_smoke(root: Path, manifest: Mapping[str, Any]) -> None:
                           str(root / run_file))  # fmt: skip
 
 
+#: The stages of a full campaign that make its published table (F-4).
+MAKING_STAGES = tuple(s for s in layout.FULL_STAGES if s not in ("assess", "verify", "finalize"))
+
+
 def _check_stages(root: Path, manifest: Mapping[str, Any]) -> None:
-    """F-4."""
+    """F-4: every stage that makes the published table is done (the reports of ``fpm assess`` and ``fpm verify``
+    are read by F-6 and F-7 whoever wrote them, so that a verification run again by hand on a quieter machine
+    finalizes), and no recorded input or output of those stages changed."""
     by_name = {s["name"]: s for s in manifest["stages"]}
-    for name in layout.FULL_STAGES[: layout.FULL_STAGES.index("verify")]:
+    for name in MAKING_STAGES:
         entry = by_name.get(name)
         if entry is None or entry["status"] != "done":
             raise Refused("F-4", f"stage {name} has not finished; fpm onboard --resume continues it", str(root))
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
         for entry in manifest["stages"]:
-            if entry["name"] == STAGE:  # its inputs are final.json's artifacts (F-2), its output final.json
+            if entry["name"] not in MAKING_STAGES:  # the reports (F-6, F-7) and final.json's own record (F-2)
                 continue
             for label, item in entry[side].items():
                 found = layout.digest(root, item["kind"], item["path"])
@@ -500,8 +506,8 @@ def stage_finalize(ctx: Any, campaign: Any, options: Any) -> None:
     """
     try:
         finalize(campaign.root)
-    except FpmError as exc:
-        raise FpmError(exc.rule, f"stage finalize: {exc.message}", exc.where) from None
+    except FpmError as exc:  # a refusal stays a refusal (exit 1), bad input stays exit 2
+        raise type(exc)(exc.rule, f"stage finalize: {exc.message}", exc.where) from None
     campaign.record(STAGE, {role: ("file", path) for role, path in ARTIFACTS},
                     {"final": ("file", layout.FINAL)})  # fmt: skip
 

@@ -54,6 +54,7 @@ from fpmcore.campaign import (
     SMOKE_DIR,
     TABLE,
     VALIDATION,
+    VERIFICATION,
     digest,
 )
 from fpmcore.collect import store
@@ -360,14 +361,29 @@ def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     if assessment is not None:
         doc["source"]["assessment"] = assessment
     write_table(c.path(TABLE), doc)
-    inputs = {"run": ("run", RUN_DIR), "plan": ("file", PLAN), "profile": ("file", PROFILE)}
-    if assessment is not None:
-        inputs["assessment"] = ("file", ASSESSMENT)
-    c.record("publish", inputs, {"table": ("file", TABLE)})
+    c.record(
+        "publish",
+        {"run": ("run", RUN_DIR), "plan": ("file", PLAN), "profile": ("file", PROFILE)},
+        {"table": ("file", TABLE)},
+    )  # fmt: skip  (the assessment's digest is in the table's source)
+
+
+#: What the verify stage serves: a light Poisson load (1 request/s, 40 requests per trace), two runs, each
+#: served twice for the engine's own noise floor (``fpm verify --noise-floor``).
+VERIFY_REQUESTS, VERIFY_RATE, VERIFY_RUNS = 40, 1.0, 2
 
 
 def _stage_verify(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    raise FpmError("onboard", "the verify stage is not available")
+    """fpm verify of the published table against the served engine (its verdict is enforced by finalize, F-7)."""
+    from fpmcore.verify.run import VerifyOptions, verify_campaign
+    from fpmcore.verify.traces import PoissonSpec
+
+    options = VerifyOptions(poisson=PoissonSpec(VERIFY_RATE, VERIFY_REQUESTS, (64, 512), (8, 64)), runs=VERIFY_RUNS,
+                            noise_floor=True)  # fmt: skip
+    report = verify_campaign(ctx.host, c.root, options)
+    store.write_durable(c.path(VERIFICATION), store.json_bytes(report))
+    c.record("verify", {"profile": ("file", PROFILE), "plan": ("file", PLAN), "table": ("file", TABLE)},
+             {"verification": ("file", VERIFICATION)})  # fmt: skip
 
 
 def _stage_finalize(ctx: Any, c: Campaign, o: OnboardOptions) -> None:

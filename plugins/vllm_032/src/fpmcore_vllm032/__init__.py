@@ -15,7 +15,8 @@ README with file:line citations; here it lives as:
 * the live engine (:mod:`fpmcore_vllm032.engine`), stepping a trace through its
   scheduler (:mod:`fpmcore_vllm032.steps`), the live probe
   (:mod:`fpmcore_vllm032.live`, ``fpm probe --live``), the measurement driver of
-  ``fpm collect`` (:mod:`fpmcore_vllm032.measure`) and the scheduler envelope
+  ``fpm collect`` (:mod:`fpmcore_vllm032.measure`), the serving engine of
+  ``fpm verify`` (:mod:`fpmcore_vllm032.serve`) and the scheduler envelope
   a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`).
 
 The hook implementations and everything the vLLM releases share come from
@@ -32,7 +33,7 @@ from typing import Any
 import attrs
 
 from fpmcore import LiveProbeOptions, hookimpl
-from fpmcore.hooktypes import MeasurementDriver
+from fpmcore.hooktypes import MeasurementDriver, ServingDriver
 from fpmcore_vllm032.classes import classify
 from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES
@@ -41,8 +42,8 @@ from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
 @attrs.frozen(eq=False)
 class VllmCpuEnginePlugin(VllmRuntimePlugin):
-    """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe`` and
-    ``fpm_measurement_driver``."""
+    """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe``,
+    ``fpm_measurement_driver`` and ``fpm_serving_engine``."""
 
     @hookimpl
     def fpm_live_probe(
@@ -61,6 +62,13 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
     def fpm_measurement_driver(self) -> MeasurementDriver:
         """``fpm collect`` on the live engine: the producer and its engine (:mod:`fpmcore_vllm032.measure`)."""
         from fpmcore_vllm032.measure import driver
+
+        return driver()
+
+    @hookimpl
+    def fpm_serving_engine(self) -> ServingDriver:
+        """``fpm verify`` on the live engine: traces served open loop (:mod:`fpmcore_vllm032.serve`)."""
+        from fpmcore_vllm032.serve import driver
 
         return driver()
 

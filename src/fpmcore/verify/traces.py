@@ -1,0 +1,101 @@
+"""The traces ``fpm verify`` serves, and their token ids.
+
+A run serves either a trace file (anything ``fpm replay`` reads with
+``arrival_time``: seconds from the start of the trace; 06 R-32) or a seeded
+Poisson trace (:func:`poisson_trace`).  Each request gets real token ids
+(:func:`prompts`): the prefix it shares with an earlier request
+(``prefix_of``/``prefix_of_len``) or with a named group (``shared_prefix_id``/
+``shared_prefix_len``) is copied, every other token is drawn for the request
+alone, from the engine's vocabulary minus its special tokens, seeded by the
+run's seed and the request id.  So the engine sees exactly the prefix sharing
+the replay models, and a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from fpmcore.errors import FpmError
+from fpmcore.hooktypes import ServeRequest
+from fpmcore.replay.trace import Trace, TraceRequest, parse_trace_lines
+
+
+@attrs.frozen
+class PoissonSpec:
+    """A seeded Poisson trace: ``requests`` arrivals at ``rate`` per second (exponential gaps, the first at 0),
+    prompt and output lengths uniform in the closed ranges ``prompt`` and ``output``."""
+
+    rate: float
+    requests: int
+    prompt: tuple[int, int]
+    output: tuple[int, int]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rate": self.rate, "requests": self.requests, "prompt": list(self.prompt),
+                "output": list(self.output)}  # fmt: skip
+
+
+def poisson_trace(spec: PoissonSpec, seed: int) -> Trace:
+    """The trace of ``spec`` drawn with ``seed`` (06 R-32 lines with ``arrival_time``, no shared prefixes)."""
+    rng = random.Random(seed)
+    t, lines = 0.0, []
+    for i in range(spec.requests):
+        if i:
+            t += rng.expovariate(spec.rate)
+        lines.append(json.dumps({"request_id": f"q{i}", "arrival_time": round(t, 6),
+                                 "prompt_len": rng.randint(*spec.prompt),
+                                 "output_len": rng.randint(*spec.output)}))  # fmt: skip
+    return parse_trace_lines(lines, f"poisson trace (seed {seed})")
+
+
+def check_servable(trace: Trace, max_model_len: int, where: str) -> None:
+    """V-3: a trace in wall-clock time whose every request fits the deployment's context."""
+    if trace.step_exact:
+        raise FpmError("V-3", "the trace has step-exact arrivals (arrival_step); a serving runs in wall-clock time: "
+                              "give arrival_time in seconds", where)  # fmt: skip
+    for r in trace.requests:
+        if r.prompt_len + r.output_len > max_model_len:
+            raise FpmError("V-3", f"request {r.request_id} needs {r.prompt_len} + {r.output_len} tokens, more than "
+                                  f"the deployment's max_model_len {max_model_len}", where)  # fmt: skip
+
+
+def prompts(requests: Sequence[TraceRequest], vocab: int, excluded: Iterable[int], seed: int) -> dict[str, list[int]]:
+    """Real token ids for every request (module docstring)."""
+    skip = set(excluded)
+    allowed = [t for t in range(vocab) if t not in skip]
+    if not allowed:
+        raise FpmError("V-5", f"the engine's vocabulary of {vocab} tokens has no token that is not special")
+    out: dict[str, list[int]] = {}
+
+    def draw(rng: random.Random, n: int) -> list[int]:
+        return [allowed[rng.randrange(len(allowed))] for _ in range(n)]
+
+    for r in requests:
+        prefix: list[int] = []
+        if r.prefix_of is not None:
+            prefix = out[r.prefix_of][: int(r.prefix_of_len or 0)]
+        elif r.shared_prefix_id is not None:  # one draw per group: a shorter share is a prefix of a longer one
+            prefix = draw(random.Random(f"{seed}:shared:{r.shared_prefix_id}"), int(r.shared_prefix_len or 0))
+        rng = random.Random(f"{seed}:{r.request_id}")
+        body = draw(rng, r.prompt_len - len(prefix))
+        out[r.request_id] = (prefix + body)[: r.prompt_len]
+    return out
+
+
+def serve_requests(trace: Trace, tokens: Mapping[str, list[int]], *, prefix: str = "") -> list[ServeRequest]:
+    """The trace's requests as the serving engine takes them, in arrival order (ids prefixed with ``prefix``)."""
+    reqs = sorted(trace.requests, key=lambda r: float(r.arrival_time or 0.0))
+    return [ServeRequest(prefix + r.request_id, float(r.arrival_time or 0.0), tokens[r.request_id], r.output_len)
+            for r in reqs]  # fmt: skip
+
+
+def warmup_trace(trace: Trace, n: int) -> Trace:
+    """The first ``n`` requests of ``trace`` by arrival, without shared prefixes (served first, not measured)."""
+    first = sorted(trace.requests, key=lambda r: float(r.arrival_time or 0.0))[:n]
+    return Trace(tuple(TraceRequest(f"w{i}", r.prompt_len, r.output_len, arrival_time=r.arrival_time)
+                       for i, r in enumerate(first)), "arrival_time")  # fmt: skip
