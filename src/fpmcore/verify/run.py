@@ -69,7 +69,7 @@ class Campaign:
 
 def read_campaign(root: str | os.PathLike[str]) -> Campaign:
     """The campaign at ``root``, or V-2 naming the file that is missing or wrong."""
-    from fpmcore.collect.onboard import MANIFEST, PLAN, PROFILE, TABLE
+    from fpmcore.campaign import MANIFEST, PLAN, PROFILE, TABLE
     from fpmcore.jsonio import load_path
     from fpmcore.profile import load_profile
     from fpmcore.replay.table import load_table
