@@ -133,6 +133,7 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["sweep", missing, "-o", str(tmp / "r.jsonl"), "--json"], "sweep"),
         (["collect", missing, "--model-dir", str(tmp), "-o", str(tmp / "run"), "--json"], "JSON"),
         (["publish", str(tmp / "no-run"), "--plan", missing, "-o", str(tmp / "t.json"), "--json"], "JSON"),
+        (["assess", str(tmp / "no-run"), "--plan", missing, "-o", str(tmp / "a.json"), "--json"], "JSON"),
         (["onboard", str(tmp / "no-model"), "-o", str(tmp / "campaign"), "--json"], "collect"),
         (["finalize", str(tmp / "no-campaign"), "--json"], "F-1"),
         (["verify", str(tmp / "no-campaign"), "--json"], "V-2"),

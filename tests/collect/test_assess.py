@@ -122,8 +122,8 @@ def test_kills_of_assess_leave_no_partial_report(quiet_run, small_plan, tmp_path
     """fpm assess killed at random moments: the report is absent or whole, never partial; the last run writes it."""
     report = tmp_path / "assessment.json"
     cmd = [sys.executable, "-m", "tests.collect.fpm_standin", "assess", str(quiet_run), "--plan", str(small_plan),
-           "-o", str(report), "--points", "6"]  # fmt: skip
-    env = {**os.environ, "FPM_STANDIN_STEP_SLEEP": "0.003"}
+           "-o", str(report), "--points", "12"]  # fmt: skip
+    env = {**os.environ, "FPM_STANDIN_STEP_SLEEP": "0.01"}
     rng = random.Random(1202)
     kills = 0
     for _ in range(8):
