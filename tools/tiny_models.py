@@ -14,6 +14,11 @@
     a Qwen3-Next-like hybrid: 3 Gated DeltaNet layers and 1 full-attention
     layer, every MLP a sparse MoE with a shared expert: a ``MambaSpec`` group
     and a ``FullAttentionSpec`` group;
+``granite-hybrid``
+    a GraniteMoeHybrid-like hybrid (the Bamba / Granite 4.0 family): 3 Mamba2
+    layers and 1 full-attention layer, every MLP a sparse MoE with a shared
+    MLP: a ``MambaSpec`` group and a ``FullAttentionSpec`` group whose block
+    sizes differ when prefix caching is off;
 ``llama-swa``
     a Llama whose layers alternate full and sliding-window attention (window
     64 tokens, as Gemma 3 or Mistral interleave them): a ``FullAttentionSpec``
@@ -175,6 +180,37 @@ def qwen3_next_config(eos_id: int) -> Any:
     )
 
 
+def granite_hybrid_config(eos_id: int) -> Any:
+    """GraniteMoeHybrid with Mamba2 mixers (``MambaMixer2``) in three of four layers.
+
+    The Mamba2 heads are ``mamba_expand × hidden / mamba_d_head`` = 8 of 64;
+    ``mamba_chunk_size`` 256 is the SSD kernel's chunk (vLLM reads it as the
+    model's Mamba chunk size).
+    """
+    from transformers import GraniteMoeHybridConfig
+
+    return GraniteMoeHybridConfig(
+        hidden_size=256,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        layer_types=["mamba", "mamba", "mamba", "attention"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        position_embedding_type="rope",
+        mamba_n_heads=8,
+        mamba_d_head=64,
+        mamba_n_groups=1,
+        mamba_d_state=32,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=256,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        shared_intermediate_size=256,
+        **_common(eos_id),
+    )
+
+
 def llama_swa_config(eos_id: int) -> Any:
     """Llama with interleaved sliding-window layers (vLLM's Llama reads ``layer_types`` and ``sliding_window``).
 
@@ -201,6 +237,10 @@ def llama_swa_config(eos_id: int) -> Any:
 KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
     "llama": (llama_config, "LlamaForCausalLM: 4 full-attention layers"),
     "qwen3-next": (qwen3_next_config, "Qwen3NextForCausalLM: 3 Gated DeltaNet + 1 full-attention layer, MoE"),
+    "granite-hybrid": (
+        granite_hybrid_config,
+        "GraniteMoeHybridForCausalLM: 3 Mamba2 + 1 full-attention layer, MoE with a shared MLP",
+    ),
     "llama-swa": (
         llama_swa_config,
         f"LlamaForCausalLM: 2 full-attention layers interleaved with 2 sliding-window ({SLIDING_WINDOW}) layers",
