@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fpmcore.contention import Contention
-
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
@@ -538,7 +537,16 @@ class EngineFacts:
     ``max_num_seqs``, ``max_model_len`` and ``prefix_caching``;
     ``kv_cache_bytes`` the pool's usable bytes (the null block excluded, like
     a profile's ``runtime_memory.kv_cache_bytes``); ``serving_config`` what the
-    artifact records of the launch (JSON-ready).
+    artifact records of the launch (JSON-ready); ``cache_block_sizes`` each
+    cache group's block in tokens, in the engine's group order (empty: not
+    reported).
+
+    ``block_size`` is the **scheduler block** (02 I-96: the one group's block,
+    else the lcm of the group blocks; vLLM's ``Scheduler.block_size``), not
+    the block a request grows by: a Mamba hybrid without prefix caching has
+    groups of 2,048 (Mamba) and 128 (attention) tokens and a scheduler block
+    of 2,048.  ``hash_block_size`` is the block prefix hashes cover (I-97;
+    the scheduler block when nothing is hashed).
     """
 
     runtime: str = attrs.field(validator=_nonblank)
@@ -552,6 +560,7 @@ class EngineFacts:
     prefix_caching: bool
     kv_cache_bytes: int
     serving_config: Mapping[str, Any] = attrs.field(factory=dict)
+    cache_block_sizes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen

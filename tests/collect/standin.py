@@ -70,6 +70,8 @@ class StandinConfig:
     #: (``FPM_STANDIN_BURSTS="a:b,c:d"`` adds ranges for the subprocess tests)
     bursts: tuple[tuple[int, int], ...] = ()
     burst_slowdown: float = 1.75
+    #: each cache group's block, as a runtime reports it (empty: not reported)
+    cache_block_sizes: tuple[int, ...] = ()
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -116,6 +118,7 @@ class StandinEngine:
             serving_config={"enable_prefix_caching": options.prefix_caching, "block_size": config.block_size,
                             "hash_block_size": config.hash_block_size, "async_scheduling": False,
                             "mamba_cache_mode": "align" if config.align_mode else "none"},
+            cache_block_sizes=config.cache_block_sizes,
         )  # fmt: skip
 
     # -- the prefix cache -------------------------------------------------------------------
