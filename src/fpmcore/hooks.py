@@ -48,6 +48,8 @@ from fpmcore.hooktypes import (
     AlignStopQuery,
     CliCommand,
     Diagnostic,
+    EngineLimit,
+    EngineRequest,
     ExecutionIdentity,
     LiveProbeOptions,
     MeasurementDriver,
@@ -198,6 +200,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
     "fpm_measurement_driver": Expect((MeasurementDriver,)),
+    "fpm_engine_limits": Expect((list,), items=Expect((EngineLimit,))),
     "fpm_replay_rules": Expect((ReplayRules,), "RuntimeRules of fpmcore.replay.rules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
@@ -537,6 +540,11 @@ class RuntimeHooks:
         if driver is None:
             raise self._missing("fpm_measurement_driver")
         return driver  # type: ignore[no-any-return]
+
+    def engine_limits(self, *, request: EngineRequest) -> list[EngineLimit]:
+        """The :class:`~fpmcore.hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
+        none when the plugin names no limit."""
+        return list(self._call("fpm_engine_limits", request=request) or [])
 
     def rules(self) -> RuntimeRules:
         """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.

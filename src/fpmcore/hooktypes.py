@@ -314,6 +314,38 @@ class LiveProbeOptions:
 
 
 @attrs.frozen
+class EngineRequest:
+    """What the host is about to start a runtime's engine with (``fpm_engine_limits``), before it starts.
+
+    ``model_config``    the model folder's ``config.json`` object, as read;
+    ``prefix_caching``  prefix caching on or off;
+    ``dtype``           the model dtype asked for (``"float32"``, ``"bfloat16"``; ``None``: the runtime's
+                        choice for the model);
+    ``max_model_len``   the context length (``None``: the model's).
+    """
+
+    model_config: Mapping[str, Any] = attrs.field(validator=attrs.validators.instance_of(Mapping))  # type: ignore[type-abstract]
+    prefix_caching: bool
+    dtype: str | None = None
+    max_model_len: int | None = None
+
+
+@attrs.frozen
+class EngineLimit:
+    """A configuration a runtime's engine cannot run here, named before the engine starts (``fpm_engine_limits``).
+
+    ``rule``     a short stable id of the limit (``mamba2-prefix-caching``): the diagnostic's rule;
+    ``message``  one line: what fails, where in the runtime (file:line) and when;
+    ``fix``      the way out as the options of ``fpm probe --live`` and ``fpm onboard``
+                 (``--caching off``), or ``""`` when no option runs the model here.
+    """
+
+    rule: str = attrs.field(validator=_nonblank)
+    message: str = attrs.field(validator=_nonblank)
+    fix: str = ""
+
+
+@attrs.frozen
 class AlignStopQuery:
     """One evaluation of the Mamba align-stop rule (04 G-2).
 

@@ -287,6 +287,14 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     if isinstance(found, int):
         return found
     pin, runtime = found
+    from fpmcore import engine_limits
+
+    try:  # what the runtime's engine cannot run is refused before it starts
+        engine_limits.refuse(runtime, args.model, prefix_caching=options.caching, dtype=options.dtype,
+                             max_model_len=options.max_model_len)  # fmt: skip
+    except FpmError as exc:
+        _say(ctx, f"{exc.message} [{exc.rule}]")
+        return EXIT_USAGE
     try:
         with _sigint_raises(Interrupted):
             summary = runtime.live_probe(model_dir=args.model, out_dir=args.output, options=options,

@@ -325,6 +325,24 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
     return c
 
 
+def refuse_engine_limits(host: Any, options: OnboardOptions) -> None:
+    """The installed runtime's engine limits (:mod:`fpmcore.engine_limits`) for the model and the probe's settings,
+    which the collection runs too; nothing to check without an installed runtime (the probe stage says so)."""
+    from fpmcore import engine_limits
+    from fpmcore.probe import FRAMEWORK, installed_runtime
+
+    version = installed_runtime()
+    if version is None:
+        return
+    try:
+        runtime = host.hooks.runtime(f"{FRAMEWORK}=={version}")
+    except FpmError:
+        return  # no plugin for it: the probe stage says so
+    p = options.probe
+    engine_limits.refuse(runtime, options.model_dir, prefix_caching=p.caching, dtype=p.dtype,
+                         max_model_len=p.max_model_len)  # fmt: skip
+
+
 def onboard(
     ctx: Any,
     root: Path,
@@ -337,6 +355,7 @@ def onboard(
     from fpmcore.collect.run import model_config_sha256
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
+    refuse_engine_limits(ctx.host, options)  # nor a configuration the engine cannot run
     c = open_campaign(root, options, resume)
     done = [name for name in STAGES if c.stage(name) is not None]
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.contention import sampler
+from fpmcore.errors import FpmError
 from fpmcore.hooktypes import (
     EngineFacts,
     EngineOptions,
@@ -59,6 +60,7 @@ from fpmcore.hooktypes import (
     ProducerRecord,
     StepWorkload,
 )
+from fpmcore_vllm032.limits import explain_failure
 
 #: ``producer.name`` of artifacts this driver measured.
 PRODUCER_NAME = "vllm_032_cpu_engine_steps"
@@ -224,7 +226,10 @@ class VllmMeasurementEngine:
                 last.clear()
                 before = clock.read() if clock is not None else None
                 t0 = time.monotonic()
-                results = engine.step()
+                try:
+                    results = engine.step()
+                except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run: what, where, what is known
+                    raise FpmError("engine", f"the vLLM 0.32.0 engine failed a step: {explain_failure(exc)}") from exc
                 t1 = time.monotonic()
                 seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
