@@ -132,9 +132,7 @@ def installed(monkeypatch):
     monkeypatch.setattr(fpmcore.probe, "installed_runtime", lambda framework="vllm": "0.32.0")
 
 
-REFUSAL = (
-    "the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of GraniteMoeHybridForCausalLM with prefix caching"
-)
+REFUSAL = "the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of GraniteMoeHybridForCausalLM with prefix caching"
 
 
 def test_probe_live_refuses_before_the_engine_starts(granite, installed, tmp_path):
@@ -159,7 +157,9 @@ def test_onboard_refuses_before_anything_is_written(granite, installed, tmp_path
 def test_collect_refuses_a_plan_made_with_prefix_caching(granite, tmp_path):
     """A plan whose deployment has prefix caching on: refused before the driver starts an engine, no run folder."""
     host = make_host(entry_points=("vllm_032",))
-    assert run_fpm("import", str(LIVE / "tiny-granite-hybrid"), "-o", str(tmp_path / "p.json"), host=host).exit_code == 0
+    assert (
+        run_fpm("import", str(LIVE / "tiny-granite-hybrid"), "-o", str(tmp_path / "p.json"), host=host).exit_code == 0
+    )
     assert run_fpm("plan", str(tmp_path / "p.json"), "-o", str(tmp_path / "plan.json"), host=host).exit_code == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
     plan["engine"]["prefix_caching"] = True
