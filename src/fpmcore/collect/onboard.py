@@ -325,24 +325,6 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
     return c
 
 
-def refuse_engine_limits(host: Any, options: OnboardOptions) -> None:
-    """The installed runtime's engine limits (:mod:`fpmcore.engine_limits`) for the model and the probe's settings,
-    which the collection runs too; nothing to check without an installed runtime (the probe stage says so)."""
-    from fpmcore import engine_limits
-    from fpmcore.probe import FRAMEWORK, installed_runtime
-
-    version = installed_runtime()
-    if version is None:
-        return
-    try:
-        runtime = host.hooks.runtime(f"{FRAMEWORK}=={version}")
-    except FpmError:
-        return  # no plugin for it: the probe stage says so
-    p = options.probe
-    engine_limits.refuse(runtime, options.model_dir, prefix_caching=p.caching, dtype=p.dtype,
-                         max_model_len=p.max_model_len)  # fmt: skip
-
-
 def onboard(
     ctx: Any,
     root: Path,
@@ -353,9 +335,12 @@ def onboard(
 ) -> Campaign:
     """Run every stage not yet done, in order (module docstring)."""
     from fpmcore.collect.run import model_config_sha256
+    from fpmcore.probe import refuse_engine_limits
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
-    refuse_engine_limits(ctx.host, options)  # nor a configuration the engine cannot run
+    p = options.probe  # nor a configuration the installed runtime's engine cannot run
+    refuse_engine_limits(ctx.host, options.model_dir, prefix_caching=p.caching, dtype=p.dtype,
+                         max_model_len=p.max_model_len)  # fmt: skip
     c = open_campaign(root, options, resume)
     done = [name for name in STAGES if c.stage(name) is not None]
     for side in ("inputs", "outputs"):  # a changed input names the stage that read it; then any changed output
