@@ -61,6 +61,7 @@ def test_mamba2_layers_with_prefix_caching(runtime):
     ({"architectures": ["Zamba2ForCausalLM"]}, True),
     ({"architectures": ["FalconH1ForCausalLM"]}, True),
     ({"architectures": ["LlamaForCausalLM"]}, False),
+    ({"architectures": ["Lfm2ForCausalLM"], "layer_types": ["conv", "full_attention"]}, False),  # short convolutions
     ({}, False),
 ])  # fmt: skip
 def test_which_models_build_mamba2_layers(runtime, config, meets):

@@ -17,6 +17,8 @@ EXPECTED = {
     "qwen3-next": ("bfloat16", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], True),
     "llama-swa": ("float32", ["FullAttentionSpec", "SlidingWindowSpec"], True),
     "granite-hybrid": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], False),
+    "lfm2": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], True),  # short convolutions
+    "mamba2": ("float32", ["MambaSpec"], False),  # four Mamba2 layers of one spec: one group
 }
 
 
