@@ -29,7 +29,9 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 #: optional.
 #:
 #: Additions a plugin of this version need not know keep the version: the
-#: optional hook ``fpm_live_probe`` and its :class:`LiveProbeOptions`;
+#: optional hook ``fpm_live_probe`` and its :class:`LiveProbeOptions`; the
+#: optional hook ``fpm_engine_limits`` with :class:`EngineRequest` and
+#: :class:`EngineLimit`; :attr:`EngineFacts.cache_block_sizes` (default empty);
 #: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
 #: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
 #: defaults are the rules of 02 as written.
