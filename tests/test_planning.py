@@ -15,7 +15,7 @@ import pytest
 from fpmcore import API_VERSION, PlanLimits, PluginInfo, PointPlan, hookimpl
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import digest
-from fpmcore.planning import plan_command, plan_document, resolve_limits, scheduler_block, write_plan
+from fpmcore.planning import growth_block, plan_command, plan_document, resolve_limits, write_plan
 from fpmcore.profile import load_profile, parse_profile
 from fpmcore.testing import make_host, run_fpm
 
@@ -71,7 +71,7 @@ def test_limits_default_to_the_profile_g9() -> None:
     """Budget = max_num_tokens, max_model_len of the runtime memory, block and hash block 2,176."""
     profile = load_profile(PROFILE)
     assert resolve_limits(profile) == PlanLimits(8192, 1048576, 2176, 2176)
-    assert scheduler_block(profile.deployments[0]) == 2176  # the 4-token ring (a state group) is not the block
+    assert growth_block(profile.deployments[0]) == 2176  # the 4-token ring (a state group) is not the block
 
 
 def test_flags_override_the_limits_g9() -> None:

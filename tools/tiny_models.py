@@ -14,6 +14,18 @@
     a Qwen3-Next-like hybrid: 3 Gated DeltaNet layers and 1 full-attention
     layer, every MLP a sparse MoE with a shared expert: a ``MambaSpec`` group
     and a ``FullAttentionSpec`` group;
+``granite-hybrid``
+    a GraniteMoeHybrid-like hybrid (the Bamba / Granite 4.0 family): 3 Mamba2
+    layers and 1 full-attention layer, every MLP a sparse MoE with a shared
+    MLP: a ``MambaSpec`` group and a ``FullAttentionSpec`` group whose block
+    sizes differ when prefix caching is off;
+``lfm2``
+    an LFM2-like hybrid: 3 gated short-convolution layers and 1
+    full-attention layer: a ``ShortConvSpec`` (a Mamba state) group and a
+    ``FullAttentionSpec`` group;
+``mamba2``
+    a Mamba2 model, attention-free: 4 Mamba2 layers, one ``MambaSpec``
+    group per layer;
 ``llama-swa``
     a Llama whose layers alternate full and sliding-window attention (window
     64 tokens, as Gemma 3 or Mistral interleave them): a ``FullAttentionSpec``
@@ -175,6 +187,78 @@ def qwen3_next_config(eos_id: int) -> Any:
     )
 
 
+def granite_hybrid_config(eos_id: int) -> Any:
+    """GraniteMoeHybrid with Mamba2 mixers (``MambaMixer2``) in three of four layers.
+
+    The Mamba2 heads are ``mamba_expand × hidden / mamba_d_head`` = 8 of 64;
+    ``mamba_chunk_size`` 256 is the SSD kernel's chunk (vLLM reads it as the
+    model's Mamba chunk size).
+    """
+    from transformers import GraniteMoeHybridConfig
+
+    return GraniteMoeHybridConfig(
+        hidden_size=256,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        layer_types=["mamba", "mamba", "mamba", "attention"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        position_embedding_type="rope",
+        mamba_n_heads=8,
+        mamba_d_head=64,
+        mamba_n_groups=1,
+        mamba_d_state=32,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=256,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        shared_intermediate_size=256,
+        **_common(eos_id),
+    )
+
+
+def lfm2_config(eos_id: int) -> Any:
+    """LFM2 with short convolutions (cache of ``conv_L_cache`` tokens) in three of four layers."""
+    from transformers import Lfm2Config
+
+    return Lfm2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        layer_types=["conv", "conv", "full_attention", "conv"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        conv_L_cache=3,
+        block_multiple_of=64,
+        block_auto_adjust_ff_dim=False,
+        # vLLM 0.32.0 reads the convolution and block widths from the configuration (models/lfm2.py), which
+        # transformers 5 no longer writes: the hidden size, as in LFM2's own configurations
+        conv_dim=256,
+        block_dim=256,
+        **_common(eos_id),
+    )
+
+
+def mamba2_config(eos_id: int) -> Any:
+    """Mamba2, attention-free: 8 heads of 64 (``expand × hidden / head_dim``), one group, state 32."""
+    from transformers import Mamba2Config
+
+    common = {k: v for k, v in _common(eos_id).items() if k != "max_position_embeddings"}
+    return Mamba2Config(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_heads=8,
+        head_dim=64,
+        n_groups=1,
+        state_size=32,
+        expand=2,
+        conv_kernel=4,
+        chunk_size=256,
+        **common,
+    )
+
+
 def llama_swa_config(eos_id: int) -> Any:
     """Llama with interleaved sliding-window layers (vLLM's Llama reads ``layer_types`` and ``sliding_window``).
 
@@ -201,6 +285,12 @@ def llama_swa_config(eos_id: int) -> Any:
 KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
     "llama": (llama_config, "LlamaForCausalLM: 4 full-attention layers"),
     "qwen3-next": (qwen3_next_config, "Qwen3NextForCausalLM: 3 Gated DeltaNet + 1 full-attention layer, MoE"),
+    "granite-hybrid": (
+        granite_hybrid_config,
+        "GraniteMoeHybridForCausalLM: 3 Mamba2 + 1 full-attention layer, MoE with a shared MLP",
+    ),
+    "lfm2": (lfm2_config, "Lfm2ForCausalLM: 3 short-convolution + 1 full-attention layer"),
+    "mamba2": (mamba2_config, "Mamba2ForCausalLM: 4 Mamba2 layers, no attention"),
     "llama-swa": (
         llama_swa_config,
         f"LlamaForCausalLM: 2 full-attention layers interleaved with 2 sliding-window ({SLIDING_WINDOW}) layers",

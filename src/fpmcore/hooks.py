@@ -48,6 +48,8 @@ from fpmcore.hooktypes import (
     AlignStopQuery,
     CliCommand,
     Diagnostic,
+    EngineLimit,
+    EngineRequest,
     ExecutionIdentity,
     LiveProbeOptions,
     MeasurementDriver,
@@ -200,6 +202,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
     "fpm_measurement_driver": Expect((MeasurementDriver,)),
     "fpm_serving_engine": Expect((ServingDriver,)),
+    "fpm_engine_limits": Expect((list,), items=Expect((EngineLimit,))),
     "fpm_replay_rules": Expect((ReplayRules,), "RuntimeRules of fpmcore.replay.rules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
@@ -544,6 +547,11 @@ class RuntimeHooks:
         """The :class:`~fpmcore.hooktypes.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
         ``None`` when the plugin serves no engine (the hook is optional)."""
         return self._call("fpm_serving_engine")  # type: ignore[no-any-return]
+
+    def engine_limits(self, *, request: EngineRequest) -> list[EngineLimit]:
+        """The :class:`~fpmcore.hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
+        none when the plugin names no limit."""
+        return list(self._call("fpm_engine_limits", request=request) or [])
 
     def rules(self) -> RuntimeRules:
         """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
         AlignStopQuery,
         CliCommand,
         Diagnostic,
+        EngineLimit,
+        EngineRequest,
         ExecutionIdentity,
         LiveProbeOptions,
         MeasurementDriver,
@@ -228,6 +230,37 @@ def fpm_live_probe(
     On a model folder it returns the engine's numbers:
     ``summary["phases"]["prefill"]["num_blocks"]`` is 512 for
     ``examples/probes/live/tiny-llama`` (0.25 GiB of 524,288-byte blocks).
+    """
+
+
+@hookspec(firstresult=True)
+def fpm_engine_limits(runtime: str, request: EngineRequest) -> list[EngineLimit] | None:
+    """*Engine limits*: what the runtime's engine cannot run here, known before it starts.  *First-result*.
+
+    ``fpm probe --live``, ``fpm collect`` and ``fpm onboard`` ask before they
+    start an engine (and before they write anything): the model's
+    configuration and the settings go in, the limits the configuration meets
+    come out, and the command refuses with the first one in one line — its
+    rule, its message and its way out — with exit code 2 and no engine
+    started.  A runtime plugin keeps its limits as data (a table of
+    condition, message and way out, each citing the runtime's source) and
+    knows which model architectures meet them; the host names neither.
+    **Optional**: a runtime that names no limit leaves it out.  Never import
+    the runtime here.
+
+    :param runtime: the runtime pin the engine would run, ``"vllm==0.32.0"``: one of your targets.
+    :param request: the model configuration and settings, an :class:`~fpmcore.hooktypes.EngineRequest`.
+    :returns: the :class:`~fpmcore.hooktypes.EngineLimit` s the request meets (empty: none), or ``None``.
+
+    Example::
+
+        >>> runtime = host.hooks.runtime("vllm==0.32.0")
+        >>> granite = {"architectures": ["GraniteMoeHybridForCausalLM"],
+        ...            "layer_types": ["linear_attention", "full_attention"]}
+        >>> [limit.rule for limit in runtime.engine_limits(request=EngineRequest(granite, prefix_caching=True))]
+        ['mamba2-prefix-caching']
+        >>> runtime.engine_limits(request=EngineRequest(granite, prefix_caching=False))
+        []
     """
 
 

@@ -30,7 +30,9 @@ from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins
 #:
 #: Additions a plugin of this version need not know keep the version: the
 #: optional hooks ``fpm_live_probe`` and its :class:`LiveProbeOptions`, and
-#: ``fpm_serving_engine`` and its :class:`ServingDriver`;
+#: ``fpm_serving_engine`` and its :class:`ServingDriver`; the optional hook
+#: ``fpm_engine_limits`` with :class:`EngineRequest` and :class:`EngineLimit`;
+#: :attr:`EngineFacts.cache_block_sizes` (default empty);
 #: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
 #: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
 #: defaults are the rules of 02 as written.
@@ -315,6 +317,38 @@ class LiveProbeOptions:
 
 
 @attrs.frozen
+class EngineRequest:
+    """What the host is about to start a runtime's engine with (``fpm_engine_limits``), before it starts.
+
+    ``model_config``    the model folder's ``config.json`` object, as read;
+    ``prefix_caching``  prefix caching on or off;
+    ``dtype``           the model dtype asked for (``"float32"``, ``"bfloat16"``; ``None``: the runtime's
+                        choice for the model);
+    ``max_model_len``   the context length (``None``: the model's).
+    """
+
+    model_config: Mapping[str, Any] = attrs.field(validator=attrs.validators.instance_of(Mapping))  # type: ignore[type-abstract]
+    prefix_caching: bool
+    dtype: str | None = None
+    max_model_len: int | None = None
+
+
+@attrs.frozen
+class EngineLimit:
+    """A configuration a runtime's engine cannot run here, named before the engine starts (``fpm_engine_limits``).
+
+    ``rule``     a short stable id of the limit (``mamba2-prefix-caching``): the diagnostic's rule;
+    ``message``  one line: what fails, where in the runtime (file:line) and when;
+    ``fix``      the way out as the options of ``fpm probe --live`` and ``fpm onboard``
+                 (``--caching off``), or ``""`` when no option runs the model here.
+    """
+
+    rule: str = attrs.field(validator=_nonblank)
+    message: str = attrs.field(validator=_nonblank)
+    fix: str = ""
+
+
+@attrs.frozen
 class AlignStopQuery:
     """One evaluation of the Mamba align-stop rule (04 G-2).
 
@@ -538,7 +572,16 @@ class EngineFacts:
     ``max_num_seqs``, ``max_model_len`` and ``prefix_caching``;
     ``kv_cache_bytes`` the pool's usable bytes (the null block excluded, like
     a profile's ``runtime_memory.kv_cache_bytes``); ``serving_config`` what the
-    artifact records of the launch (JSON-ready).
+    artifact records of the launch (JSON-ready); ``cache_block_sizes`` each
+    cache group's block in tokens, in the engine's group order (empty: not
+    reported).
+
+    ``block_size`` is the **scheduler block** (02 I-96: the one group's block,
+    else the lcm of the group blocks; vLLM's ``Scheduler.block_size``), not
+    the block a request grows by: a Mamba hybrid without prefix caching has
+    groups of 2,048 (Mamba) and 128 (attention) tokens and a scheduler block
+    of 2,048.  ``hash_block_size`` is the block prefix hashes cover (I-97;
+    the scheduler block when nothing is hashed).
     """
 
     runtime: str = attrs.field(validator=_nonblank)
@@ -552,6 +595,7 @@ class EngineFacts:
     prefix_caching: bool
     kv_cache_bytes: int
     serving_config: Mapping[str, Any] = attrs.field(factory=dict)
+    cache_block_sizes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen

@@ -47,10 +47,17 @@ def _positive(name: str, value: int | None) -> None:
         raise FpmError("G-9", f"{name} must be at most {MAX_U32} (a count of the profile, 01 §1.1); got {value}")
 
 
-def scheduler_block(deployment: Any) -> int:
-    """The scheduler block of a deployment: the smallest block of its attention and
-    convolution groups (the groups whose blocks grow with the request), else of
-    its first group.  Linear-layout profiles have no block and are refused."""
+def growth_block(deployment: Any) -> int:
+    """The block a request's cache grows by: the smallest block of the deployment's attention and
+    convolution groups (the groups whose blocks grow with the request), else of its first group.
+
+    It is the plan's ``limits.block_size``, the unit of the point grid's chunk
+    sizes.  In a deployment whose groups share one block it is also the
+    scheduler block; in one whose groups differ (a Mamba hybrid without prefix
+    caching: Mamba 2,048, attention 128) the scheduler block is the lcm of
+    them (:func:`scheduler_block_size`).  Linear-layout profiles have no block
+    and are refused.
+    """
     groups = deployment.resources.cache_groups or ()
     growing = [g.block_size_tokens for g in groups if g.kind != "state"]
     if growing:
@@ -60,6 +67,25 @@ def scheduler_block(deployment: Any) -> int:
     raise FpmError(
         "G-9", "planning needs a grouped cache layout: the deployment has no cache groups", "resources.cache_groups"
     )
+
+
+def cache_block_sizes(deployment: Any) -> list[int]:
+    """Each cache group's block size in tokens, in the profile's group order (the engine's group order)."""
+    return [int(g.block_size_tokens) for g in deployment.resources.cache_groups or ()]
+
+
+def scheduler_block_size(deployment: Any) -> int:
+    """The scheduler block of a deployment (02 I-96): the one group's block, else the lcm of the group blocks.
+
+    This is what a runtime's scheduler rounds computed tokens to (vLLM's
+    ``Scheduler.block_size``); with prefix caching off it is also the hash
+    block a runtime resolves (I-97).  A deployment without groups has the
+    block of :func:`growth_block` (which refuses it).
+    """
+    import math
+
+    sizes = cache_block_sizes(deployment)
+    return math.lcm(*sizes) if sizes else growth_block(deployment)
 
 
 def resolve_limits(
@@ -75,7 +101,7 @@ def resolve_limits(
 
     Defaults: ``resources.max_num_tokens`` as the token budget,
     ``runtime_memory.max_model_len`` (else the profile's ``context_length``),
-    the scheduler block (:func:`scheduler_block`) and
+    the growth block (:func:`growth_block`) and
     ``runtime_memory.hash_block_size_tokens`` (else the block).
 
     :raises FpmError: rule ``G-9`` for a missing deployment or a non-positive override.
@@ -94,7 +120,7 @@ def resolve_limits(
     dep = profile.deployments[deployment]
     res = dep.resources
     rm = res.runtime_memory
-    block = block_size if block_size is not None else _in(f"deployments[{deployment}]", scheduler_block, dep)
+    block = block_size if block_size is not None else _in(f"deployments[{deployment}]", growth_block, dep)
     return PlanLimits(
         token_budget=token_budget if token_budget is not None else res.max_num_tokens,
         max_model_len=max_model_len
@@ -149,7 +175,14 @@ ENGINE_DTYPES = ("float32", "bfloat16", "half")
 
 def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
     """What a producer starts its engine with (``plan["engine"]``): the runtime pin and the settings of the
-    profile deployment the points were planned for (``fpm collect`` reads it)."""
+    profile deployment the points were planned for (``fpm collect`` reads it).
+
+    ``cache_block_sizes`` (each group's block, in group order) and
+    ``scheduler_block_size`` (I-96) are what the started engine must show
+    (:func:`fpmcore.collect.run.deployment_differences`); the plan's
+    ``limits`` hold the growth block and the hash block the points are built
+    on, which differ from the scheduler block when the groups' blocks differ.
+    """
     dep = profile.deployments[deployment]
     res, rm = dep.resources, dep.resources.runtime_memory
     launch = profile_launch(dep)
@@ -164,6 +197,8 @@ def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
         "pool_page_bytes": res.cache_groups[0].page_size_bytes if res.cache_groups else None,
         "dtype": dep.gemm_quant_mode if dep.gemm_quant_mode in ENGINE_DTYPES else None,
         "launch": dict(collection),
+        "cache_block_sizes": cache_block_sizes(dep),
+        "scheduler_block_size": scheduler_block_size(dep) if res.cache_groups else None,
     }
 
 
@@ -341,6 +376,9 @@ def plan_json_schema() -> dict[str, Any]:
             "pool_page_bytes": {"type": ["integer", "null"], "minimum": 1},
             "dtype": {"enum": [*ENGINE_DTYPES, None]},
             "launch": {"type": "object"},
+            "cache_block_sizes": array(positive, description="each cache group's block in tokens, in group order"),
+            "scheduler_block_size": {"type": ["integer", "null"], "minimum": 1,
+                                     "description": "02 I-96: the one group's block, else the lcm of the group blocks"},
         },
         ("runtime", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "prefix_caching", "kv_cache_bytes",
          "pool_page_bytes", "dtype", "launch"),

@@ -13,8 +13,12 @@ gets this grid, built from the profile deployment alone.  It is made to be
 * **decode** rows ``(b, c)``: ``b`` requests decoding at context ``c``.  R-30
   reads ``(β, K = β c̄)``: for every batch size, every context.
 
-The axes (every list ascending; ``B`` the scheduler block, ``H`` the hash
-block, ``L`` ``max_model_len``, ``budget`` the token budget):
+The axes (every list ascending; ``B`` the plan's block, the growth block of
+:func:`fpmcore.planning.growth_block`; ``H`` the hash block; ``U`` the
+context unit, ``H`` with prefix caching and ``B`` without (nothing is cached
+then, and a hybrid's hash block is its scheduler block, the lcm of its
+groups' blocks: 2,048 for Mamba 2,048 + attention 128, which would leave one
+context); ``L`` ``max_model_len``, ``budget`` the token budget):
 
 ``batch``     ``1, 2, 4, …, 32`` (:data:`BATCH_CAP`, the reference's cap, 04 G-10);
 ``new``       powers of two from :data:`MIN_NEW_TOKENS` (16) up to the budget,
@@ -24,12 +28,12 @@ block, ``L`` ``max_model_len``, ``budget`` the token budget):
 ``prefix``    ``k × H`` for ``k`` in ``0, 1, 2, 4, 8, …`` and the longest
               prefix that still fits (``(L − n − 2) // H``); only ``0``
               without prefix caching (nothing can be seeded then);
-``context``   ``m × H + 2`` for ``m`` in ``0, 1, 2, 4, …`` and the longest
-              (``(L − 3) // H``): a decode request at context ``c`` has a
-              prompt of ``c − 1`` tokens of which the largest hash-aligned
-              prefix ``((c − 2) // H) × H`` is seeded, so these contexts leave
-              an uncached tail of exactly one token and every repetition of a
-              decode point prefills only ``b`` tokens.
+``context``   ``m × U + 2`` for ``m`` in ``0, 1, 2, 4, …`` and the longest
+              (``(L − 3) // U``): a decode request at context ``c`` has a
+              prompt of ``c − 1`` tokens of which, with prefix caching, the
+              largest hash-aligned prefix ``((c − 2) // H) × H`` is seeded, so
+              these contexts leave an uncached tail of exactly one token and
+              every repetition of a decode point prefills only ``b`` tokens.
 
 Powers of two space the knots geometrically: the forward time of a tiny or a
 large model is close to linear in the tokens of a step within each octave, so
@@ -58,7 +62,7 @@ candidate fails drops it and counts it once, like 04 G-16):
                    ``c + 1`` (decode) tokens (01 P-16) above the pool.
 
 The smoke subset is the template ``prefill (1, 64, 0)``, ``(1, 64, H)``,
-``(1, 2H, H)``, ``decode (1, H + 2)``, ``(2, H + 2)`` intersected with the list,
+``(1, 2H, H)``, ``decode (1, U + 2)``, ``(2, U + 2)`` intersected with the list,
 in list order (like 04 G-24).  Order, encoding and digests are 04 G-21 … G-23;
 the plan record is 04 G-25 with ``origin`` :data:`ORIGIN`.
 """
@@ -253,9 +257,14 @@ def prefix_axis(new_tokens: int, inputs: GridInputs) -> list[int]:
     return sorted(k * H for k in ks)
 
 
+def context_unit(inputs: GridInputs) -> int:
+    """``U``: the step of the context axis, the hash block with prefix caching, else the plan's block."""
+    return inputs.hash_block if inputs.caching else inputs.block_size
+
+
 def context_axis(inputs: GridInputs) -> list[int]:
-    """``m × H + 2`` for ``m`` in ``0, 1, 2, 4, …`` below ``L``, and the longest that leaves a decode step."""
-    H, L = inputs.hash_block, inputs.max_model_len
+    """``m × U + 2`` for ``m`` in ``0, 1, 2, 4, …`` below ``L``, and the longest that leaves a decode step."""
+    H, L = context_unit(inputs), inputs.max_model_len
     ms = {0, *(m for m in _powers(1, L) if m * H + 2 < L)}
     longest = (L - 3) // H
     if longest >= 0:
@@ -372,10 +381,12 @@ class GridPlan:
         )
 
 
-def smoke_template(hash_block: int) -> tuple[Point, ...]:
+def smoke_template(hash_block: int, context_unit: int | None = None) -> tuple[Point, ...]:
+    """The smoke template of the module docstring (``context_unit`` ``U``, default ``H``)."""
     H = hash_block
+    U = H if context_unit is None else context_unit
     return (PrefillPoint(0, 64, 1), PrefillPoint(H, 64, 1), PrefillPoint(H, 2 * H, 1),
-            DecodePoint(H + 2, 1), DecodePoint(H + 2, 2))  # fmt: skip
+            DecodePoint(U + 2, 1), DecodePoint(U + 2, 2))  # fmt: skip
 
 
 def select_points(inputs: GridInputs, align: AlignFn | None = None) -> GridPlan:
@@ -426,7 +437,7 @@ def select_points(inputs: GridInputs, align: AlignFn | None = None) -> GridPlan:
     kept = apply("capacity", extended, lambda p: pool is not None and need[id(p)] > pool)
     prefill = tuple(sorted(p for p in kept if isinstance(p, PrefillPoint)))
     decode = tuple(sorted(p for p in kept if isinstance(p, DecodePoint)))
-    template = set(smoke_template(H))
+    template = set(smoke_template(H, context_unit(inputs)))
     return GridPlan(
         inputs=inputs,
         candidates={"prefill": len(prefill_cand), "decode": len(decode_cand)},

@@ -87,6 +87,25 @@ def installed_runtime(framework: str = FRAMEWORK) -> str | None:
     return None if found is None else found[1]
 
 
+def refuse_engine_limits(
+    host: Any, model_dir: str, *, prefix_caching: bool, dtype: str | None = None, max_model_len: int | None = None
+) -> None:
+    """The engine limits (:func:`fpmcore.engine_limits.refuse`) of the installed runtime's plugin, for a command
+    that will start its engine (``fpm onboard``); nothing is checked when no runtime is installed or no plugin
+    targets it (``fpm probe --live`` says so in its own words)."""
+    from fpmcore import engine_limits
+    from fpmcore.errors import FpmError
+
+    version = installed_runtime()
+    if version is None:
+        return
+    try:
+        runtime = host.hooks.runtime(f"{FRAMEWORK}=={version}")
+    except FpmError:
+        return
+    engine_limits.refuse(runtime, model_dir, prefix_caching=prefix_caching, dtype=dtype, max_model_len=max_model_len)
+
+
 def _runtime_targets(host: Any) -> list[str]:
     try:
         return sorted(t for r in host.active("runtime") for t in r.targets)
@@ -287,6 +306,14 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     if isinstance(found, int):
         return found
     pin, runtime = found
+    from fpmcore import engine_limits
+
+    try:  # what the runtime's engine cannot run is refused before it starts
+        engine_limits.refuse(runtime, args.model, prefix_caching=options.caching, dtype=options.dtype,
+                             max_model_len=options.max_model_len)  # fmt: skip
+    except FpmError as exc:
+        _say(ctx, f"{exc.message} [{exc.rule}]")
+        return EXIT_USAGE
     try:
         with _sigint_raises(Interrupted):
             summary = runtime.live_probe(model_dir=args.model, out_dir=args.output, options=options,

@@ -82,6 +82,8 @@ class StandinConfig:
     #: a latency table (``fpmcore.replay.table.load_table``): served steps then take exactly the table's time for
     #: their workload (no noise), the engine a replay with that table predicts
     serve_table: Any = None
+    #: each cache group's block, as a runtime reports it (empty: not reported)
+    cache_block_sizes: tuple[int, ...] = ()
 
 
 def _noise(tokens: Sequence[int]) -> float:
@@ -129,6 +131,7 @@ class StandinEngine:
                             "hash_block_size": config.hash_block_size, "async_scheduling": False,
                             "mamba_cache_mode": "align" if config.align_mode else "none",
                             **({"dtype": config.dtype} if config.dtype else {})},
+            cache_block_sizes=config.cache_block_sizes,
         )  # fmt: skip
 
     # -- the prefix cache -------------------------------------------------------------------

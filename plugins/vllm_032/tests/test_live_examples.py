@@ -29,7 +29,10 @@ from fpmcore.importer import HostServices, import_evidence
 from fpmcore.testing import make_host
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = {name: ROOT / "examples" / "probes" / "live" / name for name in ("tiny-llama", "tiny-qwen3-next")}
+EXAMPLES = {
+    name: ROOT / "examples" / "probes" / "live" / name
+    for name in ("tiny-llama", "tiny-qwen3-next", "tiny-granite-hybrid")
+}
 NOTES = {"I-20", "I-31", "I-35", "I-64"}
 
 
@@ -50,7 +53,7 @@ def test_the_example_imports_complete_at_tensor_level(name):
     assert (folder / "observations.json").is_file(), f"{folder} is missing: run tools/regen_live_probes.py"
     r = _import(folder)
     assert (r.status, r.evidence, r.diagnostics) == ("complete", "tensor", ())
-    float32 = {"I-32", "I-33", "I-47"} if name == "tiny-llama" else set()
+    float32 = {"I-32", "I-33", "I-47"} if name != "tiny-qwen3-next" else set()
     assert {n.rule for n in r.notes} == NOTES | float32
     assert r.provenance["runtime"]["version"] == "0.32.0"
     assert {a["path"].rsplit("/", 1)[-1] for a in r.provenance["runtime_artifacts"]} == {
@@ -84,6 +87,11 @@ def test_the_profile_numbers_are_those_the_engine_reported(name):
         assert res["runtime_memory"]["hash_block_size_tokens"] == engine["hash_block_size"]
     if name == "tiny-llama":  # 268,435,456 B of 4 layers x 131,072 B pages: 512 blocks, 16 per request
         assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], pool_page) == (512, 32.0, 524288)
+    elif name == "tiny-granite-hybrid":  # caching off: 3 Mamba groups of 2,048 (1 block each) + cdiv(2048, 128) = 19
+        assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], pool_page) == (2048, 2048 / 19, 131072)
+        assert [(g["kind"], g["block_size_tokens"]) for g in res["cache_groups"]] == [
+            ("state", 2048), ("state", 2048), ("state", 2048), ("attention", 128)]  # fmt: skip
+        assert (engine["block_size"], engine["hash_block_size"]) == (2048, 2048)  # the lcm (README D-L13)
     else:  # 268,435,456 // 196,608 = 1365 blocks; align mode 3 x 2 + cdiv(2048, 384) = 12 per request
         assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], pool_page) == (1365, 113.75, 196608)
         assert [g["kind"] for g in res["cache_groups"]] == ["state", "state", "state", "attention"]

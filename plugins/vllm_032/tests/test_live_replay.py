@@ -1,6 +1,7 @@
 """fpmcore's replay against the running vLLM 0.32.0 scheduler, step by step (06 R-40): the acceptance run.
 
-For the tiny plain model, the tiny sliding-window model and the tiny hybrid, prefix caching on and off, the
+For the tiny plain model, the tiny sliding-window model and the tiny hybrid, prefix caching on and off, and
+the tiny Mamba2 hybrid without prefix caching (the only way the CPU engine runs it, README D-L12), the
 profile is what ``fpm probe --live`` and ``fpm import`` give (in this
 process, through the command line), and the replay is configured from it
 (:func:`fpmcore_vllm032.replay_check.replay_config`: the scheduler settings the
@@ -40,6 +41,11 @@ HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num
 #: request grows, and with prefix caching on a hit is limited by the window (R-3, R-38).
 WINDOW = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 24, "max_num_seqs": 8,
           "max_num_batched_tokens": 256, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
+#: The Mamba2 hybrid runs only without prefix caching (README D-L12); its Mamba groups' block is then
+#: max_model_len (1,024) and its attention group's 128 (D-L13): a request of 1,024 tokens holds 3 x 1 + 8 blocks,
+#: so 16 blocks hold 1.4 of them.
+GRANITE = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 16, "max_num_seqs": 6,
+           "max_num_batched_tokens": 512, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
 CONFIGS = {
     ("llama", "on"): PLAIN,
     ("llama", "off"): PLAIN,
@@ -47,6 +53,7 @@ CONFIGS = {
     ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
     ("llama-swa", "on"): WINDOW,
     ("llama-swa", "off"): WINDOW,
+    ("granite-hybrid", "off"): GRANITE,
 }
 
 ENGINE_KEYS = ("dtype", "max_model_len", "num_blocks", "max_num_seqs", "max_num_batched_tokens")

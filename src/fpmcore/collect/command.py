@@ -105,6 +105,11 @@ def progress_bar(ctx: Any, label: str) -> Any:
     )  # fmt: skip
 
 
+def replan(fix: str) -> str:
+    """The way out of an engine limit for a plan: its profile was probed with the setting the engine cannot run."""
+    return f"the plan's deployment needs {fix}: probe the model with {fix}, then import and plan it again"
+
+
 def run_collect(
     ctx: Any,
     *,
@@ -123,6 +128,7 @@ def run_collect(
     retake_pause: float | None = None,
 ) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
+    from fpmcore import engine_limits
     from fpmcore.collect import run as collect_run
     from fpmcore.collect.drivers import driver_for
 
@@ -130,6 +136,11 @@ def run_collect(
                             resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,
                             retake_pause=retake_pause)  # fmt: skip
     driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
+    if driver is not None:  # what the runtime's engine cannot run is refused before it starts
+        engine_limits.refuse(ctx.host.hooks.runtime(plan["engine"]["runtime"]), model_dir,
+                             prefix_caching=bool(plan["engine"]["prefix_caching"]),
+                             dtype=dtype if dtype is not None else plan["engine"].get("dtype"),
+                             max_model_len=plan["engine"]["max_model_len"], way_out=replan)  # fmt: skip
     label = f"collect {c.stage.cell['cell_id']}"
     bar = progress_bar(ctx, label) if not ctx.json else None
     with bar if bar is not None else nullcontext():

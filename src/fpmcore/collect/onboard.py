@@ -436,8 +436,12 @@ def onboard(
 ) -> Campaign:
     """Run every stage not yet done, in order (module docstring)."""
     from fpmcore.collect.run import model_config_sha256
+    from fpmcore.probe import refuse_engine_limits
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
+    p = options.probe  # nor a configuration the installed runtime's engine cannot run
+    refuse_engine_limits(ctx.host, options.model_dir, prefix_caching=p.caching, dtype=p.dtype,
+                         max_model_len=p.max_model_len)  # fmt: skip
     c = open_campaign(root, options, resume)
     if resume:  # a finalized campaign: every file final.json names is unchanged (F-2)
         from fpmcore.collect.finalize import check_finalized

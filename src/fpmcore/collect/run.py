@@ -116,16 +116,31 @@ def engine_options(plan: Mapping[str, Any], *, dtype: str | None = None, seed: i
 
 
 def deployment_differences(facts: EngineFacts, plan: Mapping[str, Any]) -> list[str]:
-    """Where a started engine does not run the deployment the plan was made for."""
+    """Where a started engine does not run the deployment the plan was made for.
+
+    The blocks are compared as what they are (:class:`~fpmcore.hooktypes.EngineFacts`):
+    each cache group's block with the plan's ``engine.cache_block_sizes``, the
+    scheduler block with ``engine.scheduler_block_size`` (02 I-96) and the
+    hash block with ``limits.hash_block_size``.  The plan's
+    ``limits.block_size`` is the block a request grows by
+    (:func:`fpmcore.planning.growth_block`), which is the scheduler block only
+    when every group has the same block; a plan without
+    ``engine.scheduler_block_size`` (written before it was recorded) is read
+    as one whose groups share ``limits.block_size``.
+    """
     e, lim = plan["engine"], plan["limits"]
-    checks = [
+    scheduler = e.get("scheduler_block_size") or lim["block_size"]
+    checks: list[tuple[str, Any, Any]] = [
         ("max_model_len", facts.max_model_len, e["max_model_len"]),
         ("max_num_batched_tokens", facts.max_num_batched_tokens, e["max_num_batched_tokens"]),
         ("max_num_seqs", facts.max_num_seqs, e["max_num_seqs"]),
         ("prefix_caching", facts.prefix_caching, bool(e["prefix_caching"])),
-        ("block_size", facts.block_size, lim["block_size"]),
+        ("scheduler block_size", facts.block_size, scheduler),
         ("hash_block_size", facts.hash_block_size, lim["hash_block_size"]),
     ]
+    groups = e.get("cache_block_sizes")
+    if groups and facts.cache_block_sizes:
+        checks.append(("cache group block sizes", list(facts.cache_block_sizes), list(groups)))
     if e.get("kv_cache_bytes") is not None:
         checks.append(("kv_cache_bytes", facts.kv_cache_bytes, e["kv_cache_bytes"]))
     return [f"{name} {got}, plan {want}" for name, got, want in checks if got != want]

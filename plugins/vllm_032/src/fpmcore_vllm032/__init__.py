@@ -17,7 +17,9 @@ README with file:line citations; here it lives as:
   (:mod:`fpmcore_vllm032.live`, ``fpm probe --live``), the measurement driver of
   ``fpm collect`` (:mod:`fpmcore_vllm032.measure`), the serving engine of
   ``fpm verify`` (:mod:`fpmcore_vllm032.serve`) and the scheduler envelope
-  a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`).
+  a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`);
+* what the CPU engine cannot run, named before it starts (:mod:`fpmcore_vllm032.limits`,
+  ``fpm_engine_limits``).
 
 The hook implementations and everything the vLLM releases share come from
 ``fpmcore-vllm-support``.  vLLM and torch are imported only when a hook runs
@@ -33,7 +35,7 @@ from typing import Any
 import attrs
 
 from fpmcore import LiveProbeOptions, hookimpl
-from fpmcore.hooktypes import MeasurementDriver, ServingDriver
+from fpmcore.hooktypes import EngineLimit, EngineRequest, MeasurementDriver, ServingDriver
 from fpmcore_vllm032.classes import classify
 from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES
@@ -57,6 +59,13 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
         from fpmcore_vllm032.live import live_probe
 
         return live_probe(model_dir, out_dir, options, progress, self.build_record)
+
+    @hookimpl
+    def fpm_engine_limits(self, request: EngineRequest) -> list[EngineLimit]:
+        """What the CPU engine cannot run, before it starts (:mod:`fpmcore_vllm032.limits`)."""
+        from fpmcore_vllm032.limits import engine_limits
+
+        return engine_limits(request)
 
     @hookimpl
     def fpm_measurement_driver(self) -> MeasurementDriver:

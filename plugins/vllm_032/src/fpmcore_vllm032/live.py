@@ -66,7 +66,7 @@ import attrs
 
 from fpmcore.dryprobe import PHASES, dumps, evidence_files, launch_manifest
 from fpmcore.errors import FpmError
-from fpmcore.hooktypes import LiveProbeOptions
+from fpmcore.hooktypes import EngineRequest, LiveProbeOptions
 from fpmcore_vllm032.engine import (
     GIB,
     VERSION,
@@ -77,6 +77,7 @@ from fpmcore_vllm032.engine import (
     jsonable,
     start_engine,
 )
+from fpmcore_vllm032.limits import explain_failure
 from fpmcore_vllm032.steps import StepRecorder, vocabulary
 
 #: The rule id of a live probe's refusals (the CLI prints ``fpm probe: <message>``).
@@ -455,7 +456,7 @@ def live_probe(
     is re-raised after the engine (or what started of it) is shut down, with
     no evidence folder left.
     """
-    check_model_folder(model_dir)
+    config = check_model_folder(model_dir)
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise refuse(f"{out} exists and is not an empty folder; a probe never overwrites evidence")
@@ -474,10 +475,11 @@ def live_probe(
                                revision=revision)  # fmt: skip
     except (KeyboardInterrupt, FpmError):
         raise
-    except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run (a kernel refusing a dtype)
+    except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run: what it raised, where, what is known
+        request = EngineRequest(config, prefix_caching=options.caching, dtype=options.dtype,
+                                max_model_len=options.max_model_len)  # fmt: skip
         raise refuse(
-            f"the vLLM {VERSION} engine started but failed to run the probe requests: "
-            f"{type(exc).__name__}: {start_message(exc)}"
+            f"the vLLM {VERSION} engine started but failed to run the probe requests: {explain_failure(exc, request)}"
         ) from exc
     finally:
         left = engine.shutdown()

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.contention import sampler
+from fpmcore.errors import FpmError
 from fpmcore.hooktypes import (
     EngineFacts,
     EngineOptions,
@@ -59,6 +60,7 @@ from fpmcore.hooktypes import (
     ProducerRecord,
     StepWorkload,
 )
+from fpmcore_vllm032.limits import explain_failure
 
 #: ``producer.name`` of artifacts this driver measured.
 PRODUCER_NAME = "vllm_032_cpu_engine_steps"
@@ -159,6 +161,10 @@ class VllmMeasurementEngine:
         # the pool page: one block of the backing all groups share (their tensors alias one storage, README D-L*)
         page = max((int(t.size) for t in kcc.kv_cache_tensors), default=0) // max(int(kcc.num_blocks), 1)
         tokenizer = live.llm.get_tokenizer()
+        # each group's own block: a hybrid without prefix caching has Mamba groups of max_model_len tokens and an
+        # attention group of the platform's block; the scheduler's block is their lcm (resolve_kv_cache_block_sizes,
+        # vllm/v1/core/kv_cache_utils.py:848-860) and its hash block the same (:856-860)
+        groups = [int(g.kv_cache_spec.block_size) for g in kcc.kv_cache_groups]
         self.facts = EngineFacts(
             runtime=RUNTIME,
             vocab_size=int(vc.model_config.get_vocab_size()),
@@ -177,7 +183,9 @@ class VllmMeasurementEngine:
                 "async_scheduling": bool(getattr(sc, "async_scheduling", False)),
                 "long_prefill_token_threshold": int(sc.long_prefill_token_threshold or 0),
                 "dtype": str(vc.model_config.dtype), "enforce_eager": bool(vc.model_config.enforce_eager),
+                "cache_block_sizes": groups,
             },
+            cache_block_sizes=tuple(groups),
         )  # fmt: skip
 
     def run(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> EngineRun:
@@ -218,7 +226,10 @@ class VllmMeasurementEngine:
                 last.clear()
                 before = clock.read() if clock is not None else None
                 t0 = time.monotonic()
-                results = engine.step()
+                try:
+                    results = engine.step()
+                except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run: what, where, what is known
+                    raise FpmError("engine", f"the vLLM 0.32.0 engine failed a step: {explain_failure(exc)}") from exc
                 t1 = time.monotonic()
                 seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
