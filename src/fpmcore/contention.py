@@ -9,8 +9,9 @@ time, a :class:`Contention`:
     CPU time of every thread of this process (the in-process engine's
     threads) during the interval.
 ``wait_seconds``
-    Time those threads were **runnable but waiting for a CPU** (the
-    scheduler's run delay).
+    Time this process's working threads were **runnable but waiting for a
+    CPU** (the scheduler's run delay; :class:`Sampler` says which threads
+    are working).
 ``foreign_seconds``
     CPU time that **every other task on the machine** used during the
     interval, plus the time the hypervisor gave this machine's CPUs to
@@ -40,9 +41,20 @@ no per-thread counter can tell from real work.  What can be seen is that
 someone else was running: ``foreign_seconds`` was 100 % of the wall time
 with the loop and under 3 % without it.
 
+**What no counter shows.**  This project's machines are virtual: the host
+may run another tenant on the physical core behind a vCPU, or slow it, and
+nothing inside the guest counts that (no steal time was recorded).  It was
+seen: a tiny model's forwards ran 1.7 times slower for half a minute on an
+otherwise idle machine, every counter quiet, each sample of a point agreeing
+with the next.  So a precise :class:`Sampler` also times a fixed piece of CPU
+work, the *canary* (:func:`canary`, ≈ 0.3 ms), right before and right after
+each interval, and records how much slower than its best run so far the
+faster of the two was (``slowdown``).  Back to back on an idle machine the
+canary stays within 10–20 % of its best; 40 % is the bound.
+
 **The bound** (:class:`ContentionBound`): a sample is *contended* when its
-waiting exceeds 5 % of its wall time, or when others used more than 10 % of
-a CPU over it.  On an idle machine of this kind both stay under 3 % (the
+waiting exceeds 5 % of its wall time, when others used more than 10 % of
+a CPU over it, or when the canary ran more than 40 % slower than its best.  On an idle machine of this kind both stay under 3 % (the
 system's own daemons); a neighbour using one tenth of a CPU can move a
 forward by up to the machine's own step-to-step noise (a few per cent), so
 the bound flags exactly the samples a neighbour could have moved beyond
@@ -56,7 +68,9 @@ that cannot show it was clean is not a clean measurement).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
 from typing import Any
 
 import attrs
@@ -64,6 +78,8 @@ import attrs
 #: Fractions of an interval's wall time above which it is contended (module docstring).
 MAX_WAIT_FRACTION = 0.05
 MAX_FOREIGN_FRACTION = 0.10
+#: The canary's slowdown above which the machine is running slow (module docstring).
+MAX_SLOWDOWN = 0.4
 #: How the figures were read, recorded beside them.
 METHOD_PRECISE = "proc_task_schedstat"
 METHOD_COARSE = "proc_self_schedstat_and_proc_stat"
@@ -76,10 +92,12 @@ class Contention:
     cpu_seconds: float
     wait_seconds: float
     foreign_seconds: float
+    #: how much slower than its best a fixed CPU canary ran right around the interval (0.1: 10 % slower)
+    slowdown: float = 0.0
 
     def as_json(self) -> dict[str, float]:
         return {"cpu_seconds": self.cpu_seconds, "wait_seconds": self.wait_seconds,
-                "foreign_seconds": self.foreign_seconds}  # fmt: skip
+                "foreign_seconds": self.foreign_seconds, "slowdown": self.slowdown}  # fmt: skip
 
     @classmethod
     def from_json(cls, value: Any) -> Contention | None:
@@ -87,14 +105,16 @@ class Contention:
         if not isinstance(value, dict):
             return None
         got = [value.get(k) for k in ("cpu_seconds", "wait_seconds", "foreign_seconds")]
+        got.append(value.get("slowdown", 0.0))
         numbers = [float(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if len(numbers) != 3 or not all(0 <= v < float("inf") for v in numbers):
+        if len(numbers) != 4 or not all(0 <= v < float("inf") for v in numbers):
             return None
         return cls(*numbers)
 
     def __add__(self, other: Contention) -> Contention:
         return Contention(self.cpu_seconds + other.cpu_seconds, self.wait_seconds + other.wait_seconds,
-                          self.foreign_seconds + other.foreign_seconds)  # fmt: skip
+                          self.foreign_seconds + other.foreign_seconds,
+                          max(self.slowdown, other.slowdown))  # fmt: skip
 
 
 @attrs.frozen
@@ -103,6 +123,7 @@ class ContentionBound:
 
     max_wait_fraction: float = MAX_WAIT_FRACTION
     max_foreign_fraction: float = MAX_FOREIGN_FRACTION
+    max_slowdown: float = MAX_SLOWDOWN
 
     def contended(self, contention: Contention | None, wall: float) -> bool:
         """Whether an interval of ``wall`` seconds with ``contention`` is contended (unmeasured: it is)."""
@@ -110,39 +131,43 @@ class ContentionBound:
             return True
         wall = max(wall, 1e-9)
         return (contention.wait_seconds > self.max_wait_fraction * wall
-                or contention.foreign_seconds > self.max_foreign_fraction * wall)  # fmt: skip
+                or contention.foreign_seconds > self.max_foreign_fraction * wall
+                or contention.slowdown > self.max_slowdown)  # fmt: skip
 
     def describe(self, contention: Contention | None, wall: float) -> str:
-        """``wait 12% foreign 80% of 0.031 s`` — how contended an interval was, for diagnostics."""
+        """``wait 12% foreign 80% slowdown 5% of 0.031 s`` — how contended an interval was, for diagnostics."""
         if contention is None:
             return "contention unmeasured"
         wall = max(wall, 1e-9)
         return (f"wait {contention.wait_seconds / wall:.0%} foreign {contention.foreign_seconds / wall:.0%} "
-                f"of {wall:.3g} s")  # fmt: skip
+                f"slowdown {contention.slowdown:.0%} of {wall:.3g} s")  # fmt: skip
 
     def as_json(self) -> dict[str, float]:
-        return {"max_wait_fraction": self.max_wait_fraction, "max_foreign_fraction": self.max_foreign_fraction}
+        return {"max_wait_fraction": self.max_wait_fraction, "max_foreign_fraction": self.max_foreign_fraction,
+                "max_slowdown": self.max_slowdown}  # fmt: skip
 
     @classmethod
     def from_json(cls, value: Any) -> ContentionBound | None:
         if not isinstance(value, dict):
             return None
-        got = [value.get("max_wait_fraction"), value.get("max_foreign_fraction")]
+        got = [value.get("max_wait_fraction"), value.get("max_foreign_fraction"),
+               value.get("max_slowdown", MAX_SLOWDOWN)]  # fmt: skip
         numbers = [float(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if len(numbers) != 2 or not all(0 < v <= 1 for v in numbers):
+        if len(numbers) != 3 or not all(0 < v <= 1 for v in numbers[:2]) or not 0 < numbers[2] < 100:
             return None
         return cls(*numbers)
 
 
 @attrs.frozen
 class Reading:
-    """One reading of the counters: nanoseconds, and the ``/proc/stat`` ticks (coarse mode)."""
+    """One reading of the counters: per own thread ``tid → (cpu ns, run delay ns)``, the other tasks' CPU
+    nanoseconds (precise mode), and the ``/proc/stat`` busy and steal ticks."""
 
-    own_cpu_ns: int
-    own_wait_ns: int
+    threads: dict[str, tuple[int, int]]
     other_cpu_ns: int
     busy_ticks: int = 0
     steal_ticks: int = 0
+    canary: float = 0.0
 
 
 def _task_schedstat(path: str) -> tuple[int, int] | None:
@@ -154,19 +179,18 @@ def _task_schedstat(path: str) -> tuple[int, int] | None:
         return None
 
 
-def _own(pid: str = "self") -> tuple[int, int]:
-    cpu = wait = 0
+def _threads(pid: str = "self") -> dict[str, tuple[int, int]]:
     base = f"/proc/{pid}/task"
     try:
         tasks = os.listdir(base)
     except OSError:
-        return 0, 0
+        return {}
+    out = {}
     for t in tasks:
         got = _task_schedstat(f"{base}/{t}/schedstat")
         if got is not None:
-            cpu += got[0]
-            wait += got[1]
-    return cpu, wait
+            out[t] = got
+    return out
 
 
 def _proc_stat() -> tuple[int, int]:
@@ -181,33 +205,108 @@ def _proc_stat() -> tuple[int, int]:
     return user + nice + system + irq + softirq, steal
 
 
+_CANARY_DATA = bytes(range(256)) * 256
+#: Canary runs taken as the first best.
+CANARY_WARMUP = 20
+
+
+def canary() -> float:
+    """Seconds of a fixed piece of CPU work (SHA-256 of 64 KiB and an integer sum of 3,000 terms: about 65 µs
+    on this project's machines), the fastest of four runs back to back."""
+    out = float("inf")
+    for _ in range(4):
+        t = time.perf_counter()
+        hashlib.sha256(_CANARY_DATA).digest()
+        sum(range(3000))
+        out = min(out, time.perf_counter() - t)
+    return out
+
+
+#: A thread of this process counts as one of the interval's working threads when it ran at least this
+#: fraction of the busiest thread's CPU time over the interval.
+WORKING_SHARE = 0.25
+
+
 @attrs.define
 class Sampler:
-    """Reads the counters of the module docstring.
+    """Reads the counters of the module docstring around a timed interval: :meth:`start` right before it,
+    :meth:`stop` right after it.
 
-    ``precise``: the foreign CPU from every task's ``schedstat`` (about 2 ms
-    a reading; ``fpm collect``); otherwise from ``/proc/stat`` ticks (``fpm
-    verify``'s per-step readings, which must not slow the served engine).
+    ``precise``: the foreign CPU from every task's ``schedstat`` (about 2 ms a
+    reading, taken outside the interval: :meth:`start` reads the other tasks
+    first and this process's threads last, :meth:`stop` the other way round,
+    so this process's figures cover the interval and not the reading;
+    ``fpm collect``); otherwise from ``/proc/stat`` ticks (``fpm verify``'s
+    per-step readings, which must not slow the served engine).
+
+    **Whose waiting counts.**  The waiting is that of this process's
+    *working* threads: those that ran at least a quarter of the busiest
+    thread's CPU time over the interval (the thread that ran the engine step,
+    and intra-op worker threads when there are several).  A process of an
+    in-process engine holds dozens of threads that wake briefly now and then;
+    each wake-up waits some microseconds for a CPU, which summed over 40
+    threads was 9 % of an 8.7 ms forward on an idle machine of this kind —
+    their waiting did not delay the forward, so it is not counted.
     """
 
     precise: bool = True
     tick: float = attrs.field(factory=lambda: 1.0 / (os.sysconf("SC_CLK_TCK") or 100))
+    #: run the canary around each interval (:func:`canary`; ``precise`` samplers do)
+    canary: bool = attrs.field(default=attrs.Factory(lambda self: self.precise, takes_self=True))
+    #: the fastest canary run so far in this process
+    best: float = float("inf")
+
+    def _canary(self) -> float:
+        if not self.canary:
+            return 0.0
+        if self.best == float("inf"):  # a first best from a warm-up
+            self.best = min(canary() for _ in range(CANARY_WARMUP))
+        got = canary()
+        self.best = min(self.best, got)
+        return got
+
+    def _others(self) -> int:
+        if not self.precise:
+            return 0
+        me, other = str(os.getpid()), 0
+        for name in os.listdir("/proc"):
+            if name.isdigit() and name != me:
+                other += sum(cpu for cpu, _ in _threads(name).values())
+        return other
+
+    def start(self) -> Reading:
+        """The reading right before the interval (the other tasks first, the canary, this process's threads
+        last)."""
+        other = self._others()
+        busy, steal = _proc_stat()
+        probe = self._canary()
+        return Reading(_threads(), other, busy, steal, probe)
+
+    def stop(self, start: Reading) -> Contention:
+        """The contention of the interval since ``start`` (this process's threads first, then the canary)."""
+        threads = _threads()
+        busy, steal = _proc_stat()
+        probe = self._canary()
+        seen = self.between(start, Reading(threads, self._others(), busy, steal))
+        if not self.canary:
+            return seen
+        slowdown = max(0.0, min(start.canary, probe) / self.best - 1.0)
+        return attrs.evolve(seen, slowdown=slowdown)
 
     def read(self) -> Reading:
-        own_cpu, own_wait = _own()
+        """One reading (this process's threads first)."""
+        threads = _threads()
         busy, steal = _proc_stat()
-        other = 0
-        if self.precise:
-            me = str(os.getpid())
-            for name in os.listdir("/proc"):
-                if name.isdigit() and name != me:
-                    other += _own(name)[0]
-        return Reading(own_cpu, own_wait, other, busy, steal)
+        return Reading(threads, self._others(), busy, steal)
 
     def between(self, a: Reading, b: Reading) -> Contention:
         """The contention of the interval from reading ``a`` to reading ``b``."""
-        cpu = max(0, b.own_cpu_ns - a.own_cpu_ns) / 1e9
-        wait = max(0, b.own_wait_ns - a.own_wait_ns) / 1e9
+        deltas = [(b.threads[t][0] - a.threads[t][0], b.threads[t][1] - a.threads[t][1])
+                  for t in b.threads if t in a.threads]  # fmt: skip
+        cpu_ns = sum(max(0, c) for c, _ in deltas)
+        busiest = max((c for c, _ in deltas), default=0)
+        wait_ns = sum(max(0, w) for c, w in deltas if busiest > 0 and c >= WORKING_SHARE * busiest)
+        cpu, wait = cpu_ns / 1e9, wait_ns / 1e9
         steal = max(0, b.steal_ticks - a.steal_ticks) * self.tick
         if self.precise:
             foreign = max(0, b.other_cpu_ns - a.other_cpu_ns) / 1e9

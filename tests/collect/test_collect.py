@@ -61,7 +61,7 @@ def test_the_run_holds_the_protocol(collected, small_plan):
         "timing_boundary": "standin_virtual_clock_step",
         "repetition_spacing_seconds": 0.0,
         "passes": 3,
-        "contention_bound": {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1},
+        "contention_bound": {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1, "max_slowdown": 0.4},
         "max_contended_samples": 20,
         "retake_pause_seconds": 0.5,
         "pass_disagreement_bound": 0.15,

@@ -51,7 +51,8 @@ def test_the_bound_flags_a_busy_neighbour_and_passes_an_idle_machine():
     assert not bound.contended(Contention(0.079, 0.0, 0.0002), 0.077)
     assert bound.contended(Contention(0.17, 0.063, 0.0), 0.237)  # two loops: waiting 27 % of the interval
     assert bound.contended(None, 0.1)  # unmeasured is not clean
-    assert bound.describe(Contention(0.1, 0.0, 0.05), 0.1) == "wait 0% foreign 50% of 0.1 s"
+    assert bound.describe(Contention(0.1, 0.0, 0.05), 0.1) == "wait 0% foreign 50% slowdown 0% of 0.1 s"
+    assert bound.contended(Contention(0.1, 0.0, 0.0, slowdown=0.7), 0.1)  # the host slowed the CPU by 70 %
 
 
 def test_a_burst_over_one_point_is_retaken_and_the_point_keeps_its_value(small_plan, model_dir, tmp_path):
@@ -140,7 +141,7 @@ def test_a_point_that_cannot_get_clean_samples_fails_naming_the_contention(small
     r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke",
                 "--max-contended", "3", "--retake-pause", "0", host=standin_host(busy))  # fmt: skip
     assert r.exit_code == 1
-    assert "4 samples were contended (at most 3 retakes; last wait 0% foreign 100% of" in r.stderr
+    assert "4 samples were contended (at most 3 retakes; last wait 0% foreign 100% slowdown 0% of" in r.stderr
     assert "the machine is busy" in r.stderr and r.stderr.rstrip().endswith("[A-43]")
     assert not (out / "r0.json").exists()
     with pytest.raises(PointFailed):
@@ -183,7 +184,9 @@ def test_validate_refuses_a_retained_sample_taken_under_contention(small_plan, m
         rep["contention"]["foreign_seconds"] = rep["wall_time"] * 0.5
 
     msg = edited(busy)
-    assert "measured repetition 1 of benchmark_id=" in msg and "was contended (wait 0% foreign 50% of" in msg
+    assert (
+        "measured repetition 1 of benchmark_id=" in msg and "was contended (wait 0% foreign 50% slowdown 0% of" in msg
+    )
     msg = edited(lambda rep: rep.pop("contention"))
     assert "records no contention" in msg
 

@@ -224,14 +224,14 @@ class VllmMeasurementEngine:
         try:
             while finished < len(prompts):
                 last.clear()
-                before = clock.read() if clock is not None else None
+                before = clock.start() if clock is not None else None
                 t0 = time.monotonic()
                 try:
                     results = engine.step()
                 except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run: what, where, what is known
                     raise FpmError("engine", f"the vLLM 0.32.0 engine failed a step: {explain_failure(exc)}") from exc
                 t1 = time.monotonic()
-                seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
+                seen = clock.stop(before) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
                     steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1], contention=seen))
                 for o in results:

@@ -95,11 +95,11 @@ class VllmServingEngine:
                     continue
                 raise RuntimeError("the engine has no unfinished request, but not every request finished")
             last.clear()
-            before = clock.read() if clock is not None else None
+            before = clock.start() if clock is not None else None
             s0 = time.monotonic()
             outs = engine.step()
             s1 = time.monotonic()
-            seen = clock.between(before, clock.read()) if clock is not None and before is not None else None
+            seen = clock.stop(before) if clock is not None and before is not None else None
             end = s1 - t0
             if last and (last[0].num_prefill_requests or last[0].num_decode_requests):
                 steps.append(EngineStep(start=s0 - t0, end=end, scheduled=last[0], contention=seen))

@@ -1,0 +1,52 @@
+"""fpmcore.contention's counters: whose waiting counts, the foreign CPU, and a real neighbour seen as contention."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from fpmcore.contention import Contention, ContentionBound, Reading, Sampler, sampler
+
+
+def test_only_the_working_threads_waiting_counts():
+    """The thread that ran the interval (40 ms of CPU, 1 ms waiting) and a worker (20 ms, 2 ms) count; a thread
+    that woke briefly (0.5 ms of CPU, 3 ms waiting for a CPU) does not: it did not delay the work."""
+    a = Reading({"1": (0, 0), "2": (0, 0), "3": (0, 0)}, other_cpu_ns=0)
+    b = Reading({"1": (40_000_000, 1_000_000), "2": (20_000_000, 2_000_000), "3": (500_000, 3_000_000)},
+                other_cpu_ns=7_000_000)  # fmt: skip
+    c = Sampler(precise=True).between(a, b)
+    assert c == Contention(cpu_seconds=0.0605, wait_seconds=0.003, foreign_seconds=0.007)
+    assert not ContentionBound().contended(c, 0.1) and ContentionBound().contended(c, 0.05)
+
+
+def test_the_coarse_sampler_takes_the_foreign_cpu_from_the_machines_ticks():
+    """/proc/stat: 9 busy ticks of 10 ms over the interval, 30 ms of them this process's own, 2 ticks stolen."""
+    s = Sampler(precise=False, tick=0.01)
+    a = Reading({"1": (0, 0)}, 0, busy_ticks=100, steal_ticks=5)
+    b = Reading({"1": (30_000_000, 0)}, 0, busy_ticks=109, steal_ticks=7)
+    assert s.between(a, b) == Contention(cpu_seconds=0.03, wait_seconds=0.0, foreign_seconds=0.06 + 0.02)
+
+
+def test_a_busy_neighbour_makes_a_cpu_bound_interval_contended():
+    """A busy loop in another process beside a CPU-bound interval of this one: whether it waits for a CPU (one
+    core) or shares the machine (more), the interval is contended and the loop's CPU is seen."""
+    clock = sampler()
+    assert clock is not None
+    loop = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"]
+    )
+    try:
+        time.sleep(0.3)
+        start = clock.start()
+        t0 = time.monotonic()
+        x = 0
+        for i in range(3_000_000):
+            x += i
+        wall = time.monotonic() - t0
+        seen = clock.stop(start)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert seen.foreign_seconds + seen.wait_seconds > 0.5 * wall
+    assert ContentionBound().contended(seen, wall)
