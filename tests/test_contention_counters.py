@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 from fpmcore.contention import Contention, ContentionBound, Reading, Sampler, sampler
@@ -20,12 +21,16 @@ def test_only_the_working_threads_waiting_counts():
     assert not ContentionBound().contended(c, 0.1) and ContentionBound().contended(c, 0.05)
 
 
-def test_the_coarse_sampler_takes_the_foreign_cpu_from_the_machines_ticks():
-    """/proc/stat: 9 busy ticks of 10 ms over the interval, 30 ms of them this process's own, 2 ticks stolen."""
-    s = Sampler(precise=False, tick=0.01)
-    a = Reading({"1": (0, 0)}, 0, busy_ticks=100, steal_ticks=5)
-    b = Reading({"1": (30_000_000, 0)}, 0, busy_ticks=109, steal_ticks=7)
-    assert s.between(a, b) == Contention(cpu_seconds=0.03, wait_seconds=0.0, foreign_seconds=0.06 + 0.02)
+def test_a_serving_sampler_reads_one_thread_and_the_others_rate_per_window():
+    """A serving sampler reads only the calling thread per interval; the others' CPU of an interval is their
+    rate over the last window (here set by hand: 0.3 CPU) times the interval's length."""
+    s = Sampler(precise=False, window=3600.0)
+    s.last, s.rate = (time.monotonic(), 0), 0.3
+    start = s.start()
+    assert list(start.threads) == [str(threading.get_native_id())]
+    time.sleep(0.05)
+    seen = s.stop(start)
+    assert 0.3 * 0.05 <= seen.foreign_seconds < 0.3 * 0.5 and seen.slowdown == 0.0
 
 
 def test_a_busy_neighbour_makes_a_cpu_bound_interval_contended():
