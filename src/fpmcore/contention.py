@@ -47,10 +47,14 @@ nothing inside the guest counts that (no steal time was recorded).  It was
 seen: a tiny model's forwards ran 1.7 times slower for half a minute on an
 otherwise idle machine, every counter quiet, each sample of a point agreeing
 with the next.  So a precise :class:`Sampler` also times a fixed piece of CPU
-work, the *canary* (:func:`canary`, ≈ 0.3 ms), right before and right after
-each interval, and records how much slower than its best run so far the
-faster of the two was (``slowdown``).  Back to back on an idle machine the
-canary stays within 10–20 % of its best; 40 % is the bound.
+work, the *canary* (:func:`canary`, ≈ 0.3 ms), right after each interval,
+while the CPU is still busy, and records how much slower than its best run so
+far it was (``slowdown``).  Back to back on a busy CPU the canary stays within
+10–20 % of its best; 40 % is the bound.  It runs after the interval, not
+before: a CPU that was idle a moment ago runs the first work 40–60 % slower
+(measured with 50 ms pauses), which is the engine's own state at a light load
+— a canary before the forward would both warm the CPU for it and call the
+pause contention.
 
 **The bound** (:class:`ContentionBound`): a sample is *contended* when its
 waiting exceeds 5 % of its wall time, when others used more than 10 % of
@@ -309,12 +313,10 @@ class Sampler:
         return self.rate
 
     def start(self) -> Reading:
-        """The reading right before the interval (the other tasks first, the canary, this process's threads
-        last)."""
+        """The reading right before the interval (the other tasks first, this process's threads last)."""
         other = self._others()
         busy, steal = (0, 0) if not self.precise else _proc_stat()
-        probe = self._canary()
-        return Reading(self._mine(), other, busy, steal, probe)
+        return Reading(self._mine(), other, busy, steal)
 
     def stop(self, start: Reading) -> Contention:
         """The contention of the interval since ``start`` (this process's threads first, then the canary)."""
@@ -328,8 +330,7 @@ class Sampler:
             seen = attrs.evolve(seen, foreign_seconds=self._windowed_rate() * wall)
         if not self.canary:
             return seen
-        slowdown = max(0.0, min(start.canary, probe) / self.best - 1.0)
-        return attrs.evolve(seen, slowdown=slowdown)
+        return attrs.evolve(seen, slowdown=max(0.0, probe / self.best - 1.0))
 
     def read(self) -> Reading:
         """One reading (this process's threads first)."""
