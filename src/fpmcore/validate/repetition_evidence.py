@@ -179,47 +179,16 @@ class RepetitionRules:
         raw = raw_fpms(row)
         if self.passes is not None:
             return self._passes_problem(reps, raw)
-        rejected = warmup = measured = 0
         for j, rep in enumerate(reps):
             if type(rep) is not dict:
                 return f"repetitions[{j}] expected an object, found {js(rep)}"
-            g = rep.get
-            idx, role, fc = g("index", ABSENT), g("role", ABSENT), g("fpm_count", ABSENT)
+            idx = rep.get("index", ABSENT)
             if type(idx) is not int or idx != j:
                 return f"repetitions[{j}].index expected {j}, found {plain(idx)}"
-            if role != "measured" and role != "warmup" and role != "rejected" and role != "contended":
-                return f"repetitions[{j}].role expected {'|'.join(REPETITION_ROLES)}, found {plain(role)}"
-            if type(fc) is not int or fc < 1:
-                return f"repetitions[{j}].fpm_count expected an integer ≥ 1, found {plain(fc)}"
-            if role == "measured":
-                rsi, w = g("raw_sample_index", ABSENT), g("wall_time", ABSENT)
-                if type(rsi) is not int or rsi != measured:
-                    return f"raw_sample_index of repetition {j} expected {measured}, found {plain(rsi)}"
-                sample = raw[measured] if measured < len(raw) else ABSENT
-                want = sample.get("wall_time", ABSENT) if sample.__class__ is dict else ABSENT
-                if w.__class__ is not want.__class__ or w != want or not is_number(w):
-                    return f"measured wall_time of raw sample {measured} expected {plain(want)}, found {plain(w)}"
-                measured += 1
-            elif role == "warmup":
-                if measured:
-                    return f"warm-up repetition {j} comes after a measured repetition"
-                warmup += 1
-            elif role == "contended":
-                if warmup < self.warmups:
-                    return f"contended repetition {j} comes before the last warm-up"
-            else:
-                if self.rejected_first and (warmup or measured):
-                    return f"rejected repetition {j} comes after the first warm-up"
-                if not isinstance(g("reason"), str):
-                    return f"rejected repetition {j} has no reason"
-                rejected += 1
-        if rejected > self.max_rejected:
-            return f"{rejected} rejected repetitions, at most {self.max_rejected}"
-        if warmup != self.warmups:
-            return f"warm-up repetitions expected {self.warmups}, found {warmup}"
-        if measured != self.measured or len(raw) != self.measured:
-            return f"measured repetitions expected {self.measured}, found {measured}"
-        return None
+        problem = self._visit_problem(list(enumerate(reps)), raw, 0, self.measured)
+        if problem is None and len(raw) != self.measured:
+            return f"measured repetitions expected {self.measured}, found {len(raw)}"
+        return problem
 
     def _passes_problem(self, reps: list[Any], raw: list[Any]) -> str | None:
         """The multi-pass line: each visit's repetitions in turn (see :attr:`passes`)."""
