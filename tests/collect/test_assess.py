@@ -54,6 +54,8 @@ def test_a_quiet_run_is_repeatable(quiet_run, small_plan, tmp_path):
     for p in doc["points"]:
         assert p["deviation"] == pytest.approx((p["assessed_seconds"] - p["run_seconds"]) / p["run_seconds"])
     assert doc["bounds"] == {"median": 0.05, "p90": 0.15, "worst": 0.35}
+    m = doc["machine"]  # the fastest canary after a visit, in the run and in the assessment
+    assert 0 < m["run_canary_seconds"] < 0.1 and m["ratio"] == m["assessed_canary_seconds"] / m["run_canary_seconds"]
     assert (
         doc["run"]["index_sha256"] == __import__("hashlib").sha256((quiet_run / "index.json").read_bytes()).hexdigest()
     )

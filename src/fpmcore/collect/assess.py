@@ -37,8 +37,9 @@ The report (``schema`` 1, ``kind`` :data:`KIND`) holds the run (its path, the
 SHA-256 of its artifact index, its id), the plan digest, the seed, per point
 the run's and the assessment's value and the deviation, the summary
 (``median``, ``p90``, ``worst``, ``points``, ``over_bound``), the bounds, the
-verdict ``repeatable``, the contention the assessment met (samples retaken)
-and the load average.  It is written atomically (a kill leaves the old report
+verdict ``repeatable``, the contention the assessment met (samples retaken),
+the machine's speed in both (:func:`machine_speed`: whether a systematic
+deviation is the machine's or the engine's) and the load average.  It is written atomically (a kill leaves the old report
 or the new one).  Exit 0 repeatable, 1 not repeatable, 2 bad usage or input.
 """
 
@@ -159,11 +160,13 @@ def _remeasure(
     finally:
         engine.close()
     values, contended = {}, 0
+    speeds = [v["canary_seconds"] for got in visits.values() for v in got if "canary_seconds" in v]
     for bid, got in visits.items():
         walls = [s["wall_time"] for v in got for s in v["raw"]]
         values[bid] = walls[store.upper_median_index(walls, range(1, len(walls)))]
         contended += sum(1 for v in got for r in v["repetitions"] if r.get("role") == "contended")
-    return values, {"contended_samples": contended, "bound": settings.bound.as_json()}
+    return values, {"contended_samples": contended, "bound": settings.bound.as_json(),
+                    "canary_seconds": min(speeds, default=None)}  # fmt: skip
 
 
 def assess_run(
@@ -207,6 +210,7 @@ def assess_run(
     values, seen = _remeasure(host, run, plan, [planned[b] for b in chosen], model, seed, dtype, progress)
     deviations = {bid: (values[bid] - have[bid]) / have[bid] for bid in chosen}
     v = verdict(deviations)
+    machine = machine_speed(root, seen.pop("canary_seconds"))
     return {
         "schema": 1, "kind": KIND,
         "run": {"path": str(root), "run_id": run.get("run_id"),
@@ -219,8 +223,31 @@ def assess_run(
         "bounds": {"median": MEDIAN_BOUND, "p90": P90_BOUND, "worst": WORST_BOUND},
         "repeatable": v.repeatable,
         "contention": seen,
+        "machine": machine,
         "load_average": {"start": list(load), "end": list(os.getloadavg())},
     }  # fmt: skip
+
+
+def machine_speed(run_dir: Path, assessed: float | None) -> dict[str, Any]:
+    """The machine's speed during the run and during the assessment: the fastest canary each saw right after a
+    visit (:func:`fpmcore.contention.canary`), and the assessment's relative to the run's (``ratio`` 0.85: the
+    machine ran the canary 15 % faster during the assessment).  A run collected before canaries were recorded
+    gives ``None``."""
+    from fpmcore.collect import store
+    from fpmcore.jsonio import load_path
+
+    run = None
+    folder = run_dir / store.POINTS_DIR
+    if folder.is_dir():
+        got = []
+        for p in folder.iterdir():
+            if p.suffix == ".json" and not p.name.startswith("."):
+                value = load_path(p).get("canary_seconds")
+                if isinstance(value, (int, float)) and value > 0:
+                    got.append(float(value))
+        run = min(got, default=None)
+    ratio = assessed / run if run and assessed else None
+    return {"run_canary_seconds": run, "assessed_canary_seconds": assessed, "ratio": ratio}
 
 
 def read_assessment(path: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> dict[str, Any]:

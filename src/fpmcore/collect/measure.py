@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 
 from fpmcore.collect.content import TokenSource, prompt_sha256
-from fpmcore.contention import ContentionBound
+from fpmcore.contention import ContentionBound, canary
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 
@@ -359,6 +359,9 @@ class Measurer:
             "forward_end": self.forward_index,
             "elapsed_seconds": time.monotonic() - t0,
             "finished_at": _now(),
+            # the machine's speed right after the visit, on a CPU still busy (fpmcore.contention.canary): runs and
+            # assessments on different engines compare it (fpm assess)
+            "canary_seconds": canary(),
         }
         if s.passes > 1:
             record["pass"] = visit
