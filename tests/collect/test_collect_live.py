@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fpmcore.collect import onboard
 from fpmcore.collect.content import TokenSource
 from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.collect.run import engine_options
@@ -146,9 +147,9 @@ def test_onboard_smoke_of_the_hybrid_publishes_a_table_the_replay_reads(hybrid_c
     row's measured wall time (R-29, R-30: a knot is read exactly), prefill and decode alike."""
     c = hybrid_campaign
     manifest = load_path(c / "onboard.json")
-    assert [(s["name"], s["status"]) for s in manifest["stages"]] == [
-        (name, "done") for name in ("probe", "import", "plan", "collect", "validate", "publish")
-    ]
+    assert [(s["name"], s["status"]) for s in manifest["stages"]] == [(name, "done") for name in onboard.STAGES]
+    ready = load_path(c / "readiness.json")
+    assert ready["ready_for_full_collection"] is True and ready["blockers"] == []
     plan = load_path(c / "plan.json")
     table = load_path(c / "table.json")
     assert load_path(c / "validation.json")["status"] == "accepted"
