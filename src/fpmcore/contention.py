@@ -25,9 +25,9 @@ system-wide ``/proc/schedstat`` which needs ``CONFIG_SCHEDSTATS``).  The own
 figures sum it over ``/proc/self/task/*``; the foreign CPU sums it over every
 other task in ``/proc`` (:attr:`Sampler.precise`, about 2 ms per reading
 with 120 processes: taken outside the timed interval, once before and once
-after) or, for long serving runs where a reading per step would perturb the
-engine, from ``/proc/stat``'s busy and steal ticks minus the own CPU time
-(10 ms resolution, good over windows of a second).  ``getrusage(RUSAGE_THREAD)``
+after) or, for served steps where a reading per step would perturb the
+engine, as the others' CPU rate over the last half second (:class:`Sampler`);
+steal comes from ``/proc/stat``.  ``getrusage(RUSAGE_THREAD)``
 was not chosen: it gives the calling thread's CPU time and a count of
 involuntary context switches, not a duration of waiting, and nothing about
 other processes.
@@ -85,9 +85,6 @@ MAX_WAIT_FRACTION = 0.05
 MAX_FOREIGN_FRACTION = 0.10
 #: The canary's slowdown above which the machine is running slow (module docstring).
 MAX_SLOWDOWN = 0.4
-#: How the figures were read, recorded beside them.
-METHOD_PRECISE = "proc_task_schedstat"
-METHOD_COARSE = "proc_self_schedstat_and_proc_stat"
 
 
 @attrs.frozen
@@ -97,7 +94,7 @@ class Contention:
     cpu_seconds: float
     wait_seconds: float
     foreign_seconds: float
-    #: how much slower than its best a fixed CPU canary ran right around the interval (0.1: 10 % slower)
+    #: how much slower than its best a fixed CPU canary ran right after the interval (0.1: 10 % slower)
     slowdown: float = 0.0
 
     def as_json(self) -> dict[str, float]:
@@ -117,6 +114,7 @@ class Contention:
         return cls(*numbers)
 
     def __add__(self, other: Contention) -> Contention:
+        """Two intervals' contention together (a serving's total): times summed, the worse slowdown."""
         return Contention(self.cpu_seconds + other.cpu_seconds, self.wait_seconds + other.wait_seconds,
                           self.foreign_seconds + other.foreign_seconds,
                           max(self.slowdown, other.slowdown))  # fmt: skip
@@ -166,13 +164,11 @@ class ContentionBound:
 @attrs.frozen
 class Reading:
     """One reading of the counters: per own thread ``tid → (cpu ns, run delay ns)``, the other tasks' CPU
-    nanoseconds (precise mode), and the ``/proc/stat`` busy and steal ticks."""
+    nanoseconds (precise mode), and the ``/proc/stat`` steal ticks."""
 
     threads: dict[str, tuple[int, int]]
     other_cpu_ns: int
-    busy_ticks: int = 0
     steal_ticks: int = 0
-    canary: float = 0.0
     #: the monotonic clock at the reading
     at: float = attrs.field(factory=time.monotonic)
 
@@ -200,16 +196,23 @@ def _threads(pid: str = "self") -> dict[str, tuple[int, int]]:
     return out
 
 
-def _proc_stat() -> tuple[int, int]:
-    """Busy ticks (user, nice, system, irq, softirq) and steal ticks of all CPUs."""
+def _steal_ticks() -> int:
+    """The steal ticks of all CPUs (``/proc/stat``: the 8th figure of the ``cpu`` line)."""
     try:
         with open("/proc/stat", "rb") as f:
             fields = f.readline().split()[1:]
-        v = [int(x) for x in fields[:8]] + [0] * max(0, 8 - len(fields))
+        return int(fields[7]) if len(fields) > 7 else 0
     except (OSError, ValueError):
-        return 0, 0
-    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
-    return user + nice + system + irq + softirq, steal
+        return 0
+
+
+def _others_cpu_ns() -> int:
+    """The CPU nanoseconds every task of every other process has run (each ``schedstat`` under ``/proc``)."""
+    me, other = str(os.getpid()), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != me:
+            other += sum(cpu for cpu, _ in _threads(name).values())
+    return other
 
 
 _CANARY_DATA = bytes(range(256)) * 256
@@ -267,7 +270,7 @@ class Sampler:
     window: float = 0.5
     rate: float = 0.0
     last: tuple[float, int] | None = None
-    #: run the canary around each interval (:func:`canary`; ``precise`` samplers do)
+    #: run the canary after each interval (:func:`canary`; ``precise`` samplers do)
     canary: bool = attrs.field(default=attrs.Factory(lambda self: self.precise, takes_self=True))
     #: the fastest canary run so far in this process
     best: float = float("inf")
@@ -282,13 +285,7 @@ class Sampler:
         return got
 
     def _others(self) -> int:
-        if not self.precise:
-            return 0
-        me, other = str(os.getpid()), 0
-        for name in os.listdir("/proc"):
-            if name.isdigit() and name != me:
-                other += sum(cpu for cpu, _ in _threads(name).values())
-        return other
+        return _others_cpu_ns() if self.precise else 0
 
     def _mine(self) -> dict[str, tuple[int, int]]:
         """This process's threads (precise), or only the calling thread (a serving sampler: one file)."""
@@ -303,10 +300,7 @@ class Sampler:
         (every task's ``schedstat``) at most once per :attr:`window`."""
         now = time.monotonic()
         if self.last is None or now - self.last[0] >= self.window:
-            me, other = str(os.getpid()), 0
-            for name in os.listdir("/proc"):
-                if name.isdigit() and name != me:
-                    other += sum(cpu for cpu, _ in _threads(name).values())
+            other = _others_cpu_ns()
             if self.last is not None:
                 self.rate = max(0, other - self.last[1]) / 1e9 / (now - self.last[0])
             self.last = (now, other)
@@ -315,28 +309,22 @@ class Sampler:
     def start(self) -> Reading:
         """The reading right before the interval (the other tasks first, this process's threads last)."""
         other = self._others()
-        busy, steal = (0, 0) if not self.precise else _proc_stat()
-        return Reading(self._mine(), other, busy, steal)
+        steal = _steal_ticks() if self.precise else 0
+        return Reading(self._mine(), other, steal)
 
     def stop(self, start: Reading) -> Contention:
         """The contention of the interval since ``start`` (this process's threads first, then the canary)."""
         threads = self._mine()
         t_end = time.monotonic()
-        busy, steal = (0, 0) if not self.precise else _proc_stat()
+        steal = _steal_ticks() if self.precise else 0
         probe = self._canary()
-        seen = self.between(start, Reading(threads, self._others(), busy, steal))
+        seen = self.between(start, Reading(threads, self._others(), steal))
         if not self.precise:  # the others' CPU rate of the last window over this interval's length
             wall = max(0.0, t_end - start.at)
             seen = attrs.evolve(seen, foreign_seconds=self._windowed_rate() * wall)
         if not self.canary:
             return seen
         return attrs.evolve(seen, slowdown=max(0.0, probe / self.best - 1.0))
-
-    def read(self) -> Reading:
-        """One reading (this process's threads first)."""
-        threads = _threads()
-        busy, steal = _proc_stat()
-        return Reading(threads, self._others(), busy, steal)
 
     def between(self, a: Reading, b: Reading) -> Contention:
         """The contention of the interval from reading ``a`` to reading ``b``."""
@@ -347,7 +335,7 @@ class Sampler:
         wait_ns = sum(max(0, w) for c, w in deltas if busiest > 0 and c >= WORKING_SHARE * busiest)
         cpu, wait = cpu_ns / 1e9, wait_ns / 1e9
         steal = max(0, b.steal_ticks - a.steal_ticks) * self.tick
-        foreign = max(0, b.other_cpu_ns - a.other_cpu_ns) / 1e9  # a serving sampler's: :meth:`stop`
+        foreign = max(0, b.other_cpu_ns - a.other_cpu_ns) / 1e9  # a serving sampler's comes from :meth:`stop`
         return Contention(cpu, wait, foreign + steal)
 
 
