@@ -288,4 +288,4 @@ def test_store_records_are_checked_against_the_list(collected, small_plan, tmp_p
     shutil.copytree(collected, out)
     (out / "points" / "000999.p0.json").write_bytes((out / "points" / "000001.p0.json").read_bytes())
     with pytest.raises(FpmError, match="not a point of the staged list: 000999.p0.json"):
-        store.RunFolder(out).records(plan_of(small_plan)["points"], passes=3)
+        store.RunFolder(out).visits(plan_of(small_plan)["points"], passes=3)

@@ -151,9 +151,7 @@ def _remeasure(
         total, done = len(points) * settings.passes, 0
         for v in range(settings.passes):
             for p in points:
-                visits[p.benchmark_id].append(
-                    measurer.measure(p, v, settings.share(v) if settings.passes > 1 else None)
-                )
+                visits[p.benchmark_id].append(measurer.measure(p, v, settings.share(v)))
                 done += 1
                 if progress is not None:
                     progress(done, total)

@@ -95,11 +95,11 @@ class ProtocolSettings:
 
     def share(self, visit: int) -> int:
         """Measured samples of visit ``visit``: the repetitions spread evenly over the passes (the earlier
-        passes take the remainder); the re-measuring visit (``visit == passes``) takes the largest share."""
-        base, extra = divmod(self.repetitions, self.passes)
-        if visit >= self.passes:
-            return base + (1 if extra else 0)
-        return base + (1 if visit < extra else 0)
+        passes take the remainder); the re-measuring visit (``visit == passes``) takes the largest share
+        (:func:`fpmcore.validate.repetition_evidence.pass_share`, which A-39 checks)."""
+        from fpmcore.validate.repetition_evidence import pass_share
+
+        return pass_share(self.repetitions, self.passes, visit)
 
     def as_json(self) -> dict[str, Any]:
         """The run's ``settings`` (``collect.json``)."""

@@ -204,9 +204,8 @@ class Collection:
     def schedule(self) -> list[tuple[int, PlannedPoint]]:
         """The visits still to measure, in order: pass after pass over the whole list, then the re-measuring
         visit of every point whose passes disagree (known only once its passes are done)."""
-        todo = [(v, p) for v in range(self.settings.passes) for p in self.stage.points
+        return [(v, p) for v in range(self.settings.passes) for p in self.stage.points
                 if self.key(p, v) not in self.visits]  # fmt: skip
-        return todo
 
     @property
     def total_visits(self) -> int:
@@ -381,7 +380,7 @@ def collect(
             s = c.settings
 
             def visit(point: PlannedPoint, v: int) -> None:
-                record = measurer.measure(point, v, s.share(v) if s.passes > 1 else None)
+                record = measurer.measure(point, v, s.share(v))
                 c.folder.save_point(record)
                 c.visits[c.key(point, v)] = record
                 if progress:

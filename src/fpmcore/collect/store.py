@@ -178,20 +178,6 @@ class RunFolder:
             found[(bid, visit)] = rec
         return found
 
-    def records(self, points: Sequence[Mapping[str, Any]], passes: int = 1) -> dict[int, dict[str, Any]]:
-        """The finished points' records, by benchmark id: a one-pass run's records as kept, a multi-pass
-        run's visits merged (:func:`merge_visits`) for every point whose passes are all done."""
-        visits = self.visits(points, passes)
-        if passes == 1:
-            return {bid: rec for (bid, _), rec in visits.items()}
-        out: dict[int, dict[str, Any]] = {}
-        for p in points:
-            bid = int(p["benchmark_id"])
-            got = [visits[(bid, v)] for v in range(passes + 1) if (bid, v) in visits]
-            if len(got) >= passes and all((bid, v) in visits for v in range(passes)):
-                out[bid] = merge_visits(got)
-        return out
-
 
 # ---------------------------------------------------------------------------
 # the passes of a point (interleaved passes, A-44)
@@ -229,8 +215,8 @@ def settled_spread(values: Sequence[float]) -> float:
 def merge_visits(visits: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One point record of a multi-pass run from its visits, in pass order: the samples of every pass
     (``raw``), every repetition renumbered (``index``, ``raw_sample_index``), the warm-up ledger of every
-    visit, the prompt evidence of the first sample, the passes' values and whether they still disagree
-    (``flagged``: the point was re-measured once and its passes disagree beyond the run's bound)."""
+    visit, the prompt evidence of the first sample, the passes' values and their spread (whether the point is
+    flagged, A-44, is the collection's to say: :attr:`fpmcore.collect.run.Collection.done`)."""
     ordered = sorted(visits, key=lambda v: v["pass"])
     first = ordered[0]
     raw: list[Any] = []
