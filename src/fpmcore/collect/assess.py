@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import os
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,18 +64,6 @@ KIND = "fpmcore.assessment"
 MEDIAN_BOUND, P90_BOUND, WORST_BOUND = 0.05, 0.15, 0.35
 #: Runs with at most this many points are assessed whole when ``--points`` is not given.
 SMALL_RUN = 32
-
-
-def p90(values: Sequence[float]) -> float:
-    """The nearest-rank 90th percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 def retained_values(run_dir: Path) -> dict[int, float]:
@@ -120,7 +108,9 @@ def verdict(deviations: Mapping[int, float]) -> Verdict:
     """The summary of signed deviations by benchmark id (absolute values summarised)."""
     absolute = {bid: abs(d) for bid, d in deviations.items()}
     values = list(absolute.values())
-    return Verdict(median(values), p90(values), max(values), len(values),
+    from fpmcore.replay.records import nearest_rank
+
+    return Verdict(statistics.median(values), nearest_rank(values, 0.9), max(values), len(values),
                    tuple(sorted(b for b, d in absolute.items() if d > P90_BOUND)))  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from typing import Any
 
 from fpmcore import blocks
@@ -220,16 +221,17 @@ class RequestStats:
                 self.first_rejection.setdefault(kind, rec["reject_reason"])
 
 
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile by nearest rank (06 R-35): ``sorted(values)[ceil(q n) − 1]`` (``values`` not empty)."""
+    v = sorted(values)
+    return v[max(math.ceil(q * len(v)) - 1, 0)]
+
+
 def _stats(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None}
-    v = sorted(values)
-    n = len(v)
-
-    def pq(q: float) -> float:
-        return v[max(math.ceil(q * n) - 1, 0)]
-
-    return {"mean": sum(v) / n, "p50": pq(0.5), "p90": pq(0.9), "p99": pq(0.99), "max": v[-1]}
+    return {"mean": sum(values) / len(values), "p50": nearest_rank(values, 0.5), "p90": nearest_rank(values, 0.9),
+            "p99": nearest_rank(values, 0.99), "max": max(values)}  # fmt: skip
 
 
 def _shape(g: Any) -> dict[str, Any]:

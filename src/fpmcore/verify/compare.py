@@ -47,7 +47,6 @@ every run was contended (nothing to judge).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -56,6 +55,7 @@ import attrs
 
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import EngineStep, ServedRequest
+from fpmcore.replay.records import nearest_rank
 
 #: A serving with more of its served wall time in contended steps is contended (module docstring).
 MAX_CONTENDED_FRACTION = 0.05
@@ -121,12 +121,6 @@ class Side:
         return {"requests": len(self.requests), "makespan_s": self.makespan, "output_tokens_per_s": self.throughput}
 
 
-def quantile(values: Sequence[float], q: float) -> float:
-    """Nearest rank (06 R-35): ``sorted[ceil(q n) − 1]``."""
-    s = sorted(values)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
-
-
 def _signed(other: float | None, reference: float | None) -> float | None:
     if other is None or reference is None or reference <= 0:
         return None
@@ -136,7 +130,7 @@ def _signed(other: float | None, reference: float | None) -> float | None:
 def _figures(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return dict.fromkeys(FIGURES)
-    return {"p50": quantile(values, 0.5), "p90": quantile(values, 0.9), "mean": statistics.fmean(values)}
+    return {"p50": nearest_rank(values, 0.5), "p90": nearest_rank(values, 0.9), "mean": statistics.fmean(values)}
 
 
 def compare(reference: Side, other: Side) -> dict[str, Any]:
@@ -160,7 +154,7 @@ def compare(reference: Side, other: Side) -> dict[str, Any]:
             if a > 0:
                 errs.append(abs(b - a) / a)
         out[m] = {"median": statistics.median(errs) if errs else None,
-                  "p90": quantile(errs, 0.9) if errs else None, "n": len(errs)}  # fmt: skip
+                  "p90": nearest_rank(errs, 0.9) if errs else None, "n": len(errs)}  # fmt: skip
         fa, fb = _figures(ref_values), _figures(other_values)
         dist[m] = {f: _signed(fb[f], fa[f]) for f in FIGURES}
     out["makespan"] = _signed(other.makespan, reference.makespan)
