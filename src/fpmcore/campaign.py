@@ -45,6 +45,8 @@ PROBE_DIR, PROFILE, PLAN, RUN_DIR, VALIDATION, TABLE = (
 SMOKE_DIR, READINESS = "smoke", "readiness.json"
 #: The repeatability report of ``fpm assess`` and the serving validation of ``fpm verify -o``.
 ASSESSMENT, VERIFICATION = "assessment.json", "verification.json"
+#: The ``kind`` of a repeatability report (``fpm assess`` writes it, ``fpm publish`` and ``fpm finalize`` read it).
+ASSESSMENT_KIND = "fpmcore.assessment"
 #: The finalization record of ``fpm finalize``.
 FINAL = "final.json"
 #: The stages of ``fpm onboard --smoke``, in order (each the work of its command): the smoke subset collected,

@@ -56,10 +56,10 @@ from typing import Any
 
 import attrs
 
+from fpmcore.campaign import ASSESSMENT_KIND as KIND
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
-KIND = "fpmcore.assessment"
 #: The repeatability bounds of A-45: the median and the P90 of the absolute deviations, and the worst one.
 MEDIAN_BOUND, P90_BOUND, WORST_BOUND = 0.05, 0.15, 0.35
 #: Runs with at most this many points are assessed whole when ``--points`` is not given.

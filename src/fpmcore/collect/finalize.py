@@ -119,13 +119,13 @@ from fpmcore import campaign as layout
 from fpmcore.collect import store
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
+from fpmcore.verify.compare import VERDICTS
 
 FINAL_SCHEMA = "fpmcore.final/v1"
-#: ``schema`` and ``kind`` of the repeatability report (``fpm assess``), ``schema`` of the serving validation.
+#: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.ASSESSMENT_KIND`) and of the
+#: serving validation (``fpm verify``, its verdicts: :data:`fpmcore.verify.compare.VERDICTS`; only ``pass``
+#: finalizes, F-7).
 REPORT_SCHEMA = 1
-ASSESSMENT_KIND = "fpmcore.assessment"
-#: The verdicts of ``verification.json``; only ``pass`` finalizes (F-7).
-VERDICTS = ("pass", "fail", "contended")
 #: The name of the finalize stage in ``onboard.json`` (:func:`stage_finalize`).
 STAGE = "finalize"
 
@@ -383,11 +383,11 @@ def _check_assessment(root: Path) -> dict[str, Any]:
     if (
         not isinstance(a, dict)
         or a.get("schema") != REPORT_SCHEMA
-        or a.get("kind") != ASSESSMENT_KIND
+        or a.get("kind") != layout.ASSESSMENT_KIND
         or not isinstance(a.get("repeatable"), bool)
     ):
         raise FpmError("F-6", f"{layout.ASSESSMENT} is not a repeatability report of fpm assess (schema "
-                              f"{REPORT_SCHEMA}, kind {ASSESSMENT_KIND}, repeatable true or false)", str(path))  # fmt: skip
+                              f"{REPORT_SCHEMA}, kind {layout.ASSESSMENT_KIND}, repeatable true or false)", str(path))  # fmt: skip
     if not a["repeatable"]:
         summary = a.get("summary")
         s: dict[str, Any] = summary if isinstance(summary, dict) else {}
