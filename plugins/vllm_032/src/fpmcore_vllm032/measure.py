@@ -146,6 +146,17 @@ def workload(entries: Sequence[tuple[int, int, int]]) -> StepWorkload:
     )  # fmt: skip
 
 
+def scheduled_workload(out: Any, sched: Any) -> StepWorkload:
+    """The FPM counts of the step a ``SchedulerOutput`` schedules: per scheduled request its tokens, the tokens
+    it had computed before (``NewRequestData`` / ``CachedRequestData.num_computed_tokens``) and its prompt
+    length (:func:`workload`)."""
+    computed = {nr.req_id: nr.num_computed_tokens for nr in out.scheduled_new_reqs}
+    cr = out.scheduled_cached_reqs
+    computed.update(zip(cr.req_ids, cr.num_computed_tokens, strict=False))
+    return workload([(n, computed[rid], sched.requests[rid].num_prompt_tokens)
+                     for rid, n in out.num_scheduled_tokens.items()])  # fmt: skip
+
+
 class VllmMeasurementEngine:
     """A started vLLM 0.32.0 CPU engine as a :class:`~fpmcore.hooktypes.MeasurementEngine`."""
 
@@ -205,15 +216,10 @@ class VllmMeasurementEngine:
 
         def schedule(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
-            computed = {nr.req_id: nr.num_computed_tokens for nr in out.scheduled_new_reqs}
-            cr = out.scheduled_cached_reqs
-            computed.update(zip(cr.req_ids, cr.num_computed_tokens, strict=False))
-            entries = [(n, computed[rid], sched.requests[rid].num_prompt_tokens)
-                       for rid, n in out.num_scheduled_tokens.items()]  # fmt: skip
             waiting = [r for r in sched.waiting]
             queued = StepWorkload(num_prefill_requests=len(waiting),
                                   sum_prefill_tokens=sum(r.num_prompt_tokens for r in waiting))  # fmt: skip
-            last.append((workload(entries), queued))
+            last.append((scheduled_workload(out, sched), queued))
             return out
 
         steps: list[EngineStep] = []

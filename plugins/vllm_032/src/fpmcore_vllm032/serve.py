@@ -34,7 +34,7 @@ from typing import Any
 
 from fpmcore.contention import sampler
 from fpmcore.hooktypes import EngineOptions, EngineStep, ServedRequest, ServeRequest, Serving, ServingDriver
-from fpmcore_vllm032.measure import VllmMeasurementEngine, workload
+from fpmcore_vllm032.measure import VllmMeasurementEngine, scheduled_workload
 
 
 class VllmServingEngine:
@@ -55,11 +55,7 @@ class VllmServingEngine:
 
         def schedule(*args: Any, **kwargs: Any) -> Any:  # the step's workload, read from the scheduler's output
             out = original(*args, **kwargs)
-            computed = {nr.req_id: nr.num_computed_tokens for nr in out.scheduled_new_reqs}
-            cr = out.scheduled_cached_reqs
-            computed.update(zip(cr.req_ids, cr.num_computed_tokens, strict=False))
-            last.append(workload([(n, computed[rid], sched.requests[rid].num_prompt_tokens)
-                                  for rid, n in out.num_scheduled_tokens.items()]))  # fmt: skip
+            last.append(scheduled_workload(out, sched))
             return out
 
         sched.schedule = schedule
