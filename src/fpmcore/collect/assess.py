@@ -230,7 +230,8 @@ def machine_speed(run_dir: Path, assessed: float | None) -> dict[str, Any]:
         got = []
         for p in folder.iterdir():
             if p.suffix == ".json" and not p.name.startswith("."):
-                value = load_path(p).get("canary_seconds")
+                doc = load_path(p)
+                value = doc.get("canary_seconds") if isinstance(doc, dict) else None
                 if isinstance(value, (int, float)) and value > 0:
                     got.append(float(value))
         run = min(got, default=None)
