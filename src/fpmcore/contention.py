@@ -1,9 +1,10 @@
 """What the machine did to a timed interval: the engine's own CPU time, its waits for a CPU, and others' CPU time.
 
 A forward timed on a shared machine measures the engine *and* whatever else
-ran beside it.  Every timed interval of ``fpm collect`` (each measured forward)
-and of ``fpm verify`` (each served step) therefore records, besides its wall
-time, a :class:`Contention`:
+ran beside it.  Every timed interval of ``fpm collect`` (each engine run of a
+repetition: its measured forward and the few forwards around it) and of
+``fpm verify`` (each served step) therefore records, besides its wall time, a
+:class:`Contention`:
 
 ``cpu_seconds``
     CPU time of every thread of this process (the in-process engine's
@@ -55,6 +56,18 @@ before: a CPU that was idle a moment ago runs the first work 40–60 % slower
 (measured with 50 ms pauses), which is the engine's own state at a light load
 — a canary before the forward would both warm the CPU for it and call the
 pause contention.
+
+**Nothing between two forwards.**  The engine's forwards run back to back
+when it serves; any work between two of them cools the caches and branch
+predictors the next one uses.  Measured on the tiny llama of this project: a
+precise reading and the canary between the forwards of a decode repetition
+made its measured forward 2.5 ms instead of 2.1 ms, and after a 20 ms pause
+(sleeping or spinning) a decode forward took 3.7 ms and needed about ten
+forwards to get back to 1.7 ms.  So ``fpm collect`` reads the counters before
+the first forward of a repetition's engine run and after its last, never
+between two of them, and a measured forward carries its run's contention in
+proportion to its wall time (:meth:`Contention.share`; its fractions are the
+run's).  A served step reads only the calling thread's one file around it.
 
 **The bound** (:class:`ContentionBound`): a sample is *contended* when its
 waiting exceeds 5 % of its wall time, when others used more than 10 % of
@@ -112,6 +125,12 @@ class Contention:
         if len(numbers) != 4 or not all(0 <= v < float("inf") for v in numbers):
             return None
         return cls(*numbers)
+
+    def share(self, fraction: float) -> Contention:
+        """The part of this interval's contention that falls on a sub-interval holding ``fraction`` of its wall
+        time (times scaled, the canary's slowdown kept): a measured forward's share of its engine run's."""
+        return Contention(self.cpu_seconds * fraction, self.wait_seconds * fraction,
+                          self.foreign_seconds * fraction, self.slowdown)  # fmt: skip
 
     def __add__(self, other: Contention) -> Contention:
         """Two intervals' contention together (a serving's total): times summed, the worse slowdown."""

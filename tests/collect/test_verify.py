@@ -127,7 +127,11 @@ def test_json_stdout_is_one_document_and_the_report_file_is_the_same(campaign, t
     assert loads(report.read_bytes()) == doc
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(doc) == {"schema", "command", "campaign", "model_dir", "runtime", "plugin", "options",
-                        "deployment_differences", "bound", "summary", "verdict", "checks", "runs"}  # fmt: skip
+                        "deployment_differences", "warmed_step_token_counts", "bound", "summary", "verdict", "checks",
+                        "runs"}  # fmt: skip
+    # every prefill of the two light traces' 12 requests is a step of its own prompt length (distinct lengths)
+    lengths = {q["prompt_len"] for run in doc["runs"] for q in run["request_timings"]}
+    assert doc["warmed_step_token_counts"] >= len(lengths) >= 10
     assert doc["verdict"] in ("pass", "fail") and doc["bound"]["max_contended_time_fraction"] == 0.05
     s = doc["summary"]
     for m in ("ttft", "tpot", "e2e"):
@@ -268,3 +272,21 @@ def test_kills_during_verify_leave_the_old_report_or_a_new_one_whole(campaign, t
         assert doc["schema"] == 1 and len(doc["runs"]) == 2 and doc["verdict"] in ("pass", "fail")
         assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["report.json"]
     assert finished >= 1  # some runs finished and wrote their report over the old one between the kills
+
+
+def test_shape_warmup_brings_each_predicted_token_count_once_in_one_step():
+    from fpmcore.verify.traces import shape_warmup_traces, step_token_counts
+
+    steps = [
+        {"sum_prefill_tokens": 300, "num_decode_requests": 0},
+        {"sum_prefill_tokens": 0, "num_decode_requests": 3},
+        {"sum_prefill_tokens": 297, "num_decode_requests": 3},
+        {"sum_prefill_tokens": 1400, "num_decode_requests": 0},
+    ]
+    assert step_token_counts(steps) == {300, 3, 1400}
+    got = [
+        [(r.prompt_len, r.output_len, r.arrival_time) for r in t.requests]
+        for t in shape_warmup_traces({300, 3, 1400}, 1024)
+    ]
+    # ascending; a count above the longest prompt (max_model_len − 1 = 1023) is split, all arriving at once
+    assert got == [[(3, 1, 0.0)], [(300, 1, 0.0)], [(1023, 1, 0.0), (377, 1, 0.0)]]

@@ -4,7 +4,10 @@ The order of work: read the campaign (V-2), find the serving engine of the
 plan's runtime (V-1), the replay rules of the profile's runtime (R-1), the
 traces of every run (V-3) — all before the engine starts —; then start the
 engine with the plan's deployment (:func:`fpmcore.collect.run.engine_options`),
-serve the warm-up requests (not measured), and per run serve the run's trace
+serve the warm-up requests (not measured) and one step of every token count
+the replay predicts for the traces
+(:func:`fpmcore.verify.traces.shape_warmup_traces`: a deployment's engine has
+seen them), and per run serve the run's trace
 (twice with the noise floor), replay it and compare
 (:mod:`fpmcore.verify.compare`).  The engine is closed however the work ends.
 """
@@ -23,7 +26,16 @@ from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineStep, ServingDriver, ServingEngine
 from fpmcore.replay.trace import Trace
 from fpmcore.verify import compare as cmp
-from fpmcore.verify.traces import PoissonSpec, check_servable, poisson_trace, prompts, serve_requests, warmup_trace
+from fpmcore.verify.traces import (
+    PoissonSpec,
+    check_servable,
+    poisson_trace,
+    prompts,
+    serve_requests,
+    shape_warmup_traces,
+    step_token_counts,
+    warmup_trace,
+)
 
 #: ``progress(done, total, what)``: called before each serving (``done`` servings of ``total`` finished).
 Progress = Callable[[int, int, str], None]
@@ -206,6 +218,7 @@ def verify_campaign(
         done += 1
 
     predictions = []
+    counts: set[int] = set()
     for k, trace in enumerate(traces):
         result = run_replay(cfg, trace)
         pred = cmp.Side.replayed(result.requests)
@@ -216,6 +229,8 @@ def verify_campaign(
                    else "a request never finished")  # fmt: skip
             raise FpmError("V-4", f"the replay of run {k + 1}'s trace did not finish every request: {why}")
         predictions.append((pred, result.summary))
+        counts |= step_token_counts(result.steps)
+    shapes = shape_warmup_traces(counts, int(c.plan["engine"]["max_model_len"]))
 
     engine = _engine_call(plugin, "to start", lambda: driver.start(c.model_dir, engine_options(c.plan, dtype=c.dtype)))
     runs = []
@@ -227,6 +242,8 @@ def verify_campaign(
         step("warm-up")
         if options.warmup_requests:
             server.serve(warmup_trace(traces[0], options.warmup_requests), options.seed - 1, "w:")
+        for shape in shapes:
+            server.serve(shape, options.seed - 1, "w:")
         for k, trace in enumerate(traces):
             seed = options.seed + k
             step(f"run {k + 1}")
@@ -264,7 +281,7 @@ def verify_campaign(
     return {
         "schema": 1, "command": "verify", "campaign": str(c.root), "model_dir": c.model_dir,
         "runtime": c.runtime, "plugin": plugin, "options": options.as_json(),
-        "deployment_differences": differences,
+        "deployment_differences": differences, "warmed_step_token_counts": len(shapes),
         "bound": {"max_contended_time_fraction": cmp.MAX_CONTENDED_FRACTION, "step": bound.as_json()},
         "summary": summary, "verdict": verdict, "checks": checks, "runs": runs,
     }  # fmt: skip

@@ -24,8 +24,10 @@ to run and what a repetition must show; this module only drives the engine:
   ``CachedRequestData.num_computed_tokens``), a prefill while those are
   below its prompt length (``Request.num_prompt_tokens``), a decode after.
   Each request's prefix-cache hit is ``RequestOutput.num_cached_tokens``.
-  Around each step (outside its timed window) the process's thread counters
-  and every other task's CPU time are read (:mod:`fpmcore.contention`), so
+  Before the run's first step and after its last (never between two steps:
+  a reading between them slows the next, :mod:`fpmcore.contention`) the
+  process's thread counters and every other task's CPU time are read, and
+  each step carries the run's contention in proportion to its wall time, so
   each step says what the machine did to it.
 
 **The producer record** (:func:`producer`) names the installed files the
@@ -47,6 +49,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from fpmcore.contention import sampler
 from fpmcore.errors import FpmError
@@ -227,19 +231,19 @@ class VllmMeasurementEngine:
         outputs = [0] * len(prompts)
         finished = 0
         sched.schedule = schedule
+        before = clock.start() if clock is not None else None
+        run_start = time.monotonic()
         try:
             while finished < len(prompts):
                 last.clear()
-                before = clock.start() if clock is not None else None
                 t0 = time.monotonic()
                 try:
                     results = engine.step()
                 except Exception as exc:  # noqa: BLE001 - a forward the engine cannot run: what, where, what is known
                     raise FpmError("engine", f"the vLLM 0.32.0 engine failed a step: {explain_failure(exc)}") from exc
                 t1 = time.monotonic()
-                seen = clock.stop(before) if clock is not None and before is not None else None
                 if last and (last[0][0].num_prefill_requests or last[0][0].num_decode_requests):
-                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1], contention=seen))
+                    steps.append(EngineStep(start=t0, end=t1, scheduled=last[0][0], queued=last[0][1]))
                 for o in results:
                     if o.request_id in position and o.finished:
                         i = position[o.request_id]
@@ -250,6 +254,10 @@ class VllmMeasurementEngine:
                     raise RuntimeError("the engine finished without the measured requests")
         finally:
             sched.schedule = original
+        if clock is not None and before is not None:  # the run's contention, shared by its steps by wall time
+            span = time.monotonic() - run_start
+            seen = clock.stop(before)
+            steps = [attrs.evolve(s, contention=seen.share((s.end - s.start) / span)) for s in steps]
         return EngineRun(steps, cached, outputs)
 
     def close(self) -> None:
