@@ -55,3 +55,31 @@ def test_a_busy_neighbour_makes_a_cpu_bound_interval_contended():
         loop.wait()
     assert seen.foreign_seconds + seen.wait_seconds > 0.5 * wall
     assert ContentionBound().contended(seen, wall)
+
+
+def test_a_serving_sampler_sees_a_busy_neighbour_from_the_tick_counters():
+    """The serving sampler's foreign rate comes from ``/proc/stat`` minus this process's ticks: a busy loop in
+    another process shows as about one CPU (at least half of one, the loop sharing the machine with this one),
+    while this process's own CPU never counts as foreign."""
+    s = Sampler(precise=False, window=0.2)
+    own = s.start()
+    time.sleep(0.25)  # the first window opens
+    x = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.3:  # this process busy: not foreign
+        x += 1
+    quiet = s.stop(own)
+    assert quiet.foreign_seconds / (time.monotonic() - own.at) < 0.5
+    loop = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"]
+    )
+    try:
+        time.sleep(0.3)
+        for _ in range(3):  # windows that saw the loop
+            start = s.start()
+            time.sleep(0.25)
+            seen = s.stop(start)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert seen.foreign_seconds >= 0.5 * 0.25

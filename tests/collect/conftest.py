@@ -21,6 +21,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "examples" / "probes" / "gdn-hybrid-tp4"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_prefill_idle():
+    """The stand-in engine has no caches to cool: its prefill repetitions start without the idle a CPU engine
+    needs (``--prefill-idle``, 0.1 s each), which would only slow these tests; the idle is tested on its own."""
+    from fpmcore.collect import run
+
+    saved, run.DEFAULT_PREFILL_IDLE = run.DEFAULT_PREFILL_IDLE, 0.0
+    yield
+    run.DEFAULT_PREFILL_IDLE = saved
+
+
 @pytest.fixture(scope="session")
 def gdn_profile(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("profile") / "gdn.fpm-profile.json"

@@ -4,7 +4,8 @@ The kill tests run it as a subprocess (from the repository root) and kill it.  `
 recorded probe of ``examples/probes/gdn-hybrid-tp4``.  Slowing knobs (seconds): ``FPM_STANDIN_STEP_SLEEP`` per
 engine step, ``FPM_STANDIN_PROBE_SLEEP`` in the probe, ``FPM_STANDIN_RECORD_SLEEP`` before each stage is recorded,
 ``FPM_STANDIN_WRITE_SLEEP`` inside every atomic file write, after the temporary file is written and before it is
-renamed into place.
+renamed into place.  The prefill repetitions start without the engine idle of a CPU engine (the stand-in has no
+caches to cool; ``FPM_STANDIN_PREFILL_IDLE`` seconds sets one).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ PROBE = Path(__file__).resolve().parents[2] / "examples" / "probes" / "gdn-hybri
 
 def run(argv: list[str]) -> int:
     runtime = StandinRuntime()
+    from fpmcore.collect import run as collect_run
+
+    collect_run.DEFAULT_PREFILL_IDLE = float(os.environ.get("FPM_STANDIN_PREFILL_IDLE", "0"))
     onboard.PROBE_STAGES["recorded"] = recorded_probe(
         PROBE, delay=float(os.environ.get("FPM_STANDIN_PROBE_SLEEP", "0"))
     )

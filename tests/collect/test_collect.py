@@ -65,6 +65,7 @@ def test_the_run_holds_the_protocol(collected, small_plan):
         "max_contended_samples": 20,
         "retake_pause_seconds": 0.5,
         "pass_disagreement_bound": 0.15,
+        "prefill_idle_seconds": 0.0,
     }
     assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
     seen: set[int] = set()
@@ -206,6 +207,29 @@ def test_spacing_pauses_before_every_repetition(small_plan, model_dir, engine, t
     art = load_path(tmp_path / "run" / "r0.json")
     assert art["measurement_protocol"]["producer"]["repetition_spacing_seconds"] == 0.25
     assert validate_run(standin_host(engine), tmp_path / "run", plan_of(small_plan))[0].status == "accepted"
+
+
+def test_prefill_repetitions_start_from_an_idle_engine(small_plan, model_dir, engine, tmp_path, monkeypatch):
+    """--prefill-idle 0.1: the engine idles before each of the 3 × (1 + 2) repetitions of the smoke set's
+    prefill points and never before a decode repetition; recorded in the protocol and validated."""
+    from fpmcore.collect import measure
+
+    pauses: list[float] = []
+    monkeypatch.setattr(measure.time, "sleep", pauses.append)
+    _collect(small_plan, model_dir, tmp_path / "run", "--smoke", "--prefill-idle", "0.1", host=standin_host(engine))
+    smoke = plan_of(small_plan)["smoke"]
+    prefill = sum(1 for p in smoke if p["phase"] == "prefill")
+    assert 0 < prefill < len(smoke)  # the smoke set has both kinds
+    assert pauses == [0.1] * (prefill * 9)
+    art = load_path(tmp_path / "run" / "r0.json")
+    assert art["measurement_protocol"]["producer"]["prefill_idle_seconds"] == 0.1
+    assert validate_run(standin_host(engine), tmp_path / "run", plan_of(small_plan))[0].status == "accepted"
+
+
+def test_the_prefill_idle_defaults_to_a_tenth_of_a_second():
+    from fpmcore.collect import measure
+
+    assert measure.DEFAULT_PREFILL_IDLE == 0.1
 
 
 def test_an_engine_that_runs_another_deployment_is_refused(small_plan, model_dir, tmp_path):

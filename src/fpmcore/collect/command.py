@@ -83,6 +83,13 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="first pause before retaking a contended sample, doubled per retake up to 16 s (default 0.5)",
     )
+    p.add_argument(
+        "--prefill-idle",
+        type=float,
+        metavar="SECONDS",
+        help="the engine idles this long before every prefill repetition, as before a served prefill-only step "
+        "(default 0.1)",
+    )
 
 
 def progress_bar(ctx: Any, label: str) -> Any:
@@ -126,6 +133,7 @@ def run_collect(
     passes: int | None = None,
     max_contended: int | None = None,
     retake_pause: float | None = None,
+    prefill_idle: float | None = None,
 ) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
     from fpmcore import engine_limits
@@ -134,7 +142,7 @@ def run_collect(
 
     c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
                             resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,
-                            retake_pause=retake_pause)  # fmt: skip
+                            retake_pause=retake_pause, prefill_idle=prefill_idle)  # fmt: skip
     driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
     if driver is not None:  # what the runtime's engine cannot run is refused before it starts
         engine_limits.refuse(ctx.host.hooks.runtime(plan["engine"]["runtime"]), model_dir,
@@ -192,7 +200,8 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         summary = run_collect(ctx, plan_path=args.plan, plan=plan, model_dir=args.model_dir, output=args.output,
                               smoke=args.smoke, warmups=args.warmup, repetitions=args.repetitions,
                               resume=args.resume, dtype=args.dtype, spacing=args.spacing, passes=args.passes,
-                              max_contended=args.max_contended, retake_pause=args.retake_pause)  # fmt: skip
+                              max_contended=args.max_contended, retake_pause=args.retake_pause,
+                              prefill_idle=args.prefill_idle)  # fmt: skip
     except PointFailed as exc:
         ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]",
                       markup=False, highlight=False)  # fmt: skip

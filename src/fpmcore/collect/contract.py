@@ -174,8 +174,10 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
             v = get(prod, field)
             if not (is_int(v) and v >= low):
                 return bad(f"producer.{field}", f"an integer ≥ {low}", plain(v))
-        for field in ("repetition_spacing_seconds", "retake_pause_seconds"):
+        for field in ("repetition_spacing_seconds", "retake_pause_seconds", "prefill_idle_seconds"):
             v = get(prod, field)
+            if field == "prefill_idle_seconds" and v is ABSENT:  # a run collected before the prefill idle
+                continue
             if not (type(v) in (int, float) and 0 <= v < 3600):
                 return bad(f"producer.{field}", "a number of seconds ≥ 0", plain(v))
         m, passes = get(prod, "measured_repetitions"), get(prod, "passes")
@@ -193,7 +195,7 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions",
                                            "repetition_spacing_seconds", "retake_pause_seconds", "passes",
                                            "contention_bound", "max_contended_samples",
-                                           "pass_disagreement_bound"}  # fmt: skip
+                                           "pass_disagreement_bound", "prefill_idle_seconds"}  # fmt: skip
         for key in prod:
             if key not in allowed:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))

@@ -198,6 +198,7 @@ class OnboardOptions:
     max_contended: int | None = None
     retake_pause: float | None = None
     accept_unrepeatable: bool = False
+    prefill_idle: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -212,6 +213,7 @@ class OnboardOptions:
             "max_contended": self.max_contended,
             "retake_pause": self.retake_pause,
             "accept_unrepeatable": self.accept_unrepeatable,
+            "prefill_idle": self.prefill_idle,
         }
 
     @property
@@ -268,7 +270,7 @@ def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: 
     run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
                 output=str(run), smoke=smoke, warmups=o.warmups, repetitions=o.repetitions,
                 resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing, passes=o.passes,
-                max_contended=o.max_contended, retake_pause=o.retake_pause)  # fmt: skip
+                max_contended=o.max_contended, retake_pause=o.retake_pause, prefill_idle=o.prefill_idle)  # fmt: skip
 
 
 def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
@@ -510,7 +512,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                            max_num_batched_tokens=args.max_num_batched_tokens),
         smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
         spacing=args.spacing, passes=args.passes, max_contended=args.max_contended, retake_pause=args.retake_pause,
-        accept_unrepeatable=args.accept_unrepeatable,
+        accept_unrepeatable=args.accept_unrepeatable, prefill_idle=args.prefill_idle,
     )  # fmt: skip
 
     def report(stage: str, status: str) -> None:

@@ -35,6 +35,7 @@ from fpmcore.collect import store
 from fpmcore.collect.content import POOL_TAG, TokenSource
 from fpmcore.collect.measure import (
     DEFAULT_MAX_CONTENDED,
+    DEFAULT_PREFILL_IDLE,
     DEFAULT_RETAKE_PAUSE,
     Measurer,
     PlannedPoint,
@@ -163,7 +164,8 @@ def protocol_record(settings: ProtocolSettings, producer: ProducerRecord) -> dic
                      "passes": settings.passes, "contention_bound": settings.bound.as_json(),
                      "max_contended_samples": settings.max_contended,
                      "retake_pause_seconds": settings.retake_pause,
-                     "pass_disagreement_bound": settings.disagreement},
+                     "pass_disagreement_bound": settings.disagreement,
+                     "prefill_idle_seconds": settings.prefill_idle},
     }  # fmt: skip
 
 
@@ -251,6 +253,7 @@ def prepare(
     passes: int | None = None,
     max_contended: int | None = None,
     retake_pause: float | None = None,
+    prefill_idle: float | None = None,
 ) -> Collection:
     """Everything ``fpm collect`` checks before an engine starts (module docstring)."""
     stage = staged(plan, smoke)
@@ -282,7 +285,8 @@ def prepare(
                                   settings.repetitions), ("--spacing", spacing, settings.spacing),
                                   ("--passes", passes, settings.passes),
                                   ("--max-contended", max_contended, settings.max_contended),
-                                  ("--retake-pause", retake_pause, settings.retake_pause)):  # fmt: skip
+                                  ("--retake-pause", retake_pause, settings.retake_pause),
+                                  ("--prefill-idle", prefill_idle, settings.prefill_idle)):  # fmt: skip
             if given is not None and given != have:
                 raise FpmError("collect", f"--resume: {name} {given} differs from the run's {have}", str(root))
     else:
@@ -300,6 +304,7 @@ def prepare(
             0.0 if spacing is None else spacing, min(DEFAULT_PASSES, reps) if passes is None else passes,
             max_contended=DEFAULT_MAX_CONTENDED if max_contended is None else max_contended,
             retake_pause=DEFAULT_RETAKE_PAUSE if retake_pause is None else retake_pause,
+            prefill_idle=DEFAULT_PREFILL_IDLE if prefill_idle is None else prefill_idle,
         )  # fmt: skip
     ids = [{"benchmark_id": p.benchmark_id} for p in stage.points]
     visits = folder.visits(ids, settings.passes) if run is not None else {}
