@@ -83,3 +83,33 @@ def test_a_serving_sampler_sees_a_busy_neighbour_from_the_tick_counters():
         loop.kill()
         loop.wait()
     assert seen.foreign_seconds >= 0.5 * 0.25
+
+
+def test_a_slow_canary_is_run_again_until_it_is_within_the_bound(monkeypatch):
+    """A CPU out of idle runs the canary 50 % slow for its first runs, then at its best: not contended.  A CPU
+    that stays 60 % slow (a host slowing the vCPU) is seen as such after the settling time."""
+    from fpmcore import contention
+
+    s = Sampler(precise=True)
+    s.best = 1.0
+    runs = iter([1.5, 1.5, 1.5, 1.02])
+    monkeypatch.setattr(contention, "canary", lambda: next(runs))
+    assert s._canary() == 1.02
+    monkeypatch.setattr(contention, "canary", lambda: 1.6)
+    t0 = time.monotonic()
+    assert s._canary() == 1.6 and time.monotonic() - t0 >= contention.CANARY_SETTLE
+    assert s.best == 1.0
+
+
+def test_the_calling_thread_cpu_time_is_its_clock():
+    """50 ms of work on the calling thread, which never sleeps: its CPU time is seen, though ``schedstat`` is
+    updated only at scheduler ticks."""
+    s = Sampler(precise=False, window=3600.0)
+    s.last = (time.monotonic(), 0)
+    start = s.start()
+    t0 = time.monotonic()
+    x = 0
+    while time.monotonic() - t0 < 0.05:
+        x += 1
+    seen = s.stop(start)
+    assert 0.03 <= seen.cpu_seconds <= 0.2

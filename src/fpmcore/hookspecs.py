@@ -383,7 +383,7 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
 
         >>> driver = host.hooks.runtime("vllm==0.32.0").measurement_driver()
         >>> driver.producer.name, driver.producer.timing_boundary
-        ('vllm_032_cpu_engine_steps', 'vllm_032_llm_engine_step')
+        ('vllm_032_cpu_engine_steps', 'vllm_032_admission_and_llm_engine_step')
         >>> [f.path for f in driver.producer.files][:2]
         ['vllm/entrypoints/llm.py', 'vllm/outputs.py']
     """

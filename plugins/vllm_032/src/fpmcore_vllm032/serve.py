@@ -15,6 +15,9 @@ wall-clock time:
   the loop sleeps until the next arrival when none is;
 * a request's first-token and finish times are the ends of the steps that
   returned its first token and its finished output;
+* a step's wall time spans ``LLMEngine.step()`` and the admission of the
+  requests added right before it, as the measurement driver's first step of
+  a run does (:data:`fpmcore_vllm032.measure.TIMING_BOUNDARY`);
 * each step's workload is read from the ``SchedulerOutput`` of its
   ``Scheduler.schedule()`` call (a wrapper, restored after the serving:
   :func:`fpmcore_vllm032.measure.workload`), its wall time around
@@ -78,8 +81,11 @@ class VllmServingEngine:
         t0 = time.monotonic()
         k = 0
         while len(finish) < len(pending):
-            now = time.monotonic() - t0
+            a0 = time.monotonic()  # the next step's start when it admits requests first
+            now = a0 - t0
+            admitting = False
             while k < len(pending) and pending[k].arrival_time <= now:
+                admitting = True
                 r = pending[k]
                 engine.add_request(r.request_id, {"prompt_token_ids": list(r.prompt)},
                                    SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0))  # fmt: skip
@@ -92,7 +98,7 @@ class VllmServingEngine:
                 raise RuntimeError("the engine has no unfinished request, but not every request finished")
             last.clear()
             before = clock.start() if clock is not None else None
-            s0 = time.monotonic()
+            s0 = a0 if admitting else time.monotonic()
             outs = engine.step()
             s1 = time.monotonic()
             seen = clock.stop(before) if clock is not None and before is not None else None
