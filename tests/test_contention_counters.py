@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from fpmcore.contention import Contention, ContentionBound, Reading, Sampler, sampler
 
 
@@ -113,3 +115,27 @@ def test_the_calling_thread_cpu_time_is_its_clock():
         x += 1
     seen = s.stop(start)
     assert 0.03 <= seen.cpu_seconds <= 0.2
+
+
+def test_a_serving_sampler_takes_its_slowdown_from_its_latest_canary(monkeypatch):
+    """Served steps run no canary; the engine about to idle runs one (at most once per window) and the steps
+    after it carry its slowdown; an engine that never idles gets one quick canary per window between steps."""
+    from fpmcore import contention
+
+    speeds = iter([1.0] * contention.CANARY_WARMUP + [1.6, 1.6, 1.6, 1.6, 1.0])
+    monkeypatch.setattr(contention, "canary", lambda: next(speeds, 1.7))
+    s = Sampler(precise=False, window=3600.0)
+    s.idle()  # the first best (1.0), then a canary 60 % slow that does not settle in 30 ms... then 1.0
+    assert s.best == 1.0 and s.slowdown == 0.0
+    s.canary_at = float("-inf")
+    monkeypatch.setattr(contention, "canary", lambda: 1.6)
+    s.idle()
+    assert s.slowdown == pytest.approx(0.6)
+    seen = s.stop(s.start())
+    assert seen.slowdown == pytest.approx(0.6) and ContentionBound().contended(seen, 0.01)
+    s.idle()  # within the window: no new canary
+    monkeypatch.setattr(contention, "canary", lambda: 1.0)
+    s.idle()
+    assert s.slowdown == pytest.approx(0.6)
+    s.window, s.last = 0.0, (time.monotonic() - 1, 0)  # a window passed without idling: one canary between steps
+    assert s.stop(s.start()).slowdown == 0.0

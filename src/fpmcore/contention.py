@@ -292,7 +292,11 @@ class Sampler:
     per :attr:`window`): a per-step reading of every task (2 ms beside 3 ms
     steps) slowed a served tiny model's requests by a third, and even one such
     reading every half second left a 2 ms hole after which the next decode
-    step ran 1.6–1.8 times its table time.
+    step ran 1.6–1.8 times its table time.  A serving sampler's slowdown is
+    that of its latest canary: run when the engine is about to idle
+    (:meth:`idle`, no request waiting for it) or, when it has not idled for a
+    window, once between two steps — a host that slows the vCPU does so for
+    seconds, so the latest canary tells the state of the steps around it.
 
     **Whose waiting counts.**  The waiting is that of this process's
     *working* threads: those that ran at least a quarter of the busiest
@@ -310,12 +314,16 @@ class Sampler:
     window: float = 0.5
     rate: float = 0.0
     last: tuple[float, int] | None = None
-    #: run the canary after each interval (:func:`canary`; ``precise`` samplers do)
-    canary: bool = attrs.field(default=attrs.Factory(lambda self: self.precise, takes_self=True))
+    #: time the CPU canary (:func:`canary`): a precise sampler's after each interval, a serving sampler's
+    #: when the engine idles or once per window
+    canary: bool = True
     #: the fastest canary run so far in this process
     best: float = float("inf")
+    #: a serving sampler's latest canary: its slowdown and when it ran
+    slowdown: float = 0.0
+    canary_at: float = float("-inf")
 
-    def _canary(self) -> float:
+    def _canary(self, settle: bool = True) -> float:
         """The canary after an interval; while it runs beyond the bound, again, for up to
         :data:`CANARY_SETTLE` seconds: a CPU that idled before a short interval still runs its first
         milliseconds of work slow (measured: the canary 45–55 % slow after a 5 ms prefill that followed a
@@ -328,10 +336,21 @@ class Sampler:
             self.best = min(canary() for _ in range(CANARY_WARMUP))
         got = canary()
         deadline = time.monotonic() + CANARY_SETTLE
-        while got > self.best * (1 + MAX_SLOWDOWN) and time.monotonic() < deadline:
+        while settle and got > self.best * (1 + MAX_SLOWDOWN) and time.monotonic() < deadline:
             got = canary()
         self.best = min(self.best, got)
         return got
+
+    def _serving_canary(self, settle: bool) -> None:
+        got = self._canary(settle) if not self.precise else 0.0
+        if got:
+            self.slowdown, self.canary_at = max(0.0, got / self.best - 1.0), time.monotonic()
+
+    def idle(self) -> None:
+        """A serving sampler's canary while its engine is about to idle (settled like a precise one's; at
+        most once per :attr:`window`): it delays no served request."""
+        if time.monotonic() - self.canary_at >= self.window:
+            self._serving_canary(settle=True)
 
     def _others(self) -> int:
         return _others_cpu_ns() if self.precise else 0
@@ -361,6 +380,8 @@ class Sampler:
             if self.last is not None:
                 self.rate = max(0, other - self.last[1]) * self.tick / (now - self.last[0])
             self.last = (now, other)
+            if now - self.canary_at >= self.window:  # the engine did not idle for a window: one quick canary
+                self._serving_canary(settle=False)
         return self.rate
 
     def start(self) -> Reading:
@@ -374,11 +395,12 @@ class Sampler:
         threads = self._mine()
         t_end = time.monotonic()
         steal = _steal_ticks() if self.precise else 0
+        if not self.precise:  # the others' CPU rate of the last window over this interval's length
+            seen = self.between(start, Reading(threads, 0, steal))
+            wall = max(0.0, t_end - start.at)
+            return attrs.evolve(seen, foreign_seconds=self._windowed_rate() * wall, slowdown=self.slowdown)
         probe = self._canary()
         seen = self.between(start, Reading(threads, self._others(), steal))
-        if not self.precise:  # the others' CPU rate of the last window over this interval's length
-            wall = max(0.0, t_end - start.at)
-            seen = attrs.evolve(seen, foreign_seconds=self._windowed_rate() * wall)
         if not self.canary:
             return seen
         return attrs.evolve(seen, slowdown=max(0.0, probe / self.best - 1.0))

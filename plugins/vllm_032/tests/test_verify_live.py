@@ -1,7 +1,7 @@
 """fpm verify on the live vLLM 0.32.0 CPU engine (marked live: tox -e vllm032-live).
 
-The tiny plain model is onboarded (``--smoke``: probe, import, plan, collect,
-validate, publish) and a short Poisson trace is served on the engine with the
+The tiny plain model and the tiny Mamba2 hybrid are onboarded (``--smoke``:
+probe, import, plan, collect, validate, publish) and a short Poisson trace is served on the engine with the
 campaign's deployment and replayed with its table.  The test checks that the
 report is well formed and that the serving was measured — request times,
 steps with their workload and contention, the load average — not the size of
@@ -22,12 +22,14 @@ from fpmcore.testing import make_host, run_fpm
 pytestmark = pytest.mark.live
 
 
-@pytest.fixture(scope="module")
-def campaign(tiny_models, tmp_path_factory) -> Path:
-    model = Path(tiny_models.write_model("llama", tmp_path_factory.mktemp("models") / "llama", seed=0)["dir"])
-    out = tmp_path_factory.mktemp("campaign") / "llama"
+@pytest.fixture(scope="module", params=["llama", "granite-hybrid"])
+def campaign(request, tiny_models, tmp_path_factory) -> Path:
+    kind = request.param
+    model = Path(tiny_models.write_model(kind, tmp_path_factory.mktemp("models") / kind, seed=0)["dir"])
+    out = tmp_path_factory.mktemp("campaign") / kind
+    caching = ("--caching", "off") if kind == "granite-hybrid" else ()  # its Mamba2 layers need it (D-L12)
     r = run_fpm("onboard", str(model), "-o", str(out), "--smoke", "--max-model-len", "512", "--dtype", "float32",
-                "--kv-cache-space", "0.25", "--repetitions", "3", "--warmup", "1",
+                "--kv-cache-space", "0.25", "--repetitions", "3", "--warmup", "1", *caching,
                 host=make_host(entry_points=("vllm_032",)))  # fmt: skip
     assert r.exit_code == 0, r.stderr
     return out
@@ -57,7 +59,7 @@ def test_verify_serves_a_poisson_trace_and_reports_it(campaign, tmp_path):
     assert sum(st["scheduled"]["sum_prefill_tokens"] for st in steps) == sum(t["prompt_len"] for t in timings)
     assert sum(st["scheduled"]["num_decode_requests"] for st in steps) == sum(t["output_len"] - 1 for t in timings)
     assert all(st["wall_s"] > 0 and st["contention"] is not None for st in steps)  # Linux: every step measured
-    assert all(st["contention"]["cpu_seconds"] > 0 for st in steps if st["wall_s"] > 0.01)
+    assert all(st["contention"]["cpu_seconds"] > 0 for st in steps)  # the calling thread's own clock
     c = run["contention"]
     assert c["steps"] == len(steps) and c["unmeasured_steps"] == 0 and 0 <= c["contended_time_fraction"] <= 1
     assert len(run["load_average"]["start"]) == 3 and len(run["load_average"]["end"]) == 3

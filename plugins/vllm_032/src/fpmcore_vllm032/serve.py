@@ -24,7 +24,9 @@ wall-clock time:
   ``LLMEngine.step()``, and what the machine did to it with the cheap sampler
   ``fpmcore.contention.sampler(precise=False)`` (this process's thread
   counters and ``/proc/stat``: a reading per step that does not slow the
-  served engine); a step that scheduled nothing is not reported.
+  served engine; the CPU canary runs while the engine is about to idle, or
+  once per half second between steps when it does not idle); a step that
+  scheduled nothing is not reported.
 
 vLLM is imported only when an engine starts or serves.
 """
@@ -73,6 +75,8 @@ class VllmServingEngine:
         engine = self.engine.live.llm.llm_engine
         clock = self.sampler
         pending = sorted(requests, key=lambda r: r.arrival_time)
+        if clock is not None:
+            clock.idle()  # the canary's first best, before the serving starts
         admitted: dict[str, float] = {}
         first: dict[str, float] = {}
         finish: dict[str, float] = {}
@@ -93,6 +97,8 @@ class VllmServingEngine:
                 k += 1
             if not engine.has_unfinished_requests():
                 if k < len(pending):
+                    if clock is not None:  # the machine's speed, while nothing waits for the engine
+                        clock.idle()
                     time.sleep(max(0.0, pending[k].arrival_time - (time.monotonic() - t0)))
                     continue
                 raise RuntimeError("the engine has no unfinished request, but not every request finished")
