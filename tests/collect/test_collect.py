@@ -313,3 +313,33 @@ def test_store_records_are_checked_against_the_list(collected, small_plan, tmp_p
     (out / "points" / "000999.p0.json").write_bytes((out / "points" / "000001.p0.json").read_bytes())
     with pytest.raises(FpmError, match="not a point of the staged list: 000999.p0.json"):
         store.RunFolder(out).visits(plan_of(small_plan)["points"], passes=3)
+
+
+def test_a_decode_repetition_whose_prompt_the_budget_splits_is_measured_after_its_prefill():
+    """Without prefix caching a decode point at context 898 prefills its whole 897-token prompt, which a 768-token
+    budget splits into two forwards (768 + 129): the lockstep decode is the third forward and the measured one the
+    fourth; a run whose third forward still prefills has its lockstep decode too late."""
+    from fpmcore.collect.content import TokenSource
+    from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
+    from fpmcore.hooktypes import EngineRun, EngineStep, StepWorkload
+
+    point = PlannedPoint(30, "decode", 1, context_tokens=898)
+    m = Measurer(None, TokenSource(0, 1000, ()), ProtocolSettings(1, 3, 3, 0), 1024, False)  # type: ignore[arg-type]
+
+    def step(i: int, w: StepWorkload) -> EngineStep:
+        return EngineStep(start=float(i), end=i + 0.5, scheduled=w)
+
+    prefill = [StepWorkload(num_prefill_requests=1, sum_prefill_tokens=768),
+               StepWorkload(num_prefill_requests=1, sum_prefill_tokens=129, sum_prefill_kv_tokens=768)]  # fmt: skip
+    decodes = [StepWorkload(num_decode_requests=1, sum_decode_kv_tokens=897),
+               StepWorkload(num_decode_requests=1, sum_decode_kv_tokens=898)]  # fmt: skip
+    steps = [step(i, w) for i, w in enumerate(prefill + decodes)]
+    measured, reason = m.check(point, EngineRun(steps, [0], [3]), 0)
+    assert reason is None and measured is steps[3]
+    one = [step(0, StepWorkload(num_prefill_requests=1, sum_prefill_tokens=897))] + [step(i + 1, w) for i, w in
+                                                                                    enumerate(decodes)]  # fmt: skip
+    measured, reason = m.check(point, EngineRun(one, [0], [3]), 0)
+    assert reason is None and measured is one[2]
+    mixed = steps[:2] + [step(2, StepWorkload(num_prefill_requests=1, sum_prefill_tokens=1, num_decode_requests=1,
+                                              sum_decode_kv_tokens=897))] + steps[3:]  # fmt: skip
+    assert m.check(point, EngineRun(mixed, [0], [3]), 0) == (None, "no_lockstep:sum_decode_kv_tokens=898!=897")

@@ -55,7 +55,8 @@ from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWork
 ESTIMATE_METHOD = "adjacent_upper_median"
 #: Generated tokens of a prefill and of a decode repetition.
 PREFILL_OUTPUT_TOKENS, DECODE_OUTPUT_TOKENS = 1, 3
-#: Index of the measured forward within a decode repetition.
+#: Index of the measured forward within a decode repetition whose tails take one forward (without prefix
+#: caching the budget may split a prompt: the measured forward is then the second after the last prefilling one).
 DECODE_MEASURED_STEP = 2
 #: Contended samples a point's visit may retake before the point fails (A-43), and the first pause before a
 #: retake (doubled after each contended sample of the visit, at most :data:`MAX_RETAKE_PAUSE`).
@@ -264,11 +265,17 @@ class Measurer:
             expected = 1 + point.prompt_extension
             measured = steps[0] if steps else None
         else:
-            expected = DECODE_MEASURED_STEP + 1
-            measured = steps[DECODE_MEASURED_STEP] if len(steps) > DECODE_MEASURED_STEP else None
-            if len(steps) >= 2:
+            # the prompts' uncached tails may take more than one forward (a deployment without prefix caching
+            # prefills a whole c − 1 prompt, which the token budget can split): the lockstep decode and the
+            # measured one follow the last forward that prefills
+            tails = 1
+            while tails < len(steps) - 1 and steps[tails].scheduled.num_prefill_requests:
+                tails += 1
+            expected = tails + DECODE_MEASURED_STEP
+            measured = steps[expected - 1] if len(steps) >= expected else None
+            if len(steps) > tails:
                 lockstep = StepWorkload(num_decode_requests=b, sum_decode_kv_tokens=b * (point.context_tokens - 1))
-                diff = workload_difference(steps[1].scheduled, lockstep)
+                diff = workload_difference(steps[tails].scheduled, lockstep)
                 if diff is not None:
                     return None, f"no_lockstep:{diff}"
         if measured is None or len(steps) != expected:
@@ -334,7 +341,7 @@ class Measurer:
                 ledger.append(_ledger_record(shape_kind, "completed", None, start, run, point.shape()))
                 reps.append(entry)
                 continue
-            position = DECODE_MEASURED_STEP if not point.is_prefill else 0
+            position = next(i for i, step in enumerate(run.steps) if step is measured)
             wall = measured.end - measured.start
             seen = measured.contention.as_json() if measured.contention is not None else None
             if s.bound.contended(measured.contention, wall):
