@@ -130,13 +130,28 @@ def test_plan_file_without_a_plan_record(tiny_host, tmp_path: Path) -> None:
 
 
 def test_a_model_no_plugin_plans_gets_the_grid(glm_host) -> None:
-    """No model plugin plans 'nobody': the model-agnostic grid does; glm53flash keeps its own list."""
-    grid = run_fpm("plan", str(PROFILE), "--model", "nobody", "--json", host=glm_host)
+    """Without a model plugin for the profile's own model the model-agnostic grid plans it; glm53flash keeps its
+    own list."""
+    grid = run_fpm("plan", str(PROFILE), "--json", host=make_host(PlanCli()))
     assert grid.exit_code == 0, grid.stderr
     own = run_fpm("plan", str(PROFILE), "--model", "glm53flash", "--json", host=glm_host).json()
     assert own["digest"] == GLM_DIGEST
     assert grid.json()["digest"] != GLM_DIGEST
     assert list(grid.json()["dropped"]) == ["max_model_len", "max_num_seqs", "token_budget", "align_split", "capacity"]
+
+
+def test_a_model_no_plugin_claims_is_refused_naming_the_installed_ones(glm_host, tmp_path: Path) -> None:
+    """``--model glm53flsh`` (a typo) or ``nosuch``: exit 2, the installed model plugins named, the closest one
+    suggested, no plan written; never the grid under another name."""
+    out = tmp_path / "plan.json"
+    typo = run_fpm("plan", str(PROFILE), "--model", "glm53flsh", "-o", str(out), host=glm_host)
+    assert (typo.exit_code, typo.stdout) == (2, "")
+    (line,) = typo.stderr.strip().splitlines()
+    assert "--model glm53flsh: no installed model plugin claims it; installed model plugins and their models: " in line
+    assert "glm53flash" in line and "did you mean 'glm53flash'?" in line and line.endswith("[plugins]")
+    assert not out.exists()
+    nosuch = run_fpm("plan", str(PROFILE), "--model", "nosuch", "--json", host=glm_host)
+    assert nosuch.exit_code == 2 and "did you mean" not in nosuch.stderr
 
 
 def test_missing_profile(glm_host, tmp_path: Path) -> None:

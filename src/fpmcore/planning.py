@@ -156,6 +156,23 @@ def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanL
     return point_grid.generate_points(profile, deployment, limits)
 
 
+def check_model_named(host: Any, model: str) -> None:
+    """``--model`` names an installed model plugin (its id or a target), or it is refused naming the installed
+    ones and the closest: a typo never falls back to the model-agnostic grid."""
+    import difflib
+
+    if host.hooks.model(model).plugin is not None:
+        return
+    if any(r.id == model for r in host.records):  # installed but not loaded: :func:`generate` says why
+        return
+    names = sorted({n for r in host.active("model") for n in (r.id, *r.targets)})
+    close = difflib.get_close_matches(model, names, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise FpmError("plugins", f"--model {model}: no installed model plugin claims it; installed model plugins and "
+                              f"their models: {', '.join(names) or 'none'}{hint} (without --model the profile's "
+                              "own model is planned)")  # fmt: skip
+
+
 def profile_launch(dep: Any) -> dict[str, Any]:
     """The launch the deployment was probed with (02 §2.2), as the import recorded it in
     ``runtime_memory.provenance``; ``{}`` when the profile does not carry one."""
@@ -602,6 +619,8 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     output = check_output_path(args.output, inputs=[args.profile]) if args.output else None  # before any work
     profile = load_profile(args.profile)
     model = args.model or profile.model
+    if args.model is not None and args.model != profile.model:
+        check_model_named(ctx.host, args.model)
     overrides = {"token_budget": args.token_budget, "max_model_len": args.max_model_len}
     limits = resolve_limits(profile, args.deployment, **overrides)
     try:
