@@ -355,3 +355,18 @@ def test_a_grid_naming_a_file_too_long_for_the_file_system_is_refused(tmp_path, 
     assert (res.exit_code, res.stdout) == (2, "")
     assert res.stderr == f"fpm: {grid}: cannot use the name {'x' * 80!r}: File name too long [sweep]\n"
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", [["plan", str(PROFILE)], ["replay", str(PROFILE), "--trace", str(TRACE), "--json"]],
+                         ids=["plan", "replay-json"])  # fmt: skip
+def test_a_reader_that_stops_reading_is_no_verdict(command):
+    """``fpm plan … | head -2`` and ``fpm replay … --json | head -c 100``: the reader closes the pipe after a
+    little output; fpm ends with exit 0 and no error on stderr (not exit 1, the negative-verdict code)."""
+    proc = subprocess.Popen([sys.executable, "-m", "fpmcore", *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0
+    assert [line for line in err.decode().splitlines() if not line.startswith("fpm: note:")] == []

@@ -204,7 +204,8 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         print("fpm: interrupted", file=sys.stderr)
         _error_document(ctx, ctx.json, "interrupted", "interrupted")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader stopped reading (`| head`): not a verdict, nothing to say
+        _silence_stdout()
         return EXIT_OK
     except OSError as exc:
         if args.debug:

@@ -34,9 +34,15 @@ def _console(stream: Any) -> Any:
         tty = bool(stream.isatty())
     except (AttributeError, ValueError):
         tty = False
-    if tty:
-        return Console(file=stream)
-    return Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
+    console = Console(file=stream) if tty else Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    return console
+
+
+def _raise_broken_pipe() -> None:
+    """A reader that closed the pipe (``fpm plan … | head -2``) is no negative verdict: rich's own handling
+    exits 1, this raises :class:`BrokenPipeError` for ``fpm``'s entry point, which ends quietly with exit 0."""
+    raise BrokenPipeError(32, "Broken pipe")
 
 
 def print_table(console: Any, table: Any) -> None:
