@@ -152,6 +152,23 @@ def test_sched_json_conversion_roundtrip(tmp_path):
     assert load_trace(p) == t
 
 
+@pytest.mark.parametrize(
+    ("doc", "msg"),
+    [
+        ({"requests": {"a": [4096, 16]}}, "SCHED.json: request 'a' must be an object (prompt_len, max_tokens, …), "
+                                          "found list [4096, 16]"),
+        ({"requests": {"a": 5}}, "SCHED.json: request 'a' must be an object (prompt_len, max_tokens, …), found int 5"),
+    ],
+    ids=["list", "number"],
+)  # fmt: skip
+def test_a_sched_json_request_that_is_no_object_is_refused(tmp_path, doc, msg):
+    p = tmp_path / "SCHED.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(FpmError) as err:
+        load_trace(p)
+    assert (err.value.rule, err.value.message) == ("R-32", msg)
+
+
 _values = st.one_of(
     st.none(),
     st.booleans(),

@@ -332,7 +332,14 @@ def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
     ``seed`` only picks the oracle's random prompt tokens and is dropped.
     """
     lines = []
-    for rid, spec in obj["requests"].items():
+    requests = obj["requests"]
+    if not isinstance(requests, Mapping):
+        raise FpmError("R-32", f"SCHED.json: requests must be an object of request id → request, found "
+                               f"{type(requests).__name__}", where)  # fmt: skip
+    for rid, spec in requests.items():
+        if not isinstance(spec, Mapping):
+            raise FpmError("R-32", f"SCHED.json: request {rid!r} must be an object (prompt_len, max_tokens, …), "
+                                   f"found {type(spec).__name__} {json.dumps(spec)[:60]}", where)  # fmt: skip
         line: dict[str, Any] = {
             "request_id": rid,
             "arrival_step": spec.get("arrival_step", 0),
