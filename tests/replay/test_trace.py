@@ -66,7 +66,7 @@ VECTORS = [
     "trace line 2: prefix_of and shared_prefix_id are mutually exclusive",
     [],
     "trace is empty",
-    [A_STEP, ""],
+    [A_STEP, "", A_STEP],
     "trace line 2: empty line",
     ["[1, 2]"],
     "trace line 1: not a json object",
@@ -110,6 +110,12 @@ def test_final_newline_optional_and_fields_kept():
     )
     assert t2.requests[1].prefix_of == "a" and t2.requests[1].prefix_of_len == 4
     assert parse_trace(t2.dumps()) == t2
+    # blank lines at the end, as editors leave them, are no request; between two requests they are refused
+    assert parse_trace(A_STEP + "\n\n") == parse_trace(A_STEP + "\n \n\t\n") == t
+    with pytest.raises(FpmError, match="trace line 2: empty line"):
+        parse_trace(t2.dumps().replace("\n", "\n\n", 1))
+    with pytest.raises(FpmError, match="trace is empty"):
+        parse_trace("\n\n")
 
 
 def test_prompt_at_max_model_len_rejected_at_arrival(backend):

@@ -247,7 +247,8 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
 
 
 def parse_trace(text: str | bytes, where: str = "") -> Trace:
-    """Validate a JSONL trace (R-33); a final newline is allowed, blank lines are not."""
+    """Validate a JSONL trace (R-33); blank lines at the end are allowed (an editor leaves one), blank lines
+    between requests are not."""
     if isinstance(text, bytes):
         try:
             text = decode_utf8(text)
@@ -258,8 +259,10 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
     if text == "":
         raise _err("trace is empty", where)
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    while lines and not lines[-1].strip():
         lines.pop()
+    if not lines:
+        raise _err("trace is empty (blank lines only)", where)
     return parse_trace_lines(lines, where)
 
 
@@ -321,7 +324,7 @@ def trace_line_json_schema() -> dict[str, Any]:
         "not": {"required": ["prefix_of", "shared_prefix_id"]},
     }  # fmt: skip
     return schema_document("trace-line", "fpm replay trace line (06 R-32)",
-                           "One request of a JSONL trace; one object per line, no blank line.", body)  # fmt: skip
+                           "One request of a JSONL trace; one object per line, no blank line between two requests.", body)  # fmt: skip
 
 
 def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
