@@ -370,3 +370,24 @@ def test_a_reader_that_stops_reading_is_no_verdict(command):
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0
     assert [line for line in err.decode().splitlines() if not line.startswith("fpm: note:")] == []
+
+
+def test_a_document_of_another_kind_is_named_for_what_it_is(tmp_path):
+    """A plan or a table given as the profile, a table or a profile given as the trace: the refusal says what the
+    file is and which command reads it (not its first unknown field, nor "truncated?")."""
+    table = ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json"
+    plan = tmp_path / "plan.json"
+    assert run_fpm("plan", str(PROFILE), "-o", str(plan)).exit_code == 0
+    cases = [
+        (("replay", str(plan), "--trace", str(TRACE)), f"fpm: {plan}: this is a plan of fpm plan (fpm collect reads "
+                                                       "it), not an FPM profile [P-S1]"),
+        (("replay", str(table), "--trace", str(TRACE)), f"fpm: {table}: this is an FPM latency table (fpm replay "
+                                                        "reads it with --fpm-table), not an FPM profile [P-S1]"),
+        (("replay", str(PROFILE), "--trace", str(table)), f"fpm: {table}: this is an FPM latency table (fpm replay "
+                                                          "reads it with --fpm-table), not a request trace [R-33]"),
+        (("replay", str(PROFILE), "--trace", str(PROFILE)), f"fpm: {PROFILE}: this is an FPM profile (fpm replay and "
+                                                            "fpm plan read it), not a request trace [R-33]"),
+    ]  # fmt: skip
+    for argv, line in cases:
+        res = run_fpm(*argv)
+        assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (2, line)

@@ -457,9 +457,15 @@ def validate(obj: Any) -> None:
 
 def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
     """Parse and validate a profile from JSON text."""
+    obj = jsonio.loads(data, where=where)
     try:
-        return cast(FpmModelProfile, from_data(jsonio.loads(data, where=where)))
+        return cast(FpmModelProfile, from_data(obj))
     except FpmError as exc:
+        from fpmcore.document_kinds import not_a
+
+        other = not_a("an FPM profile", obj)
+        if other is not None:  # a plan, a table, a report given as the profile: say what it is
+            raise FpmError(exc.rule, other, where) from None
         if where and exc.rule != "JSON":
             exc.where = f"{where}: {exc.where}" if exc.where else where
         raise

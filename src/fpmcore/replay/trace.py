@@ -274,13 +274,18 @@ def load_trace(path: str | Path) -> Trace:
     except OSError as exc:
         raise FpmError("R-33", f"cannot read trace: {exc.strerror}", str(p)) from None
     stripped = data.lstrip()
-    if stripped.startswith(b"{") and b'"requests"' in data and data.count(b"\n{") == 0:
+    if stripped.startswith(b"{") and data.count(b"\n{") == 0:  # one JSON document, not one per line
         try:
             obj = loads(data)
         except JsonError:
             obj = None  # read as JSONL: the line that is not strict JSON is named
         if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
             return from_sched_json(obj, where=str(p))
+        from fpmcore.document_kinds import not_a
+
+        other = not_a("a request trace", obj)
+        if other is not None:  # a table or a profile given as the trace: say what it is
+            raise FpmError("R-33", other, str(p))
     return parse_trace(data, where=str(p))
 
 
