@@ -32,9 +32,9 @@ def document_kind(obj: Any) -> str | None:
     if not isinstance(obj, Mapping):
         return None
     for key in ("schema", "kind"):
-        named = NAMED.get(obj.get(key)) if isinstance(obj.get(key), str) else None
-        if named is not None:
-            return named
+        value = obj.get(key)
+        if isinstance(value, str) and value in NAMED:
+            return NAMED[value]
     if obj.get("command") == "verify" and "runs" in obj:
         return "a report of fpm verify"
     keys = set(obj)

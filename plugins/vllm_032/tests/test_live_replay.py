@@ -18,6 +18,7 @@ The counts are printed at the end of the session.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,11 +47,15 @@ WINDOW = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 24, "max_num_
 #: so 16 blocks hold 1.4 of them.
 GRANITE = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 16, "max_num_seqs": 6,
            "max_num_batched_tokens": 512, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
+#: On a CPU with AVX-512 BF16 vLLM 0.32.0 keeps the GDN temporal state in float32 (platforms/cpu.py:300-316), and
+#: the attention block becomes 640 tokens (test_live_probe): prompts of up to 600 tokens and 40 outputs would never
+#: grow past a request's first attention block, so nothing would be preempted; prompts of up to 900 do.
+BF16_CPU = " avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 CONFIGS = {
     ("llama", "on"): PLAIN,
     ("llama", "off"): PLAIN,
-    ("qwen3-next", "on"): HYBRID,
-    ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
+    ("qwen3-next", "on"): {**HYBRID, "prompt_max": 900} if BF16_CPU else HYBRID,
+    ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 900 if BF16_CPU else 500},
     ("llama-swa", "on"): WINDOW,
     ("llama-swa", "off"): WINDOW,
     ("granite-hybrid", "off"): GRANITE,
