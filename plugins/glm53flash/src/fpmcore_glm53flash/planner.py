@@ -22,6 +22,7 @@ import orjson
 from fpmcore.blocks import block_range
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import PlanLimits, PointPlan
+from fpmcore.point_grid import decode_tail
 from fpmcore_glm53flash.align import AlignSplit, align_split, cdiv
 from fpmcore_glm53flash.plan_inputs import (
     DeploymentFacts,
@@ -178,11 +179,6 @@ def decode_candidates(hash_block: int, context: int, batch_cap: int) -> list[Dec
     if hash_block + 1 <= context:
         rows.add((hash_block + 1, 1))
     return [DecodePoint(*row) for row in sorted(rows)]
-
-
-def decode_tail(context_tokens: int, hash_block: int) -> int:
-    """G-15: uncached tail of a decode request at context ``c`` (prompt ``c − 1``)."""
-    return (context_tokens - 1) - (context_tokens - 2) // hash_block * hash_block
 
 
 # ---------------------------------------------------------------------------
