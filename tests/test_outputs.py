@@ -234,7 +234,7 @@ def test_check_output_folder(tmp_path):
     _refused("O-3", outputs.check_output_folder, tmp_path, inputs=[tmp_path / "in" / "observations.json"])
     (tmp_path / "f").write_text("x")
     assert _refused("O-2", outputs.check_output_folder, tmp_path / "f").message == (
-        "the output exists and is not a regular file, not a folder"
+        "the output exists and is a file, not a folder"
     )
     _refused("O-1", outputs.check_output_folder, tmp_path / "missing" / "out")
     assert outputs.check_output_folder(tmp_path / "new") == tmp_path / "new"
@@ -324,3 +324,21 @@ def test_names_from_input_that_cannot_name_a_file(name, reason):
 def test_safe_names_pass():
     for name in ("glm53flash-tp4", "a.b", "ä b", "x" * 200):
         assert outputs.safe_name(name, "label") == name
+
+
+def test_onboard_refuses_an_output_that_is_no_real_folder(tmp_path):
+    """``fpm onboard -o`` a symbolic link to an empty folder, a file, or /dev/null: O-2 naming what the output is
+    (never "not empty", never written through the link); ``fpm collect`` the same (tests/collect/test_collect.py)."""
+    from fpmcore.testing import run_fpm
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    for out, kind in ((tmp_path / "link", "a symbolic link"), (tmp_path / "file", "a file"),
+                      (Path("/dev/null"), "a character device")):  # fmt: skip
+        res = run_fpm("onboard", str(tmp_path / "model"), "-o", str(out), "--probe", "dry")
+        assert res.exit_code == 2, res.stderr
+        assert f"the output exists and is {kind}, not a folder [O-2]" in res.stderr, res.stderr
+    assert list((tmp_path / "empty").iterdir()) == []

@@ -102,6 +102,8 @@ class OutputError(FpmError):
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISCHR(mode):
@@ -209,6 +211,20 @@ def check_output_path(path: PathLike, *, inputs: Iterable[PathLike | None] = ())
     return target
 
 
+def refuse_non_folder(path: PathLike) -> None:
+    """O-2 when the output exists and is not a real folder — a file, a device, a symbolic link (even to an empty
+    folder): fpm writes an output folder only where it can see that the folder is its own."""
+    target = Path(path)
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError("O-4", f"cannot inspect the output: {exc.strerror}", str(target)) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputError("O-2", f"the output exists and is {_kind(st.st_mode)}, not a folder", str(target))
+
+
 def check_output_folder(
     path: PathLike,
     *,
@@ -241,8 +257,7 @@ def check_output_folder(
             )
     if st is None:
         return target
-    if not stat.S_ISDIR(st.st_mode):
-        raise OutputError("O-2", f"the output exists and is {_kind(st.st_mode)}, not a folder", str(target))
+    refuse_non_folder(target)
     try:
         occupied = any(target.iterdir())
     except OSError as exc:

@@ -343,3 +343,17 @@ def test_a_decode_repetition_whose_prompt_the_budget_splits_is_measured_after_it
     mixed = steps[:2] + [step(2, StepWorkload(num_prefill_requests=1, sum_prefill_tokens=1, num_decode_requests=1,
                                               sum_decode_kv_tokens=897))] + steps[3:]  # fmt: skip
     assert m.check(point, EngineRun(mixed, [0], [3]), 0) == (None, "no_lockstep:sum_decode_kv_tokens=898!=897")
+
+
+def test_an_output_that_is_no_real_folder_is_refused_for_what_it_is(small_plan, model_dir, tmp_path):
+    """``-o`` a symbolic link to an empty folder, a file, or /dev/null: O-2 naming what it is, nothing written."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    (tmp_path / "file").write_text("x")
+    for out, kind in ((tmp_path / "link", "a symbolic link"), (tmp_path / "file", "a file"),
+                      (Path("/dev/null"), "a character device")):  # fmt: skip
+        r = run_fpm("collect", str(small_plan), "--model-dir", str(model_dir), "-o", str(out), "--smoke",
+                    host=standin_host())  # fmt: skip
+        assert r.exit_code == 2, r.stderr
+        assert f"the output exists and is {kind}, not a folder [O-2]" in r.stderr, r.stderr
+    assert list((tmp_path / "empty").iterdir()) == []

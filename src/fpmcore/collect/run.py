@@ -290,6 +290,9 @@ def prepare(
             if given is not None and given != have:
                 raise FpmError("collect", f"--resume: {name} {given} differs from the run's {have}", str(root))
     else:
+        from fpmcore.outputs import refuse_non_folder
+
+        refuse_non_folder(root)  # a file, a device or a symbolic link is no run folder, whatever it points at
         if root.exists() and (not root.is_dir() or any(p.name != store.POINTS_DIR or any(p.iterdir())
                                                        for p in root.iterdir())):  # fmt: skip
             hint = " (add --resume to continue it)" if (root / store.RUN_FILE).is_file() else ""
