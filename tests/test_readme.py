@@ -57,3 +57,25 @@ def test_hook_table_lists_every_hookspec():
     assert set(rows) == specs
     for name, kind in rows.items():
         assert (kind == "first-result") == getattr(hookspecs, name).fpmcore_spec.get("firstresult", False), name
+
+
+def test_running_fpm_after_make_demo(tmp_path):
+    """The block under "Running fpm afterwards": the profile it replays is the one ``make demo`` writes (the
+    Makefile's GLM_PROFILE), and its replay runs on that profile (imported here the way the demo does)."""
+    from fpmcore.testing import make_host, run_fpm
+
+    block = _block(".venv/bin/fpm --help")
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    demo = re.search(r"^DEMO := (\S+)$", makefile, re.M).group(1)  # type: ignore[union-attr]
+    profile = re.search(r"^GLM_PROFILE := (\S+)$", makefile, re.M).group(1).replace("$(DEMO)", demo)  # type: ignore[union-attr]
+    replay = next(line for line in block.splitlines() if line.startswith(".venv/bin/fpm replay"))
+    args = replay.split()[1:]
+    assert args[1] == profile
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "profile.json"
+    host = make_host(entry_points=("vllm_033",))
+    assert run_fpm("import", str(root / "examples/probes/glm53flash-tp4"), "-o", str(out), host=host).exit_code == 0
+    args[1] = str(out)
+    args[args.index("--trace") + 1] = str(root / args[args.index("--trace") + 1])
+    res = run_fpm(*args, host=host)
+    assert res.exit_code == 0, res.stderr
