@@ -391,3 +391,14 @@ def test_a_document_of_another_kind_is_named_for_what_it_is(tmp_path):
     for argv, line in cases:
         res = run_fpm(*argv)
         assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (2, line)
+
+
+def test_prefix_caching_is_one_switch_with_two_spellings():
+    """``--caching`` (probe, onboard) and ``--prefix-caching`` (replay) name one switch: each command takes both."""
+    parser = build_parser(make_host())
+    for argv, dest in (
+        (["probe", "--dry-run", "d", "-o", "e", "--prefix-caching", "off"], "caching"),
+        (["onboard", "m", "-o", "c", "--prefix-caching", "off"], "caching"),
+        (["replay", "p", "--trace", "t", "--caching", "off"], "prefix_caching"),
+    ):
+        assert getattr(parser.parse_args(argv), dest) in ("off", False), argv

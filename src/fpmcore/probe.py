@@ -135,7 +135,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="start the installed runtime's engine on the model folder, observe its allocated cache, shut it down",
     )
     parser.add_argument(
-        "--caching", choices=("on", "off"), default="on", help="prefix caching of both phases (default on)"
+        "--caching",
+        "--prefix-caching",
+        dest="caching",
+        choices=("on", "off"),
+        default="on",
+        help="prefix caching of both phases (default on; --prefix-caching, as fpm replay spells it, is the same)",
     )
     parser.add_argument(
         "--configuration",

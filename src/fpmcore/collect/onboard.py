@@ -491,7 +491,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", metavar="DTYPE", help="model dtype of the live engine (probe and collection)")
     p.add_argument("--kv-cache-space", type=float, metavar="GIB", help="KV cache memory of the live engine, GiB")
     p.add_argument("--max-model-len", type=_at_least(1), metavar="N", help="max_model_len of the live engine")
-    p.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
+    p.add_argument("--caching", "--prefix-caching", dest="caching", type=_on_off, default=True, metavar="on|off",
+                   help="prefix caching (default on; --prefix-caching is the same switch)")  # fmt: skip
     p.add_argument("--max-num-seqs", type=_at_least(1), metavar="N", help="the live engine's running-request limit")
     p.add_argument(
         "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"

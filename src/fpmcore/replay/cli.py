@@ -171,8 +171,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prefix-caching",
+        "--caching",
+        dest="prefix_caching",
         choices=("on", "off"),
-        help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching",
+        help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching "
+        "(--caching, as fpm probe and fpm onboard spell it, is the same switch)",
     )
     _scheduler_options(p)
     p.add_argument(
