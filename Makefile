@@ -1,6 +1,6 @@
 # fpmcore — the two commands of the README:
 #   make demo   create .venv, install the core and all plugins, run the main job on the embedded example
-#   make test   the same env, the whole suite (ruff and mypy, the C tests under ASan/UBSan, the Python tests)
+#   make test   the same env, the whole suite: ruff and mypy, the C tests under ASan/UBSan, the Python tests (the docs site built with warnings as errors among them)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -79,3 +79,13 @@ def test_running_fpm_after_make_demo(tmp_path):
     args[args.index("--trace") + 1] = str(root / args[args.index("--trace") + 1])
     res = run_fpm(*args, host=host)
     assert res.exit_code == 0, res.stderr
+
+
+def test_make_test_is_described_alike_everywhere():
+    """The README, the docs site's front page and the Makefile describe ``make test`` in the same words."""
+    root = Path(__file__).resolve().parents[1]
+    readme = re.search(r"^make test +# (.+)$", README, re.M).group(1)  # type: ignore[union-attr]
+    docs = re.search(r"^make test +# (.+)$", (root / "docs" / "index.md").read_text(), re.M).group(1)  # type: ignore[union-attr]
+    makefile = re.search(r"^#   make test +(.+)$", (root / "Makefile").read_text(), re.M).group(1)  # type: ignore[union-attr]
+    assert readme == docs == makefile
+    assert "ruff and mypy" in readme and "ASan/UBSan" in readme  # what `test: env lint test-c test-python` runs
