@@ -361,11 +361,11 @@ class Sampler:
         time to its ``schedstat`` only at scheduler ticks, so that a 2 ms step of a thread that never slept
         read 0 there."""
         tid = str(threading.get_native_id())
-        out = _threads() if self.precise else {}
-        if not self.precise:
+        if self.precise:
+            out = _threads()
+        else:
             got = _task_schedstat(f"/proc/self/task/{tid}/schedstat")
-            if got is not None:
-                out[tid] = got
+            out = {tid: got} if got is not None else {}
         if tid in out:
             out[tid] = (time.thread_time_ns(), out[tid][1])
         return out

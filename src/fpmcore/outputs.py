@@ -221,8 +221,12 @@ def refuse_non_folder(path: PathLike) -> None:
         return
     except OSError as exc:
         raise OutputError("O-4", f"cannot inspect the output: {exc.strerror}", str(target)) from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise OutputError("O-2", f"the output exists and is {_kind(st.st_mode)}, not a folder", str(target))
+    _refuse_non_folder_mode(target, st.st_mode)
+
+
+def _refuse_non_folder_mode(target: Path, mode: int) -> None:
+    if not stat.S_ISDIR(mode):
+        raise OutputError("O-2", f"the output exists and is {_kind(mode)}, not a folder", str(target))
 
 
 def check_output_folder(
@@ -257,7 +261,7 @@ def check_output_folder(
             )
     if st is None:
         return target
-    refuse_non_folder(target)
+    _refuse_non_folder_mode(target, st.st_mode)
     try:
         occupied = any(target.iterdir())
     except OSError as exc:

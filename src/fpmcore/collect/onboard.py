@@ -418,7 +418,7 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
     from fpmcore.outputs import refuse_non_folder
 
     refuse_non_folder(root)  # a file, a device or a symbolic link is no campaign folder, whatever it points at
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+    if root.exists() and any(root.iterdir()):
         hint = " (add --resume to continue it)" if (root / MANIFEST).is_file() else ""
         raise FpmError("O-2", f"the campaign folder exists and is not empty; give a new or an empty folder{hint}",
                        str(root))  # fmt: skip

@@ -293,8 +293,7 @@ def prepare(
         from fpmcore.outputs import refuse_non_folder
 
         refuse_non_folder(root)  # a file, a device or a symbolic link is no run folder, whatever it points at
-        if root.exists() and (not root.is_dir() or any(p.name != store.POINTS_DIR or any(p.iterdir())
-                                                       for p in root.iterdir())):  # fmt: skip
+        if root.exists() and any(p.name != store.POINTS_DIR or any(p.iterdir()) for p in root.iterdir()):
             hint = " (add --resume to continue it)" if (root / store.RUN_FILE).is_file() else ""
             raise FpmError("O-2", f"the output folder exists and is not empty; give a new or an empty folder{hint}",
                            str(root))  # fmt: skip
