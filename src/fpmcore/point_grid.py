@@ -155,11 +155,16 @@ def manifest(prefill: Sequence[PrefillPoint], decode: Sequence[DecodePoint]) -> 
             "decode": [d.manifest_entry() for d in decode]}  # fmt: skip
 
 
-def decode_tail(context_tokens: int, hash_block: int, caching: bool = True) -> int:
-    """The uncached tail of a decode request at context ``c`` (prompt ``c − 1``, 04 G-15); all of it without caching."""
+def decode_tail(context_tokens: int, hash_block: int, caching: bool = True, lead_in: int = 1) -> int:
+    """The uncached tail of a decode request at context ``c`` (prompt ``c − 1``, 04 G-15); all of it without caching.
+
+    ``lead_in``: the decode steps before the one at context ``c`` (the prompt is ``c − lead_in`` tokens; the plan's
+    rule reads one, a collection's decode repetition more: :func:`fpmcore.collect.measure.decode_lead_in`).  With
+    caching the hash-aligned part of the prompt but its last token is cached, ``((c − lead_in − 1) // H) × H``."""
+    prompt = context_tokens - lead_in
     if not caching:
-        return context_tokens - 1
-    return (context_tokens - 1) - (context_tokens - 2) // hash_block * hash_block
+        return prompt
+    return prompt - (prompt - 1) // hash_block * hash_block
 
 
 # ---------------------------------------------------------------------------

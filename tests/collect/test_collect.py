@@ -66,6 +66,7 @@ def test_the_run_holds_the_protocol(collected, small_plan):
         "retake_pause_seconds": 0.5,
         "pass_disagreement_bound": 0.15,
         "prefill_idle_seconds": 0.0,
+        "decode_lead_in_steps": 16,
     }
     assert art["execution_identity"] == plan["cells"][0]["execution_identity"]
     seen: set[int] = set()
@@ -96,8 +97,31 @@ def test_the_run_holds_the_protocol(collected, small_plan):
     for k in (1, 2):
         assert min(f[k] for f in firsts) > max(f[k - 1] for f in firsts)
     kinds = [r["kind"] for r in art["warmup_evidence"]["records"]]
-    seeded = sum(1 for p in plan["points"] if p.get("prefix_tokens", 0) > 0 or p.get("context_tokens", 0) >= 546)
-    assert kinds.count("real_prefix_seed") == 3 * seeded
+    # a decode repetition runs 16 lead-in decodes where the b uncached tails of its prompt (c − 16 tokens, the
+    # part but its last token in whole 544-token hash blocks cached) fit the engine's token budget in one forward:
+    # at c = 546 and 1,090 the tails are 530 tokens (prompts of 530 and 1,074, 0 and 544 seeded); where
+    # b × 530 tokens do not fit, the lead-in is one (prompts 545 and 1,089, seeded 544 and 1,088, tails of one
+    # token); context 2 leaves room for one
+    budget = plan["engine"]["max_num_batched_tokens"]
+    expected: dict[tuple[int, int], tuple[int, set[int]]] = {}
+    for p in plan["points"]:
+        b, c = p["batch_size"], p.get("context_tokens", 0)
+        if p["phase"] == "decode":
+            long = c > 2 and (b == 1 or b * 530 <= budget)
+            expected[b, c] = (16, {c - 546} - {0}) if long else (1, {c - 2} if c > 2 else set())
+    assert {lead for lead, _ in expected.values()} == {1, 16}  # both kinds are in this plan
+    decode_seeds = sum(len(seeded) for _, seeded in expected.values())
+    prefill_seeds = sum(1 for p in plan["points"] if p.get("prefix_tokens", 0) > 0)
+    assert kinds.count("real_prefix_seed") == 3 * (prefill_seeds + decode_seeds)
+    for f in sorted((collected / "points").iterdir()):
+        rec = load_path(f)
+        p = rec["point"]
+        if p["point_type"] == "decode":
+            lead, seeded = expected[p["batch_size"], p["total_kv_read_tokens"] // p["batch_size"]]
+            assert {r["fpm_count"] for r in rec["repetitions"] if r["role"] in ("warmup", "measured")} == {lead + 2}
+            assert {
+                w["requested_shape"]["prefix_tokens"] for w in rec["warmups"] if w["kind"] == "real_prefix_seed"
+            } == seeded
     assert (collected / "index.json").is_file() and sorted(load_path(collected / "index.json")["files"]) == [
         "points.json",
         "provenance.json",

@@ -232,6 +232,26 @@ def test_a_protocol_that_claims_other_counts_is_refused(mutate):
     assert d.rule == "A-32" and "the producer's 5 measured repetitions" in d.message
 
 
+def test_a_protocol_without_a_valid_decode_lead_in_is_refused(mutate):
+    """A-23: the decode lead-in is an integer from 1 to 256 decode steps; a run collected before it existed has
+    none and is read with its old protocol (one decode before the measured one)."""
+
+    def zero(art, lines):
+        art["measurement_protocol"]["producer"]["decode_lead_in_steps"] = 0
+
+    def text(art, lines):
+        art["measurement_protocol"]["producer"]["decode_lead_in_steps"] = "16"
+
+    def absent(art, lines):
+        del art["measurement_protocol"]["producer"]["decode_lead_in_steps"]
+
+    for fn, found in ((zero, "found 0"), (text, 'found "16"')):
+        d = mutate(fn).diagnostics[0]
+        assert d.rule == "A-23" and "decode_lead_in_steps expected an integer from 1 to 256" in d.message, d
+        assert found in d.message
+    assert mutate(absent).status == "accepted"
+
+
 def test_another_execution_mode_is_refused(mutate):
     def fn(art, lines):
         art["execution_mode"] = "native_graph_policy"

@@ -137,7 +137,8 @@ def _remeasure(
             raise FpmError("collect", "the engine does not run the deployment the plan was made for: "
                                       + "; ".join(diffs))  # fmt: skip
         measurer = Measurer(engine, TokenSource(settings.seed, facts.vocab_size, facts.excluded_token_ids), settings,
-                            facts.hash_block_size, facts.prefix_caching)  # fmt: skip
+                            facts.hash_block_size, facts.prefix_caching,
+                            budget=facts.max_num_batched_tokens)  # fmt: skip
         total, done = len(points) * settings.passes, 0
         for v in range(settings.passes):
             for p in points:

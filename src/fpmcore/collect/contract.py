@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
 from fpmcore.collect.run import EXECUTION_MODE, PROTOCOL_NAME, REDUCTION, STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
@@ -192,10 +193,14 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         v = get(prod, "pass_disagreement_bound")
         if not (type(v) in (int, float) and v > 0):
             return bad("producer.pass_disagreement_bound", "a fraction > 0", plain(v))
+        v = get(prod, "decode_lead_in_steps")
+        if v is not ABSENT and not (is_int(v) and 1 <= v <= MAX_DECODE_LEAD_IN):  # absent: a run before the lead-in
+            return bad("producer.decode_lead_in_steps", f"an integer from 1 to {MAX_DECODE_LEAD_IN}", js(v))
         allowed = {f for f, _ in fixed} | {"warmup_repetitions", "measured_repetitions", "max_rejected_repetitions",
                                            "repetition_spacing_seconds", "retake_pause_seconds", "passes",
                                            "contention_bound", "max_contended_samples",
-                                           "pass_disagreement_bound", "prefill_idle_seconds"}  # fmt: skip
+                                           "pass_disagreement_bound", "prefill_idle_seconds",
+                                           "decode_lead_in_steps"}  # fmt: skip
         for key in prod:
             if key not in allowed:
                 return bad(f"producer.{key}", "absent", plain(prod[key]))

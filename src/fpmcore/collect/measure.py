@@ -10,14 +10,22 @@ For every point of the staged list the producer:
    keeps recurrent (Mamba) state only where a chunk ends on a block boundary
    keeps it at ``P`` (04 §8: a seed of exactly ``P`` tokens keeps it at
    ``P − H``).  A prefill point seeds ``P``; a decode point at context ``c``
-   seeds ``((c − 2) // H) × H``, the hash-aligned part of its prompt.
+   seeds ``((c − w − 1) // H) × H``, the hash-aligned part of its prompt
+   (``w`` below).
 2. runs **repetitions**: each admits the point's ``b`` requests at once —
    the seeded prefix, then tokens no other request of the run has — and steps
    the engine until they finish.  A prefill repetition generates one token
-   and its first forward is measured; a decode repetition (prompt ``c − 1``)
-   generates three: the forward that prefills the uncached tails, a decode
-   step at ``c − 1`` (which must hold all ``b`` requests: the lockstep
-   check), and the measured decode step at context ``c``.
+   and its first forward is measured; a decode repetition (prompt ``c − w``)
+   generates ``w + 2``: the forward that prefills the uncached tails, ``w``
+   *lead-in* decode steps at contexts ``c − w … c − 1`` (each must hold all
+   ``b`` requests: the lockstep check), and the measured decode step at
+   context ``c``.  The lead-in (:func:`decode_lead_in`, ``w`` up to
+   ``ProtocolSettings.decode_lead_in``, 16 by default) is there because a
+   CPU engine's decode steps right after a prefill run slower than in a
+   stream — on this project's tiny models the 1st, 2nd, 3rd … 24th decodes
+   after a prefill took 4.2, 3.7, 3.3 … 2.9 ms (a Mamba2 hybrid) and 2.6,
+   2.2, 2.1 … 1.6 ms (a llama), settling after about ten — and a served
+   request spends most of its decode steps in such a stream.
 3. **accepts** a repetition only when the measured forward computed exactly
    the point's workload (``b`` requests, ``b × n`` new tokens after ``b × P``
    cached for prefill; ``b`` decodes over ``b × c`` tokens for decode), every
@@ -50,14 +58,15 @@ from fpmcore.collect.content import TokenSource, prompt_sha256
 from fpmcore.contention import ContentionBound, canary
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
+from fpmcore.point_grid import decode_tail
 
 #: The reduction of the raw samples (05 §4.2).
 ESTIMATE_METHOD = "adjacent_upper_median"
-#: Generated tokens of a prefill and of a decode repetition.
-PREFILL_OUTPUT_TOKENS, DECODE_OUTPUT_TOKENS = 1, 3
-#: Index of the measured forward within a decode repetition whose tails take one forward (without prefix
-#: caching the budget may split a prompt: the measured forward is then the second after the last prefilling one).
-DECODE_MEASURED_STEP = 2
+#: Generated tokens of a prefill repetition; a decode repetition generates its lead-in plus two.
+PREFILL_OUTPUT_TOKENS = 1
+#: Decode steps before the measured one (at most; :func:`decode_lead_in`) of a repetition of this protocol, and of
+#: a run collected before the lead-in existed (the measured decode was the second after the prefill).
+DEFAULT_DECODE_LEAD_IN, LEGACY_DECODE_LEAD_IN, MAX_DECODE_LEAD_IN = 16, 1, 256
 #: Contended samples a point's visit may retake before the point fails (A-43), and the first pause before a
 #: retake (doubled after each contended sample of the visit, at most :data:`MAX_RETAKE_PAUSE`).
 DEFAULT_MAX_CONTENDED, DEFAULT_RETAKE_PAUSE, MAX_RETAKE_PAUSE = 20, 0.5, 16.0
@@ -78,7 +87,10 @@ class ProtocolSettings:
     132-token prefill took 6.1 ms back to back and 6.8–7.4 ms after pauses of 10 ms to 1 s (sleeping or
     spinning: the caches and branch predictors cool), and served prefill-only steps were 14–17 % above
     knots measured back to back.  So a prefill point is measured as it is served.  Decode repetitions run
-    back to back (a served decode follows another step); ``spacing`` pauses before every repetition."""
+    back to back (a served decode follows another step); ``spacing`` pauses before every repetition.
+
+    ``decode_lead_in``: decode steps a decode repetition runs before its measured one (at most: see
+    :func:`decode_lead_in`), so that the measured step is a decode in a stream, as served (module docstring)."""
 
     warmups: int
     repetitions: int
@@ -91,6 +103,7 @@ class ProtocolSettings:
     retake_pause: float = DEFAULT_RETAKE_PAUSE
     disagreement: float = PASS_DISAGREEMENT
     prefill_idle: float = 0.0
+    decode_lead_in: int = DEFAULT_DECODE_LEAD_IN
 
     def __attrs_post_init__(self) -> None:
         if self.repetitions < 3:
@@ -103,6 +116,9 @@ class ProtocolSettings:
                                       f"{self.warmups}, {self.spacing}, {self.max_rejected}")  # fmt: skip
         if not 0 <= self.prefill_idle < 3600:
             raise FpmError("collect", f"--prefill-idle must be >= 0; got {self.prefill_idle}")
+        if not 1 <= self.decode_lead_in <= MAX_DECODE_LEAD_IN:
+            raise FpmError("collect", f"the decode lead-in must be 1 … {MAX_DECODE_LEAD_IN} steps; got "
+                                      f"{self.decode_lead_in}")  # fmt: skip
         if self.max_contended < 0 or not 0 <= self.retake_pause < 3600:
             raise FpmError("collect", f"--max-contended and --retake-pause must be >= 0; got {self.max_contended}, "
                                       f"{self.retake_pause}")  # fmt: skip
@@ -121,18 +137,19 @@ class ProtocolSettings:
                 "seed": self.seed, "spacing": self.spacing, "passes": self.passes,
                 "contention_bound": self.bound.as_json(), "max_contended": self.max_contended,
                 "retake_pause": self.retake_pause, "pass_disagreement": self.disagreement,
-                "prefill_idle": self.prefill_idle}  # fmt: skip
+                "prefill_idle": self.prefill_idle, "decode_lead_in": self.decode_lead_in}  # fmt: skip
 
     @classmethod
     def from_json(cls, s: Mapping[str, Any]) -> ProtocolSettings:
         """The settings of a run's ``collect.json`` (a run collected before passes existed has one pass, one
-        before the prefill idle none)."""
+        before the prefill idle none, one before the decode lead-in one decode step before the measured one)."""
         bound = ContentionBound.from_json(s.get("contention_bound")) or ContentionBound()
         try:
             return cls(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"], s["spacing"],
                        s.get("passes", 1), bound, s.get("max_contended", DEFAULT_MAX_CONTENDED),
                        s.get("retake_pause", DEFAULT_RETAKE_PAUSE),
-                       s.get("pass_disagreement", PASS_DISAGREEMENT), s.get("prefill_idle", 0.0))  # fmt: skip
+                       s.get("pass_disagreement", PASS_DISAGREEMENT), s.get("prefill_idle", 0.0),
+                       s.get("decode_lead_in", LEGACY_DECODE_LEAD_IN))  # fmt: skip
         except (KeyError, TypeError) as exc:
             raise FpmError("collect", f"the run's settings are unreadable: {exc}") from None
 
@@ -181,13 +198,15 @@ class PlannedPoint:
         """05 §7.4: ``real_kv`` for decode and cached prefill, ``not_applicable`` for a prefill without prefix."""
         return "real_kv" if not self.is_prefill or self.prefix_tokens > 0 else "not_applicable"
 
-    def seeded_prefix(self, hash_block: int, caching: bool) -> int:
-        """Tokens seeded into the prefix cache before the repetitions (module docstring, step 1)."""
+    def seeded_prefix(self, hash_block: int, caching: bool, lead_in: int = 1) -> int:
+        """Tokens seeded into the prefix cache before the repetitions (module docstring, step 1); a decode
+        point's prompt is ``c − lead_in`` tokens."""
         if not caching:
             return 0
         if self.is_prefill:
             return self.prefix_tokens
-        return (self.context_tokens - 2) // hash_block * hash_block
+        prompt = self.context_tokens - lead_in
+        return prompt - decode_tail(self.context_tokens, hash_block, caching, lead_in)
 
     def measured_workload(self) -> StepWorkload:
         b = self.batch_size
@@ -200,6 +219,18 @@ class PlannedPoint:
         if self.is_prefill:
             return {"batch_size": self.batch_size, "new_tokens": self.new_tokens, "prefix_tokens": self.prefix_tokens}
         return {"batch_size": self.batch_size, "context_tokens": self.context_tokens}
+
+
+def decode_lead_in(point: PlannedPoint, want: int, hash_block: int, caching: bool, budget: int | None) -> int:
+    """The decode steps a repetition of decode ``point`` runs before its measured one: the most, up to ``want``,
+    that leave a prompt of at least one token and, for ``b ≥ 2`` requests, uncached tails that fit one forward of
+    the token budget (``b × tail ≤ budget``: split tails would not decode in lockstep; the plan's rule, 04 G-15,
+    keeps the points whose tails fit at a lead-in of one, so one always does)."""
+    b, c = point.batch_size, point.context_tokens
+    for w in range(min(want, c - 2), 1, -1):
+        if b == 1 or budget is None or b * decode_tail(c, hash_block, caching, w) <= budget:
+            return w
+    return 1
 
 
 _WORKLOAD_FIELDS = ("num_prefill_requests", "sum_prefill_tokens", "sum_prefill_kv_tokens", "num_decode_requests",
@@ -230,6 +261,15 @@ class Measurer:
     caching: bool
     graph_mode: str = "NONE"
     forward_index: int = 0
+    #: the engine's token budget (``max_num_batched_tokens``): bounds a decode repetition's lead-in
+    budget: int | None = None
+
+    def lead_in(self, point: PlannedPoint) -> int:
+        """The decode steps before the measured one of a repetition of ``point`` (:func:`decode_lead_in`; 0 for a
+        prefill point)."""
+        if point.is_prefill:
+            return 0
+        return decode_lead_in(point, self.settings.decode_lead_in, self.hash_block, self.caching, self.budget)
 
     def _run(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> tuple[EngineRun, int]:
         start = self.forward_index
@@ -250,13 +290,16 @@ class Measurer:
         if point.is_prefill:
             length = point.prefix_tokens + point.new_tokens + point.prompt_extension
         else:
-            length = point.context_tokens - 1
+            length = point.context_tokens - self.lead_in(point)
         key: tuple[object, ...] = (point.benchmark_id, rep) if not visit else (point.benchmark_id, f"pass{visit}", rep)
         return [self.tokens.prefix(seeded, slot) + self.tokens.fresh(length - seeded, *key, slot)
                 for slot in range(point.batch_size)]  # fmt: skip
 
-    def check(self, point: PlannedPoint, run: EngineRun, seeded: int) -> tuple[EngineStep | None, str | None]:
-        """The measured forward of an accepted repetition, or the reason it is rejected."""
+    def check(
+        self, point: PlannedPoint, run: EngineRun, seeded: int, lead_in: int = 1
+    ) -> tuple[EngineStep | None, str | None]:
+        """The measured forward of an accepted repetition, or the reason it is rejected (a decode repetition
+        runs ``lead_in`` decode steps before its measured one)."""
         b = point.batch_size
         if tuple(run.cached_tokens) != (seeded,) * b:
             return None, "prefix_miss:" + ",".join(map(str, run.cached_tokens))
@@ -266,16 +309,17 @@ class Measurer:
             measured = steps[0] if steps else None
         else:
             # the prompts' uncached tails may take more than one forward (a deployment without prefix caching
-            # prefills a whole c − 1 prompt, which the token budget can split): the lockstep decode and the
-            # measured one follow the last forward that prefills
+            # prefills a whole c − w prompt, which the token budget can split): the lockstep lead-in decodes and
+            # the measured one follow the last forward that prefills
             tails = 1
             while tails < len(steps) - 1 and steps[tails].scheduled.num_prefill_requests:
                 tails += 1
-            expected = tails + DECODE_MEASURED_STEP
+            expected = tails + lead_in + 1
             measured = steps[expected - 1] if len(steps) >= expected else None
-            if len(steps) > tails:
-                lockstep = StepWorkload(num_decode_requests=b, sum_decode_kv_tokens=b * (point.context_tokens - 1))
-                diff = workload_difference(steps[tails].scheduled, lockstep)
+            for i, step in enumerate(steps[tails : tails + lead_in]):
+                context = point.context_tokens - lead_in + i
+                lockstep = StepWorkload(num_decode_requests=b, sum_decode_kv_tokens=b * context)
+                diff = workload_difference(step.scheduled, lockstep)
                 if diff is not None:
                     return None, f"no_lockstep:{diff}"
         if measured is None or len(steps) != expected:
@@ -298,7 +342,8 @@ class Measurer:
         want = s.repetitions if samples is None else samples
         t0 = time.monotonic()
         first_forward = self.forward_index
-        seeded = point.seeded_prefix(self.hash_block, self.caching)
+        lead = self.lead_in(point)
+        seeded = point.seeded_prefix(self.hash_block, self.caching, lead)
         ledger: list[dict[str, Any]] = []
         if seeded:
             self._seed(seeded, point, ledger, visit)
@@ -308,7 +353,7 @@ class Measurer:
         rejected = warm = contended = 0
         worst = ""
         shape_kind = "real_prefix_shape" if point.kv_seed_regime() == "real_kv" else "eager_shape"
-        max_tokens = PREFILL_OUTPUT_TOKENS if point.is_prefill else DECODE_OUTPUT_TOKENS
+        max_tokens = PREFILL_OUTPUT_TOKENS if point.is_prefill else lead + 2
         while len(raw) < want:
             if s.spacing:
                 time.sleep(s.spacing)
@@ -316,7 +361,7 @@ class Measurer:
                 time.sleep(s.prefill_idle)
             prompts = self._prompts(point, len(reps), seeded, visit)
             run, start = self._run(prompts, max_tokens)
-            measured, reason = self.check(point, run, seeded)
+            measured, reason = self.check(point, run, seeded, lead)
             digest = prompt_sha256([t for p in prompts for t in p])
             entry: dict[str, Any] = {"index": len(reps), "fpm_count": len(run.steps), "prompts_sha256": digest}
             if s.passes > 1:

@@ -165,7 +165,8 @@ def protocol_record(settings: ProtocolSettings, producer: ProducerRecord) -> dic
                      "max_contended_samples": settings.max_contended,
                      "retake_pause_seconds": settings.retake_pause,
                      "pass_disagreement_bound": settings.disagreement,
-                     "prefill_idle_seconds": settings.prefill_idle},
+                     "prefill_idle_seconds": settings.prefill_idle,
+                     "decode_lead_in_steps": settings.decode_lead_in},
     }  # fmt: skip
 
 
@@ -383,7 +384,7 @@ def collect(
             forward = max((r["forward_end"] for r in c.visits.values()), default=0)
             measurer = Measurer(engine, TokenSource(c.settings.seed, facts.vocab_size, facts.excluded_token_ids),
                                 c.settings, facts.hash_block_size, facts.prefix_caching,
-                                forward_index=forward)  # fmt: skip
+                                forward_index=forward, budget=facts.max_num_batched_tokens)  # fmt: skip
             s = c.settings
 
             def visit(point: PlannedPoint, v: int) -> None:
