@@ -123,7 +123,7 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
 @pytest.fixture(scope="module")
 def hybrid_campaign(tmp_path_factory) -> Path:
     """fpm onboard --smoke of the tiny hybrid (Gated DeltaNet + attention + MoE, bfloat16: the CPU GDN kernel's
-    dtype), the deployment of the README: 384-token hash blocks, a 768-token budget, eight running requests."""
+    dtype), the deployment of the onboarding guide: 384-token hash blocks, a 768-token budget, eight running requests."""
     import importlib.util
     import sys
 

@@ -42,7 +42,7 @@ def _pressure_trace(n: int) -> Trace:
 
 
 def test_bench_plain_10k_requests_under_pressure(benchmark):
-    """The README's throughput figure: 10,000 requests on the plain example, C engine."""
+    """The throughput figure of the README and docs/performance.md: 10,000 requests on the plain example, C engine."""
     cfg = config_from_profile(load_profile(ROOT / "examples/profiles/plain-llama8b-like.fpm-profile.json"))
     trace = _pressure_trace(10_000)
     result = benchmark.pedantic(run_replay, args=(cfg, trace), kwargs={"backend": "c"}, rounds=3, iterations=1)

@@ -147,7 +147,7 @@ RD-15 (R-1, R-40)  Semantics per runtime release.  The rules above are
     preemptions, 183 prefix hits, 316 rejections; vLLM 0.32.0: 300 of 300
     random traces identical, 36,726 steps, 406 preemptions, 171 prefix
     hits, 308 rejections; vLLM 0.27.0: 300 of 300 random traces identical,
-    39,732 steps, 561 preemptions, 221 prefix hits, 0 rejections (README,
+    39,732 steps, 561 preemptions, 221 prefix hits, 0 rejections (docs:
     Replaying a trace).
 RD-16 (R-31)  A table may carry ``shared_step_seconds`` ``S`` (``fpm
     publish`` writes the smallest decode row's wall time): a step with both

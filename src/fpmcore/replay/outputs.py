@@ -20,7 +20,7 @@ Formats (``fpm replay --out-format``):
 ``jsonl.zst`` (the default)
     one compact JSON object per line, zstd level 1 (``zstdcat``, ``jq``,
     ``pandas.read_json(lines=True)``).  On the 20,000-request benchmark
-    replay (README) its files are as small as Parquet's (5.1 MB of step
+    replay (docs/guides/replaying.md) its files are as small as Parquet's (5.1 MB of step
     records against 5.2 MB; gzip: 10.1 MB) and it takes half Parquet's CPU
     time and memory: building the records costs most of the time whatever
     the format, and JSON adds the least to it.
