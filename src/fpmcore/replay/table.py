@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, is_finite_number, loads
+from fpmcore.jsonio import JsonError, is_finite_number, loads, read_input
 
 if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
     from fpmcore.replay.model import LatencyTable
@@ -109,7 +109,7 @@ def load_table(path: str | Path) -> LatencyTable:
     """Read a table file (a list of rows or ``{"rows": [...]}``)."""
     p = Path(path)
     try:
-        data = loads(p.read_bytes())
+        data = loads(read_input(p))
     except OSError as exc:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
     except JsonError as exc:

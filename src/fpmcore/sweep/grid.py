@@ -105,11 +105,11 @@ def _err(msg: str, where: str) -> FpmError:
 
 def read_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The grid document: TOML for ``*.toml``, strict JSON otherwise."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.jsonio import JsonError, loads, read_input
 
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_input(p)
     except OSError as exc:
         raise _err(f"cannot read grid: {exc.strerror}", str(p)) from None
     if p.suffix.lower() == ".toml":
