@@ -24,7 +24,9 @@ O-2   the output exists and is not what the command may replace: for a file
       the manifest :data:`MANIFEST` it wrote.
 O-3   the output is one of the command's inputs (``import -o DIR/observations.json``,
       ``plan -o PROFILE``, ``replay --out`` over the trace), or an output
-      folder would hold one of them.
+      folder would hold one of them; or two outputs of one command are one
+      file (``sweep -o r.png --plot r.png``), or one would lie inside an
+      output folder (:func:`check_outputs_apart`).
 O-4   the folder cannot be written in (permissions, a read-only file system).
 O-5   writing failed (no space, an I/O error): the earlier output, if any, is
       unchanged and no temporary file is left.
@@ -82,7 +84,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +211,25 @@ def check_output_path(path: PathLike, *, inputs: Iterable[PathLike | None] = ())
         if item is not None and os.path.lexists(item) and _same(target, item):
             raise OutputError("O-3", f"the output is the input {item}; give another output path", str(target))
     return target
+
+
+def check_outputs_apart(outputs: Sequence[tuple[str, PathLike | None]], *, folders: Collection[str] = ()) -> None:
+    """O-3 between the outputs of one command, each ``(name, path)`` (``None`` paths skipped): no two are one file,
+    and none lies inside an output named in ``folders`` (a folder is published whole).  Each output must have
+    passed :func:`check_output_path` or :func:`check_output_folder` against the inputs."""
+    given = [(name, path) for name, path in outputs if path is not None]
+    for i, (name, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if _same(path, earlier):
+                raise OutputError("O-3", f"the {name} and the {other} are one file; give two paths", str(path))
+            for folder_name, folder, inner_name, inner in ((other, earlier, name, path), (name, path, other, earlier)):
+                if folder_name in folders and _within(_folder_of(Path(inner)), folder):
+                    raise OutputError(
+                        "O-3",
+                        f"the {inner_name} would be inside the {folder_name} folder {folder}, which is published "
+                        "whole; write it elsewhere",
+                        str(inner),
+                    )
 
 
 def refuse_non_folder(path: PathLike) -> None:

@@ -268,17 +268,8 @@ def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, 
     if args.plot is not None:
         plot = outputs.check_output_path(args.plot, inputs=inputs)
         fmt = check_plot_path(args.plot)
-        if out is not None and _inside(plot, out):
-            raise outputs.OutputError("O-3", f"the plot would be inside the --out folder {args.out}, which is "
-                                             "published whole; write it elsewhere", args.plot)  # fmt: skip
+    outputs.check_outputs_apart([("--out", out), ("plot", plot)], folders={"--out"})
     return out, plot, fmt
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    import os
-
-    inner, outer = os.path.realpath(path.parent), os.path.realpath(folder)
-    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
