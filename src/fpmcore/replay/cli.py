@@ -308,7 +308,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.campaign import TABLE
     from fpmcore.collect.finalize import campaign_table, check_inputs
     from fpmcore.profile import load_profile
-    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, runtime_pin
+    from fpmcore.replay import ReplayRun, config_from_profile, load_trace, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
     from fpmcore.replay.plot import PlotData
@@ -322,7 +322,15 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     profile = load_profile(args.profile)
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
-    table = load_table(args.fpm_table) if args.fpm_table else None
+    table = None
+    if args.fpm_table:
+        from fpmcore.profile import profile_digest
+        from fpmcore.replay.table import check_table_origin, load_table_document
+
+        table, source = load_table_document(args.fpm_table)
+        note = check_table_origin(source, profile.model, profile_digest(profile), args.fpm_table)
+        if note is not None:
+            _note(ctx, note)
     rules = ctx.host.hooks.replay_rules(runtime_pin(profile, args.deployment))
     recorded = profile_prefix_caching(profile, args.deployment)
     caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"
