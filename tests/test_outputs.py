@@ -342,3 +342,20 @@ def test_onboard_refuses_an_output_that_is_no_real_folder(tmp_path):
         assert res.exit_code == 2, res.stderr
         assert f"the output exists and is {kind}, not a folder [O-2]" in res.stderr, res.stderr
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_outputs_of_one_command_are_apart(tmp_path):
+    from fpmcore.outputs import OutputError, check_outputs_apart
+
+    folder, plot, report = tmp_path / "out", tmp_path / "p.png", tmp_path / "r.json"
+    check_outputs_apart([("report", report), ("plot", plot), ("none", None)])
+    with pytest.raises(OutputError) as info:
+        check_outputs_apart([("report", report), ("plot", tmp_path / "." / "r.json")])
+    assert (info.value.rule, info.value.message) == ("O-3", "the plot and the report are one file; give two paths")
+    with pytest.raises(OutputError) as info:
+        check_outputs_apart([("--out", folder), ("plot", folder / "sub" / "p.png")], folders={"--out"})
+    assert info.value.rule == "O-3"
+    assert info.value.message == (
+        f"the plot would be inside the --out folder {folder}, which is published whole; write it elsewhere"
+    )
+    check_outputs_apart([("--out", folder), ("plot", plot)], folders={"--out"})

@@ -31,9 +31,12 @@ file) and a model folder by its ``config.json`` (:func:`digest`, kind
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import json
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from fpmcore.collect import store
+from fpmcore.jsonio import one_line
 
 #: The manifest of ``fpm onboard`` and its schema.
 MANIFEST = "onboard.json"
@@ -57,6 +60,70 @@ COLLECTION_STAGES = ("probe", "import", "plan", "collect", "validate", "readines
 #: verified against the served engine, and the campaign finalized.
 FULL_STAGES = ("probe", "import", "plan", "smoke", "readiness", "collect", "validate", "assess", "publish", "verify",
                "finalize")  # fmt: skip
+
+
+#: The kinds of a stage's recorded input or output (:func:`digest`).
+ITEM_KINDS = ("file", "folder", "run", "model")
+
+
+def _shown(value: Any) -> str:
+    return one_line(json.dumps(value, ensure_ascii=True))[:80]
+
+
+def _item_problem(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return f"expected an object with path, kind and sha256, found {_shown(item)}"
+    path, kind, sha = item.get("path"), item.get("kind"), item.get("sha256")
+    if kind not in ITEM_KINDS:
+        return f"kind expected one of {', '.join(ITEM_KINDS)}, found {_shown(kind)}"
+    if not isinstance(path, str) or not path or "\0" in path:
+        return f"path expected a non-empty string, found {_shown(path)}"
+    if kind != "model" and (PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts):
+        return f"path expected a name inside the campaign folder, found {_shown(path)}"
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        return f"sha256 expected a 64-hex digest or null, found {_shown(sha)}"
+    return None
+
+
+def manifest_problem(manifest: Any) -> str | None:
+    """Why a document is not the manifest ``fpm onboard`` writes (:data:`MANIFEST`), or ``None``.
+
+    An object of :data:`MANIFEST_SCHEMA` with ``options`` (an object) and
+    ``stages``: a list of the finished stages, each an object with a known,
+    unique ``name``, ``status`` ``"done"`` (only finished stages are
+    recorded) and ``inputs`` and ``outputs``, objects of items each with a
+    ``kind`` of :data:`ITEM_KINDS`, a ``path`` (inside the campaign folder
+    but for a model folder) and a ``sha256`` (64 hex digits, or ``null``
+    for an item that was missing).
+    """
+    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
+        return f"expected an object of schema {MANIFEST_SCHEMA}"
+    if not isinstance(manifest.get("options"), dict):
+        return f"options expected an object, found {_shown(manifest.get('options'))}"
+    stages = manifest.get("stages")
+    if not isinstance(stages, list):
+        return f"stages expected a list, found {_shown(stages)}"
+    seen: set[str] = set()
+    for i, stage in enumerate(stages):
+        if not isinstance(stage, dict):
+            return f"stages[{i}] expected an object, found {_shown(stage)}"
+        name = stage.get("name")
+        if name not in FULL_STAGES or name in seen:
+            what = "a stage recorded twice" if name in seen else f"one of {', '.join(FULL_STAGES)}"
+            return f"stages[{i}].name expected {what}, found {_shown(name)}"
+        seen.add(name)
+        if stage.get("status") != "done":
+            return f"stages[{i}] ({name}).status expected \"done\" (only finished stages are recorded), " \
+                   f"found {_shown(stage.get('status'))}"  # fmt: skip
+        for side in ("inputs", "outputs"):
+            items = stage.get(side)
+            if not isinstance(items, dict):
+                return f"stages[{i}] ({name}).{side} expected an object, found {_shown(items)}"
+            for label, item in items.items():
+                problem = _item_problem(item)
+                if problem is not None:
+                    return f"stages[{i}] ({name}).{side}.{one_line(label)[:40]}: {problem}"
+    return None
 
 
 def file_sha256(path: Path) -> str | None:

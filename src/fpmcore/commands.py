@@ -145,12 +145,12 @@ def _profile_summary(profile: Any) -> dict[str, Any]:
 
 
 def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
-    from fpmcore.jsonio import JsonError
+    from fpmcore.jsonio import JsonError, read_input
     from fpmcore.profile import parse_profile
 
     path = args.file
     try:
-        data = open(path, "rb").read()  # noqa: SIM115
+        data = read_input(path)
     except OSError as exc:
         raise JsonError(f"cannot read: {exc.strerror}", path) from None
     try:

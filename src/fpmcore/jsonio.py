@@ -3,7 +3,8 @@
 **Reading.**  :func:`loads` (and :func:`load_path` for a file) is the one
 reader every input of fpmcore goes through: profiles, evidence folders and
 their records, reviewed launches, MODEL.json, plans, traces and latency
-tables.  It refuses, with a :class:`JsonError` (rule ``JSON``) whose message
+tables.  Files are read by :func:`read_input`, which refuses what is not a
+regular file and what is larger than :data:`MAX_INPUT_BYTES`.  It refuses, with a :class:`JsonError` (rule ``JSON``) whose message
 is one line naming the value and where it sits, what Python's ``json``
 silently accepts:
 
@@ -57,13 +58,14 @@ Machine output of the CLI (``--json``) goes through :func:`dumps_output`
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
 import re
+import stat
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, not in typeshed
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -77,6 +79,9 @@ MAX_DEPTH = 256
 MAX_INT_DIGITS = 4300
 #: Characters :func:`_locate` scans to place a refusal; a larger input is refused without its place.
 LOCATE_LIMIT = 16 * 1024 * 1024
+#: Largest input file read (:func:`read_input`): 4 GiB, some twenty million trace lines, far beyond any
+#: profile, plan, table or grid; a larger file (or an endless one such as ``/dev/zero``) is refused.
+MAX_INPUT_BYTES = 4 * 2**30
 
 
 class JsonError(FpmError):
@@ -403,11 +408,71 @@ def load_path(path: str | os.PathLike[str]) -> Any:
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of an input file; an unreadable one is a :class:`JsonError` (``cannot read: <reason>``)."""
+    """The bytes of an input file (:func:`read_input`); an unreadable one is a :class:`JsonError`
+    (``cannot read: <reason>``)."""
     try:
-        return Path(path).read_bytes()
+        return read_input(path)
     except OSError as exc:
         raise JsonError(f"cannot read: {exc.strerror or type(exc).__name__}", str(path)) from None
+
+
+class InputRefused(OSError):
+    """An input that is not a regular file, or larger than :data:`MAX_INPUT_BYTES`; ``strerror`` says which."""
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a file that is not regular is (``a FIFO``, ``a directory``, …); ``None`` for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"  # pragma: no cover
+
+
+def _not_regular(kind: str) -> InputRefused:
+    return InputRefused(errno.EINVAL, f"{kind}, not a regular file (an input is read from a file)")
+
+
+def _too_large() -> InputRefused:
+    n = MAX_INPUT_BYTES
+    limit = f"{n // 2**30} GiB" if n >= 2**30 and n % 2**30 == 0 else f"{n}-byte"
+    return InputRefused(errno.EFBIG, f"larger than the {limit} input limit")
+
+
+def read_input(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of an input file: every document and trace fpmcore reads comes through here.
+
+    A FIFO, a device, a socket or a directory is refused before it is opened
+    (one would block or never end), and so is a file larger than
+    :data:`MAX_INPUT_BYTES`; the file is opened without blocking, checked
+    again, and read up to one byte past the limit, so a file that grows
+    while it is read is refused too.  Refusals are :class:`InputRefused`
+    (an :class:`OSError` whose ``strerror`` is the one-line reason), so the
+    ``cannot read …: <strerror>`` of every reader covers them.
+    """
+    st = os.stat(path)
+    kind = _file_kind(st.st_mode)
+    if kind is not None:
+        raise _not_regular(kind)
+    if st.st_size > MAX_INPUT_BYTES:
+        raise _too_large()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open
+        if kind is not None:
+            raise _not_regular(kind)
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _too_large()
+    return data
 
 
 def is_finite_number(value: Any) -> bool:

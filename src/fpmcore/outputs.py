@@ -24,7 +24,9 @@ O-2   the output exists and is not what the command may replace: for a file
       the manifest :data:`MANIFEST` it wrote.
 O-3   the output is one of the command's inputs (``import -o DIR/observations.json``,
       ``plan -o PROFILE``, ``replay --out`` over the trace), or an output
-      folder would hold one of them.
+      folder would hold one of them; or two outputs of one command are one
+      file (``sweep -o r.png --plot r.png``), or one would lie inside an
+      output folder (:func:`check_outputs_apart`).
 O-4   the folder cannot be written in (permissions, a read-only file system).
 O-5   writing failed (no space, an I/O error): the earlier output, if any, is
       unchanged and no temporary file is left.
@@ -34,7 +36,7 @@ O-6   a name taken from input (a configuration label, …) cannot name a file:
 ====  ===========================================================================
 
 **One file** (:func:`write_file`): the bytes go to a temporary file in the
-target's folder (``.<name>.<random>.tmp``, created with mode ``0666`` less
+target's folder (``.<name>.<pid>.<random>.tmp``, created with mode ``0666`` less
 the umask, like any file a program creates: ``0644`` under the usual umask
 ``022``), which is flushed, ``fsync``-ed and renamed over the target; then
 the folder is ``fsync``-ed.  A kill at any moment leaves the old file or the
@@ -42,7 +44,7 @@ new one; two concurrent writers leave one of the two complete files.
 Temporary names never appear in a message.
 
 **A folder** (:func:`publish_folder`): every file is written into a
-temporary sibling folder (``.<name>.<random>.tmp``), each ``fsync``-ed,
+temporary sibling folder (``.<name>.<pid>.<random>.tmp``), each ``fsync``-ed,
 with the manifest :data:`MANIFEST` (``{"schema", "command", "files":
 {relative path: sha256}}``) written last when the command replaces its
 earlier output; then the folder is published in one step:
@@ -58,8 +60,10 @@ earlier output; then the folder is published in one step:
   output complete under its temporary name).
 
 So a kill at any moment leaves the old complete output or the new complete
-output (possibly beside a stale ``.<name>.*.tmp`` folder), and concurrent
-writers leave one complete output.  A folder that holds anything fpm did not
+output (possibly beside a stale ``.<name>.*.tmp`` folder, which the next
+write of the same output removes once its writer's process is gone:
+:func:`remove_stale_temporaries`), and concurrent writers leave one
+complete output.  A folder that holds anything fpm did not
 write is never replaced or removed.
 
 For a command that adopts this module (``fpm replay --out DIR --plot P``)::
@@ -79,10 +83,12 @@ import ctypes
 import errno
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +217,25 @@ def check_output_path(path: PathLike, *, inputs: Iterable[PathLike | None] = ())
     return target
 
 
+def check_outputs_apart(outputs: Sequence[tuple[str, PathLike | None]], *, folders: Collection[str] = ()) -> None:
+    """O-3 between the outputs of one command, each ``(name, path)`` (``None`` paths skipped): no two are one file,
+    and none lies inside an output named in ``folders`` (a folder is published whole).  Each output must have
+    passed :func:`check_output_path` or :func:`check_output_folder` against the inputs."""
+    given = [(name, path) for name, path in outputs if path is not None]
+    for i, (name, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if _same(path, earlier):
+                raise OutputError("O-3", f"the {name} and the {other} are one file; give two paths", str(path))
+            for folder_name, folder, inner_name, inner in ((other, earlier, name, path), (name, path, other, earlier)):
+                if folder_name in folders and _within(_folder_of(Path(inner)), folder):
+                    raise OutputError(
+                        "O-3",
+                        f"the {inner_name} would be inside the {folder_name} folder {folder}, which is published "
+                        "whole; write it elsewhere",
+                        str(inner),
+                    )
+
+
 def refuse_non_folder(path: PathLike) -> None:
     """O-2 when the output exists and is not a real folder — a file, a device, a symbolic link (even to an empty
     folder): fpm writes an output folder only where it can see that the folder is its own."""
@@ -301,8 +326,60 @@ def safe_name(name: Any, what: str) -> str:
 # --------------------------------------------------------------------------
 
 
+#: When this process began writing (near enough: when this module was imported); a temporary of an output
+#: without its writer's process id that is older than this is stale (:func:`remove_stale_temporaries`).
+_STARTED = time.time()
+
+
 def _temp_path(folder: Path, name: str) -> Path:
-    return folder / f".{name[:80]}.{secrets.token_hex(6)}.tmp"
+    """``.<name>.<pid>.<random>.tmp``: the process id names the writer, for :func:`remove_stale_temporaries`."""
+    return folder / f".{name[:80]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0  # another user's process exists
+    return True
+
+
+def remove_stale_temporaries(folder: PathLike, name: str) -> list[str]:
+    """Remove the temporaries a killed writer of the output ``name`` left in ``folder``; returns their names.
+
+    Only names of the pattern of :func:`_temp_path` for this output are
+    considered (``.<name>.<pid>.<12 hex>.tmp``, and ``.<name>.<12 hex>.tmp``
+    of earlier versions), and only files and folders (never a link): one is
+    stale when the process that made it is gone, or, without a process id,
+    when it is older than this run.  A concurrent writer's temporary (its
+    process alive) is left alone.
+    """
+    pattern = re.compile(rf"\.{re.escape(name[:80])}\.(?:(\d+)\.)?[0-9a-f]{{12}}\.tmp")
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        pid = int(m.group(1)) if m.group(1) else None
+        if pid == os.getpid() or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            continue
+        if (pid is not None and not _alive(pid)) or (pid is None and st.st_mtime < _STARTED):
+            if stat.S_ISDIR(st.st_mode):
+                _remove(Path(entry.path))
+            else:
+                _unlink(Path(entry.path))
+            removed.append(entry.name)
+    return removed
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -340,6 +417,7 @@ def write_file(path: PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring); raises :class:`OutputError`."""
     target = Path(path)
     folder = _folder_of(target)
+    remove_stale_temporaries(folder, target.name)
     tmp = _temp_path(folder, target.name)
     try:
         _write_new(tmp, data)
@@ -434,6 +512,7 @@ def publish_folder(
     for rel in files:
         _check_relative(rel)
     folder = _folder_of(target)
+    remove_stale_temporaries(folder, target.name)
     tmp = _temp_path(folder, target.name)
     try:
         os.mkdir(tmp, 0o777)
@@ -530,7 +609,8 @@ class StagedFolder:
         finally:
             stage.discard()                                         # a no-op once published
 
-    The files go into a temporary sibling folder (``.<name>.<random>.tmp``)
+    The files go into a temporary sibling folder (``.<name>.<pid>.<random>.tmp``; a stale one a killed writer
+    left is removed first, :func:`remove_stale_temporaries`)
     and reach the target only in :meth:`publish`, with the guarantees of
     :func:`publish_folder` (a kill leaves the old output or the new one whole,
     concurrent writers leave one complete output).  :meth:`publish` raises
@@ -540,6 +620,7 @@ class StagedFolder:
     def __init__(self, path: PathLike, *, replace: bool = False, command: str = "", refusal: str = "") -> None:
         self.target = Path(path)
         self._replace, self._command, self._refusal = replace, command, refusal
+        remove_stale_temporaries(_folder_of(self.target), self.target.name)  # of a killed earlier writer
         self.path = _temp_path(_folder_of(self.target), self.target.name)
         try:
             os.mkdir(self.path, 0o777)

@@ -381,3 +381,34 @@ def test_an_output_that_is_no_real_folder_is_refused_for_what_it_is(small_plan, 
         assert r.exit_code == 2, r.stderr
         assert f"the output exists and is {kind}, not a folder [O-2]" in r.stderr, r.stderr
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["options"].__setitem__("benchmark_points", 7),
+     "options.benchmark_points expected an object, found 7"),
+    (lambda p: p["options"]["benchmark_points"].__setitem__("manifest_sha256", 2**64),
+     "options.benchmark_points.manifest_sha256 expected a 64-hex digest, found 18446744073709551616"),
+    (lambda p: p.__setitem__("options", []), "options expected an object, found []"),
+])  # fmt: skip
+def test_validate_and_publish_read_a_plan_the_same_way(collected, small_plan, engine, tmp_path, edit, message):
+    """One reader: a plan fpm validate refuses is refused by fpm publish with the same line, never a crash."""
+    import json
+
+    plan = plan_of(small_plan)
+    edit(plan)
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps(plan))
+    line = f"fpm: {bad}: not a frozen collection plan: {message} [input]\n"
+    v = run_fpm("validate", str(collected), "--plan", str(bad), host=standin_host(engine))
+    table = tmp_path / "table.json"
+    p = run_fpm("publish", str(collected), "--plan", str(bad), "-o", str(table), host=standin_host(engine))
+    assert (v.exit_code, v.stderr) == (p.exit_code, p.stderr) == (2, line)
+    assert not table.exists()
+
+
+def test_a_table_source_records_only_strings_of_the_plan(collected, small_plan, engine):
+    plan = plan_of(small_plan)
+    plan["model"] = 2**64
+    doc, results = publish_run(standin_host(engine), collected, plan)
+    assert doc is not None and doc["source"]["model"] is None
+    assert doc["source"]["plan_sha256"] == plan["plan_sha256"]

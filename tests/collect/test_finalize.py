@@ -276,7 +276,7 @@ def test_a_folder_that_is_not_a_campaign_is_refused_with_exit_2(tmp_path):
     _refused(_finalize(tmp_path / "nothing"), "F-1", "not a campaign folder of fpm onboard: no such folder", code=2)
     _refused(_finalize(tmp_path), "F-1", "not a campaign folder of fpm onboard: no onboard.json", code=2)
     (tmp_path / "onboard.json").write_text('{"schema": "fpmcore.onboard/v1", "stages": []}')
-    _refused(_finalize(tmp_path), "F-1", "has not the schema fpmcore.onboard/v1", code=2)
+    _refused(_finalize(tmp_path), "F-1", "onboard.json: options expected an object, found null", code=2)
     r = _finalize(tmp_path, "--json")
     assert r.exit_code == 2 and r.json()["diagnostics"][0]["rule"] == "F-1"
 

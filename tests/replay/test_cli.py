@@ -381,3 +381,36 @@ def test_the_long_prefill_cap_follows_the_profile_runtime(tmp_path):
         assert r.exit_code == 0, r.stderr
         steps[name] = json.loads(r.stdout)["summary"]["steps"]
     assert steps == {"0.33.0": 3, "0.27.0": 9}
+
+
+def _published(tmp_path: Path, source: dict) -> Path:
+    """The example table of the plain profile as fpm publish writes it, with ``source``."""
+    rows = json.loads((ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json").read_text())
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    p = tmp_path / "table.json"
+    p.write_text(json.dumps({"schema": "fpmcore.fpm-table/v1", "source": source, "rows": rows}))
+    return p
+
+
+def test_a_table_of_another_model_is_refused_and_of_another_profile_noted(tmp_path):
+    from fpmcore.profile import load_profile, profile_digest
+
+    profile = load_profile(PLAIN)
+    mine, other = profile_digest(profile), "ab" * 32
+    trace = _trace(tmp_path, {"request_id": "a", "arrival_time": 0, "prompt_len": 64, "output_len": 4})
+    table = _published(tmp_path, {"model": "zai-org/GLM-5.3-Flash", "profile_sha256": other})
+    r = fpm("replay", str(PLAIN), "--trace", str(trace), "--fpm-table", str(table))
+    assert (r.exit_code, r.stderr) == (2, (
+        f"fpm: {table}: the latency table was published for the model zai-org/GLM-5.3-Flash, the profile is of "
+        f"{profile.model}; give a table measured for {profile.model} [R-27]\n"))  # fmt: skip
+    table = _published(tmp_path, {"model": profile.model, "profile_sha256": other})
+    r = fpm("replay", str(PLAIN), "--trace", str(trace), "--fpm-table", str(table), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == (
+        f"fpm: note: the latency table {table} was measured with another profile of {profile.model} "
+        f"(profile_sha256 abababababab…, this profile {mine[:12]}…): its timings are used as they are\n"
+    )
+    assert r.json()["summary"]["finished"] == 1
+    table = _published(tmp_path, {"model": profile.model, "profile_sha256": mine})
+    r = fpm("replay", str(PLAIN), "--trace", str(trace), "--fpm-table", str(table), "--json")
+    assert (r.exit_code, r.stderr) == (0, "")

@@ -239,3 +239,52 @@ def test_a_write_error_keeps_the_earlier_output(tmp_path, trace2k, monkeypatch):
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_the_next_run_removes_the_temporaries_of_killed_writers_only(tmp_path, trace2k):
+    """A killed writer's ``.out.<pid>.<hex>.tmp`` (its process gone) and an older one without a process id are
+    removed by the next run; a live writer's, another output's and a link of the same pattern are left."""
+    out = tmp_path / "out"
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        killed = tmp_path / f".out.{_dead_pid()}.0123456789ab.tmp"
+        legacy = tmp_path / ".out.0123456789ab.tmp"
+        running = tmp_path / f".out.{live.pid}.0123456789ab.tmp"
+        other = tmp_path / f".other.{_dead_pid()}.0123456789ab.tmp"
+        for folder in (killed, legacy, running, other):
+            folder.mkdir()
+            (folder / "replay-steps.jsonl.zst").write_bytes(b"partial")
+        os.utime(legacy, (0, 0))
+        link = tmp_path / f".out.{_dead_pid()}.ba9876543210.tmp"
+        link.symlink_to(other)
+        r = run_fpm("replay", str(PLAIN), "--trace", str(trace2k), "--fpm-table", str(TABLE), "--out", str(out))
+        assert r.exit_code == 0, r.stderr
+        whole_output(out)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", running.name, other.name, link.name])
+    finally:
+        live.communicate()
+
+
+def test_a_kill_9_leaves_a_temporary_the_next_run_removes(tmp_path, trace2k):
+    out = tmp_path / "out"
+    for _ in range(20):  # until a kill lands while the records are written (the replay takes a moment)
+        proc = subprocess.Popen(_replay_cmd(trace2k, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and not list(tmp_path.glob(".out.*.tmp")):
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.returncode == -signal.SIGKILL and list(tmp_path.glob(".out.*.tmp")):
+            break
+        shutil.rmtree(out, ignore_errors=True)
+    (stale,) = tmp_path.glob(".out.*.tmp")
+    assert stale.name.startswith(f".out.{proc.pid}.")
+    done = subprocess.run(_replay_cmd(trace2k, out), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    whole_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -197,17 +197,55 @@ def test_generated_traces_in_a_grid(tmp_path):
 @pytest.mark.parametrize("change,message", [
     ({"generate": "uniform"}, 'a generated trace needs "generate": "poisson", found "uniform"'),
     ({"rate": 0}, "generated trace: rate must be a positive number or a list of them, found 0"),
-    ({"requests": 0}, "generated trace: requests must be an integer >= 1, found 0"),
+    ({"requests": 0}, "generated trace: requests must be an integer from 1 to 1,000,000 (the limit of a generated trace; "
+                     "a longer trace is a file), found 0"),
     ({"prompt_len": {"dist": "uniform", "min": 5}}, "prompt_len: a uniform distribution needs min and max"),
     ({"prompt_len": {"dist": "uniform", "min": 9, "max": 5}}, "prompt_len: min 9 exceeds max 5"),
-    ({"output_len": {"dist": "choice", "values": []}}, "output_len: values must be a non-empty list of integers >= 1, found []"),
-    ({"output_len": 0}, "output_len must be >= 1, found 0"),
+    ({"output_len": {"dist": "choice", "values": []}}, "output_len: values must be a non-empty list of integers from 1 to 2**40, found []"),
+    ({"output_len": 0}, "output_len must be an integer from 1 to 2**40 (1099511627776), found 0"),
     ({"burst": 1}, "generated trace: unknown field burst"),
+    ({"requests": 10**9}, "generated trace: requests must be an integer from 1 to 1,000,000 (the limit of a generated "
+                          "trace; a longer trace is a file), found 1000000000"),
+    ({"requests": 2**31 - 1}, "generated trace: requests must be an integer from 1 to 1,000,000"),
+    ({"requests": 2**40 + 10}, "generated trace: requests must be an integer from 1 to 1,000,000"),
+    ({"prompt_len": {"dist": "lognormal", "median": 4000, "sigma": 1000}},
+     "prompt_len: sigma must be a number from 0 to 10, found 1000"),
+    ({"prompt_len": {"dist": "lognormal", "median": 1e300, "sigma": 1}},
+     "prompt_len: median must be a number > 0 and <= 2**40, found 1e+300"),
+    ({"prompt_len": {"dist": "uniform", "min": 1, "max": 2**40 + 1}},
+     "prompt_len: max must be an integer from 1 to 2**40 (1099511627776), found 1099511627777"),
+    ({"output_len": 2**40 + 1}, "output_len must be an integer from 1 to 2**40 (1099511627776), found 1099511627777"),
 ])  # fmt: skip
 def test_generator_refusals(change, message):
     with pytest.raises(FpmError) as exc:
         gen.check_generator({**SPEC, **change}, "g")
-    assert exc.value.message == message
+    assert exc.value.message.startswith(message) and exc.value.rule == "sweep"
+
+
+def test_a_lognormal_draw_is_clamped_to_the_replay_bound():
+    spec = {**SPEC, "rate": 1.0, "requests": 200, "prompt_len": {"dist": "lognormal", "median": 2**40, "sigma": 10}}
+    (one,) = gen.check_generator(spec, "g")
+    lengths = [json.loads(line)["prompt_len"] for line in gen.generate_lines(one)]
+    assert max(lengths) == 2**40 and min(lengths) >= 1
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"settings": {"max_num_seqs": list(range(1, 1001)), "max_num_batched_tokens": list(range(1, 1001)),
+                   "long_prefill_token_threshold": list(range(1, 1001))}},
+     "the grid makes 1,000,000,000 tasks (profiles x traces x tables x settings: 1 x 1 x 1 x 1,000,000,000); "
+     "the limit is 100,000 (split the sweep, or list the combinations to run under runs)"),
+    ({"traces": [{**SPEC, "rate": [1.0] * 20, "requests": 1_000_000}]},
+     "the grid's generated traces hold 20,000,000 requests; the limit is 10,000,000 "
+     "(split the sweep, or give long traces as files)"),
+    ({"profiles": ["p"] * 400, "traces": ["t"] * 400},
+     "the grid makes 160,000 tasks (profiles x traces x tables x settings: 400 x 400 x 1 x 1)"),
+])  # fmt: skip
+def test_the_size_of_a_sweep_is_refused_before_anything_is_read(tmp_path, grid, message):
+    """Nothing named by the grid exists: the size is refused first, from the lists' lengths."""
+    path = write_grid(tmp_path / "grid.json", {"profiles": ["missing.json"], "traces": ["missing.jsonl"], **grid})
+    r = run_fpm("sweep", str(path), "-o", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2 and r.stderr.startswith(f"fpm: {path}: {message}") and r.stderr.endswith(" [sweep]\n")
+    assert r.stderr.count("\n") == 1
 
 
 def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):

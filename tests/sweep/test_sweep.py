@@ -269,6 +269,28 @@ def test_the_results_path_follows_the_output_rule(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_the_plot_is_checked_against_the_inputs_and_the_results(tmp_path):
+    """--plot follows the output rule like -o: never an input (O-3), never the results file."""
+    import shutil
+
+    from tests.sweep.support import GLM, GLM_TRACE
+
+    profile, trace = tmp_path / "p.png", tmp_path / "t.jsonl"
+    shutil.copy(GLM, profile)
+    shutil.copy(GLM_TRACE, trace)
+    grid = write_grid(tmp_path / "grid.json", {"profiles": [profile.name], "traces": [trace.name]})
+    out = tmp_path / "r.png"
+    cases = [
+        (out, f"fpm: {out}: the plot and the results are one file; give two paths [O-3]\n"),
+        (profile, f"fpm: {profile}: the output is the input {profile}; give another output path [O-3]\n"),
+    ]
+    for plot, message in cases:
+        before = profile.read_bytes()
+        r = run_fpm("sweep", str(grid), "-o", str(out), "--plot", str(plot))
+        assert (r.exit_code, r.stderr) == (2, message)
+        assert profile.read_bytes() == before and not out.exists()
+
+
 def test_ray_missing_is_a_clear_usage_error(acceptance, tmp_path, monkeypatch):
     grid, _ = acceptance
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails as when it is not installed

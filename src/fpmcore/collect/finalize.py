@@ -186,24 +186,11 @@ def read_manifest(root: Path) -> dict[str, Any]:
     if not (root / layout.MANIFEST).is_file():
         raise FpmError("F-1", f"not a campaign folder of fpm onboard: no {layout.MANIFEST}", str(root))
     m = _read(root, layout.MANIFEST, "F-1", "the campaign manifest")
-    stages = m.get("stages") if isinstance(m, dict) else None
-    if (
-        not isinstance(m, dict)
-        or m.get("schema") != layout.MANIFEST_SCHEMA
-        or not isinstance(m.get("options"), dict)
-        or not isinstance(stages, list)
-        or not all(
-            _object(s, ("name", "status", "inputs", "outputs"))
-            and all(
-                _object(side, ()) and all(_object(i, ("path", "kind", "sha256")) for i in side.values())
-                for side in (s["inputs"], s["outputs"])
-            )
-            for s in stages
-        )
-    ):
-        raise FpmError("F-1", f"not a campaign folder of fpm onboard: {layout.MANIFEST} has not the schema "
-                              f"{layout.MANIFEST_SCHEMA} with options and stages", str(root / layout.MANIFEST))  # fmt: skip
-    return m
+    problem = layout.manifest_problem(m)  # the reader fpm onboard --resume uses
+    if problem is not None:
+        raise FpmError("F-1", f"not a campaign folder of fpm onboard: {layout.MANIFEST}: {problem}",
+                       str(root / layout.MANIFEST))  # fmt: skip
+    return dict(m)
 
 
 def read_final(root: Path) -> dict[str, Any]:

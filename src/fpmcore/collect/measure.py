@@ -48,6 +48,7 @@ in the repetition-evidence line of the point (05 §7.5).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -58,6 +59,7 @@ from fpmcore.collect.content import TokenSource, prompt_sha256
 from fpmcore.contention import ContentionBound, canary
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
+from fpmcore.jsonio import one_line
 from fpmcore.point_grid import decode_tail
 
 #: The reduction of the raw samples (05 §4.2).
@@ -144,6 +146,17 @@ class ProtocolSettings:
         """The settings of a run's ``collect.json`` (a run collected before passes existed has one pass, one
         before the prefill idle none, one before the decode lead-in one decode step before the measured one)."""
         bound = ContentionBound.from_json(s.get("contention_bound")) or ContentionBound()
+        integers = ("warmups", "repetitions", "max_rejected", "seed", "passes", "max_contended", "decode_lead_in")
+        numbers = ("spacing", "retake_pause", "pass_disagreement", "prefill_idle")
+        for key in integers + numbers:
+            if key not in s and key in ("warmups", "repetitions", "max_rejected", "seed", "spacing"):
+                raise FpmError("collect", f"the run's settings are unreadable: {key} is missing")
+            v = s.get(key, 0)
+            kinds = (int,) if key in integers else (int, float)
+            if isinstance(v, bool) or not isinstance(v, kinds) or (isinstance(v, float) and not math.isfinite(v)):
+                what = "an integer" if key in integers else "a finite number"
+                raise FpmError("collect", f"the run's settings are unreadable: {key} must be {what}, found "
+                                          f"{one_line(repr(v))[:80]}")  # fmt: skip
         try:
             return cls(s["warmups"], s["repetitions"], s["max_rejected"], s["seed"], s["spacing"],
                        s.get("passes", 1), bound, s.get("max_contended", DEFAULT_MAX_CONTENDED),

@@ -406,11 +406,14 @@ RUNNERS: dict[str, Callable[[Any, Campaign, OnboardOptions], None]] = {
 
 def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign:
     if resume and (root / MANIFEST).is_file():
+        from fpmcore.campaign import manifest_problem
         from fpmcore.jsonio import load_path
 
         manifest = load_path(root / MANIFEST)
-        if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
-            raise FpmError("onboard", f"not a campaign folder of fpm onboard: {MANIFEST}", str(root))
+        problem = manifest_problem(manifest)
+        if problem is not None:
+            raise FpmError("onboard", f"not a campaign folder of fpm onboard: {MANIFEST}: {problem}; start a new "
+                                      "campaign", str(root / MANIFEST))  # fmt: skip
         if manifest.get("options") != options.as_json():
             raise FpmError("onboard", f"--resume: the options differ from the campaign's: campaign "
                                       f"{manifest.get('options')}, now {options.as_json()}", str(root))  # fmt: skip

@@ -50,6 +50,11 @@ def _index_sha256(run_dir: Path) -> str | None:
     return None
 
 
+def _text(value: Any) -> str | None:
+    """A plan value the table's source records: a string, else ``None`` (the plan's reader leaves these free)."""
+    return value if isinstance(value, str) else None
+
+
 def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
     """The table of the accepted ``results`` of ``run_dir`` (all accepted), with its source."""
     best: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -73,7 +78,9 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
             r["total_kv_read_tokens"],
         ),
     )
-    bp: Mapping[str, Any] = (plan.get("options") or {}).get("benchmark_points") or {}
+    from fpmcore.validate.cell import benchmark_points, plan_digest
+
+    bp = benchmark_points(plan)  # the accessors fpm validate reads the plan with
     engine: Mapping[str, Any] = plan["engine"] if isinstance(plan.get("engine"), Mapping) else {}
     profile: Mapping[str, Any] = plan["profile"] if isinstance(plan.get("profile"), Mapping) else {}
     decode = [r["wall_time_seconds"] for r in rows if r["phase"] == "decode"]
@@ -85,12 +92,12 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
             "run": str(run_dir),
             "run_index_sha256": _index_sha256(run_dir),
             "cells": [{"cell": r.cell, "contract": r.contract} for r in results],
-            "plan_sha256": plan.get("plan_sha256", plan.get("sha256")),
+            "plan_sha256": plan_digest(plan),
             "manifest_sha256": bp.get("manifest_sha256"),
             "smoke_manifest_sha256": bp.get("smoke_manifest_sha256"),
-            "profile_sha256": profile.get("profile_sha256"),
-            "model": plan.get("model"),
-            "runtime": engine.get("runtime"),
+            "profile_sha256": _text(profile.get("profile_sha256")),
+            "model": _text(plan.get("model")),
+            "runtime": _text(engine.get("runtime")),
         },
         "rows": rows,
     }
@@ -99,11 +106,14 @@ def table_document(run_dir: Path, plan: Mapping[str, Any], results: list[Any]) -
 def publish_run(host: Any, run_dir: str | Path, plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Any]]:
     """``(table, results)``: the table when every cell of the run is accepted for publication, else ``None``."""
     from fpmcore.replay.table import table_from_rows
-    from fpmcore.validate.reader import validate_run
+    from fpmcore.validate.reader import plan_problem, validate_run
 
     root = Path(run_dir)
     if not root.is_dir():
         raise FpmError("input", f"not a directory: {root}")
+    problem = plan_problem(plan)
+    if problem is not None:
+        raise FpmError("input", f"not a frozen collection plan: {problem}")
     results = validate_run(host, root, plan, publish=True)
     if not results:
         raise FpmError("input", f"no attempt found in {root}")
@@ -148,13 +158,11 @@ def assessment_source(report_path: str | Path, run_dir: str | Path, *, accept_un
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.jsonio import load_path
     from fpmcore.outputs import check_output_path
+    from fpmcore.validate.reader import read_plan
 
     check_output_path(args.output, inputs=[args.plan, args.run_dir, args.assessment])  # before any work
-    plan = load_path(args.plan)
-    if not isinstance(plan, dict):
-        raise FpmError("input", f"plan is not a JSON object: {args.plan}")
+    plan = read_plan(args.plan)  # as fpm validate reads it
     assessment = None
     if args.assessment is not None:
         try:

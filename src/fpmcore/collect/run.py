@@ -278,10 +278,10 @@ def prepare(
             if run.get(key) != want:
                 raise FpmError("collect", f"--resume: the run folder was collected for another {key}: "
                                           f"{run.get(key)}, this plan {want}", str(root))  # fmt: skip
-        s = run.get("settings")
-        if not isinstance(s, Mapping):
-            raise FpmError("collect", f"--resume: {store.RUN_FILE} has no settings", str(root))
-        settings = ProtocolSettings.from_json(s)
+        try:
+            settings = ProtocolSettings.from_json(run["settings"])  # an object (read_run)
+        except FpmError as exc:
+            raise FpmError(exc.rule, f"--resume: {exc.message}", str(root / store.RUN_FILE)) from None
         for name, given, have in (("--warmup", warmups, settings.warmups), ("--repetitions", repetitions,
                                   settings.repetitions), ("--spacing", spacing, settings.spacing),
                                   ("--passes", passes, settings.passes),

@@ -31,6 +31,7 @@ never interrupted, except for the measured times themselves.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,13 @@ from typing import Any
 import orjson
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads
+from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
 
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
+#: The strings and the objects of ``collect.json`` that a resumed or finished run reads (:meth:`RunFolder.read_run`).
+RUN_TEXT = ("plan_sha256", "cell_id", "point_set", "manifest_sha256", "grid_digest")
+RUN_OBJECTS = ("settings", "producer", "measurement_protocol")
 POINTS_DIR = "points"
 ARTIFACT = "r0.json"
 SIDECAR = "repetitions.jsonl"
@@ -82,6 +86,13 @@ def write_durable(path: Path, data: bytes) -> None:
 def json_bytes(value: Any) -> bytes:
     """Indented JSON with a trailing newline (records and artifacts)."""
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON for a message (any integer, however large)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=True)
 
 
 def remove_stray_temporaries(root: Path) -> list[str]:
@@ -132,6 +143,12 @@ class RunFolder:
         if not isinstance(run, dict) or run.get("schema") != RUN_SCHEMA:
             raise FpmError("collect", f"not a run folder of fpm collect: {RUN_FILE} has no schema {RUN_SCHEMA}",
                            str(path))  # fmt: skip
+        for keys, kind, what in ((RUN_TEXT, str, "a string"), (RUN_OBJECTS, dict, "an object")):
+            for key in keys:
+                if not isinstance(run.get(key), kind):
+                    found = "nothing" if key not in run else one_line(json_text(run[key]))[:80]
+                    raise FpmError("collect", f"{RUN_FILE} is damaged: {key} must be {what}, found {found}; "
+                                              "start a new run folder", str(path))  # fmt: skip
         return run
 
     def create(self, run: Mapping[str, Any]) -> None:
@@ -153,16 +170,21 @@ class RunFolder:
         or pass is refused)."""
         by_id = {int(p["benchmark_id"]): p for p in points}
         found: dict[VisitKey, dict[str, Any]] = {}
+        if self.points_dir.is_symlink():
+            raise FpmError("collect", f"the run's {POINTS_DIR} folder is a symbolic link; a run keeps its own records",
+                           str(self.points_dir))  # fmt: skip
         if not self.points_dir.is_dir():
             return found
         for path in sorted(self.points_dir.iterdir()):
             if path.name.startswith("."):
                 continue
+            if not stat.S_ISREG(path.lstat().st_mode):  # a link (to outside the run or not), a folder, a device
+                raise FpmError("collect", f"a point record is not a regular file of the run: {path.name}", str(path))
             stem, _, tail = path.stem.partition(".p")
             try:
                 bid = int(stem)
                 visit = int(tail) if tail else None
-                rec = loads(path.read_bytes(), str(path)) if path.is_file() and not path.is_symlink() else None
+                rec = loads(path.read_bytes(), str(path))
             except (ValueError, JsonError) as exc:
                 raise FpmError("collect", f"a point record of the run is unreadable: {exc}", str(path)) from None
             if (

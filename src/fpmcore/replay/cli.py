@@ -268,17 +268,8 @@ def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, 
     if args.plot is not None:
         plot = outputs.check_output_path(args.plot, inputs=inputs)
         fmt = check_plot_path(args.plot)
-        if out is not None and _inside(plot, out):
-            raise outputs.OutputError("O-3", f"the plot would be inside the --out folder {args.out}, which is "
-                                             "published whole; write it elsewhere", args.plot)  # fmt: skip
+    outputs.check_outputs_apart([("--out", out), ("plot", plot)], folders={"--out"})
     return out, plot, fmt
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    import os
-
-    inner, outer = os.path.realpath(path.parent), os.path.realpath(folder)
-    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
@@ -317,7 +308,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.campaign import TABLE
     from fpmcore.collect.finalize import campaign_table, check_inputs
     from fpmcore.profile import load_profile
-    from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, runtime_pin
+    from fpmcore.replay import ReplayRun, config_from_profile, load_trace, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
     from fpmcore.replay.plot import PlotData
@@ -331,7 +322,15 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     profile = load_profile(args.profile)
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
-    table = load_table(args.fpm_table) if args.fpm_table else None
+    table = None
+    if args.fpm_table:
+        from fpmcore.profile import profile_digest
+        from fpmcore.replay.table import check_table_origin, load_table_document
+
+        table, source = load_table_document(args.fpm_table)
+        note = check_table_origin(source, profile.model, profile_digest(profile), args.fpm_table)
+        if note is not None:
+            _note(ctx, note)
     rules = ctx.host.hooks.replay_rules(runtime_pin(profile, args.deployment))
     recorded = profile_prefix_caching(profile, args.deployment)
     caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, is_finite_number, loads
+from fpmcore.jsonio import JsonError, is_finite_number, loads, read_input
 
 if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
     from fpmcore.replay.model import LatencyTable
@@ -107,20 +107,42 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "", shared_s
 
 def load_table(path: str | Path) -> LatencyTable:
     """Read a table file (a list of rows or ``{"rows": [...]}``)."""
+    return load_table_document(path)[0]
+
+
+def load_table_document(path: str | Path) -> tuple[LatencyTable, dict[str, Any]]:
+    """Read a table file: the table and its ``source`` (what ``fpm publish`` recorded; ``{}`` when absent)."""
     p = Path(path)
     try:
-        data = loads(p.read_bytes())
+        data = loads(read_input(p))
     except OSError as exc:
         raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
     except JsonError as exc:
         raise _bad(f"latency table is not strict JSON: {exc.message}", str(p)) from None
     shared: Any = 0.0
+    source: dict[str, Any] = {}
     if isinstance(data, Mapping):
         shared = data.get("shared_step_seconds", 0.0)
+        source = dict(data["source"]) if isinstance(data.get("source"), Mapping) else {}
         data = data.get("rows")
     if not isinstance(data, list):
         raise _bad("latency table must be a list of rows or an object with rows", str(p))
-    return table_from_rows(data, str(p), shared)
+    return table_from_rows(data, str(p), shared), source
+
+
+def check_table_origin(source: Mapping[str, Any], model: str, profile_sha256: str, where: str) -> str | None:
+    """R-27: a table published for another model is refused (its ``source.model`` names it); for another
+    profile of the same model (``source.profile_sha256``) the note to print is returned, else ``None``.  A
+    table without a source (written by hand) is read as it is."""
+    theirs = source.get("model")
+    if isinstance(theirs, str) and theirs != model:
+        raise _bad(f"the latency table was published for the model {theirs}, the profile is of {model}; give a "
+                   f"table measured for {model}", where)  # fmt: skip
+    sha = source.get("profile_sha256")
+    if isinstance(sha, str) and sha != profile_sha256:
+        return (f"the latency table {where} was measured with another profile of {model} (profile_sha256 "
+                f"{sha[:12]}…, this profile {profile_sha256[:12]}…): its timings are used as they are")  # fmt: skip
+    return None
 
 
 def table_rows(table: LatencyTable) -> list[dict[str, Any]]:

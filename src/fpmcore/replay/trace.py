@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, decode_utf8, is_finite_number, loads
+from fpmcore.jsonio import JsonError, decode_utf8, is_finite_number, loads, read_input
 
 FIELDS = (
     "request_id",
@@ -270,7 +270,7 @@ def load_trace(path: str | Path) -> Trace:
     """Read and validate a trace file; a SCHED.json object file is converted (:func:`from_sched_json`)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_input(p)
     except OSError as exc:
         raise FpmError("R-33", f"cannot read trace: {exc.strerror}", str(p)) from None
     stripped = data.lstrip()

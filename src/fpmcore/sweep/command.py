@@ -144,13 +144,18 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         raise FpmError(RULE, "--address needs --engine ray")
     if args.engine == "ray":
         engines._import_ray()
-    if args.plot:
-        from fpmcore.sweep.plot import check_path
+    from fpmcore.outputs import check_outputs_apart
+    from fpmcore.sweep.plot import check_path
 
-        check_path(args.plot)
+    if args.plot:
+        check_path(args.plot, inputs=[args.grid])
     _check_output(args.output, args.resume, inputs=[args.grid])
+    check_outputs_apart([("results", args.output), ("plot", args.plot)])
     sweep = expand(args.grid, replay_rules=ctx.host.hooks.replay_rules)
-    _check_output(args.output, args.resume, inputs=[args.grid, *(i.path for i in sweep.inputs.values())])
+    inputs = [args.grid, *(i.path for i in sweep.inputs.values())]
+    _check_output(args.output, args.resume, inputs=inputs)
+    if args.plot:
+        check_path(args.plot, inputs=inputs)
     if not sweep.tasks:
         raise FpmError(RULE, "the grid makes no task", args.grid)
     objective.check_metrics([goal.metric] + [c.metric for c in constraints], _metric_names(sweep))

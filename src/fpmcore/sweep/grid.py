@@ -38,6 +38,11 @@ Each task is keyed by the SHA-256 of the canonical JSON of its profile digest
 (``profile_sha256``, 01 §9.2), trace digest (SHA-256 of its JSONL form),
 table digest (SHA-256 of its canonical rows) and settings: ``--resume`` skips
 a task whose key has a row, whatever the files are called.
+
+The size of a sweep is checked from the grid alone, before any file is read
+or trace generated: at most :data:`MAX_TASKS` tasks (the product of the
+lists' lengths, each generator counted once per rate), and the generated
+traces' bounds of :mod:`fpmcore.sweep.traces`.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +66,8 @@ from fpmcore.sweep.settings import Setting, check_settings, config_kwargs, repla
 
 RULE = "sweep"
 _KEYS = ("profiles", "traces", "tables", "settings", "runs")
+#: Most tasks (replays) of one sweep: profiles × traces × tables × settings.
+MAX_TASKS = 100_000
 
 
 @attrs.frozen
@@ -105,11 +113,11 @@ def _err(msg: str, where: str) -> FpmError:
 
 def read_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The grid document: TOML for ``*.toml``, strict JSON otherwise."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.jsonio import JsonError, loads, read_input
 
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_input(p)
     except OSError as exc:
         raise _err(f"cannot read grid: {exc.strerror}", str(p)) from None
     if p.suffix.lower() == ".toml":
@@ -204,6 +212,45 @@ def _setting_lists(doc: Mapping[str, Any], settings: Mapping[str, Setting], wher
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists)]
 
 
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, list) else 1
+
+
+def check_size(doc: Mapping[str, Any], where: str) -> None:
+    """Refuse a grid of more than :data:`MAX_TASKS` tasks, or generated traces of more than
+    :data:`~fpmcore.sweep.traces.MAX_GENERATED_REQUESTS` requests, from the grid's lists alone."""
+    traces = doc.get("traces")
+    n_traces = generated = 0
+    for item in traces if isinstance(traces, list) else []:
+        rates = _length(item.get("rate")) if isinstance(item, dict) else 1
+        n_traces += rates
+        requests = item.get("requests") if isinstance(item, dict) else None
+        if isinstance(requests, int) and not isinstance(requests, bool) and requests > 0:
+            generated += rates * min(requests, gen.MAX_REQUESTS + 1)
+    if generated > gen.MAX_GENERATED_REQUESTS:
+        raise _err(
+            f"the grid's generated traces hold {generated:,} requests; the limit is "
+            f"{gen.MAX_GENERATED_REQUESTS:,} (split the sweep, or give long traces as files)",
+            where,
+        )
+    grid = doc.get("settings")
+    if "runs" in doc:
+        n_settings = _length(doc["runs"])
+    elif isinstance(grid, dict):
+        n_settings = math.prod(_length(v) for v in grid.values())
+    else:
+        n_settings = 1
+    sizes = [_length(doc.get("profiles")), n_traces, _length(doc.get("tables")), n_settings]
+    tasks = math.prod(max(n, 1) for n in sizes)
+    if tasks > MAX_TASKS:
+        shown = " x ".join(f"{n:,}" for n in sizes)
+        raise _err(
+            f"the grid makes {tasks:,} tasks (profiles x traces x tables x settings: {shown}); the limit is "
+            f"{MAX_TASKS:,} (split the sweep, or list the combinations to run under runs)",
+            where,
+        )
+
+
 def task_key(profile: str, trace: str, table: str | None, settings: Mapping[str, Any]) -> str:
     """The resume key of a task (see the module docstring)."""
     from fpmcore.jsonio import digest
@@ -270,6 +317,7 @@ def expand(
     unknown = sorted(set(doc) - set(_KEYS))
     if unknown:
         raise _err(f"unknown grid key {unknown[0]!r}; grid keys are: {', '.join(_KEYS)}", where)
+    check_size(doc, where)
     settings = replay_settings()
     inputs: dict[str, Input] = {}
 

@@ -9,7 +9,8 @@ to scale; other axes are categories in grid order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ def pyplot() -> Any:
     return plt
 
 
-def check_path(path: str) -> None:
-    """Refuse, before any run, a plot path that cannot be written."""
+def check_path(path: str, inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
+    """Refuse, before any run, a plot path that cannot be written or that is one of ``inputs``."""
     plt = pyplot()
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
@@ -45,7 +46,7 @@ def check_path(path: str) -> None:
         raise FpmError(RULE, f"--plot {path}: unknown image format {fmt!r}; use one of {', '.join(sorted(supported))}")
     from fpmcore.outputs import check_output_path
 
-    check_output_path(path)  # the one output-path rule (O-1 … O-4)
+    check_output_path(path, inputs=inputs)  # the one output-path rule (O-1 … O-4)
 
 
 def _numeric(values: Sequence[Any]) -> bool:

@@ -37,11 +37,11 @@ def encode(row: dict[str, Any]) -> bytes:
 
 def read_rows(path: str | os.PathLike[str]) -> tuple[dict[str, dict[str, Any]], int]:
     """The rows of a results file by key, and the length of its whole lines (a torn tail excluded)."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.jsonio import JsonError, loads, read_input
 
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_input(p)
     except FileNotFoundError:
         return {}, 0
     except OSError as exc:

@@ -19,6 +19,13 @@ request the same) or a distribution:
 ``{"dist": "choice", "values": [v, …]}``
     one of the values, each equally likely.
 
+Sizes are bounded before anything is generated: ``requests`` by
+:data:`MAX_REQUESTS` per trace and :data:`MAX_GENERATED_REQUESTS` for all
+the generated traces of a grid, every length and ``median`` by
+:data:`MAX_LENGTH` (the replay's bound on counts), ``sigma`` by
+:data:`MAX_SIGMA` (so ``exp`` stays finite), and a lognormal draw above
+:data:`MAX_LENGTH` is clamped to it when no ``max`` is given.
+
 The generator is Python's ``random.Random(seed)``: for each request in order
 it draws the gap to the previous arrival (``expovariate(rate)``, the first
 request arrives after one gap), then the prompt length, then the output
@@ -48,6 +55,14 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "lognormal": ("dist", "median", "sigma", "min", "max"),
     "choice": ("dist", "values"),
 }
+#: Most requests of one generated trace (a trace file holds more: read, not generated in memory per rate).
+MAX_REQUESTS = 1_000_000
+#: Most requests of all the generated traces of one grid together.
+MAX_GENERATED_REQUESTS = 10_000_000
+#: Largest length, ``min``, ``max``, ``median`` or choice value: the replay's bound on counts (R-32).
+MAX_LENGTH = 2**40
+#: Largest lognormal ``sigma``: ``exp(sigma · N(0, 1))`` stays a finite double for every draw.
+MAX_SIGMA = 10
 
 
 def _int(v: Any) -> bool:
@@ -65,8 +80,8 @@ def _bad(msg: str, where: str) -> FpmError:
 def check_length(spec: Any, field: str, where: str) -> Any:
     """A length distribution, checked (see the module docstring)."""
     if _int(spec):
-        if spec < 1:
-            raise _bad(f"{field} must be >= 1, found {spec}", where)
+        if not 1 <= spec <= MAX_LENGTH:
+            raise _bad(f"{field} must be an integer from 1 to 2**40 ({MAX_LENGTH}), found {spec}", where)
         return spec
     if not isinstance(spec, Mapping):
         raise _bad(f"{field} must be an integer or a distribution object, found {json.dumps(spec)}", where)
@@ -79,24 +94,29 @@ def check_length(spec: Any, field: str, where: str) -> Any:
         raise _bad(f"{field}: unknown field {unknown[0]} of a {dist} distribution", where)
     if dist == "choice":
         values = spec.get("values")
-        if not isinstance(values, list) or not values or not all(_int(v) and v >= 1 for v in values):
-            raise _bad(f"{field}: values must be a non-empty list of integers >= 1, found {json.dumps(values)}", where)
+        if not isinstance(values, list) or not values or not all(_int(v) and 1 <= v <= MAX_LENGTH for v in values):
+            raise _bad(
+                f"{field}: values must be a non-empty list of integers from 1 to 2**40, found {json.dumps(values)}",
+                where,
+            )
         return dict(spec)
     lo, hi = spec.get("min", 1 if dist == "lognormal" else None), spec.get("max")
     if dist == "uniform" and (lo is None or hi is None):
         raise _bad(f"{field}: a uniform distribution needs min and max", where)
     for name, v in (("min", lo), ("max", hi)):
-        if v is not None and (not _int(v) or v < 1):
-            raise _bad(f"{field}: {name} must be an integer >= 1, found {json.dumps(v)}", where)
+        if v is not None and (not _int(v) or not 1 <= v <= MAX_LENGTH):
+            raise _bad(
+                f"{field}: {name} must be an integer from 1 to 2**40 ({MAX_LENGTH}), found {json.dumps(v)}", where
+            )
     if lo is not None and hi is not None and lo > hi:
         raise _bad(f"{field}: min {lo} exceeds max {hi}", where)
     if dist == "lognormal":
         median: Any = spec.get("median")
         sigma: Any = spec.get("sigma")
-        if not _num(median) or median <= 0:
-            raise _bad(f"{field}: median must be a finite number > 0, found {json.dumps(median)}", where)
-        if not _num(sigma) or sigma < 0:
-            raise _bad(f"{field}: sigma must be a finite number >= 0, found {json.dumps(sigma)}", where)
+        if not _num(median) or not 0 < median <= MAX_LENGTH:
+            raise _bad(f"{field}: median must be a number > 0 and <= 2**40, found {json.dumps(median)}", where)
+        if not _num(sigma) or not 0 <= sigma <= MAX_SIGMA:
+            raise _bad(f"{field}: sigma must be a number from 0 to {MAX_SIGMA}, found {json.dumps(sigma)}", where)
     return dict(spec)
 
 
@@ -110,8 +130,7 @@ def _draw(rng: random.Random, spec: Any) -> int:
         return int(spec["values"][rng.randrange(len(spec["values"]))])
     value = round(spec["median"] * math.exp(spec["sigma"] * rng.gauss(0.0, 1.0)))
     value = max(value, spec.get("min", 1))
-    if spec.get("max") is not None:
-        value = min(value, spec["max"])
+    value = min(value, MAX_LENGTH if spec.get("max") is None else spec["max"])
     return int(value)
 
 
@@ -132,8 +151,12 @@ def check_generator(spec: Mapping[str, Any], where: str) -> list[dict[str, Any]]
             where,
         )
     n = spec["requests"]
-    if not _int(n) or n < 1:
-        raise _bad(f"generated trace: requests must be an integer >= 1, found {json.dumps(n)}", where)
+    if not _int(n) or not 1 <= n <= MAX_REQUESTS:
+        raise _bad(
+            f"generated trace: requests must be an integer from 1 to {MAX_REQUESTS:,} (the limit of a generated "
+            f"trace; a longer trace is a file), found {json.dumps(n)}",
+            where,
+        )
     seed = spec.get("seed", 0)
     if not _int(seed):
         raise _bad(f"generated trace: seed must be an integer, found {json.dumps(seed)}", where)
@@ -170,10 +193,10 @@ def generate_lines(spec: Mapping[str, Any]) -> list[str]:
 
 def generator_json_schema() -> dict[str, Any]:
     """JSON Schema of a generator object (a grid's ``traces`` entry), from this module's declarations."""
-    count = {"type": "integer", "minimum": 1}
+    count = {"type": "integer", "minimum": 1, "maximum": MAX_LENGTH}
     kinds: dict[str, dict[str, Any]] = {
-        "min": count, "max": count, "median": {"type": "number", "exclusiveMinimum": 0},
-        "sigma": {"type": "number", "minimum": 0}, "values": {"type": "array", "items": count, "minItems": 1},
+        "min": count, "max": count, "median": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LENGTH},
+        "sigma": {"type": "number", "minimum": 0, "maximum": MAX_SIGMA}, "values": {"type": "array", "items": count, "minItems": 1},
     }  # fmt: skip
     needs = {"uniform": ["min", "max"], "lognormal": ["median", "sigma"], "choice": ["values"]}
     dists = [
@@ -185,7 +208,7 @@ def generator_json_schema() -> dict[str, Any]:
     rate = {"type": "number", "exclusiveMinimum": 0}
     kinds.update(
         generate={"const": "poisson"}, rate={"anyOf": [rate, {"type": "array", "items": rate, "minItems": 1}]},
-        requests=count, seed={"type": "integer"}, name={"type": "string", "minLength": 1},
+        requests={"type": "integer", "minimum": 1, "maximum": MAX_REQUESTS}, seed={"type": "integer"}, name={"type": "string", "minLength": 1},
         prompt_len=length, output_len=length,
     )  # fmt: skip
     return {

@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.jsonio import JsonError, loads
+from fpmcore.jsonio import JsonError, loads, read_input
 from fpmcore.validate.cell import HEX64, RANK_FILE
 from fpmcore.validate.values import js, plain, sha256_hex, shown
 
@@ -142,7 +142,7 @@ def load_json_file(path: str | os.PathLike[str]) -> Any:
     """A JSON file named on the command line (the plan), read as :func:`parse_json` reads artifacts."""
     where = shown(os.fspath(path))
     try:
-        data = Path(path).read_bytes()
+        data = read_input(path)
     except OSError as exc:
         raise JsonError(f"cannot read: {exc.strerror}", where) from None
     return parse_json(data, where)

@@ -27,8 +27,7 @@ import attrs
 from fpmcore.context import print_table
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand, Diagnostic
-from fpmcore.validate.attempt import load_json_file
-from fpmcore.validate.reader import CellResult, plan_problem, validate_run
+from fpmcore.validate.reader import CellResult, read_plan, validate_run
 from fpmcore.validate.values import ABSENT, plain, shown
 
 _COLUMNS = ("id", "rank", "phase", "b", "new", "kv read", "wall_time (s)", "kv_seed_regime")
@@ -68,10 +67,7 @@ def _read(args: Any, ctx: Any) -> list[CellResult]:
     run_dir = Path(args.artifact_dir)
     if not run_dir.is_dir():
         raise FpmError("input", f"not a directory: {shown(str(run_dir))}")
-    plan = load_json_file(args.plan)
-    problem = plan_problem(plan)
-    if problem is not None:
-        raise FpmError("input", f"not a frozen collection plan: {problem}", shown(args.plan))
+    plan = read_plan(args.plan)
     try:
         results = validate_run(ctx.host, run_dir, plan)
     except OSError as exc:

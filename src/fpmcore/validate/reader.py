@@ -249,6 +249,9 @@ def plan_problem(plan: Any) -> str | None:
     non-empty list ``cells`` of objects, each with a unique non-empty string
     ``cell_id`` (05 §6.2: the identity of a cell is covered by its id and the
     plan hash).  A cell's execution identity is read per cell (A-14).
+    ``options`` and its ``benchmark_points`` (04 G-25), when present, are
+    objects, and the staged lists' ``manifest_sha256`` and
+    ``smoke_manifest_sha256`` are 64-hex digests or ``null``.
     """
     if not isinstance(plan, dict):
         return f"expected a JSON object, found {_brief(plan)}"
@@ -269,7 +272,29 @@ def plan_problem(plan: Any) -> str | None:
     if not (isinstance(sha, str) and HEX64.match(sha)):
         key = "plan_sha256" if "sha256" not in plan and "plan_sha256" in plan else "sha256"
         return f"{key} expected the 64-hex plan hash, found {_brief(sha)}"
+    options = plan.get("options")
+    if options is not None and not isinstance(options, dict):
+        return f"options expected an object, found {_brief(options)}"
+    bp = (options or {}).get("benchmark_points")
+    if bp is not None and not isinstance(bp, dict):
+        return f"options.benchmark_points expected an object, found {_brief(bp)}"
+    for key in ("manifest_sha256", "smoke_manifest_sha256"):
+        digest = (bp or {}).get(key)
+        if digest is not None and not (isinstance(digest, str) and HEX64.match(digest)):
+            return f"options.benchmark_points.{key} expected a 64-hex digest, found {_brief(digest)}"
     return None
+
+
+def read_plan(path: str | Path) -> dict[str, Any]:
+    """The frozen collection plan at ``path``, as ``fpm validate`` and ``fpm publish`` read it: the strict JSON
+    reader of the run's files, then :func:`plan_problem` (``input``, exit 2)."""
+    from fpmcore.validate.attempt import load_json_file
+
+    plan = load_json_file(path)
+    problem = plan_problem(plan)
+    if problem is not None:
+        raise FpmError("input", f"not a frozen collection plan: {problem}", shown(str(path)))
+    return dict(plan)
 
 
 def plan_cells(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -97,7 +97,6 @@ def _progress(ctx: Any) -> tuple[Any, Any]:
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from contextlib import nullcontext
-    from pathlib import Path
 
     from fpmcore import outputs
     from fpmcore.verify.run import read_campaign, verify_campaign
@@ -110,8 +109,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
         plot = outputs.check_output_path(args.plot, inputs=inputs)
         fmt = check_plot_path(args.plot)
-        if report is not None and Path(plot).resolve() == Path(report).resolve():
-            raise outputs.OutputError("O-3", "the plot and the report are one file; give two paths", args.plot)
+    outputs.check_outputs_apart([("report", report), ("plot", plot)])
     bar, progress = _progress(ctx)
     with bar if bar is not None else nullcontext():
         doc = verify_campaign(ctx.host, args.campaign, options_of(args), progress=progress)
