@@ -151,11 +151,14 @@ def test_every_entry_has_every_field(catalogue):
 
 
 def test_every_example_is_a_line_as_fpm_prints_it(catalogue):
-    """An example reads ``fpm…: message [ID]`` (the live probe prints its message alone; usage and
-    interruption end without an id)."""
+    """An example reads ``fpm…: message [ID]``; an import diagnostic ``<configuration>: <phase>/<artifact>:
+    message [I-n]`` (the live probe prints its message alone; usage and interruption end without an id)."""
     unbracketed = {"usage", "interrupted", "internal", "probe"}
     for rule, c in catalogue.items():
-        assert c.entry.example.startswith("fpm"), rule
+        if family_of(rule) == "I":
+            assert re.match(r"[^: ]+: [^: /]+/[^: /]+: ", c.entry.example), rule
+        else:
+            assert c.entry.example.startswith("fpm"), rule
         if rule not in unbracketed:
             assert c.entry.example.endswith(f"[{rule}]"), rule
 
