@@ -191,6 +191,7 @@ def test_explain_prints_the_entry(rule, words):
     res = _run("explain", rule)
     assert res.exit_code == 0, res.stderr
     assert words in res.stdout
+    assert "\x1b[" not in res.stdout and "[bold]" not in res.stdout  # piped: plain text
     for field in ("protects:", "example:", "fix:", "family:", "source:"):
         assert field in res.stdout
 
