@@ -5,7 +5,9 @@
 * ``reference/cli.md`` from the ``fpm`` argument parser of a host with
   fpmcore's built-in commands only (every command and every option);
 * ``reference/schemas.md`` from the declarations the readers use (the profile
-  and record JSON Schemas, the trace reader's fields, the sweep row).
+  and record JSON Schemas, the trace reader's fields, the sweep row);
+* ``reference/rules.md`` from the rule catalogue (:mod:`fpmcore.rules_catalogue`
+  and the ``fpm_rule_catalogue`` answers of the plugins shipped here).
 
 ``pages()`` returns them as ``{path: markdown}``; ``tests/test_docs.py`` checks
 them and builds the site.
@@ -180,6 +182,41 @@ def schemas_page() -> str:
     return "\n".join(out)
 
 
+#: The plugins of this repository whose rule ids the rules page lists beside the host's.
+RULE_PLUGINS = ("dsv41", "glm53flash", "vllm_027", "vllm_032", "vllm_033")
+
+
+def _prose(text: str) -> str:
+    """Text as Markdown: ``*`` outside code spans is literal (``2**53``)."""
+    parts = text.split("`")
+    return "`".join(p if i % 2 else p.replace("*", "\\*") for i, p in enumerate(parts))
+
+
+def rules_page() -> str:
+    from fpmcore.rules_catalogue import FAMILIES, build, family_of
+    from fpmcore.testing import make_host
+
+    catalogue = build(make_host(entry_points=RULE_PLUGINS).hooks.rule_catalogue())
+    out = ["# Rule catalogue", "",
+           ("Generated from the rule catalogue (`src/fpmcore/data/rules.toml` and the plugins' "
+            "`fpm_rule_catalogue`): every rule id fpm prints at the end of a diagnostic, what it means, what it "
+            "protects, an example and the fix. `fpm explain RULE` prints one entry."), ""]  # fmt: skip
+    for key, title in FAMILIES:
+        rules = [c for rule, c in catalogue.items() if family_of(rule) == key]
+        if not rules:
+            continue
+        out += [f"## {title}", "", "| rule | meaning |", "|---|---|"]
+        out += [f"| [`{c.entry.id}`](#{_slug(c.entry.id)}) | {_cell(_prose(c.entry.meaning))} |" for c in rules]
+        out.append("")
+        for c in rules:
+            e = c.entry
+            source = "" if c.source == "fpmcore" else f" (plugin `{c.source}`)"
+            out += [f"### {e.id}", "", f"{_prose(e.meaning)}{source}", "",
+                    f"**Protects:** {_prose(e.protects)}", "", "**Example:**", "", "```", e.example, "```", "",
+                    f"**Fix:** {_prose(e.fix)}", ""]  # fmt: skip
+    return "\n".join(out)
+
+
 def undocumented_hooks() -> list[str]:
     """Hooks whose docstring lacks a part: the calling convention, a parameter, the return value, an example."""
     problems = []
@@ -219,7 +256,8 @@ def undocumented_cli(parser: argparse.ArgumentParser | None = None, prefix: str 
 
 
 def pages() -> dict[str, str]:
-    return {"reference/hooks.md": hooks_page(), "reference/cli.md": cli_page(), "reference/schemas.md": schemas_page()}
+    return {"reference/hooks.md": hooks_page(), "reference/cli.md": cli_page(), "reference/schemas.md": schemas_page(),
+            "reference/rules.md": rules_page()}  # fmt: skip
 
 
 def on_files(files: Any, config: Any) -> Any:

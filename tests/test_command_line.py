@@ -137,6 +137,7 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["onboard", str(tmp / "no-model"), "-o", str(tmp / "campaign"), "--json"], "collect"),
         (["finalize", str(tmp / "no-campaign"), "--json"], "F-1"),
         (["verify", str(tmp / "no-campaign"), "--json"], "V-2"),
+        (["explain", "NO-1", "--json"], "explain"),
         (["profile", "check", missing, "--bogus", "--json"], "usage"),
         (["replay", str(PROFILE), "--trace", str(TRACE), "--max-num-seqs", str(2**63), "--json"], "usage"),
     ]

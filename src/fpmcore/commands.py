@@ -35,6 +35,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.collect.onboard", "onboard_command"),
     ("fpmcore.collect.finalize", "finalize_command"),
     ("fpmcore.verify", "verify_command"),
+    ("fpmcore.explain", "explain_command"),
 )
 
 

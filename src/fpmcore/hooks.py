@@ -57,6 +57,7 @@ from fpmcore.hooktypes import (
     PluginInfo,
     PointPlan,
     ProducerContract,
+    RuleEntry,
     RuntimeRules,
     ServingDriver,
     SpecClassification,
@@ -210,6 +211,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_choose_producer_contract": Expect((ProducerContract,)),
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
     "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
+    "fpm_rule_catalogue": Expect((list,), items=Expect((RuleEntry,))),
 }
 
 
@@ -465,6 +467,12 @@ class Hooks:
                 continue
             found.extend((plugin, c) for c in commands)
         return found
+
+    # -- the rule catalogue -------------------------------------------------------------
+
+    def rule_catalogue(self) -> list[tuple[str, RuleEntry]]:
+        """``(plugin id, entry)`` of every rule id a plugin describes (``fpm_rule_catalogue``), in registration order."""
+        return [(plugin, e) for plugin, entries in self.each("fpm_rule_catalogue") for e in entries]
 
 
 class RuntimeHooks:

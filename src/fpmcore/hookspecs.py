@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         PluginInfo,
         PointPlan,
         ProducerContract,
+        RuleEntry,
         RuntimeRules,
         ServingDriver,
         SpecClassification,
@@ -643,4 +644,38 @@ def fpm_cli_commands() -> list[CliCommand]:
         ...                        run=lambda args, ctx: print("hello", args.who) or 0)]
         >>> [c.name for c in fpm_cli_commands()]
         ['hello']
+    """
+
+
+# --------------------------------------------------------------------------
+# the rule catalogue
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def fpm_rule_catalogue() -> list[RuleEntry]:
+    """Describe the rule ids only this plugin raises.  *Collecting*.
+
+    ``fpm explain RULE`` and the docs site's rules page read the host's
+    catalogue (:mod:`fpmcore.rules_catalogue`) and then every plugin's
+    answer.  A plugin that raises ids of its own (an engine limit's id, a
+    contract section, a refusal of its planner) describes each one here:
+    its one-line meaning, what it protects, a refusal as ``fpm`` prints it
+    and the fix.  An id the host describes keeps the host's entry; an id two
+    plugins describe keeps the first plugin's.  **Optional.**
+
+    :returns: a list of :class:`~fpmcore.hooktypes.RuleEntry`.
+
+    Example::
+
+        >>> @hookimpl
+        ... def fpm_rule_catalogue():
+        ...     return [RuleEntry("G-12", "The planner refuses the deployments' settings.",
+        ...                       "Plans the model's collection can measure.",
+        ...                       "fpm: my-model requires hash_block_size_tokens to be a multiple of 4: found 6 [G-12]",
+        ...                       "Import a profile whose settings the planner accepts.")]
+        >>> [e.id for e in fpm_rule_catalogue()]
+        ['G-12']
+        >>> any(plugin == "glm53flash" for plugin, _entry in host.hooks.rule_catalogue())
+        True
     """

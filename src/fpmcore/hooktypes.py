@@ -17,6 +17,7 @@ import attrs
 
 from fpmcore.contention import Contention
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+from fpmcore.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.

@@ -6,7 +6,7 @@ measured eagerly: their producer contract is ``dsv41_eager`` (05 §6.3, §6.4).
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
+from fpmcore import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl
 from fpmcore.validate.contract_hooks import producer_contract_hooks
 
 SUMMARY = "DeepSeek V4.1: eager producer contract"
@@ -26,3 +26,11 @@ def fpm_plugin_info() -> PluginInfo:
 #: Register the contract (claimed for every cell of its residency: the host's default choice) and
 #: validate its cells with the rules of :mod:`fpmcore_dsv41.artifact`.
 fpm_producer_contracts, fpm_validate_artifact = producer_contract_hooks(CONTRACT, "fpmcore_dsv41.artifact:RULES")
+
+
+@hookimpl
+def fpm_rule_catalogue() -> list[RuleEntry]:
+    """The rule ids only this plugin raises (``fpm explain``)."""
+    from fpmcore_dsv41.catalogue import ENTRIES
+
+    return list(ENTRIES)

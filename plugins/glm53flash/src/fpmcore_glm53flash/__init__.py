@@ -9,7 +9,7 @@ producer contract of its collection cells (05 §6.3, §7), the align-stop rule
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
+from fpmcore import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl
 from fpmcore.validate.contract_hooks import producer_contract_hooks
 
 SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
@@ -70,3 +70,13 @@ def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanL
 #: Register the contract (claimed for every cell of its residency: the host's default choice) and
 #: validate its cells with the rules of :mod:`fpmcore_glm53flash.artifact`.
 fpm_producer_contracts, fpm_validate_artifact = producer_contract_hooks(CONTRACT, "fpmcore_glm53flash.artifact:RULES")
+
+
+# -- the rule ids only this plugin raises (fpm explain) ---------------------
+
+
+@hookimpl
+def fpm_rule_catalogue() -> list[RuleEntry]:
+    from fpmcore_glm53flash.catalogue import ENTRIES
+
+    return list(ENTRIES)

@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 
 from fpmcore import LiveProbeOptions, hookimpl
-from fpmcore.hooktypes import EngineLimit, EngineRequest, MeasurementDriver, ServingDriver
+from fpmcore.hooktypes import EngineLimit, EngineRequest, MeasurementDriver, RuleEntry, ServingDriver
 from fpmcore_vllm032.classes import classify
 from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES
@@ -80,6 +80,13 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
         from fpmcore_vllm032.serve import driver
 
         return driver()
+
+    @hookimpl
+    def fpm_rule_catalogue(self) -> list[RuleEntry]:
+        """The rule ids only this plugin raises: its engine limits, its live probe's and engine's refusals, R-40."""
+        from fpmcore_vllm032.catalogue import ENTRIES
+
+        return list(ENTRIES)
 
 
 #: The plugin object the entry point ``vllm_032`` names.

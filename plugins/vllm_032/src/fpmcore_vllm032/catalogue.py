@@ -1,0 +1,54 @@
+"""The rule ids only the vLLM 0.32.0 plugin raises, for ``fpm explain`` (``fpm_rule_catalogue``)."""
+
+from __future__ import annotations
+
+from fpmcore import RuleEntry
+
+ENTRIES: tuple[RuleEntry, ...] = (
+    RuleEntry(
+        "R-40",
+        "The replay does not model vLLM 0.32.0's scheduler for this profile, or the profile's runtime is another.",
+        "Replay checks run only where the replay follows the engine's scheduler.",
+        "fpm: the profile's runtime is vLLM 0.33.0; the engine runs vLLM 0.32.0 [R-40]",
+        "Compare against an engine of the profile's own runtime, with settings the replay models.",
+    ),
+    RuleEntry(
+        "probe",
+        "fpm probe --live cannot start: not a model folder, no tokenizer, or an output folder that is not new.",
+        "A live probe starts only with a complete model folder and never overwrites evidence.",
+        "fpm probe: models/qwen has no tokenizer: none of tokenizer.json, tokenizer.model, vocab.json, "
+        "tokenizer_config.json",
+        "Give a model folder with config.json and a tokenizer, and a new output folder whose parent exists.",
+    ),
+    RuleEntry(
+        "engine",
+        "The vLLM 0.32.0 engine failed a measured step.",
+        "A failed forward is reported with what is known, never timed.",
+        "fpm: the vLLM 0.32.0 engine failed a step: IndexError in mamba_mixer2.py [engine]",
+        "Read the engine's failure; the engine limits (mamba2-prefix-caching, gdn-*) name the known ones.",
+    ),
+    RuleEntry(
+        "mamba2-prefix-caching",
+        "The vLLM 0.32.0 CPU engine cannot run Mamba2 layers with prefix caching.",
+        "A probe or collection that would fail at the first long prefill.",
+        "fpm: models/nemotron: the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of NemotronHForCausalLM "
+        "with prefix caching: …; use --caching off [mamba2-prefix-caching]",
+        "Run with --caching off.",
+    ),
+    RuleEntry(
+        "gdn-bfloat16",
+        "The vLLM 0.32.0 CPU engine runs Gated DeltaNet layers in bfloat16 only.",
+        "A probe or collection that would fail on the engine's dtype assertion.",
+        "fpm: models/qwen3-next: the vLLM 0.32.0 CPU engine runs the Gated DeltaNet layers of "
+        "Qwen3NextForCausalLM in bfloat16 only (…), not float32; use --dtype bfloat16 [gdn-bfloat16]",
+        "Run with --dtype bfloat16.",
+    ),
+    RuleEntry(
+        "gdn-head-dim",
+        "The vLLM 0.32.0 CPU engine's Gated DeltaNet kernels take one head dimension only.",
+        "A probe or collection that would fail inside the kernel library.",
+        "fpm: models/tiny-gdn: the vLLM 0.32.0 CPU engine's Gated DeltaNet kernels take head dim 128 only (…); "
+        "TinyGdnForCausalLM has linear key/value head dims 64; no option runs it on this runtime [gdn-head-dim]",
+        "Use a model whose linear attention head dimension the kernels support, or another runtime.",
+    ),
+)
