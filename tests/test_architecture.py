@@ -124,11 +124,20 @@ def test_the_host_imports_no_command_line():
     assert graph["fpmcore.errors"] == {"fpmcore.diagnostics"}
 
 
+def test_only_the_entry_points_import_the_command_line():
+    """The host is built by :mod:`fpmcore.host`; only ``python -m fpmcore`` and the test kit (which runs ``fpm``)
+    import the command line — a pipeline stage calls another stage's function, never its command."""
+    graph = import_graph()
+    importers = {name for name, imported in graph.items() if "fpmcore.cli" in imported}
+    assert importers == {"fpmcore.__main__", "fpmcore.testing"}
+    assert "fpmcore.commands" in graph["fpmcore.host"] and "fpmcore.host" in graph["fpmcore.cli"]
+
+
 def test_the_cycle_check_finds_a_cycle():
     """The check is not vacuous: the import that made the host and the command line a cycle is found."""
     graph = import_graph()
     graph["fpmcore.plugins"] = graph["fpmcore.plugins"] | {"fpmcore.cli"}
-    assert ["fpmcore.cli", "fpmcore.plugins"] in cycles(graph)
+    assert ["fpmcore.cli", "fpmcore.host", "fpmcore.plugins"] in cycles(graph)
     lazy = "def f():\n    from fpmcore.cli import main\n"
     typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fpmcore.cli import main\n"
     assert imports_of("fpmcore.x", lazy, package=False) == {"fpmcore.cli"}

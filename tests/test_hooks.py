@@ -62,7 +62,7 @@ def _example(name: str) -> str:
 def _run_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run a hookspec's example as a doctest, with a host of the installed plugins as ``host``."""
     import fpmcore
-    from fpmcore.cli import build_host
+    from fpmcore.host import build_host
 
     monkeypatch.chdir(ROOT)
     globs = {n: getattr(fpmcore, n) for n in fpmcore.__all__}

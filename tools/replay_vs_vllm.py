@@ -89,7 +89,7 @@ def oracle_rules(features: dict[str, Any]) -> RuntimeRules:
 
     A release without a runtime plugin that gives them is refused (R-1), as ``fpm replay`` refuses it.
     """
-    from fpmcore.cli import build_host
+    from fpmcore.host import build_host
 
     return build_host().hooks.replay_rules(f"vllm=={features['version']}")
 

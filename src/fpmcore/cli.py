@@ -5,9 +5,10 @@ Global options come before the subcommand::
     fpm [--version] [--debug] [--plugin ID]... [--disable-plugin ID]... COMMAND ...
 
 Subcommands are contributed through the ``fpm_cli_commands`` hook.  The
-command line builds the plugin host (:func:`build_host`) and registers
-fpmcore's own commands in it as the built-in plugin :mod:`fpmcore.commands`,
-the way any plugin's commands come in: the host itself knows no command.
+command line runs in the plugin host of :func:`fpmcore.host.build_host`,
+which registers fpmcore's own commands as the built-in plugin
+:mod:`fpmcore.commands`, the way any plugin's commands come in: plugin
+loading itself knows no command.
 
 Exit codes: 0 ok; 1 the operation's verdict is negative (an invalid
 profile, an incomplete import, a refused artifact); 2 bad usage or
@@ -26,23 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import fpmcore
-from fpmcore import commands
 from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
 from fpmcore.options import integer, number
+from fpmcore.host import build_host
 from fpmcore.plugins import PluginHost
-
-#: The built-in plugins the command line registers before any other plugin.
-BUILTIN_PLUGINS: tuple[object, ...] = (commands,)
-
-
-def build_host(**kwargs: Any) -> PluginHost:
-    """The plugin host of ``fpm``: the built-in commands plugin, then the plugins ``kwargs`` select.
-
-    ``kwargs`` are those of :class:`~fpmcore.plugins.PluginHost` (``plugins``,
-    ``autoload``, ``enable``, ``disable``, ``strict``, ``environ``).
-    """
-    return PluginHost(builtins=BUILTIN_PLUGINS, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):

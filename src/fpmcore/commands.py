@@ -1,8 +1,8 @@
 """fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``,
 and the producer contract of ``fpm collect`` (``fpmcore_engine_steps``, :mod:`fpmcore.collect.contract`).
 
-The command line (:func:`fpmcore.cli.build_host`) registers this module in
-the plugin host it builds; the host itself imports no command.
+The plugin host ``fpm`` runs (:func:`fpmcore.host.build_host`) registers this
+module first; plugin loading itself imports no command.
 
 ``fpm plugins``, ``fpm profile check``, ``fpm schema``, and the pipelines'
 commands (``import``, ``probe``, ``plan``, ``validate``, ``replay``, ``verify``, …), each

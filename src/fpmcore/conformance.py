@@ -239,7 +239,7 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
 
 def _runtime_pins() -> list[str]:
     """Every runtime pin an installed runtime plugin targets."""
-    from fpmcore.cli import build_host
+    from fpmcore.host import build_host
 
     return sorted({t for r in build_host(environ={}).active("runtime") for t in r.targets})
 
@@ -278,7 +278,7 @@ def _check_commands(plugin: object, problems: list[str]) -> None:
 
 def check_plugin(plugin: object | str) -> list[str]:
     """Every problem of ``plugin`` (a module or object, or its ``module[:attribute]`` name), one line each; empty when it conforms."""
-    from fpmcore.cli import build_host
+    from fpmcore.host import build_host
 
     obj, name = _resolve(plugin)
     info, problems = check_info(obj, name)

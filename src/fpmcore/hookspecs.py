@@ -628,7 +628,7 @@ def fpm_cli_commands() -> list[CliCommand]:
 
     fpmcore's own subcommands are registered through this hook too, by the
     built-in plugin :mod:`fpmcore.commands` that the command line registers
-    first (:func:`fpmcore.cli.build_host`).  A name claimed twice keeps the
+    first (:func:`fpmcore.host.build_host`).  A name claimed twice keeps the
     first registration.  A plugin whose implementation raises or returns
     anything but a list of :class:`~fpmcore.hooktypes.CliCommand` loses its
     commands (``fpm plugins`` shows it ``failed``); the command line stays.

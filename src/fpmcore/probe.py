@@ -269,78 +269,126 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
     return EXIT_OK
 
 
-def _live_options(args: argparse.Namespace) -> Any:
-    """The :class:`~fpmcore.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
+def live_options(
+    *,
+    caching: bool = True,
+    max_model_len: int | None = None,
+    dtype: str | None = None,
+    kv_cache_space: float | None = None,
+    num_blocks: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    compile: bool = False,
+    configuration: str | None = None,
+) -> Any:
+    """The :class:`~fpmcore.hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
+    usage message naming the option that is out of range."""
     from fpmcore.hooktypes import LiveProbeOptions
 
-    for name in ("max_model_len", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
-        value = getattr(args, name)
+    for name, value in (("max_model_len", max_model_len), ("num_gpu_blocks", num_blocks),
+                        ("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):  # fmt: skip
         if value is not None and value < 1:
             return f"--{name.replace('_', '-')} must be at least 1; got {value}"
-    space = args.kv_cache_space
+    space = kv_cache_space
     if space is not None and not (space > 0 and space * GIB >= 1 and space < 1 << 20):
         return f"--kv-cache-space must be a positive number of GiB; got {space}"
-    if args.tp != 1:
-        return "--tp: only with --dry-run (a live probe runs one engine)"
     return LiveProbeOptions(
-        caching=args.caching == "on", max_model_len=args.max_model_len, dtype=args.dtype,
-        kv_cache_bytes=None if space is None else int(space * GIB), num_blocks=args.num_gpu_blocks,
-        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        enforce_eager=not args.compile, configuration=args.configuration,
+        caching=caching, max_model_len=max_model_len, dtype=dtype,
+        kv_cache_bytes=None if space is None else int(space * GIB), num_blocks=num_blocks,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        enforce_eager=not compile, configuration=configuration,
     )  # fmt: skip
 
 
+def _live_options(args: argparse.Namespace) -> Any:
+    """The :class:`~fpmcore.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
+    options = live_options(
+        caching=args.caching == "on", max_model_len=args.max_model_len, dtype=args.dtype,
+        kv_cache_space=args.kv_cache_space, num_blocks=args.num_gpu_blocks, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, compile=args.compile, configuration=args.configuration,
+    )  # fmt: skip
+    if not isinstance(options, str) and args.tp != 1:
+        return "--tp: only with --dry-run (a live probe runs one engine)"
+    return options
+
+
+def refusal_line(exc: Any) -> str:
+    """What ``fpm probe`` says of a refusal of :func:`probe_live`: the message, with its rule unless that is
+    ``probe`` (the message is then the whole line)."""
+    return exc.message if exc.rule == "probe" else f"{exc.message} [{exc.rule}]"
+
+
+def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[str, str, dict[str, Any]]:
+    """The live probe as a function — ``fpm probe --live`` and ``fpm onboard``'s probe stage run it.
+
+    Checks the output folder, finds the plugin of the installed runtime,
+    refuses what its engine cannot run before starting it
+    (:mod:`fpmcore.engine_limits`), then runs ``fpm_live_probe`` with
+    ``options`` (:class:`~fpmcore.hooktypes.LiveProbeOptions`) and a progress
+    line on ``ctx``'s stderr.  Returns ``(runtime pin, plugin id, summary)``.
+    Every refusal is an :class:`~fpmcore.errors.FpmError` (:func:`refusal_line`
+    says it as ``fpm probe`` does); Ctrl-C raises
+    :class:`~fpmcore.errors.Interrupted` after the plugin shut its engine down.
+    """
+    from fpmcore import engine_limits
+    from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.errors import FpmError, Interrupted, PluginError
+    from fpmcore.outputs import check_output_folder
+
+    check_output_folder(out_dir, inputs=[model_dir], refusal=NEVER_OVERWRITES)  # before the engine starts
+    version = installed_runtime()
+    if version is None:
+        raise FpmError("probe", f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), "--live"))
+    pin = f"{FRAMEWORK}=={version}"
+    runtime = ctx.host.hooks.runtime(pin)  # the one plugin that targets the installed pin
+    # what the runtime's engine cannot run is refused before it starts
+    engine_limits.refuse(runtime, model_dir, prefix_caching=options.caching, dtype=options.dtype,
+                         max_model_len=options.max_model_len)  # fmt: skip
+    try:
+        with _sigint_raises(Interrupted):
+            summary = runtime.live_probe(model_dir=model_dir, out_dir=out_dir, options=options,
+                                         progress=lambda message: _progress_line(ctx, message))  # fmt: skip
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    except PluginError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ImportError):
+            raise FpmError("probe", f"the {pin} runtime cannot be imported: {cause}. "
+                                    + _install_hint([pin], "--live")) from None  # fmt: skip
+        raise FpmError("probe", exc.message) from None
+    return pin, runtime.plugin, summary
+
+
 def run_live(args: argparse.Namespace, ctx: Any) -> int:
-    """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence (``fpm_live_probe``).
+    """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence
+    (:func:`probe_live`, ``fpm_live_probe``).
 
     Ctrl-C raises :class:`~fpmcore.errors.Interrupted` while the plugin works,
     so that its engine is shut down and the command ends with its message and
     exit code 130.
     """
-    from fpmcore.errors import FpmError, Interrupted, PluginError
+    from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.errors import FpmError, Interrupted
+    from fpmcore.outputs import check_output_folder
 
     options = _live_options(args)
     if isinstance(options, str):
         _say(ctx, options)
         return EXIT_USAGE
-    from fpmcore.dryprobe import NEVER_OVERWRITES
-    from fpmcore.outputs import check_output_folder
-
-    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)  # before the engine starts
-    found = _runtime(ctx, "--live")
-    if isinstance(found, int):
-        return found
-    pin, runtime = found
-    from fpmcore import engine_limits
-
-    try:  # what the runtime's engine cannot run is refused before it starts
-        engine_limits.refuse(runtime, args.model, prefix_caching=options.caching, dtype=options.dtype,
-                             max_model_len=options.max_model_len)  # fmt: skip
-    except FpmError as exc:
-        _say(ctx, f"{exc.message} [{exc.rule}]")
-        return EXIT_USAGE
+    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)  # refused as every -o is
     try:
-        with _sigint_raises(Interrupted):
-            summary = runtime.live_probe(model_dir=args.model, out_dir=args.output, options=options,
-                                         progress=lambda message: _progress_line(ctx, message))  # fmt: skip
-    except (KeyboardInterrupt, Interrupted):
+        pin, plugin, summary = probe_live(ctx, args.model, args.output, options)
+    except Interrupted:
         _say(ctx, "interrupted; the engine was shut down and no evidence was written")
         return EXIT_INTERRUPTED
-    except PluginError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, ImportError):
-            _say(ctx, f"the {pin} runtime cannot be imported: {cause}. " + _install_hint([pin], "--live"))
-        else:
-            _say(ctx, exc.message)
-        return EXIT_USAGE
-    except FpmError as exc:  # the runtime refused the folder or the settings
-        _say(ctx, exc.message if exc.rule == "probe" else f"{exc.message} [{exc.rule}]")
+    except FpmError as exc:  # no runtime, another plugin's, a limit of its engine, or the runtime refused
+        _say(ctx, refusal_line(exc))
         return EXIT_USAGE
     if ctx.json:
-        ctx.emit_json({"command": "probe", "mode": "live", "runtime": pin, "plugin": runtime.plugin,
+        ctx.emit_json({"command": "probe", "mode": "live", "runtime": pin, "plugin": plugin,
                        "output": args.output, **summary})  # fmt: skip
     else:
-        _print_live_summary(ctx, pin, runtime.plugin, args.output, summary)
+        _print_live_summary(ctx, pin, plugin, args.output, summary)
     return EXIT_OK
 
 

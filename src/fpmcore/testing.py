@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import pytest
 
-from fpmcore.cli import build_host
+from fpmcore.host import build_host
 from fpmcore.plugins import PluginHost
 
 

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from fpmcore.cli import build_host, main
+from fpmcore.cli import main
+from fpmcore.host import build_host
 from fpmcore.collect import onboard
 from tests.collect.standin import StandinRuntime, recorded_probe
 

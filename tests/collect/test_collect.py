@@ -369,6 +369,47 @@ def test_a_decode_repetition_whose_prompt_the_budget_splits_is_measured_after_it
     assert m.check(point, EngineRun(mixed, [0], [3]), 0) == (None, "no_lockstep:sum_decode_kv_tokens=898!=897")
 
 
+def test_a_decode_repetition_measures_after_its_lead_in_decodes_in_lockstep():
+    """Two requests at context 258 with a lead-in of 16 (the tiny llama's deployment: 128-token hash blocks, a
+    768-token budget): prompts of 242 tokens, 128 of them seeded, tails of 114 (two: 228 tokens, one forward);
+    decodes at 242 … 257 for both requests, then the measured one at 258.  A lead-in decode that holds one
+    request only (the other still prefilling, or finished) rejects the repetition, naming the step's count."""
+    from fpmcore.collect.content import TokenSource
+    from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings, decode_lead_in
+    from fpmcore.hooktypes import EngineRun, EngineStep, StepWorkload
+
+    point = PlannedPoint(7, "decode", 2, context_tokens=258)
+    assert decode_lead_in(point, 16, 128, True, 768) == 16
+    assert point.seeded_prefix(128, True, 16) == 128
+    # eight requests at 258: every prompt of 242 … 256 tokens leaves tails of 114 … 128 (8 × 114 > 768), so the
+    # lead-in is one (prompts of 257, 256 seeded); at 140 a lead-in of 11 is the most whose prompts (129 tokens)
+    # reach past a hash block (128 seeded, tails of one token): 12 … 16 leave prompts of 124 … 128 uncached
+    assert decode_lead_in(PlannedPoint(8, "decode", 8, context_tokens=258), 16, 128, True, 768) == 1
+    eight = PlannedPoint(8, "decode", 8, context_tokens=140)
+    assert decode_lead_in(eight, 16, 128, True, 768) == 11 and eight.seeded_prefix(128, True, 11) == 128
+    # without prefix caching the plan's rule (8 × 139 tokens > 768: dropped) leaves nothing to shrink; one request
+    # may split its prompt, and a context of 2 leaves room for one decode before the measured one
+    assert decode_lead_in(PlannedPoint(8, "decode", 1, context_tokens=900), 16, 128, False, 768) == 16
+    assert decode_lead_in(PlannedPoint(8, "decode", 4, context_tokens=2), 16, 128, True, 768) == 1
+    m = Measurer(None, TokenSource(0, 1000, ()), ProtocolSettings(1, 3, 3, 0), 128, True,  # type: ignore[arg-type]
+                 budget=768)  # fmt: skip
+    assert m.lead_in(point) == 16 and m.lead_in(PlannedPoint(9, "prefill", 1, new_tokens=64)) == 0
+
+    def step(i: int, w: StepWorkload) -> EngineStep:
+        return EngineStep(start=float(i), end=i + 0.5, scheduled=w)
+
+    tails = StepWorkload(num_prefill_requests=2, sum_prefill_tokens=228, sum_prefill_kv_tokens=256)
+    decodes = [StepWorkload(num_decode_requests=2, sum_decode_kv_tokens=2 * c) for c in range(242, 259)]
+    steps = [step(i, w) for i, w in enumerate([tails, *decodes])]
+    measured, reason = m.check(point, EngineRun(steps, [128, 128], [18, 18]), 128, 16)
+    assert reason is None and measured is steps[17]
+    broken = list(steps)
+    broken[5] = step(5, StepWorkload(num_decode_requests=1, sum_decode_kv_tokens=246))
+    assert m.check(point, EngineRun(broken, [128, 128], [18, 18]), 128, 16) == (
+        None, "no_lockstep:num_decode_requests=1!=2")  # fmt: skip
+    assert m.check(point, EngineRun(steps[:17], [128, 128], [17, 17]), 128, 16) == (None, "split_into_17_forwards")
+
+
 def test_an_output_that_is_no_real_folder_is_refused_for_what_it_is(small_plan, model_dir, tmp_path):
     """``-o`` a symbolic link to an empty folder, a file, or /dev/null: O-2 naming what it is, nothing written."""
     (tmp_path / "empty").mkdir()

@@ -25,9 +25,9 @@ is resumed only when every file ``final.json`` names is unchanged
 (:func:`fpmcore.collect.finalize.check_finalized`).  An unfinished collection
 resumes with ``fpm collect --resume`` (its finished points are kept).
 
-**The probe stage** is a function (:data:`PROBE_STAGES`): the live probe of
-the runtime plugin when ``fpm probe --live`` exists; the tests plug in a
-recorded probe.
+**The probe stage** is a function (:data:`PROBE_STAGES`): the live probe
+(:func:`fpmcore.probe.probe_live`, what ``fpm probe --live`` runs, called as
+a function); the tests plug in a recorded probe.
 """
 
 from __future__ import annotations
@@ -89,35 +89,23 @@ ProbeStage = Callable[[Any, str, Path, ProbeOptions], None]
 
 
 def live_probe(ctx: Any, model_dir: str, out_dir: Path, options: ProbeOptions) -> None:
-    """The live probe: ``fpm probe --live MODEL_DIR -o DIR`` with the options, run as its own command."""
-    argv = ["probe", "--live", model_dir, "-o", str(out_dir), "--caching", "on" if options.caching else "off"]
-    if options.dtype is not None:
-        argv += ["--dtype", options.dtype]
-    if options.kv_cache_space is not None:
-        argv += ["--kv-cache-space", str(options.kv_cache_space)]
-    for flag, value in (("--max-model-len", options.max_model_len), ("--max-num-seqs", options.max_num_seqs),
-                        ("--max-num-batched-tokens", options.max_num_batched_tokens)):  # fmt: skip
-        if value is not None:
-            argv += [flag, str(value)]
-    run_command(ctx, argv)
+    """The live probe (:func:`fpmcore.probe.probe_live`, what ``fpm probe --live`` runs) with the options."""
+    from fpmcore.probe import live_options, probe_live, refusal_line
+
+    probe_options = live_options(caching=options.caching, max_model_len=options.max_model_len,
+                                 dtype=options.dtype, kv_cache_space=options.kv_cache_space,
+                                 max_num_seqs=options.max_num_seqs,
+                                 max_num_batched_tokens=options.max_num_batched_tokens)  # fmt: skip
+    if isinstance(probe_options, str):
+        raise FpmError("onboard", f"the live probe refuses its options: {probe_options}")
+    try:
+        probe_live(ctx, model_dir, str(out_dir), probe_options)
+    except FpmError as exc:  # said as fpm probe says it, and the stage refused
+        raise FpmError("onboard", f"the live probe refused: {refusal_line(exc)}") from None
 
 
 #: The probe stage by name; ``fpm onboard --probe NAME`` chooses one (default ``live``).
 PROBE_STAGES: dict[str, ProbeStage] = {"live": live_probe}
-
-
-def run_command(ctx: Any, argv: list[str]) -> None:
-    """Run one ``fpm`` command of the same host in this process; a non-zero exit is a refusal of its stage."""
-    from fpmcore.cli import build_parser
-
-    parser = build_parser(ctx.host)
-    try:
-        args = parser.parse_args(argv)
-    except Exception as exc:  # the command is not there (its plugin is not installed) or refused its options
-        raise FpmError("onboard", f"fpm {argv[0]} cannot run: {exc}") from None
-    code = int(args._run(args, ctx))
-    if code != 0:
-        raise FpmError("onboard", f"fpm {' '.join(argv[:2])} exited with {code}")
 
 
 @attrs.define

@@ -308,7 +308,7 @@ def expand(
     each profile's deployments are kept among the inputs (:func:`rules_key`).
     """
     if replay_rules is None:
-        from fpmcore.cli import build_host
+        from fpmcore.host import build_host
 
         replay_rules = build_host().hooks.replay_rules
     where = str(path)

@@ -13,14 +13,6 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "Compare against an engine of the profile's own runtime, with settings the replay models.",
     ),
     RuleEntry(
-        "probe",
-        "fpm probe --live cannot start: not a model folder, no tokenizer, or an output folder that is not new.",
-        "A live probe starts only with a complete model folder and never overwrites evidence.",
-        "fpm probe: models/qwen has no tokenizer: none of tokenizer.json, tokenizer.model, vocab.json, "
-        "tokenizer_config.json",
-        "Give a model folder with config.json and a tokenizer, and a new output folder whose parent exists.",
-    ),
-    RuleEntry(
         "engine",
         "The vLLM 0.32.0 engine failed a measured step.",
         "A failed forward is reported with what is known, never timed.",

@@ -36,7 +36,7 @@ from fpmcore_vllm032.steps import TraceRequest, run_trace, trace_lines, trace_st
 
 def import_folder(folder: str | os.PathLike[str]) -> Any:
     """``fpm import``'s result of an evidence folder (one configuration), with the installed plugins."""
-    from fpmcore.cli import build_host
+    from fpmcore.host import build_host
     from fpmcore.importer.pipeline import HostServices, import_evidence
 
     run = import_evidence(Path(folder), HostServices(build_host(environ={})))
