@@ -29,8 +29,8 @@ from typing import Any
 import fpmcore
 from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
 from fpmcore.errors import FpmError
-from fpmcore.options import integer, number
 from fpmcore.host import build_host
+from fpmcore.options import integer, number
 from fpmcore.plugins import PluginHost
 
 
