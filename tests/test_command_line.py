@@ -190,6 +190,18 @@ def test_an_unknown_argument_shows_the_subcommands_usage(host, argv, usage):
     assert "COMMAND" not in res.stderr
 
 
+def test_a_misspelt_option_is_named_before_the_required_one_it_stands_for(host):
+    """``--tarce x``: the unknown option, with the closest known one, not the ``--trace`` it leaves missing;
+    an abbreviation argparse accepts (``--trac``) is no unknown option."""
+    res = run_fpm("replay", "X", "--tarce", "T", host=host)
+    assert res.exit_code == 2
+    assert res.stderr.endswith("fpm replay: error: unrecognized arguments: --tarce (did you mean --trace?)\n")
+    missing = run_fpm("replay", "X", host=host)
+    assert missing.exit_code == 2 and "the following arguments are required: --trace" in missing.stderr
+    bad = run_fpm("replay", "X", "--trac", "T", "--max-num-seqs", "0", host=host)
+    assert bad.exit_code == 2 and "unrecognized" not in bad.stderr and "--max-num-seqs" in bad.stderr
+
+
 # --------------------------------------------------------------------------
 # §14 every integer option is bounded, by one type
 # --------------------------------------------------------------------------

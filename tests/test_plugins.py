@@ -228,9 +228,16 @@ def test_plugins_show(run_fpm):
     assert doc["module"] == "fpmcore_vllm033:plugin"  # the entry point names the plugin object
     human = run_fpm("plugins", "show", "vllm_033")
     assert "fpmcore-vllm033" in human.stdout
+    # piped: one line per field, nothing padded after its value
+    lines = human.stdout.splitlines()
+    assert lines[1] == "distribution fpmcore-vllm033" and all(line == line.rstrip() for line in lines)
     missing = run_fpm("plugins", "show", "nope")
     assert missing.exit_code == 2
-    assert missing.stderr.startswith("fpm: no plugin 'nope'; known plugins: dsv41, fpmcore, glm53flash")
+    # the built-in commands plugin is no plugin a user installed: not listed among them (show still knows it)
+    assert missing.stderr.startswith("fpm: no plugin 'nope'; installed plugins: dsv41, glm53flash, vllm_027")
+    typo = run_fpm("plugins", "show", "vllm033")
+    assert typo.exit_code == 2 and "no plugin 'vllm033'; did you mean 'vllm_033'? installed plugins:" in typo.stderr
+    assert run_fpm("plugins", "show", "fpmcore").exit_code == 0
 
 
 def test_plugins_and_help_import_neither_vllm_nor_torch(tmp_path):

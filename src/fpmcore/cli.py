@@ -61,10 +61,28 @@ class _SubParser(_Parser):
     def parse_known_args(  # type: ignore[override]  # one signature for the overloads
         self, args: Any = None, namespace: Any = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(args) if args is not None else sys.argv[1:]
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """An option this subcommand does not know is named first, with the closest it knows (``--tarce``:
+        did you mean ``--trace``?), even where argparse would first miss a required one it stands for."""
+        import difflib
+
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        given = [a.split("=", 1)[0] for a in getattr(self, "_given", []) if a.startswith("--") and a != "--"]
+        # neither an option of this subcommand nor the start of one (argparse takes unambiguous abbreviations)
+        unknown = [a for a in given if not any(o.startswith(a) for o in known)]
+        if unknown and not message.startswith("unrecognized arguments"):
+            message = f"unrecognized arguments: {' '.join(unknown)}"
+        if message.startswith("unrecognized arguments") and unknown:
+            close = difflib.get_close_matches(unknown[0][2:], [o[2:] for o in known], n=1, cutoff=0.75)
+            if close:
+                message += f" (did you mean --{close[0]}?)"
+        super().error(message)
 
 
 class _UsageError(Exception):

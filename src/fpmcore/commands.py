@@ -90,12 +90,18 @@ def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
             return EXIT_OK
         from rich.table import Table
 
-        table = Table(show_header=False, box=None)
-        for key, value in (
+        fields = (
             ("id", rec.id), ("distribution", rec.distribution), ("version", rec.version),
             ("kind", rec.kind), ("targets", ", ".join(rec.targets)), ("hooks", ", ".join(rec.hooks)),
             ("status", rec.status), ("error", rec.error), ("summary", rec.summary), ("module", rec.module),
-        ):  # fmt: skip
+        )  # fmt: skip
+        if not ctx.out.is_terminal:  # piped: one ``key  value`` line each, no cell padding after the value
+            for key, value in fields:
+                ctx.out.print(f"{key:<13}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
+                              soft_wrap=True)  # fmt: skip
+            return EXIT_OK
+        table = Table(show_header=False, box=None)
+        for key, value in fields:
             table.add_row(f"[bold]{key}[/]", "" if value is None else str(value))
         print_table(ctx.out, table)
         return EXIT_OK

@@ -326,8 +326,14 @@ class PluginHost:
         try:
             return self._records[plugin_id]
         except KeyError:
-            known = ", ".join(sorted(self._records)) or "none"
-            raise FpmError("plugins", f"no plugin '{plugin_id}'; known plugins: {known}") from None
+            import difflib
+
+            # the installed plugins (the built-in commands plugin is no plugin a user installed), the closest first
+            ids = sorted(r.id for r in self._records.values() if r.kind != "builtin")
+            close = difflib.get_close_matches(plugin_id, ids, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            known = ", ".join(ids) or "none"
+            raise FpmError("plugins", f"no plugin '{plugin_id}'; {hint}installed plugins: {known}") from None
 
     def active(self, kind: str | None = None) -> list[PluginRecord]:
         """Records with status ``ok`` (of one kind)."""

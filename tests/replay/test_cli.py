@@ -414,3 +414,23 @@ def test_a_table_of_another_model_is_refused_and_of_another_profile_noted(tmp_pa
     table = _published(tmp_path, {"model": profile.model, "profile_sha256": mine})
     r = fpm("replay", str(PLAIN), "--trace", str(trace), "--fpm-table", str(table), "--json")
     assert (r.exit_code, r.stderr) == (0, "")
+
+
+def test_a_table_not_published_from_a_run_and_extrapolated_steps_are_explained():
+    """The example table has no ``source`` (its description says its times come from a formula): the human
+    summary's notes say so and what ``extrapolated_steps`` counts; ``--json`` carries the count only."""
+    t = ROOT / "examples" / "traces" / "glm-mixed-120.jsonl"
+    table = ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json"
+    human = fpm("replay", str(GLM), "--trace", str(t), "--fpm-table", str(table))
+    assert human.exit_code == 0
+    notes = [line for line in human.stderr.splitlines() if line.startswith("fpm: note: ")]
+    assert notes[0].startswith(f"fpm: note: {table} was not published from a measured run (it has no source): "
+                               "Illustrative FPM latency table")  # fmt: skip
+    assert "not from a measurement" in notes[0]
+    doc = fpm("replay", str(GLM), "--trace", str(t), "--fpm-table", str(table), "--json").json()
+    n, steps = doc["summary"]["extrapolated_steps"], doc["summary"]["steps"]
+    assert 0 < n < steps
+    assert notes[1] == (f"fpm: note: {n:,} of {steps:,} steps ({n / steps:.0%}) lie outside the latency table's "
+                        "knots; their times are extrapolated linearly from the nearest knots (floored at the smallest "
+                        "row): a table whose grid covers the deployment's batch sizes, chunks and contexts has none "
+                        "(docs: The latency model)")  # fmt: skip

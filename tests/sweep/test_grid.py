@@ -17,8 +17,8 @@ from fpmcore.testing import run_fpm
 from tests.sweep.support import ACCEPTANCE, GLM, GLM_TABLE, GLM_TRACE, ISSUE_GRID, PLAIN, ROOT, write_grid
 
 
-def test_the_issue_grid_expands_as_written(monkeypatch):
-    monkeypatch.chdir(ROOT)  # its paths name examples/ from the repository root
+def test_the_issue_grid_expands_as_written(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # its paths are relative to the grid file, like every shipped grid's
     sweep = expand(ISSUE_GRID)
     assert [dict(t.settings) for t in sweep.tasks] == [
         {"max_num_seqs": s, "max_num_batched_tokens": b} for s in (8, 16, 32) for b in (4096, 8192)
@@ -265,3 +265,19 @@ def test_a_profile_whose_runtime_has_no_replay_semantics_is_refused(tmp_path):
     r = run_fpm("sweep", str(grid), "--output", str(tmp_path / "out.jsonl"), host=make_host())
     assert r.exit_code == 2
     assert r.stderr.endswith("runtimes with replay semantics: none [R-1] [sweep]\n"), r.stderr
+
+
+def test_a_missing_input_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    grid = write_grid(tmp_path / "g.json", {"profiles": ["nope/p.json"], "traces": [str(GLM_TRACE)]})
+    with pytest.raises(FpmError) as e:
+        expand(grid)
+    assert e.value.message == (f"no such file or folder: nope/p.json (looked next to the grid, {tmp_path}/nope/p.json, "
+                               f"and in the current folder, {tmp_path}/nope/p.json)")  # fmt: skip
+
+
+def test_the_shipped_grids_name_their_inputs_relative_to_themselves(monkeypatch, tmp_path):
+    """Run from any folder, every grid of examples/sweeps/ finds its inputs."""
+    monkeypatch.chdir(tmp_path)
+    for grid in sorted((ROOT / "examples" / "sweeps").iterdir()):
+        assert expand(grid).tasks, grid

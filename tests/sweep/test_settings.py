@@ -143,3 +143,25 @@ def test_an_option_without_a_config_parameter_is_refused_only_when_used(monkeypa
     assert exc.value.message == (
         "setting color (--color) has no parameter of config_from_profile; the sweep cannot apply it"
     )
+
+
+def test_a_setting_may_be_spelt_as_its_option(tmp_path):
+    """``--scheduler-reserve-full-isl``'s setting is ``reserve_full_isl``; ``scheduler_reserve_full_isl`` names it
+    too (in ``settings`` and in ``runs``), and giving both is refused; ``no_…`` is no alias of the setting."""
+    from fpmcore.sweep.settings import setting_aliases
+
+    aliases = setting_aliases()
+    assert aliases["scheduler_reserve_full_isl"] == "reserve_full_isl"
+    assert "no_scheduler_reserve_full_isl" not in aliases
+    base = {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)]}
+    by_alias = write_grid(tmp_path / "a.json", {**base, "settings": {"scheduler_reserve_full_isl": [True, False]}})
+    by_name = write_grid(tmp_path / "n.json", {**base, "settings": {"reserve_full_isl": [True, False]}})
+    a = run_fpm("sweep", str(by_alias), "-o", str(tmp_path / "a.jsonl"), "--engine", "serial", "--json")
+    n = run_fpm("sweep", str(by_name), "-o", str(tmp_path / "n.jsonl"), "--engine", "serial", "--json")
+    assert a.exit_code == n.exit_code == 0, a.stderr
+    assert [r["settings"] for r in a.json()["rows"]] == [r["settings"] for r in n.json()["rows"]]
+    assert [r["settings"] for r in a.json()["rows"]] == [{"reserve_full_isl": True}, {"reserve_full_isl": False}]
+    both = write_grid(tmp_path / "b.json", {**base, "runs": [{"scheduler_reserve_full_isl": True,
+                                                                "reserve_full_isl": False}]})  # fmt: skip
+    r = run_fpm("sweep", str(both), "-o", str(tmp_path / "b.jsonl"))
+    assert r.exit_code == 2 and "settings scheduler_reserve_full_isl and reserve_full_isl are one setting" in r.stderr

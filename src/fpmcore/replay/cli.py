@@ -233,6 +233,30 @@ def _print_summary(ctx: Any, s: dict[str, Any], title: str) -> None:
     ctx.out.print(t)
 
 
+def unpublished_table_note(path: str) -> str:
+    """The note on a latency table without a ``source`` (not published by ``fpm publish`` from a measured run):
+    its ``description`` when it has one, for a table's own words say what its numbers are (the examples' tables
+    say they come from a formula)."""
+    from fpmcore.jsonio import loads, read_input
+
+    try:
+        doc = loads(read_input(path))
+    except Exception:  # noqa: BLE001 - read once already; a note never fails the replay
+        doc = None
+    said = doc.get("description") if isinstance(doc, dict) else None
+    what = f": {said}" if isinstance(said, str) and said.strip() else ""
+    return (f"{path} was not published from a measured run (it has no source){what} — its latencies are as good "
+            "as where its rows came from")  # fmt: skip
+
+
+def extrapolated_note(extrapolated: int, steps: int) -> str:
+    """The note on ``extrapolated_steps``: steps whose coordinates lie outside the table's knots."""
+    share = extrapolated / steps if steps else 0.0
+    return (f"{extrapolated:,} of {steps:,} steps ({share:.0%}) lie outside the latency table's knots; their times "
+            "are extrapolated linearly from the nearest knots (floored at the smallest row): a table whose grid "
+            "covers the deployment's batch sizes, chunks and contexts has none (docs: The latency model)")  # fmt: skip
+
+
 def _note(ctx: Any, text: str) -> None:
     ctx.err.print(f"fpm: note: {text}", markup=False, highlight=False, soft_wrap=True)
 
@@ -331,6 +355,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         note = check_table_origin(source, profile.model, profile_digest(profile), args.fpm_table)
         if note is not None:
             _note(ctx, note)
+        if not source and not ctx.json:  # not published from a measured run: say where its numbers come from
+            _note(ctx, unpublished_table_note(args.fpm_table))
     rules = ctx.host.hooks.replay_rules(runtime_pin(profile, args.deployment))
     recorded = profile_prefix_caching(profile, args.deployment)
     caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"
@@ -409,6 +435,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         ctx.emit_json(doc)
     else:
         _print_summary(ctx, summary, f"replay of {args.trace} ({run.backend} engine, {rules.runtime} scheduler)")
+    if table is not None and summary.get("extrapolated_steps") and not ctx.json:  # --json: the summary's count
+        _note(ctx, extrapolated_note(summary["extrapolated_steps"], summary["steps"]))
     for kind, reason in run.first_rejections.items():
         n = summary["rejected_by_reason"][kind]
         _note(ctx, f"{n:,} request{'s' if n != 1 else ''} rejected ({kind}), the first: {reason}")

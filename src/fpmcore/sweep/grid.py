@@ -145,7 +145,8 @@ def _resolve(name: str, base: Path, where: str) -> Path:
                 return candidate
         except OSError as exc:  # a name too long for the file system, …: it names no file
             raise _err(f"cannot use the name {name[:80]!r}: {exc.strerror}", where) from None
-    raise _err(f"no such file or folder: {name}", where)
+    raise _err(f"no such file or folder: {name} (looked next to the grid, {base / p}, and in the current "
+               f"folder, {Path.cwd() / p})", where)  # fmt: skip
 
 
 def _digest_bytes(data: bytes) -> str:
@@ -206,9 +207,12 @@ def _setting_lists(doc: Mapping[str, Any], settings: Mapping[str, Setting], wher
         values = values if isinstance(values, list) else [values]
         if not values:
             raise _err(f"setting {name} has an empty list of values", where)
-        checked = [check_settings({name: v}, settings, where)[name] for v in values]
-        names.append(name)
-        lists.append(checked)
+        docs = [check_settings({name: v}, settings, where) for v in values]
+        canonical = next(iter(docs[0]))  # a setting spelt as its option is named as the setting
+        if canonical in names:
+            raise _err(f"settings {name} and {canonical} are one setting; give one of them", where)
+        names.append(canonical)
+        lists.append([d[canonical] for d in docs])
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists)]
 
 

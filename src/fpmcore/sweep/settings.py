@@ -113,10 +113,31 @@ def replay_settings() -> dict[str, Setting]:
     return out
 
 
+def setting_aliases() -> dict[str, str]:
+    """A setting spelt as its option (``scheduler_reserve_full_isl`` for ``--scheduler-reserve-full-isl``, whose
+    setting is ``reserve_full_isl``) → the setting's name; an option that turns a setting off (``--no-…``) is no
+    alias, its value would mean the opposite."""
+    out: dict[str, str] = {}
+    for action in replay_parser()._actions:
+        if action.dest in NOT_SETTINGS or isinstance(action, argparse._StoreFalseAction):
+            continue
+        for option in action.option_strings:
+            alias = option.lstrip("-").replace("-", "_")
+            if option.startswith("--") and alias != action.dest:
+                out[alias] = action.dest
+    return out
+
+
 def check_settings(values: Mapping[str, Any], settings: Mapping[str, Setting], where: str) -> dict[str, Any]:
-    """``values`` checked against ``settings``: an unknown name or a bad value is refused."""
+    """``values`` checked against ``settings``: an unknown name or a bad value is refused.  A setting may be
+    spelt as its option (:func:`setting_aliases`); it is checked and returned under its name."""
+    aliases = setting_aliases()
     out: dict[str, Any] = {}
-    for name, value in values.items():
+    for given, value in values.items():
+        name = aliases.get(given, given) if given not in settings else given
+        if name != given and name in values:
+            raise FpmError(RULE, f"settings {given} and {name} are one setting ({settings[name].option}); give "
+                                 "one of them", where)  # fmt: skip
         setting = settings.get(name)
         if setting is None:
             known = ", ".join(settings)
@@ -156,4 +177,12 @@ def config_kwargs(values: Mapping[str, Any], settings: Mapping[str, Setting]) ->
     return kwargs
 
 
-__all__ = ["NOT_SETTINGS", "Setting", "check_settings", "config_kwargs", "replay_settings", "unmapped"]
+__all__ = [
+    "NOT_SETTINGS",
+    "Setting",
+    "check_settings",
+    "config_kwargs",
+    "replay_settings",
+    "setting_aliases",
+    "unmapped",
+]
