@@ -420,21 +420,20 @@ class InputRefused(OSError):
     """An input that is not a regular file, or larger than :data:`MAX_INPUT_BYTES`; ``strerror`` says which."""
 
 
-def _file_kind(mode: int) -> str | None:
-    """What a file that is not regular is (``a FIFO``, ``a directory``, …); ``None`` for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for a message: ``a file``, ``a directory``, ``a FIFO``, ``a character
+    device``, ``a block device``, ``a socket``, ``a symbolic link`` (of an ``lstat``)."""
+    for test, kind in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):  # fmt: skip
+        if test(mode):
+            return kind
     return "not a regular file"  # pragma: no cover
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a file that is not regular is (:func:`file_kind`); ``None`` for a regular file."""
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def _not_regular(kind: str) -> InputRefused:

@@ -93,6 +93,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import file_kind
 
 #: The manifest a replaceable output folder holds (written last).
 MANIFEST = "fpm-manifest.json"
@@ -105,24 +106,6 @@ PathLike = str | os.PathLike[str]
 
 class OutputError(FpmError):
     """An output path fpm refuses or could not write (rules ``O-1`` … ``O-6``, exit 2)."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
 
 
 def _folder_of(target: Path) -> Path:
@@ -210,7 +193,7 @@ def check_output_path(path: PathLike, *, inputs: Iterable[PathLike | None] = ())
     except OSError as exc:
         raise OutputError("O-4", f"cannot inspect the output: {exc.strerror}", str(target)) from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise OutputError("O-2", f"the output exists and is {_kind(st.st_mode)}, not a regular file", str(target))
+        raise OutputError("O-2", f"the output exists and is {file_kind(st.st_mode)}, not a regular file", str(target))
     for item in inputs:
         if item is not None and os.path.lexists(item) and _same(target, item):
             raise OutputError("O-3", f"the output is the input {item}; give another output path", str(target))
@@ -251,7 +234,7 @@ def refuse_non_folder(path: PathLike) -> None:
 
 def _refuse_non_folder_mode(target: Path, mode: int) -> None:
     if not stat.S_ISDIR(mode):
-        raise OutputError("O-2", f"the output exists and is {_kind(mode)}, not a folder", str(target))
+        raise OutputError("O-2", f"the output exists and is {file_kind(mode)}, not a folder", str(target))
 
 
 def check_output_folder(
