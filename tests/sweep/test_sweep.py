@@ -59,15 +59,16 @@ def test_the_issue_grid_as_written(tmp_path, monkeypatch):
     # each row is the summary fpm replay prints for the same options
     one = run_fpm(
         "replay",
-        str(ROOT / rows[3]["profile"]),
+        str(ISSUE_GRID.parent / rows[3]["profile"]),  # a row names its inputs as the grid does
         "--trace",
-        str(ROOT / rows[3]["trace"]),
+        str(ISSUE_GRID.parent / rows[3]["trace"]),
         "--max-num-seqs",
         "16",
         "--max-num-batched-tokens",
         "8192",
         "--json",
     )
+    assert one.exit_code == 0, one.stderr
     assert one.json()["summary"] == rows[3]["summary"]
     # the results file holds the same rows, one per line
     on_disk, _ = read_rows(out)
