@@ -198,19 +198,26 @@ def _say(ctx: Any, message: str) -> None:
     ctx.err.print(f"fpm probe: {message}", markup=False, soft_wrap=True, highlight=False)
 
 
-def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
-    """``(pin, runtime hooks)`` of the installed runtime, or the exit code after saying why there is none."""
+def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
+    """``(pin, runtime hooks)`` of the installed runtime: the one plugin that targets the installed pin; a
+    refusal (:func:`refusal_line` says it) when there is no runtime or no such plugin."""
     from fpmcore.errors import FpmError
 
     version = installed_runtime()
     if version is None:
-        _say(ctx, f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), mode))
-        return EXIT_USAGE
+        raise FpmError("probe", f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), mode))
     pin = f"{FRAMEWORK}=={version}"
+    return pin, ctx.host.hooks.runtime(pin)
+
+
+def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
+    """:func:`_find_runtime`, or the exit code after saying why there is none."""
+    from fpmcore.errors import FpmError
+
     try:
-        return pin, ctx.host.hooks.runtime(pin)  # the one plugin that targets the installed pin
+        return _find_runtime(ctx, mode)
     except FpmError as exc:
-        _say(ctx, f"{exc.message} [{exc.rule}]")
+        _say(ctx, refusal_line(exc))
         return EXIT_USAGE
 
 
@@ -336,11 +343,7 @@ def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[st
     from fpmcore.outputs import check_output_folder
 
     check_output_folder(out_dir, inputs=[model_dir], refusal=NEVER_OVERWRITES)  # before the engine starts
-    version = installed_runtime()
-    if version is None:
-        raise FpmError("probe", f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), "--live"))
-    pin = f"{FRAMEWORK}=={version}"
-    runtime = ctx.host.hooks.runtime(pin)  # the one plugin that targets the installed pin
+    pin, runtime = _find_runtime(ctx, "--live")
     # what the runtime's engine cannot run is refused before it starts
     engine_limits.refuse(runtime, model_dir, prefix_caching=options.caching, dtype=options.dtype,
                          max_model_len=options.max_model_len)  # fmt: skip
@@ -367,17 +370,17 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     so that its engine is shut down and the command ends with its message and
     exit code 130.
     """
-    from fpmcore.dryprobe import NEVER_OVERWRITES
     from fpmcore.errors import FpmError, Interrupted
-    from fpmcore.outputs import check_output_folder
+    from fpmcore.outputs import OutputError
 
     options = _live_options(args)
     if isinstance(options, str):
         _say(ctx, options)
         return EXIT_USAGE
-    check_output_folder(args.output, inputs=[args.model], refusal=NEVER_OVERWRITES)  # refused as every -o is
     try:
         pin, plugin, summary = probe_live(ctx, args.model, args.output, options)
+    except OutputError:  # refused as every -o is, by the command line
+        raise
     except Interrupted:
         _say(ctx, "interrupted; the engine was shut down and no evidence was written")
         return EXIT_INTERRUPTED

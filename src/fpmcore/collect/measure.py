@@ -299,11 +299,11 @@ class Measurer:
         ledger.append(_ledger_record("real_prefix_seed", "completed", None, start, run,
                                      {"batch_size": point.batch_size, "prefix_tokens": prefix}))  # fmt: skip
 
-    def _prompts(self, point: PlannedPoint, rep: int, seeded: int, visit: int) -> list[list[int]]:
+    def _prompts(self, point: PlannedPoint, rep: int, seeded: int, visit: int, lead_in: int) -> list[list[int]]:
         if point.is_prefill:
             length = point.prefix_tokens + point.new_tokens + point.prompt_extension
         else:
-            length = point.context_tokens - self.lead_in(point)
+            length = point.context_tokens - lead_in
         key: tuple[object, ...] = (point.benchmark_id, rep) if not visit else (point.benchmark_id, f"pass{visit}", rep)
         return [self.tokens.prefix(seeded, slot) + self.tokens.fresh(length - seeded, *key, slot)
                 for slot in range(point.batch_size)]  # fmt: skip
@@ -372,7 +372,7 @@ class Measurer:
                 time.sleep(s.spacing)
             if point.is_prefill and s.prefill_idle:
                 time.sleep(s.prefill_idle)
-            prompts = self._prompts(point, len(reps), seeded, visit)
+            prompts = self._prompts(point, len(reps), seeded, visit, lead)
             run, start = self._run(prompts, max_tokens)
             measured, reason = self.check(point, run, seeded, lead)
             digest = prompt_sha256([t for p in prompts for t in p])
