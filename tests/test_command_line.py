@@ -312,6 +312,53 @@ def test_eighty_columns_on_a_terminal_break_no_word(host):
         assert "…" not in text
 
 
+def test_the_replay_summary_at_eighty_columns_cuts_no_name_and_parts_no_label_from_its_value(host):
+    """The replay's summary on an 80-column terminal: every quantity's name whole, each latency statistic in its
+    own column beside its metric (``ttft_s`` … ``0.2``-style values on the metric's row)."""
+    import io
+
+    from rich.console import Console
+
+    from fpmcore.context import Context
+
+    buf = io.StringIO()
+    ctx = Context(host, json=False, debug=False)
+    ctx._out = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    args = build_parser(host).parse_args(["replay", str(PROFILE), "--trace", str(TRACE)])
+    assert args._run(args, ctx) == 0
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "align_peak_request_bytes_at_max_model_len" in text and "…" not in text
+    header = next(line for line in text.splitlines() if "latency" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["latency", "mean", "p50", "p90", "p99", "max"], header
+    for metric in ("ttft_s", "e2e_s"):  # one request: its TTFT and E2E on every statistic
+        row = next(line for line in text.splitlines() if f" {metric} " in line)
+        cells = [c.strip() for c in row.split("│")[1:-1]]
+        assert cells[0] == metric and len(cells) == 6 and len(set(cells[1:])) == 1 and float(cells[1]) > 0, row
+
+
+@pytest.mark.parametrize("columns", [80, 72])
+def test_the_progress_bar_keeps_its_counts_and_times_whole_on_a_narrow_terminal(columns):
+    """The one progress bar of the command line at 80 and 72 columns: ``done/total``, the steps and the times
+    whole; only the description is shortened."""
+    import io
+
+    from rich.console import Console
+
+    from fpmcore.context import progress_bar
+
+    console = Console(file=io.StringIO(), width=columns, force_terminal=True, color_system=None)
+    bar = progress_bar(console, "requests", steps=True)
+    task = bar.add_task("replaying a-trace-with-a-long-name-0123456789.jsonl", total=12_000, steps=1_234_567)
+    bar.update(task, completed=11_999)
+    console.print(bar.make_tasks_table(bar.tasks))
+    (line,) = console.file.getvalue().splitlines()
+    assert len(line) <= columns
+    for whole in ("11999/12000 requests", "· 1,234,567 steps ·", "0:00:00 ETA"):
+        assert whole in line, line
+    assert line.startswith("repl") and "…" in line.split("11999")[0]
+
+
 # --------------------------------------------------------------------------
 # found by the campaign: a table count beyond the C library's bound
 # --------------------------------------------------------------------------

@@ -78,9 +78,7 @@ def options_of(args: argparse.Namespace) -> Any:
 def _progress(ctx: Any) -> tuple[Any, Any]:
     """``(bar or None, progress callback)``: a rich bar on a terminal, else one stderr line per serving."""
     if sys.stderr.isatty():
-        from fpmcore.collect.command import progress_bar
-
-        bar = progress_bar(ctx, "verify")
+        bar = ctx.progress("servings", transient=False)
         task = bar.add_task("verify", total=1)
 
         def on_bar(done: int, total: int, what: str) -> None:
