@@ -403,7 +403,10 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     assert (res.exit_code, res.stdout) == (2, "")
     last = res.stderr.splitlines()[-1]  # after the no-table note
     assert last.startswith("fpm: trace line 1: arrival at step ")
-    assert last.endswith(" is beyond the replay limit of 50000000 steps [R-32]")
+    assert last.endswith(
+        " is beyond the last arrival step a trace may have, 50,000,000 (a limit of arrivals, apart "
+        "from --max-steps, which bounds the steps run) [R-32]"
+    )
 
 
 def test_a_grid_naming_a_file_too_long_for_the_file_system_is_refused(tmp_path, host):

@@ -222,4 +222,8 @@ def test_engine_limits_are_diagnostics(backend):
     assert e.value.message == "trace line 1: prompt_len 2199023255552 exceeds the replay limit 1099511627776"
     with pytest.raises(FpmError) as e:
         run([full(4, 4)], 64, 8, trace(("a", 4, 1, 1e12), timed=True), backend)
-    assert e.value.message == "trace line 1: arrival at step 1000000000000 is beyond the replay limit of 50000000 steps"
+    assert e.value.message == (
+        "trace line 1: arrival at step 1,000,000,000,000 is beyond the last arrival step a trace "
+        "may have, 50,000,000 (a limit of arrivals, apart from --max-steps, which bounds the "
+        "steps run)"
+    )

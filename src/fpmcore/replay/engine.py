@@ -198,7 +198,8 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
         if step > MAX_ARRIVAL_STEP:
             raise FpmError(
                 "R-32",
-                f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps",
+                f"trace line {i + 1}: arrival at step {step:,} is beyond the last arrival step a trace may have, "
+                f"{MAX_ARRIVAL_STEP:,} (a limit of arrivals, apart from --max-steps, which bounds the steps run)",
             )
         yield ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0)
 
