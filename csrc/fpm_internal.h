@@ -1,5 +1,6 @@
 /* Internal declarations of the replay engine, shared by its source files:
  *
+ *   fpm_alloc.c    checked, zeroed allocations (a leaf: it calls no other file)
  *   fpm_latency.c  latency model (R-27 ... R-31)      <-> fpmcore/replay/latency.py
  *   fpm_align.c    the align split (04 G-2 ... G-6)    <-> fpmcore/replay/align.py
  *   fpm_pool.c     block-count pool (R-4 ... R-10)     <-> fpmcore/replay/pool.py
@@ -29,7 +30,7 @@ static inline int64_t floordiv64(int64_t a, int64_t b) {
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* count * size bytes, or NULL when the product does not fit size_t or
+/* fpm_alloc.c: count * size bytes, or NULL when the product does not fit size_t or
  * count is negative; zeroed.  Every allocation of the library goes through it. */
 void *fpm_calloc(int64_t count, size_t size);
 /* The same, aligned to a 64-byte cache line. */
@@ -39,6 +40,8 @@ int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
 
 static inline int is_windowed(int32_t kind) { return kind == FPM_KIND_WINDOW || kind == FPM_KIND_CONV; }
 static inline int is_attention(int32_t kind) { return kind == FPM_KIND_FULL || is_windowed(kind); }
+/* the first logical block a windowed group still needs from computed c. */
+static inline int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
 
 /* ------------------------------------------------------- latency model */
 
@@ -156,12 +159,16 @@ struct fpm_replay {
     int64_t ndone;
     lin_ctx lc;
     int ended;
-    int32_t error_code;
+    int32_t stop;        /* why the replay stopped: 0 while it runs, else FPM_RERR_* (output.error_code) */
+    fpm_status failure;  /* FPM_OK, or FPM_ENOMEM when an allocation failed inside a step */
     int64_t err_i[5];
     double err_d;
     fpm_replay_totals totals;
     int64_t nsteps_total;
 };
+
+/* The holdings of r in group gi of the block-count pool (r holds a slot). */
+static inline hold_t *hold_of(const engine_t *e, const request_t *r, int gi) { return &e->hold[(int64_t)r->slot * e->G + gi]; }
 
 /* block-count pool (fpm_pool.c) */
 void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int64_t *new_blocks,

@@ -17,35 +17,6 @@
 
 #include "fpm_internal.h"
 
-/* ------------------------------------------------------------ allocation */
-
-void *fpm_calloc(int64_t count, size_t size) {
-    if (count < 0 || size == 0) return NULL;
-    if (count == 0) count = 1;
-    if ((uint64_t)count > SIZE_MAX / size) return NULL;
-    return calloc((size_t)count, size);
-}
-
-void *fpm_calloc_lines(int64_t count, size_t size) {
-    if (count < 0 || size == 0) return NULL;
-    if (count == 0) count = 1;
-    if ((uint64_t)count > (SIZE_MAX - 63) / size) return NULL;
-    size_t bytes = ((size_t)count * size + 63) / 64 * 64;
-    void *p = aligned_alloc(64, bytes);
-    if (p != NULL) memset(p, 0, bytes);
-    return p;
-}
-
-int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size) {
-    if (new_count <= count) return 1;
-    if ((uint64_t)new_count > SIZE_MAX / size) return 0;
-    void *q = realloc(*p, (size_t)new_count * size);
-    if (q == NULL) return 0;
-    memset((char *)q + (size_t)count * size, 0, (size_t)(new_count - count) * size);
-    *p = q;
-    return 1;
-}
-
 /* ------------------------------------------------------------ configuration */
 
 static int config_ok(const fpm_replay_config *cfg) {
@@ -168,6 +139,18 @@ static void waiting_pop(engine_t *e) {
     e->wq_len--;
 }
 
+/* ------------------------------------------------------------ stops */
+
+/* The replay stopped in this step: a stop of the replay (R-9, R-26, R-27, the
+ * step limit), or an allocation that failed. */
+static int halted(const engine_t *e) { return e->stop != 0 || e->failure != FPM_OK; }
+
+/* Does the last step have records?  A step that ran and stalled (R-26) has;
+ * a step that stopped inside it (or failed) has none. */
+static int step_recorded(const engine_t *e) {
+    return e->failure == FPM_OK && (e->stop == 0 || e->stop == FPM_RERR_STALL);
+}
+
 /* ------------------------------------------------------------ pool dispatch */
 
 static int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
@@ -199,7 +182,7 @@ static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t
         pc_need(e, r, c, a, hits, &need, &held);
         if (need > pc_free_count(e->pool) - watermark) return 0;
         if (before) pc_release_skipped(e, r, c);
-        if (!pc_commit(e, r, c, a, hits)) e->error_code = -FPM_ENOMEM;
+        if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
     if (!before) pool_release_skipped(e, r, c);
@@ -351,7 +334,7 @@ static inline void schedule(engine_t *e, int64_t idx, int64_t n, int64_t c) {
 }
 
 static void oversized(engine_t *e, int64_t bytes, int64_t n, int64_t c) {
-    e->error_code = FPM_RERR_OVERSIZED;
+    e->stop = FPM_RERR_OVERSIZED;
     e->err_i[0] = bytes;
     e->err_i[1] = n;
     e->err_i[2] = c;
@@ -456,7 +439,7 @@ static void schedule_running(engine_t *e) {
                 break;
             }
         }
-        if (e->error_code) return;
+        if (halted(e)) return;
         if (!ok) {
             if (self && e->cfg.policy == FPM_POLICY_PRIORITY && !e->cfg.rules.priority_self_preemption_stops)
                 continue; /* i already points at the next request */
@@ -524,7 +507,7 @@ static void schedule_waiting(engine_t *e) {
             }
         }
         if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1)) break;
-        if (e->error_code) return;
+        if (halted(e)) return;
         waiting_pop(e);
         e->running[e->nrun++] = idx;
         r->computed = h;
@@ -552,7 +535,7 @@ static int step_duration(engine_t *e) {
         int32_t missing = -1;
         step_time(&e->cfg, &e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
         if (missing >= 0) {
-            e->error_code = FPM_RERR_NO_PHASE;
+            e->stop = FPM_RERR_NO_PHASE;
             e->err_i[0] = missing;
             return 0;
         }
@@ -653,30 +636,34 @@ static void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out) {
 /* Per group: the blocks r holds after the allocation of decode step j of a stretch from computed c. */
 static int64_t stretch_held(const engine_t *e, const request_t *r, int gi, int64_t j) {
     const fpm_group *g = &e->cfg.groups[gi];
-    const hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
+    const hold_t *h = hold_of(e, r, gi);
     int64_t c = r->computed + j;
     if (g->kind == FPM_KIND_FULL) return max64(h->hi, cdiv64(c + 1, g->block));
     if (is_windowed(g->kind)) {
-        int64_t lo = max64(h->lo, max64(0, c - (g->window - 1)) / g->block);
+        int64_t lo = max64(h->lo, window_first(g, c));
         return max64(h->hi, cdiv64(c + 1, g->block)) - lo;
     }
     return pool_held(e, r, gi);
 }
 
-/* New blocks (or bytes) the running requests take over m decode steps. */
-static int64_t stretch_need(const engine_t *e, int64_t m, int bytes) {
-    int64_t total = 0;
+/* Do the new blocks (or bytes) the running requests take over m decode steps
+ * fit in room?  Each request's need is taken from what is left of the room,
+ * so no sum passes it: no overflow for any m the stretch may ask about. */
+static int stretch_fits(const engine_t *e, int64_t m, int bytes, int64_t room) {
+    if (room < 0) return 0;
+    int64_t left = room;
     for (int64_t q = 0; q < e->nrun; q++) {
         const request_t *r = &e->req[e->running[q]];
         for (int gi = 0; gi < e->G; gi++) {
             const fpm_group *g = &e->cfg.groups[gi];
             if (!is_attention(g->kind)) continue;
-            const hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
-            int64_t n = max64(cdiv64(r->computed + m, g->block) - h->hi, 0);
-            total += bytes ? n * g->page : n;
+            const hold_t *h = hold_of(e, r, gi);
+            int64_t n = max64(cdiv64(r->computed + m, g->block) - h->hi, 0), unit = bytes ? g->page : 1;
+            if (n > left / unit) return 0;
+            left -= n * unit;
         }
     }
-    return total;
+    return 1;
 }
 
 static int64_t lcm_blocks(const engine_t *e, int64_t cap) {
@@ -714,11 +701,11 @@ static int64_t jump_decodes(engine_t *e, fpm_replay_output *out) {
     if (m < 2) return 0;
     int bytes = !e->block_mode;
     int64_t room = bytes ? e->cap - e->used_bytes : e->usable - e->used_blocks;
-    if (stretch_need(e, m, bytes) > room) {
+    if (!stretch_fits(e, m, bytes, room)) {
         int64_t lo = 0, hi = m; /* the largest feasible m */
         while (lo < hi) {
             int64_t mid = lo + (hi - lo + 1) / 2;
-            if (stretch_need(e, mid, bytes) <= room)
+            if (stretch_fits(e, mid, bytes, room))
                 lo = mid;
             else
                 hi = mid - 1;
@@ -747,10 +734,10 @@ static int64_t jump_decodes(engine_t *e, fpm_replay_output *out) {
         request_t *r = &e->req[e->running[q]];
         for (int gi = 0; gi < e->G; gi++) {
             const fpm_group *g = &e->cfg.groups[gi];
-            hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
+            hold_t *h = hold_of(e, r, gi);
             int64_t c = r->computed + m - 1; /* the last allocation is c -> c + 1 */
             if (is_attention(g->kind)) {
-                if (is_windowed(g->kind)) h->lo = max64(h->lo, max64(0, c - (g->window - 1)) / g->block);
+                if (is_windowed(g->kind)) h->lo = max64(h->lo, window_first(g, c));
                 h->hi = max64(h->hi, cdiv64(c + 1, g->block));
             }
         }
@@ -795,7 +782,7 @@ static void run_step(engine_t *e) {
     }
     e->t_start = cfg->use_fixed_step ? (double)e->k * cfg->fixed_step_seconds : e->t;
     if (e->nsteps_total >= e->max_steps) {
-        e->error_code = FPM_RERR_STEP_LIMIT;
+        e->stop = FPM_RERR_STEP_LIMIT;
         e->err_i[0] = e->max_steps;
         e->err_i[1] = e->k;
         return;
@@ -803,8 +790,8 @@ static void run_step(engine_t *e) {
     enqueue_arrivals(e);
     begin_step(e);
     schedule_running(e);
-    if (!e->error_code && !e->preempted) schedule_waiting(e);
-    if (e->error_code) return;
+    if (!halted(e) && !e->preempted) schedule_waiting(e);
+    if (halted(e)) return;
     e->rec.used_bytes_scheduled = used_bytes(e);
     e->rec.used_blocks_scheduled = used_blocks(e);
     if (e->nsched > 0) e->executed++;
@@ -885,7 +872,7 @@ static int record_step(engine_t *e, fpm_replay_output *out, int count_only, int 
 
 static void report(const engine_t *e, fpm_replay_output *out) {
     out->ended = e->ended;
-    out->error_code = e->error_code > 0 ? e->error_code : 0;
+    out->error_code = e->stop;
     memcpy(out->err_i, e->err_i, sizeof out->err_i);
     out->err_d = e->err_d;
     out->totals = e->totals;
@@ -909,14 +896,14 @@ static void next_step(engine_t *e, fpm_replay_output *out, int records) {
     }
     run_step(e);
     e->pending = 1;
-    if (e->error_code) {
+    if (halted(e)) {
         e->ended = 1;
         return;
     }
     int stalled = e->nsched == 0 && !e->preempted && (e->nrun > 0 || e->wq_len > 0);
     if (stalled) {
         if (e->pend >= e->n) {
-            e->error_code = FPM_RERR_STALL;
+            e->stop = FPM_RERR_STALL;
             e->err_i[0] = e->k - 1;
             e->err_i[1] = e->nrun;
             e->err_i[2] = e->wq_len;
@@ -926,7 +913,7 @@ static void next_step(engine_t *e, fpm_replay_output *out, int records) {
             if (at > e->t) e->t = at;
         }
     }
-    if (e->error_code || (e->pend >= e->n && e->wq_len == 0 && e->nrun == 0)) e->ended = 1;
+    if (halted(e) || (e->pend >= e->n && e->wq_len == 0 && e->nrun == 0)) e->ended = 1;
 }
 
 /* ------------------------------------------------------------ open / advance / close */
@@ -1107,7 +1094,7 @@ fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_outpu
     int64_t steps = 0;
     for (;;) {
         if (e->pending) {
-            int with_step = !e->error_code || e->error_code == FPM_RERR_STALL;
+            int with_step = step_recorded(e);
             if (!record_step(e, out, 0, with_step)) {
                 if (out->nsteps == 0 && out->ndone == 0) {
                     /* not even one step fits: say how large it is */
@@ -1124,9 +1111,9 @@ fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_outpu
             e->pending = 0;
             steps++;
         }
-        if (e->error_code < 0) {
+        if (e->failure != FPM_OK) {
             report(e, out);
-            return FPM_ENOMEM;
+            return e->failure;
         }
         if (e->ended || steps >= max_steps) break;
         int64_t before = e->nsteps_total;
@@ -1150,13 +1137,14 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
     while (!e->ended) {
         next_step(e, out, records);
         if (e->pending) {
-            int with_step = !e->error_code || e->error_code == FPM_RERR_STALL;
+            int with_step = step_recorded(e);
             record_step(e, out, 1, with_step);
             e->pending = 0;
         }
-        if (e->error_code < 0) {
+        if (e->failure != FPM_OK) {
+            fpm_status failure = e->failure;
             fpm_replay_close(e);
-            return FPM_ENOMEM;
+            return failure;
         }
     }
     for (int64_t i = 0; i < n; i++) request_record(e, i, &out->requests[i]);
