@@ -959,31 +959,26 @@ void fpm_replay_close(fpm_replay *e) {
     free(e);
 }
 
-fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t n, int32_t mode,
-                           fpm_replay **out) {
-    if (out == NULL) return FPM_EINVAL;
-    *out = NULL;
-    if (cfg == NULL || n < 0 || (n > 0 && reqs == NULL)) return FPM_EINVAL;
-    if (mode != FPM_ARRIVE_STEP && mode != FPM_ARRIVE_TIME) return FPM_EINVAL;
-    if (mode == FPM_ARRIVE_TIME && cfg->use_fixed_step) return FPM_EINVAL;
-    if (!config_ok(cfg)) return FPM_EINVAL;
+/* Every request within the header's bounds (FPM_EINVAL otherwise). */
+static int requests_ok(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const fpm_replay_request *q = &reqs[i];
         if (q->prompt_len < 1 || q->output_len < 1 || q->prompt_len > FPM_MAX_TOKENS || q->output_len > FPM_MAX_TOKENS)
-            return FPM_EINVAL;
-        if (q->arrival_step < 0 || q->arrival_step > FPM_MAX_ARRIVAL_STEP) return FPM_EINVAL;
-        if (!(q->arrival_time >= 0.0) || !isfinite(q->arrival_time)) return FPM_EINVAL;
-        if (q->priority < -FPM_MAX_PRIORITY || q->priority > FPM_MAX_PRIORITY) return FPM_EINVAL;
+            return 0;
+        if (q->arrival_step < 0 || q->arrival_step > FPM_MAX_ARRIVAL_STEP) return 0;
+        if (!(q->arrival_time >= 0.0) || !isfinite(q->arrival_time)) return 0;
+        if (q->priority < -FPM_MAX_PRIORITY || q->priority > FPM_MAX_PRIORITY) return 0;
         if (cfg->prefix_caching && (q->own_key < 0 || q->origin_off < 0 || q->origin_len < 0 ||
                                     q->origin_off > cfg->norigin - q->origin_len))
-            return FPM_EINVAL;
+            return 0;
     }
-    engine_t *e = calloc(1, sizeof(engine_t));
-    if (e == NULL) return FPM_ENOMEM;
-    e->cfg = *cfg;
-    e->in = reqs;
-    e->n = n;
-    e->mode = mode;
+    return 1;
+}
+
+/* What the engine derives once from the config: the pool's mode and size,
+ * the align split's blocks, the step's budgets and limits. */
+static void derive_settings(engine_t *e) {
+    const fpm_replay_config *cfg = &e->cfg;
     const int G = cfg->ngroups;
     e->G = G;
     e->block_mode = 1;
@@ -1021,58 +1016,93 @@ fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_reques
     e->interval = cfg->prefill_schedule_interval > 1 ? cfg->prefill_schedule_interval : 1;
     e->last_prefill_step = -e->interval;
     e->max_steps = cfg->max_steps > 0 ? cfg->max_steps : FPM_MAX_STEPS;
-    e->nslots = min64(n, cfg->max_num_seqs) + 1;
+    e->nslots = min64(e->n, cfg->max_num_seqs) + 1;
+}
 
-    int64_t nn = n > 0 ? n : 1;
+/* The engine's working memory: per request, per slot, per step; 0 when an
+ * allocation fails (fpm_replay_close frees what was taken). */
+static int allocate_state(engine_t *e) {
+    int64_t nn = e->n > 0 ? e->n : 1, slots = e->nslots;
     e->req = fpm_calloc_lines(nn, sizeof(request_t));
     e->info = fpm_calloc(nn, sizeof(request_info_t));
     e->order = fpm_calloc(nn, sizeof(int64_t));
     e->wq = fpm_calloc(nn, sizeof(int64_t));
-    e->running = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->hold = (e->nslots > INT64_MAX / G) ? NULL : fpm_calloc(e->nslots * G, sizeof(hold_t));
-    e->grow_at = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->shrink_at = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->free_slot = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_req = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_n = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_c = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->ev_cap = nn + 3 * e->nslots;
-    e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
     e->done_list = fpm_calloc(nn, sizeof(int64_t));
-    order_item *order = fpm_calloc(nn, sizeof(order_item));
-    int ok = e->req && e->info && e->order && e->wq && e->running && e->hold && e->grow_at && e->shrink_at && e->free_slot &&
-             e->sched_req && e->sched_n && e->sched_c && e->ev && e->done_list && order &&
-             lin_alloc(&e->lc, max64(cfg->nprefill, cfg->ndecode));
-    if (ok && e->pc) {
-        int64_t blk = e->sched_block, maxc = 1;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t cols = cdiv64(min64(reqs[i].prompt_len + reqs[i].output_len, cfg->max_model_len), blk) + 1;
-            if (cols > maxc) maxc = cols;
-        }
-        e->pool = pc_new(e, maxc);
-        ok = e->pool != NULL;
+    e->running = fpm_calloc(slots, sizeof(int64_t));
+    e->hold = (slots > INT64_MAX / e->G) ? NULL : fpm_calloc(slots * e->G, sizeof(hold_t));
+    e->grow_at = fpm_calloc(slots, sizeof(int64_t));
+    e->shrink_at = fpm_calloc(slots, sizeof(int64_t));
+    e->free_slot = fpm_calloc(slots, sizeof(int64_t));
+    e->sched_req = fpm_calloc(slots, sizeof(int64_t));
+    e->sched_n = fpm_calloc(slots, sizeof(int64_t));
+    e->sched_c = fpm_calloc(slots, sizeof(int64_t));
+    e->ev_cap = nn + 3 * slots;
+    e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
+    return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold && e->grow_at &&
+           e->shrink_at && e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
+           lin_alloc(&e->lc, max64(e->cfg.nprefill, e->cfg.ndecode));
+}
+
+/* the prefix-caching pool, its block tables as wide as the longest request; 0 on ENOMEM. */
+static int open_prefix_pool(engine_t *e) {
+    int64_t maxc = 1;
+    for (int64_t i = 0; i < e->n; i++) {
+        int64_t len = min64(e->in[i].prompt_len + e->in[i].output_len, e->cfg.max_model_len);
+        maxc = max64(maxc, cdiv64(len, e->sched_block) + 1);
     }
-    if (!ok) {
-        free(order);
-        fpm_replay_close(e);
-        return FPM_ENOMEM;
-    }
+    e->pool = pc_new(e, maxc);
+    return e->pool != NULL;
+}
+
+/* The requests before their arrival: no slot, no times; every slot free. */
+static void reset_requests(engine_t *e) {
     for (int64_t i = 0; i < e->nslots; i++) e->free_slot[i] = e->nslots - 1 - i;
     e->nfree_slot = e->nslots;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < e->n; i++) {
         request_t *r = &e->req[i];
-        r->prompt_len = reqs[i].prompt_len;
-        r->output_len = reqs[i].output_len;
+        r->prompt_len = e->in[i].prompt_len;
+        r->output_len = e->in[i].output_len;
         r->slot = -1;
         request_info_t *ri = &e->info[i];
         ri->arrival_time = ri->first_scheduled_time = ri->first_token_time = ri->finish_time = NAN;
-        order[i].in = reqs;
-        order[i].idx = i;
-        order[i].by_time = mode == FPM_ARRIVE_TIME;
     }
-    if (n > 1) qsort(order, (size_t)n, sizeof(order_item), order_cmp);
-    for (int64_t i = 0; i < n; i++) e->order[i] = order[i].idx;
+}
+
+/* the order of arrival (by step or time, then by index) into e->order; 0 on ENOMEM. */
+static int sort_arrivals(engine_t *e) {
+    order_item *order = fpm_calloc(e->n > 0 ? e->n : 1, sizeof(order_item));
+    if (order == NULL) return 0;
+    for (int64_t i = 0; i < e->n; i++) {
+        order[i].in = e->in;
+        order[i].idx = i;
+        order[i].by_time = e->mode == FPM_ARRIVE_TIME;
+    }
+    if (e->n > 1) qsort(order, (size_t)e->n, sizeof(order_item), order_cmp);
+    for (int64_t i = 0; i < e->n; i++) e->order[i] = order[i].idx;
     free(order);
+    return 1;
+}
+
+fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t n, int32_t mode,
+                           fpm_replay **out) {
+    if (out == NULL) return FPM_EINVAL;
+    *out = NULL;
+    if (cfg == NULL || n < 0 || (n > 0 && reqs == NULL)) return FPM_EINVAL;
+    if (mode != FPM_ARRIVE_STEP && mode != FPM_ARRIVE_TIME) return FPM_EINVAL;
+    if (mode == FPM_ARRIVE_TIME && cfg->use_fixed_step) return FPM_EINVAL;
+    if (!config_ok(cfg) || !requests_ok(cfg, reqs, n)) return FPM_EINVAL;
+    engine_t *e = calloc(1, sizeof(engine_t));
+    if (e == NULL) return FPM_ENOMEM;
+    e->cfg = *cfg;
+    e->in = reqs;
+    e->n = n;
+    e->mode = mode;
+    derive_settings(e);
+    if (!allocate_state(e) || (e->pc && !open_prefix_pool(e)) || !sort_arrivals(e)) {
+        fpm_replay_close(e);
+        return FPM_ENOMEM;
+    }
+    reset_requests(e);
     e->ended = n == 0;
     *out = e;
     return FPM_OK;
