@@ -151,6 +151,20 @@ static int step_recorded(const engine_t *e) {
     return e->failure == FPM_OK && (e->stop == 0 || e->stop == FPM_RERR_STALL);
 }
 
+/* ------------------------------------------------------------ record counts */
+
+/* A record count grows by n >= 0, held at INT64_MAX: a sizing pass that
+ * passes it asks for more than any buffer holds, and no count wraps. */
+static void count_add(int64_t *count, int64_t n) { *count = n > INT64_MAX - *count ? INT64_MAX : *count + n; }
+
+/* The same by a * b (a, b >= 0): the records of a jump over a steps. */
+static void count_add_product(int64_t *count, int64_t a, int64_t b) {
+    if (a != 0 && b > (INT64_MAX - *count) / a)
+        *count = INT64_MAX;
+    else
+        *count += a * b;
+}
+
 /* ------------------------------------------------------------ pool dispatch */
 
 static int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
@@ -625,8 +639,8 @@ static void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out) {
         last = e->t;
     jump_totals(e, m, used_blocks(e), used_bytes(e), last);
     if (out) {
-        out->nsteps += m;
-        out->nheld += m * e->nrun * (1 + e->G);
+        count_add(&out->nsteps, m);
+        count_add_product(&out->nheld, m, e->nrun * (1 + e->G));
     }
     e->k += m;
     if (e->cfg.use_fixed_step) e->t = last;
@@ -666,11 +680,15 @@ static int stretch_fits(const engine_t *e, int64_t m, int bytes, int64_t room) {
     return 1;
 }
 
+/* The period of a stretch's pool use: the least common multiple of the
+ * windowed groups' blocks (capped at cap).  A windowed group holds as many
+ * blocks one period later as now or more; a full group's holding only grows,
+ * and a state group's is fixed: so the peak lies in the stretch's last period. */
 static int64_t lcm_blocks(const engine_t *e, int64_t cap) {
     int64_t l = 1;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        if (!is_attention(g->kind)) continue;
+        if (!is_windowed(g->kind)) continue;
         int64_t a = l, b = g->block;
         while (b) {
             int64_t t = a % b;
@@ -756,9 +774,9 @@ static int64_t jump_decodes(engine_t *e, fpm_replay_output *out) {
     double s = e->cfg.fixed_step_seconds, last = (double)(e->k + m - 1) * s + s;
     jump_totals(e, m, peak_blocks, peak_bytes, last);
     if (out) {
-        out->nsteps += m;
-        out->nsched += m * e->nrun;
-        out->nheld += m * e->nrun * (1 + e->G);
+        count_add(&out->nsteps, m);
+        count_add_product(&out->nsched, m, e->nrun);
+        count_add_product(&out->nheld, m, e->nrun * (1 + e->G));
     }
     e->executed += m;
     e->capacity_bound = 0;
@@ -850,23 +868,23 @@ static int record_step(engine_t *e, fpm_replay_output *out, int count_only, int 
     sr->sched_off = out->nsched;
     sr->event_off = out->nevents;
     sr->held_off = out->nheld;
-    for (int64_t s = 0; s < e->nsched; s++, out->nsched++) {
+    for (int64_t s = 0; s < e->nsched; s++, count_add(&out->nsched, 1)) {
         if (out->nsched >= out->sched_cap) continue;
         fpm_sched_rec *x = &out->sched[out->nsched];
         x->req = e->sched_req[s];
         x->tokens = e->sched_n[s];
         x->computed_before = e->sched_c[s];
     }
-    for (int64_t i = 0; i < e->nev; i++, out->nevents++)
+    for (int64_t i = 0; i < e->nev; i++, count_add(&out->nevents, 1))
         if (out->nevents < out->events_cap) out->events[out->nevents] = e->ev[i];
-    for (int64_t q = 0; q < e->nrun; q++, out->nheld += 1 + e->G) {
+    for (int64_t q = 0; q < e->nrun; q++, count_add(&out->nheld, 1 + e->G)) {
         if (out->nheld > out->held_cap - (1 + e->G)) continue;
         int64_t *hp = &out->held[out->nheld];
         hp[0] = e->running[q];
         for (int gi = 0; gi < e->G; gi++) hp[1 + gi] = held_count(e, &e->req[e->running[q]], gi);
     }
     if (out->nsteps < out->steps_cap) out->steps[out->nsteps] = *sr;
-    out->nsteps++;
+    count_add(&out->nsteps, 1);
     return 1;
 }
 
