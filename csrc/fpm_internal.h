@@ -5,7 +5,10 @@
  *   fpm_align.c    the align split (04 G-2 ... G-6)    <-> fpmcore/replay/align.py
  *   fpm_pool.c     block-count pool (R-4 ... R-10)     <-> fpmcore/replay/pool.py
  *   fpm_prefix.c   prefix-caching pool (R-36 ... R-38) <-> fpmcore/replay/prefix.py
+ *   fpm_open.c     opening a replay: checks, settings  <-> the start of fpmcore/replay/reference.py
  *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
+ *   fpm_jump.c     jumps over idle periods and decode-only stretches without step records (C only:
+ *                  the same totals and records as stepping, which the reference does)
  *
  * Each file mirrors its Python twin function by function, under the same names.
  * Not part of the public API.
@@ -195,5 +198,28 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c);
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits);
 void pc_release_all(engine_t *e, request_t *r);
 int64_t pc_held(const engine_t *e, const request_t *r, int gi);
+
+/* The pool's use, whichever pool the engine runs. */
+static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
+static inline int64_t used_bytes(const engine_t *e) {
+    return e->pc ? (e->usable - pc_free_count(e->pool)) * e->cfg.groups[0].page : e->used_bytes;
+}
+
+/* A record count grows by n >= 0, held at INT64_MAX: a sizing pass that
+ * passes it asks for more than any buffer holds, and no count wraps. */
+static inline void count_add(int64_t *count, int64_t n) { *count = n > INT64_MAX - *count ? INT64_MAX : *count + n; }
+/* The same by a * b (a, b >= 0): the records of a jump over a steps. */
+static inline void count_add_product(int64_t *count, int64_t a, int64_t b) {
+    if (a != 0 && b > (INT64_MAX - *count) / a)
+        *count = INT64_MAX;
+    else
+        *count += a * b;
+}
+
+/* jumps without step records (fpm_jump.c) */
+/* Steps k ... k + m - 1 repeat a step that scheduled nothing (no arrival in between). */
+void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out);
+/* A decode-only stretch; returns the steps jumped (0: take a normal step). */
+int64_t jump_decodes(engine_t *e, fpm_replay_output *out);
 
 #endif /* FPM_INTERNAL_H */
