@@ -90,13 +90,13 @@ def test_local_pool_and_serial_engine_give_the_same_rows(acceptance, tmp_path):
 
 
 def test_c_and_python_backends_give_the_same_rows(tmp_path):
-    """The same small grid with the C engine (in process) and the Python reference (FPMCORE_PUREPYTHON=1)."""
+    """The same small grid with the C engine (in process) and the Python reference (FPM_PUREPYTHON=1)."""
     grid = write_grid(tmp_path / "g.json", {
         "profiles": [str(GLM)], "traces": [str(ONE_TRACE)], "tables": [str(GLM_TABLE), None],
         "settings": {"max_num_batched_tokens": [4096, 8192], "prefix_caching": ["on", "off"]}})  # fmt: skip
     c = run_fpm("sweep", str(grid), "-o", str(tmp_path / "c.jsonl"), "--engine", "serial", "--json")
     assert c.exit_code == 0, c.stderr
-    env = {**os.environ, "FPMCORE_PUREPYTHON": "1", "FPM_PUREPYTHON": "1"}  # the old name and the FPM_* one
+    env = {**os.environ, "FPM_PUREPYTHON": "1"}
     py = subprocess.run([sys.executable, "-m", "fpmcore", "sweep", str(grid), "-o", str(tmp_path / "py.jsonl"),
                          "--workers", "2", "--json"], capture_output=True, text=True, env=env, timeout=300, check=False)  # fmt: skip
     assert py.returncode == 0, py.stderr

@@ -142,11 +142,6 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
         True,
         "admit a request only when its whole input fits (R-20)",
     )
-    g.add_argument(
-        "--no-reserve-full-isl",
-        action="store_true",
-        help="the same as --no-scheduler-reserve-full-isl (fpmcore's earlier name)",
-    )
     _on_off(
         g, "--enable-chunked-prefill", "enable_chunked_prefill", True, "split prefills into chunks of the token budget"
     )
@@ -360,7 +355,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
         prefix_caching=caching,
-        reserve_full_isl=args.reserve_full_isl and not args.no_reserve_full_isl,
+        reserve_full_isl=args.reserve_full_isl,
         enable_chunked_prefill=args.enable_chunked_prefill,
         watermark=args.watermark,
         table=table,
