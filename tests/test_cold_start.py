@@ -58,7 +58,7 @@ NEVER = (
     "fpmcore.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.dryprobe",
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.planning", "fpmcore.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
-    "fpmcore.importer", "fpmcore.explain", "tomllib", "numpy",
+    "fpmcore.importer", "fpmcore.explain", "fpmcore.verify.compare", "tomllib", "numpy",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
