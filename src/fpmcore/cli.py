@@ -106,6 +106,8 @@ def build_parser(host: PluginHost, only: str | None = None) -> argparse.Argument
     With ``only`` (the subcommand the command line names) only that
     subcommand's options are configured; the others are listed with their
     help, which is all ``fpm --help`` and argparse's choice check need.
+    ``only=""`` (a command line that names no subcommand) configures none, so
+    that ``fpm --help`` imports no pipeline.
     """
     parser = _Parser(
         prog="fpm",
@@ -184,7 +186,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         print(one_line(f"fpm: warning: {warning}"), file=sys.stderr)
     try:
         named = next((a for a in rest if not a.startswith("-")), None)
-        args = build_parser(host, only=named).parse_args(argv)
+        args = build_parser(host, only=named or "").parse_args(argv)
     except _UsageError as exc:
         sys.stderr.write(exc.usage)
         print(exc.message, file=sys.stderr)
@@ -193,7 +195,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     if getattr(args, "_run", None) is None:
-        build_parser(host).print_help(sys.stderr)
+        build_parser(host, only="").print_help(sys.stderr)
         _error_document(None, json_wanted, "usage", "fpm: error: no command given")
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)

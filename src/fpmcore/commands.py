@@ -21,22 +21,56 @@ from fpmcore.errors import FpmError
 from fpmcore.hookspecs import hookimpl
 from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
 
-#: ``(module, factory)`` of the pipeline commands, each defined beside its pipeline.
-PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("fpmcore.probe", "probe_command"),
-    ("fpmcore.importer", "import_command"),
-    ("fpmcore.planning", "plan_command"),
-    ("fpmcore.validate.command", "validate_command"),
-    ("fpmcore.replay.cli", "replay_command"),
-    ("fpmcore.sweep.command", "sweep_command"),
-    ("fpmcore.collect.command", "collect_command"),
-    ("fpmcore.collect.assess", "assess_command"),
-    ("fpmcore.collect.publish", "publish_command"),
-    ("fpmcore.collect.onboard", "onboard_command"),
-    ("fpmcore.collect.finalize", "finalize_command"),
-    ("fpmcore.verify", "verify_command"),
-    ("fpmcore.explain", "explain_command"),
-)
+#: The pipeline commands, ``(name, help, module, factory)``: each is defined beside its pipeline
+#: (``module.factory()`` gives its :class:`~fpmcore.hooktypes.CliCommand`).  Its name and help are
+#: repeated here so that ``fpm --help`` lists it without importing its pipeline, which is imported
+#: only when the command is configured or run (``tests/test_command_line.py`` checks that the two agree).
+PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
+    ("probe", "observe a runtime's KV cache (a dry run of its planning, or a live engine) and write observation "
+              "records", "fpmcore.probe", "probe_command"),
+    ("import", "import runtime observation records into an FPM profile (02)", "fpmcore.importer", "import_command"),
+    ("plan", "generate the benchmark points of a model from an accepted profile", "fpmcore.planning", "plan_command"),
+    ("validate", "validate the measurement artifacts of a collected run against its plan (05)",
+                 "fpmcore.validate.command", "validate_command"),
+    ("replay", "replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency (06)",
+               "fpmcore.replay.cli", "replay_command"),
+    ("sweep", "replay a grid of profiles, traces, tables and settings, locally or on Ray",
+              "fpmcore.sweep.command", "sweep_command"),
+    ("collect", "measure a plan's points on the engine of the runtime plugin the plan names",
+                "fpmcore.collect.command", "collect_command"),
+    ("assess", "re-measure a sample of a run's points on a fresh engine: is it repeatable?",
+               "fpmcore.collect.assess", "assess_command"),
+    ("publish", "publish a validated run as the FPM latency table fpm replay reads",
+                "fpmcore.collect.publish", "publish_command"),
+    ("onboard", "probe, import, plan, collect, validate and publish a model in one go",
+                "fpmcore.collect.onboard", "onboard_command"),
+    ("finalize", "accept a finished campaign and pin its artifacts in final.json",
+                 "fpmcore.collect.finalize", "finalize_command"),
+    ("verify", "serve a trace on the campaign's engine and compare it with the replay's predictions "
+               "(TTFT, TPOT, E2E, makespan, steps)", "fpmcore.verify", "verify_command"),
+    ("explain", "explain a rule id: what it means, what it protects, an example and the fix",
+                "fpmcore.explain", "explain_command"),
+)  # fmt: skip
+
+
+def pipeline_command(module: str, factory: str) -> CliCommand:
+    """The :class:`~fpmcore.hooktypes.CliCommand` that ``module.factory()`` defines (imports the pipeline)."""
+    command: CliCommand = getattr(importlib.import_module(module), factory)()
+    return command
+
+
+def deferred_command(name: str, help: str, module: str, factory: str) -> CliCommand:  # noqa: A002  # CliCommand's field
+    """The command ``module.factory()`` defines, named and described without importing ``module``:
+    its pipeline is imported when the command is configured (the one subcommand the command line
+    names) or run."""
+
+    def configure(parser: argparse.ArgumentParser) -> None:
+        pipeline_command(module, factory).configure(parser)
+
+    def run(args: argparse.Namespace, ctx: Any) -> int:
+        return pipeline_command(module, factory).run(args, ctx)
+
+    return CliCommand(name, help, configure, run)
 
 
 @hookimpl
@@ -54,7 +88,7 @@ def fpm_plugin_info() -> PluginInfo:
 
 @hookimpl
 def fpm_producer_contracts() -> list[ProducerContract]:
-    from fpmcore.collect.contract import CONTRACT
+    from fpmcore.collect.identity import CONTRACT
 
     return [CONTRACT]
 
@@ -285,9 +319,7 @@ def fpm_cli_commands() -> list[CliCommand]:
             _run_schema,
         ),  # fmt: skip
     ]
-    for module, factory in PIPELINE_COMMANDS:
-        commands.append(getattr(importlib.import_module(module), factory)())
-    return commands
+    return commands + [deferred_command(*entry) for entry in PIPELINE_COMMANDS]
 
 
 __all__ = ["EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "fpm_cli_commands", "fpm_plugin_info"]

@@ -86,7 +86,6 @@ that cannot show it was clean is not a clean measurement).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -262,6 +261,8 @@ CANARY_SETTLE = 0.03
 def canary() -> float:
     """Seconds of a fixed piece of CPU work (SHA-256 of 64 KiB and an integer sum of 3,000 terms: about 65 µs
     on this project's machines), the fastest of four runs back to back."""
+    import hashlib  # imported here, before any timing, so that importing the module stays cheap
+
     out = float("inf")
     for _ in range(4):
         t = time.perf_counter()

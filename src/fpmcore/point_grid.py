@@ -76,14 +76,12 @@ from typing import Any
 import attrs
 import orjson
 
+from fpmcore.collect.identity import CELL_IDENTITY as CELL_IDENTITY  # the grid's cells' identity (05 §6.2)
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery, PlanLimits, PointPlan
 
 #: G-25 ``origin`` of the model-agnostic grid.
 ORIGIN = "fpmcore_grid_v1"
-#: The execution identity of the grid's collection cells (05 §6.2) but for the model configuration digest:
-#: measured step by step by a runtime plugin's engine driver (``fpm collect``), no Engram, text prompts.
-CELL_IDENTITY = {"execution_profile": "engine_steps", "engram_residency": "none", "input_modality": "text"}
 #: The largest batch of a point (the reference's cap, 04 G-10).
 BATCH_CAP = 32
 #: The smallest new-token count of a prefill point.

@@ -403,13 +403,23 @@ def _unstructure(obj: Any) -> dict[str, Any]:
     }
 
 
+_RECORD_CLASSES = frozenset(RECORD_OBJECTS.values())
+
+
+def _is_record_class(t: Any) -> bool:
+    return isinstance(t, type) and t in _RECORD_CLASSES
+
+
+def _record_structure_hook(cls: type) -> Any:
+    """The structure function of one record class (its keys renamed, unknown keys refused), generated
+    when a record is first read, not when this module is imported; the converter keeps it."""
+    attrs.resolve_types(cls, globals())
+    renamed = {a.name: override(rename=a.metadata["key"]) for a in attrs.fields(cls) if "key" in a.metadata}
+    return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renamed)  # type: ignore[arg-type]
+
+
+converter.register_structure_hook_factory(_is_record_class, _record_structure_hook)
 for _cls in RECORD_OBJECTS.values():
-    attrs.resolve_types(_cls, globals(), locals())
-    _renamed = {a.name: override(rename=a.metadata["key"]) for a in attrs.fields(_cls) if "key" in a.metadata}
-    converter.register_structure_hook(
-        _cls,
-        make_dict_structure_fn(_cls, converter, _cattrs_forbid_extra_keys=True, **_renamed),  # type: ignore[arg-type]
-    )
     converter.register_unstructure_hook(_cls, _unstructure)
 
 

@@ -14,12 +14,9 @@ This module imports no hook machinery: :class:`RuleEntry` is re-exported by
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
-import tomllib
 from collections.abc import Iterable
-from importlib import resources
 from typing import Any
 
 import attrs
@@ -105,6 +102,9 @@ def sort_key(rule: str) -> tuple[int, int, str]:
 @functools.cache
 def host_entries() -> tuple[RuleEntry, ...]:
     """The host's entries, read once from :data:`DATA_FILE`, in catalogue order."""
+    import tomllib  # read on first use, not when a plugin imports RuleEntry
+    from importlib import resources
+
     text = resources.files("fpmcore").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
     tables = tomllib.loads(text)
     entries = []
@@ -143,6 +143,8 @@ def lookup(catalogue: dict[str, Catalogued], asked: str) -> Catalogued | None:
 
 def closest(catalogue: dict[str, Catalogued], asked: str, n: int = 3) -> list[str]:
     """Up to ``n`` known ids nearest to ``asked``: the same family's nearest number first, then by spelling."""
+    import difflib
+
     rule = normalize(asked)
     by_fold = {k.casefold(): k for k in catalogue}
     near = [by_fold[k] for k in difflib.get_close_matches(rule.casefold(), list(by_fold), n=n, cutoff=0.5)]

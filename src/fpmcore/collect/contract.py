@@ -30,11 +30,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fpmcore.collect.identity import CONTRACT as CONTRACT
+from fpmcore.collect.identity import PROTOCOL_NAME
 from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
-from fpmcore.collect.run import EXECUTION_MODE, PROTOCOL_NAME, REDUCTION, STATE_PROTOCOL
+from fpmcore.collect.run import REDUCTION, STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
-from fpmcore.point_grid import CELL_IDENTITY
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
@@ -43,14 +44,6 @@ from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
 from fpmcore.validate.values import ABSENT, get, is_int, is_number, js, plain
 
-CONTRACT = ProducerContract(
-    name="fpmcore_engine_steps",
-    execution_mode=EXECUTION_MODE,
-    residency=CELL_IDENTITY["engram_residency"],
-    label="engine-steps",
-    protocol_producer=PROTOCOL_NAME,
-    execution_profile=CELL_IDENTITY["execution_profile"],
-)
 LABEL = "engine-steps"
 #: Where the host hands the expected producer record to the contract (``files["@producer"]``).
 PRODUCER_KEY = "@producer"

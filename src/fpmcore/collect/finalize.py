@@ -119,7 +119,6 @@ from fpmcore import campaign as layout
 from fpmcore.collect import store
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
-from fpmcore.verify.compare import VERDICTS
 
 FINAL_SCHEMA = "fpmcore.final/v1"
 #: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.ASSESSMENT_KIND`) and of the
@@ -391,6 +390,8 @@ def _check_assessment(root: Path) -> dict[str, Any]:
 
 def _check_verification(root: Path) -> dict[str, Any]:
     """F-7: the serving validation, passed."""
+    from fpmcore.verify.compare import VERDICTS  # the comparison itself only here: fpm replay reads this module too
+
     path = root / layout.VERIFICATION
     if not path.exists():
         raise Refused("F-7", f"no {layout.VERIFICATION}: the serving validation did not run; run fpm verify with "

@@ -33,6 +33,8 @@ import attrs
 
 from fpmcore.collect import store
 from fpmcore.collect.content import POOL_TAG, TokenSource
+from fpmcore.collect.identity import EXECUTION_MODE as EXECUTION_MODE
+from fpmcore.collect.identity import PROTOCOL_NAME as PROTOCOL_NAME
 from fpmcore.collect.measure import (
     DEFAULT_MAX_CONTENDED,
     DEFAULT_PREFILL_IDLE,
@@ -46,9 +48,7 @@ from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, Pro
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
 from fpmcore.validate.values import canonical_digest, manifest_of
 
-#: ``execution_mode`` of the artifacts, ``measurement_protocol.producer.name`` and the protocol's fixed fields.
-EXECUTION_MODE = "engine_steps"
-PROTOCOL_NAME = "fpmcore_engine_steps"
+#: The protocol's fixed fields (its ``execution_mode`` and producer name: :mod:`fpmcore.collect.identity`).
 REDUCTION = "upper_median_after_first_repetition"
 STATE_PROTOCOL = "fpmcore_prefix_cache_real_seed_v1"
 UNOBSERVED = ("kv_cache_tensors", "recurrent_state_tensors", "sampled_continuation_token_ids")

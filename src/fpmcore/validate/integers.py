@@ -213,13 +213,16 @@ class _Compiler:
 
 
 class IntegerSchema:
-    """A schema of integer fields compiled once (see the module docstring)."""
+    """A schema of integer fields compiled once, when an object is first checked (see the module docstring)."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
+
+    @functools.cached_property
+    def _checks(self) -> dict[int, Callable[[dict[str, Any]], bool]]:
         compiler = _Compiler()
-        compiler.function(schema)
-        self._checks = compiler.build()
+        compiler.function(self.schema)
+        return compiler.build()
 
     def passes(self, obj: dict[str, Any]) -> bool:
         """``True`` when no integer field of the object ``obj`` breaks A-2."""

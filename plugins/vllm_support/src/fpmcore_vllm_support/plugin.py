@@ -12,7 +12,9 @@ worker ``cache`` its tensors give) and ``<package>.probe``
 (``prepare_environment``, ``plan`` and ``plan_summary``, and, where its
 observer reads more than the shared source gives, ``worker_source``).  Both
 are imported when a hook needs them, so that loading the plugin never
-imports vLLM.
+imports vLLM; so are the shared observer and dry probe
+(:mod:`fpmcore_vllm_support.observe`, :mod:`fpmcore_vllm_support.dryprobe`),
+so that loading the plugin stays cheap for a command that never calls them.
 
 The host calls the runtime hooks only for the pin the plugin targets
 (``vllm==<rules.version>``), so no implementation takes, or compares, the
@@ -24,13 +26,15 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from fpmcore import API_VERSION, PluginInfo, RuntimeRules, SpecClassification, hookimpl
 from fpmcore.replay.rules import RuntimeRules as ReplayRules
-from fpmcore_vllm_support import dryprobe, observe
+
+if TYPE_CHECKING:
+    from fpmcore_vllm_support import observe
 
 
 @attrs.frozen(eq=False)
@@ -67,6 +71,8 @@ class VllmRuntimePlugin:
 
     def release(self) -> observe.Release:
         """What the release's observer adds to the shared building blocks (imports ``<package>.observe``)."""
+        from fpmcore_vllm_support import observe
+
         module = importlib.import_module(f"{self.package}.observe")
         return observe.Release(
             version=self.rules.version, distribution=self.distribution, observer=module.__name__,
@@ -76,6 +82,8 @@ class VllmRuntimePlugin:
 
     def build_record(self, source: Mapping[str, Any], *, phase: str, rank: int) -> dict[str, Any]:
         """One record of the release from the live objects of ``source`` (:func:`fpmcore_vllm_support.observe.build_record`)."""
+        from fpmcore_vllm_support import observe
+
         return observe.build_record(source, phase=phase, rank=rank, release=self.release())
 
     def dry_probe(
@@ -95,6 +103,8 @@ class VllmRuntimePlugin:
         (:func:`fpmcore_vllm_support.dryprobe.dry_probe`, with the release's
         ``plan``, ``plan_summary`` and observer).  Returns what vLLM planned, per phase.
         """
+        from fpmcore_vllm_support import dryprobe
+
         probe = importlib.import_module(f"{self.package}.probe")
         probe.prepare_environment()
         sources = {"worker_source": probe.worker_source} if hasattr(probe, "worker_source") else {}

@@ -1,0 +1,149 @@
+"""``fpm`` starts without the work its command does not need: the guards, none of them timed.
+
+``fpm --help``, ``fpm plugins`` and a one-request ``fpm replay`` each run in a
+fresh interpreter; what each imported (``sys.modules``) and which functions
+were generated (attrs and cattrs keep their generated source in
+``linecache``) are read at its end.  A command must not import the pipelines
+it does not run, the plugins' observers and dry probes (a runtime plugin's
+hooks import them), the record converter or the validation rules; no cattrs
+structure function is generated before a document is read.  The speed these
+guard is measured by ``make bench`` (``tests/test_bench_cli.py``) and
+reported in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fpmcore.commands import PIPELINE_COMMANDS, pipeline_command
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = str(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json")
+TRACE = str(ROOT / "examples" / "traces" / "glm-one-request.jsonl")
+TABLE = str(ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json")
+REPLAY = ("replay", PROFILE, "--trace", TRACE, "--fpm-table", TABLE)
+
+#: Runs ``fpm`` with argv[2:] in this interpreter, then writes what it imported and generated to argv[1].
+_PROBE = """
+import contextlib, io, json, linecache, sys
+from fpmcore.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[2:])
+generated = [k for k in linecache.cache if k.startswith("<attrs generated") or k.startswith("<cattrs generated")]
+with open(sys.argv[1], "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules), "generated": generated, "stdout": out.getvalue()}, f)
+"""
+
+
+def _started(tmp_path: Path, *argv: str) -> dict:
+    """What a fresh ``fpm *argv`` imported and generated, its exit code and its stdout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FPM_")}
+    report = tmp_path / "started.json"
+    subprocess.run([sys.executable, "-c", _PROBE, str(report), *argv], env=env, check=True, timeout=120)
+    found: dict = json.loads(report.read_text(encoding="utf-8"))
+    return found
+
+
+#: Imported by no command of the three: the plugins' observers and dry probes, the record classes and
+#: their converter, the validation rules, the planner, the sweep, the campaign finalization.
+NEVER = (
+    "fpmcore.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.dryprobe",
+    "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
+    "fpmcore.planning", "fpmcore.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
+    "fpmcore.importer", "fpmcore.explain", "fpmcore.verify.compare", "tomllib", "numpy",
+)  # fmt: skip
+#: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
+#: profile and its converter, the replay engine and its C library.
+NO_PIPELINE = (
+    "fpmcore.replay.cli", "fpmcore.replay.model", "fpmcore.profile", "fpmcore.schema", "cattrs",
+    "fpmcore.native", "cffi", "fpmcore.collect.finalize", "fpmcore.validate.command",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        (("--help",), NEVER + NO_PIPELINE + ("rich",)),
+        (("plugins",), NEVER + NO_PIPELINE),
+        (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
+        (REPLAY, NEVER),
+    ],
+    ids=["help", "plugins", "plugins-json", "replay"],
+)
+def test_a_command_imports_only_what_it_uses(tmp_path, argv, absent):
+    started = _started(tmp_path, *argv)
+    assert started["code"] == 0
+    imported = set(started["modules"])
+    assert sorted(m for m in absent if m in imported) == []
+    # what the command did need was there (the probe sees imports at all)
+    assert {"fpmcore.hooktypes", "fpmcore.plugins", "fpmcore_vllm033", "fpmcore_glm53flash"} <= imported
+
+
+def test_the_replay_runs_on_what_it_imports(tmp_path):
+    """The one-request replay of the guard is a whole replay: the engine ran and printed its summary."""
+    started = _started(tmp_path, *REPLAY, "--json")
+    assert started["code"] == 0
+    summary = json.loads(started["stdout"])["summary"]
+    assert (summary["requests"], summary["finished"], summary["steps"]) == (1, 1, 4)
+    assert {"fpmcore.replay.model", "fpmcore.profile", "fpmcore.native"} <= set(started["modules"])
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("plugins",)], ids=["help", "plugins"])
+def test_no_converter_code_is_generated_before_a_document_is_read(tmp_path, argv):
+    generated = _started(tmp_path, *argv)["generated"]
+    assert [k for k in generated if k.startswith("<cattrs generated")] == []
+    assert any(k.startswith("<attrs generated") for k in generated)  # the probe sees generated code at all
+
+
+def test_reading_a_profile_generates_its_converter_code_then(tmp_path):
+    """The other side of the guard above: the converter's code is generated when a profile is read."""
+    generated = _started(tmp_path, "profile", "check", PROFILE)["generated"]
+    assert any(k.startswith("<cattrs generated structure fpmcore.profile.") for k in generated)
+
+
+def test_the_record_converter_and_the_integer_checks_wait_for_their_first_use():
+    code = """
+import linecache
+import fpmcore.record, fpmcore.validate.integers as integers
+generated = [k for k in linecache.cache if k.startswith("<cattrs generated")]
+print(len(generated), "_checks" in vars(integers.RANK_INTEGERS))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["0", "False"]
+
+
+def test_the_record_converter_and_the_integer_checks_built_on_first_use_are_as_strict():
+    from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
+    from fpmcore.record import Rank
+    from fpmcore.schema import converter
+    from fpmcore.validate.integers import RANK_INTEGERS, IntegerSchema
+
+    assert converter.structure({"dp": 0, "tp": 1, "pp": None}, Rank) == Rank(dp=0, tp=1, pp=None)
+    with pytest.raises(ClassValidationError) as info:
+        converter.structure({"dp": 0, "tp": 1, "pp": 0, "surplus": 1}, Rank)
+    assert [type(e) for e in info.value.exceptions] == [ForbiddenExtraKeysError]
+    with pytest.raises(ClassValidationError):
+        converter.structure({"dp": 0.5, "tp": 1, "pp": 0}, Rank)
+    fresh = IntegerSchema(RANK_INTEGERS.schema)
+    assert fresh.first_non_integer({"dp": {"rank": 0, "size": 2.0}}) == ("dp.size", 2.0)
+    assert fresh.passes({"dp": {"rank": 0, "size": 2}}) is True
+
+
+@pytest.mark.parametrize(
+    ("name", "help", "module", "factory"), PIPELINE_COMMANDS, ids=[c[0] for c in PIPELINE_COMMANDS]
+)
+def test_a_listed_command_is_the_command_its_pipeline_defines(name, help, module, factory):  # noqa: A002
+    """``fpm --help`` lists a pipeline's command from :data:`PIPELINE_COMMANDS` without importing it: the
+    name and help listed are the ones the pipeline's own factory gives."""
+    command = pipeline_command(module, factory)
+    assert (command.name, command.help) == (name, help)
+    assert importlib.import_module(module)  # the pipeline imports once configured or run

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The cold start of ``fpm`` (issue 21, goal 4): whole-process wall and CPU time of three commands.
+
+``fpm --help``, ``fpm plugins`` and a one-request ``fpm replay`` of the GLM
+example (profile, trace and latency table of ``examples/``), each started
+``--rounds`` times as a fresh process after one warm-up round, with bytecode
+caching on as in an ordinary installation.  Prints, per command, the minimum
+and median of the wall time and of the process's CPU time (user + system),
+and the load average before and after: the wall time of a process on a shared
+machine grows with the others' work, its CPU time much less.
+
+    .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--fpm .venv/bin/fpm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+COMMANDS = {
+    "fpm --help": ("--help",),
+    "fpm plugins": ("plugins",),
+    "fpm replay (one request)": (
+        "replay", str(EXAMPLES / "profiles" / "glm53flash-tp4.fpm-profile.json"),
+        "--trace", str(EXAMPLES / "traces" / "glm-one-request.jsonl"),
+        "--fpm-table", str(EXAMPLES / "fpm_tables" / "glm53flash-tp4.json"),
+    ),
+}  # fmt: skip
+#: Bytecode caching on, whatever PYTHONDONTWRITEBYTECODE the calling environment sets; no plugin selection.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("FPM_")}
+
+
+def one_run(argv: list[str]) -> tuple[float, float]:
+    """``(wall seconds, CPU seconds)`` of one whole process."""
+    before = os.times()
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, env=ENV)
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return wall, cpu
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--fpm", default=str(Path(sys.executable).parent / "fpm"))
+    args = parser.parse_args()
+    print(f"load average before: {load_average()}")
+    print(f"{'command':<26} {'wall min':>9} {'wall median':>12} {'CPU min':>8} {'CPU median':>11}  (ms)")
+    for name, argv in COMMANDS.items():
+        one_run([args.fpm, *argv])  # warm-up: bytecode written, files in the page cache
+        runs = [one_run([args.fpm, *argv]) for _ in range(args.rounds)]
+        wall, cpu = [r[0] * 1e3 for r in runs], [r[1] * 1e3 for r in runs]
+        print(f"{name:<26} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} "
+              f"{statistics.median(cpu):11.0f}")  # fmt: skip
+    print(f"load average after: {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
