@@ -108,8 +108,9 @@ def manifest_problem(manifest: Any) -> str | None:
         if not isinstance(stage, dict):
             return f"stages[{i}] expected an object, found {_shown(stage)}"
         name = stage.get("name")
-        if name not in FULL_STAGES or name in seen:
-            what = "a stage recorded twice" if name in seen else f"one of {', '.join(FULL_STAGES)}"
+        if not isinstance(name, str) or name not in FULL_STAGES or name in seen:  # a list or an object: no name
+            twice = isinstance(name, str) and name in seen
+            what = "a stage recorded twice" if twice else f"one of {', '.join(FULL_STAGES)}"
             return f"stages[{i}].name expected {what}, found {_shown(name)}"
         seen.add(name)
         if stage.get("status") != "done":

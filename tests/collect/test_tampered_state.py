@@ -39,6 +39,9 @@ def _onboard(model: Path, out: Path, *extra: str):
     (lambda m: m.__setitem__("stages", None), "stages expected a list, found null"),
     (lambda m: m["stages"][0].pop("name"), "stages[0].name expected one of probe, import, plan, smoke, readiness, "
                                            "collect, validate, assess, publish, verify, finalize, found nothing"),
+    (lambda m: m["stages"][0].__setitem__("name", []), "stages[0].name expected one of probe, import, plan, smoke, "
+                                                        "readiness, collect, validate, assess, publish, verify, "
+                                                        "finalize, found []"),
     (lambda m: m["stages"][1].__setitem__("name", "probe"), "stages[1].name expected a stage recorded twice, "
                                                             "found \"probe\""),
     (lambda m: m["stages"][1].__setitem__("inputs", []), "stages[1] (import).inputs expected an object, found []"),
