@@ -74,6 +74,8 @@ def _item_problem(item: Any) -> str | None:
     if not isinstance(item, dict):
         return f"expected an object with path, kind and sha256, found {_shown(item)}"
     path, kind, sha = item.get("path"), item.get("kind"), item.get("sha256")
+    if "sha256" not in item:  # null is an item that was missing; no key is no record of the item at all
+        return "sha256 is missing (a 64-hex digest, or null for an item that was missing)"
     if kind not in ITEM_KINDS:
         return f"kind expected one of {', '.join(ITEM_KINDS)}, found {_shown(kind)}"
     if not isinstance(path, str) or not path or "\0" in path:

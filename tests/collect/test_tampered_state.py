@@ -45,6 +45,8 @@ def _onboard(model: Path, out: Path, *extra: str):
     (lambda m: m["stages"][1].__setitem__("name", "probe"), "stages[1].name expected a stage recorded twice, "
                                                             "found \"probe\""),
     (lambda m: m["stages"][1].__setitem__("inputs", []), "stages[1] (import).inputs expected an object, found []"),
+    (lambda m: m["stages"][3]["inputs"]["plan"].pop("sha256"),
+     "stages[3] (collect).inputs.plan: sha256 is missing (a 64-hex digest, or null for an item that was missing)"),
     (lambda m: m["stages"][1]["outputs"]["profile"].__setitem__("path", 5),
      "stages[1] (import).outputs.profile: path expected a non-empty string, found 5"),
     (lambda m: m["stages"][1]["outputs"]["profile"].__setitem__("path", "../elsewhere.json"),
@@ -89,6 +91,10 @@ def test_finalize_reads_the_manifest_as_resume_does(campaign, tmp_path):
                                   "start a new run folder"),
     (lambda r: r.__setitem__("cell_id", 5), "collect.json is damaged: cell_id must be a string, found 5; "
                                             "start a new run folder"),
+    (lambda r: r.__setitem__("runtime", None), "collect.json is damaged: runtime must be a string, found null; "
+                                               "start a new run folder"),
+    (lambda r: r.pop("limits"), "collect.json is damaged: limits must be an object, found nothing; "
+                                "start a new run folder"),
     (lambda r: r["settings"].__setitem__("repetitions", "x"),
      "--resume: the run's settings are unreadable: repetitions must be an integer, found 'x'"),
     (lambda r: r["settings"].pop("seed"), "--resume: the run's settings are unreadable: seed is missing"),

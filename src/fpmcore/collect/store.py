@@ -44,8 +44,10 @@ from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
 #: The strings and the objects of ``collect.json`` that a resumed or finished run reads (:meth:`RunFolder.read_run`).
-RUN_TEXT = ("plan_sha256", "cell_id", "point_set", "manifest_sha256", "grid_digest")
-RUN_OBJECTS = ("settings", "producer", "measurement_protocol")
+RUN_TEXT = ("plan_sha256", "cell_id", "point_set", "manifest_sha256", "grid_digest", "runtime", "attempt_id", "run_id",
+            "started_at", "execution_mode")  # fmt: skip
+RUN_OBJECTS = ("settings", "producer", "measurement_protocol", "manifest", "execution_identity", "serving_config",
+               "limits")  # fmt: skip
 POINTS_DIR = "points"
 ARTIFACT = "r0.json"
 SIDECAR = "repetitions.jsonl"
