@@ -110,6 +110,26 @@ def test_a_tampered_run_file_is_refused_on_resume(campaign, model_dir, tmp_path,
     assert (r.exit_code, r.stderr) == (2, f"fpm: {run / 'collect.json'}: {message} [collect]\n")
 
 
+def test_a_run_file_value_beyond_64_bits_reaches_the_artifacts_whole_and_validation_refuses_it(
+    campaign, model_dir, tmp_path
+):
+    run = tmp_path / "run"
+    shutil.copytree(campaign / "run", run, symlinks=True)
+    doc = json.loads((run / "collect.json").read_text())
+    doc["execution_identity"]["model_config_sha256"] = 2**64
+    (run / "collect.json").write_text(json.dumps(doc))
+    r = run_fpm("collect", str(campaign / "plan.json"), "--smoke", "--model-dir", str(model_dir), "-o", str(run),
+                "--resume", "--json", host=standin_host(STANDIN))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["points"] == 5
+    artifact = json.loads((run / "r0.json").read_text())
+    assert artifact["execution_identity"]["model_config_sha256"] == 2**64
+    v = run_fpm("validate", str(run), "--plan", str(campaign / "plan.json"), host=standin_host(STANDIN))
+    assert v.exit_code == 1
+    assert "A-15 native execution identity differs from the frozen cell: model_config_sha256 expected" in v.stdout
+    assert "found 18446744073709551616: r0.json" in v.stdout
+
+
 def test_a_point_record_that_is_a_link_is_refused(campaign, model_dir, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(campaign / "run", run, symlinks=True)

@@ -86,8 +86,16 @@ def write_durable(path: Path, data: bytes) -> None:
 
 
 def json_bytes(value: Any) -> bytes:
-    """Indented JSON with a trailing newline (records and artifacts)."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    """Indented JSON with a trailing newline (records and artifacts); an integer beyond 64 bits (a run file may
+    carry one into the artifacts) is written whole, in the same form, by :mod:`json`."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError as exc:
+        if "Integer exceeds" not in str(exc):
+            raise
+    import json
+
+    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def json_text(value: Any) -> str:
