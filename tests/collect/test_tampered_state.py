@@ -130,6 +130,31 @@ def test_a_run_file_value_beyond_64_bits_reaches_the_artifacts_whole_and_validat
     assert "found 18446744073709551616: r0.json" in v.stdout
 
 
+@pytest.mark.parametrize("edit, problem", [
+    (lambda r: r.pop("point"), "point must be an object, found nothing"),
+    (lambda r: r.__setitem__("raw", []), "raw must be a non-empty list, found []"),
+    (lambda r: r["raw"][0].__setitem__("wall_time", "x"), "raw[0].wall_time must be a number, found \"x\""),
+    (lambda r: r["repetitions"][1].__setitem__("raw_sample_index", 99),
+     "repetitions[1].raw_sample_index must be the index of a raw sample, found 99"),
+    (lambda r: r["warmups"][0].pop("forward_index_end"),
+     "warmups[0] must be an object with integer forward_index_start and forward_index_end"),
+])  # fmt: skip
+def test_a_damaged_point_record_is_refused_on_resume(campaign, model_dir, tmp_path, edit, problem):
+    run = tmp_path / "run"
+    shutil.copytree(campaign / "run", run, symlinks=True)
+    first = sorted((run / "points").iterdir())[0]
+    record = json.loads(first.read_text())
+    assert record["repetitions"][1]["role"] == "measured"
+    edit(record)
+    first.write_text(json.dumps(record))
+    r = run_fpm("collect", str(campaign / "plan.json"), "--smoke", "--model-dir", str(model_dir), "-o", str(run),
+                "--resume", host=standin_host(STANDIN))  # fmt: skip
+    assert (r.exit_code, r.stderr) == (
+        2,
+        f"fpm: {first}: a point record is damaged: {first.name}: {problem}; start a new run folder [collect]\n",
+    )
+
+
 def test_a_point_record_that_is_a_link_is_refused(campaign, model_dir, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(campaign / "run", run, symlinks=True)
