@@ -139,9 +139,11 @@ def test_mutated_collect_manifests(host, smoke_campaign, data, what):
                             "--json", host=host)  # fmt: skip
         if res.exit_code == 2:  # refused: the run as it was
             assert snapshot(Path(tmp)) == before, sorted(set(snapshot(Path(tmp)).items()) ^ set(before.items()))
-        if res.exit_code == 0:  # the run whole: its manifest and index read back, a record per point
+        if res.exit_code == 0:  # the run whole: its manifest, artifact and index read back, a record per visit
             state = json.loads((run / "collect.json").read_bytes())
-            assert isinstance(state, dict) and state["cell_id"] == doc.get("cell_id", state["cell_id"])
+            assert isinstance(state, dict) and doc["cell"] == state["cell_id"]
+            artifact = json.loads((run / "r0.json").read_bytes())
+            assert artifact["run_id"] == state["run_id"] and len(artifact["results"]) == doc["points"]
             json.loads((run / "index.json").read_bytes())
             assert len(list((run / "points").iterdir())) >= len(points)
         assert _temporaries(run) == [], _temporaries(run)
