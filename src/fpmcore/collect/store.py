@@ -267,7 +267,7 @@ def visit_problem(record: Mapping[str, Any]) -> str | None:
     for i, rep in enumerate(record["repetitions"]):
         if not isinstance(rep, dict):
             return f"repetitions[{i}] must be an object, found {_shown(rep)}"
-        index = rep.get("raw_sample_index")
+        index: Any = rep.get("raw_sample_index")
         if rep.get("role") == "measured" and not (_integer(index) and 0 <= index < len(raw)):
             return f"repetitions[{i}].raw_sample_index must be the index of a raw sample, found {_shown(index)}"
     for i, entry in enumerate(record["warmups"]):
