@@ -162,3 +162,12 @@ def test_json_schema_accepts_the_example_and_refuses_structural_faults():
     doc["deployments"][0]["resources"]["cache_groups"][0]["page_size_bytes"] = 2**53 + 1
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(doc)
+
+
+def test_machine_output_writes_an_integer_beyond_64_bits_whole():
+    """A resumed run's settings or a campaign manifest may carry one (the strict reader accepts it): --json prints
+    it back in the compact form of every other document."""
+    assert jsonio.dumps_output({"warmups": 2**64, "n": [1, -(2**70)], "s": "ü"}) == (
+        b'{"warmups":18446744073709551616,"n":[1,-1180591620717411303424],"s":"\xc3\xbc"}\n'
+    )
+    assert jsonio.dumps_output({"warmups": 2**63 - 1}) == b'{"warmups":9223372036854775807}\n'

@@ -74,6 +74,8 @@ def _item_problem(item: Any) -> str | None:
     if not isinstance(item, dict):
         return f"expected an object with path, kind and sha256, found {_shown(item)}"
     path, kind, sha = item.get("path"), item.get("kind"), item.get("sha256")
+    if "sha256" not in item:  # null is an item that was missing; no key is no record of the item at all
+        return "sha256 is missing (a 64-hex digest, or null for an item that was missing)"
     if kind not in ITEM_KINDS:
         return f"kind expected one of {', '.join(ITEM_KINDS)}, found {_shown(kind)}"
     if not isinstance(path, str) or not path or "\0" in path:
@@ -108,8 +110,9 @@ def manifest_problem(manifest: Any) -> str | None:
         if not isinstance(stage, dict):
             return f"stages[{i}] expected an object, found {_shown(stage)}"
         name = stage.get("name")
-        if name not in FULL_STAGES or name in seen:
-            what = "a stage recorded twice" if name in seen else f"one of {', '.join(FULL_STAGES)}"
+        if not isinstance(name, str) or name not in FULL_STAGES or name in seen:  # a list or an object: no name
+            twice = isinstance(name, str) and name in seen
+            what = "a stage recorded twice" if twice else f"one of {', '.join(FULL_STAGES)}"
             return f"stages[{i}].name expected {what}, found {_shown(name)}"
         seen.add(name)
         if stage.get("status") != "done":

@@ -500,5 +500,16 @@ def file_form_bytes(value: Any) -> bytes:
 
 
 def dumps_output(value: Any) -> bytes:
-    """Machine output (``--json``): compact, NaN refused, trailing newline."""
-    return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+    """Machine output (``--json``): compact, NaN refused, trailing newline.
+
+    An integer beyond 64 bits (which the strict reader accepts, so an input
+    can carry one into a document that is printed back) is written whole, in
+    the same compact form, by :mod:`json`.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        if "Integer exceeds" not in str(exc):
+            raise
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")

@@ -39,9 +39,14 @@ def _onboard(model: Path, out: Path, *extra: str):
     (lambda m: m.__setitem__("stages", None), "stages expected a list, found null"),
     (lambda m: m["stages"][0].pop("name"), "stages[0].name expected one of probe, import, plan, smoke, readiness, "
                                            "collect, validate, assess, publish, verify, finalize, found nothing"),
+    (lambda m: m["stages"][0].__setitem__("name", []), "stages[0].name expected one of probe, import, plan, smoke, "
+                                                        "readiness, collect, validate, assess, publish, verify, "
+                                                        "finalize, found []"),
     (lambda m: m["stages"][1].__setitem__("name", "probe"), "stages[1].name expected a stage recorded twice, "
                                                             "found \"probe\""),
     (lambda m: m["stages"][1].__setitem__("inputs", []), "stages[1] (import).inputs expected an object, found []"),
+    (lambda m: m["stages"][3]["inputs"]["plan"].pop("sha256"),
+     "stages[3] (collect).inputs.plan: sha256 is missing (a 64-hex digest, or null for an item that was missing)"),
     (lambda m: m["stages"][1]["outputs"]["profile"].__setitem__("path", 5),
      "stages[1] (import).outputs.profile: path expected a non-empty string, found 5"),
     (lambda m: m["stages"][1]["outputs"]["profile"].__setitem__("path", "../elsewhere.json"),
@@ -86,6 +91,10 @@ def test_finalize_reads_the_manifest_as_resume_does(campaign, tmp_path):
                                   "start a new run folder"),
     (lambda r: r.__setitem__("cell_id", 5), "collect.json is damaged: cell_id must be a string, found 5; "
                                             "start a new run folder"),
+    (lambda r: r.__setitem__("runtime", None), "collect.json is damaged: runtime must be a string, found null; "
+                                               "start a new run folder"),
+    (lambda r: r.pop("limits"), "collect.json is damaged: limits must be an object, found nothing; "
+                                "start a new run folder"),
     (lambda r: r["settings"].__setitem__("repetitions", "x"),
      "--resume: the run's settings are unreadable: repetitions must be an integer, found 'x'"),
     (lambda r: r["settings"].pop("seed"), "--resume: the run's settings are unreadable: seed is missing"),
@@ -99,6 +108,51 @@ def test_a_tampered_run_file_is_refused_on_resume(campaign, model_dir, tmp_path,
     r = run_fpm("collect", str(campaign / "plan.json"), "--smoke", "--model-dir", str(model_dir), "-o", str(run),
                 "--resume", host=standin_host(STANDIN))  # fmt: skip
     assert (r.exit_code, r.stderr) == (2, f"fpm: {run / 'collect.json'}: {message} [collect]\n")
+
+
+def test_a_run_file_value_beyond_64_bits_reaches_the_artifacts_whole_and_validation_refuses_it(
+    campaign, model_dir, tmp_path
+):
+    run = tmp_path / "run"
+    shutil.copytree(campaign / "run", run, symlinks=True)
+    doc = json.loads((run / "collect.json").read_text())
+    doc["execution_identity"]["model_config_sha256"] = 2**64
+    (run / "collect.json").write_text(json.dumps(doc))
+    r = run_fpm("collect", str(campaign / "plan.json"), "--smoke", "--model-dir", str(model_dir), "-o", str(run),
+                "--resume", "--json", host=standin_host(STANDIN))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["points"] == 5
+    artifact = json.loads((run / "r0.json").read_text())
+    assert artifact["execution_identity"]["model_config_sha256"] == 2**64
+    v = run_fpm("validate", str(run), "--plan", str(campaign / "plan.json"), host=standin_host(STANDIN))
+    assert v.exit_code == 1
+    assert "A-15 native execution identity differs from the frozen cell: model_config_sha256 expected" in v.stdout
+    assert "found 18446744073709551616: r0.json" in v.stdout
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda r: r.pop("point"), "point must be an object, found nothing"),
+    (lambda r: r.__setitem__("raw", []), "raw must be a non-empty list, found []"),
+    (lambda r: r["raw"][0].__setitem__("wall_time", "x"), "raw[0].wall_time must be a number, found \"x\""),
+    (lambda r: r["repetitions"][1].__setitem__("raw_sample_index", 99),
+     "repetitions[1].raw_sample_index must be the index of a raw sample, found 99"),
+    (lambda r: r["warmups"][0].pop("forward_index_end"),
+     "warmups[0] must be an object with integer forward_index_start and forward_index_end"),
+])  # fmt: skip
+def test_a_damaged_point_record_is_refused_on_resume(campaign, model_dir, tmp_path, edit, problem):
+    run = tmp_path / "run"
+    shutil.copytree(campaign / "run", run, symlinks=True)
+    first = sorted((run / "points").iterdir())[0]
+    record = json.loads(first.read_text())
+    assert record["repetitions"][1]["role"] == "measured"
+    edit(record)
+    first.write_text(json.dumps(record))
+    r = run_fpm("collect", str(campaign / "plan.json"), "--smoke", "--model-dir", str(model_dir), "-o", str(run),
+                "--resume", host=standin_host(STANDIN))  # fmt: skip
+    assert (r.exit_code, r.stderr) == (
+        2,
+        f"fpm: {first}: a point record is damaged: {first.name}: {problem}; start a new run folder [collect]\n",
+    )
 
 
 def test_a_point_record_that_is_a_link_is_refused(campaign, model_dir, tmp_path):

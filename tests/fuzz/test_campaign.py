@@ -12,7 +12,7 @@ it with an output path (``fpm profile check``, ``fpm plan -o``, ``fpm import
   an output is either absent or complete (no temporary file left behind).
 
 ``FPM_FUZZ_EXAMPLES`` sets the examples per test (default 150; ``tox -e
-fuzz`` runs 20,000), ``FPM_FUZZ_SEED`` the seed (default 20261201).
+fuzz`` runs 4,000 of each), ``FPM_FUZZ_SEED`` the seed (default 20261201).
 """
 
 from __future__ import annotations

@@ -18,21 +18,18 @@ complete.  ``FPM_FUZZ_EXAMPLES`` and ``FPM_FUZZ_SEED`` as in
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import signal
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
-from fpmcore.testing import make_host, run_fpm
-from tests.fuzz.conftest import count, examples, work_dir
+from fpmcore.testing import make_host
+from tests.fuzz.conftest import count, work_dir
 from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, snapshot
+from tests.fuzz.running import BATCH, SEED, campaign, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
@@ -52,60 +49,10 @@ TRACE_LINES = [
      "hash_block_tokens": 512},
 ]  # fmt: skip
 
-#: Inputs per example (``FPM_FUZZ_BATCH``, default 1): a long run draws several per example, which
-#: spreads Hypothesis's own cost per example over more runs of the command.
-BATCH = int(os.environ.get("FPM_FUZZ_BATCH", "1"))
-SEED = int(os.environ.get("FPM_FUZZ_SEED", "20261201"))
-
-
-def campaign(kind: str) -> settings:
-    """The settings of one test: its examples (``FPM_FUZZ_EXAMPLES_<KIND>``), no database, no deadline."""
-    return settings(
-        max_examples=examples(kind), deadline=None, database=None, derandomize=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-    )  # fmt: skip
-
-
-#: A run longer than this is a hang.
-HANG_S = 60.0
-_RULE = re.compile(r"^(?:[A-Z]+-[A-Z0-9]+|JSON|usage|input|plugins|sweep)$")
-
 
 @pytest.fixture(scope="module")
 def host():
     return make_host(entry_points=("vllm_033", "glm53flash"))
-
-
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):  # noqa: ANN001
-    raise Hang(f"a run took more than {HANG_S:.0f} s")
-
-
-def _run(*argv: str, host, env=None):
-    start = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(int(HANG_S))
-    try:
-        res = run_fpm(*argv, host=host, env=env)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    took = time.monotonic() - start
-    text = res.stdout + res.stderr
-    assert took < HANG_S, (argv, took)
-    assert res.exit_code in (0, 1, 2), (res.exit_code, text[-2000:])
-    assert "Traceback" not in text and "internal error" not in text, text[-2000:]
-    doc = json.loads(res.stdout)  # --json: exactly one document, errors included
-    assert doc["schema"] == 1
-    if res.exit_code == 2:
-        assert doc.get("status") == "error", doc
-        rules = [d["rule"] for d in doc["diagnostics"]]
-        assert rules and all(_RULE.match(r) for r in rules), rules
-        assert res.stderr.strip(), "a refusal says why on stderr"
-    return res, doc
 
 
 def _lines_doc(data) -> bytes:
@@ -140,7 +87,7 @@ def test_mutated_traces(host, data):
         for _ in range(BATCH):
             trace.write_bytes(_lines_doc(data))
             before = snapshot(Path(tmp))
-            _run("replay", str(PROFILE), "--trace", str(trace), "--json", host=host)
+            run_json("replay", str(PROFILE), "--trace", str(trace), "--json", host=host)
             assert snapshot(Path(tmp)) == before
             count("traces")
 
@@ -159,7 +106,7 @@ def test_mutated_tables(host, data):
         for _ in range(BATCH):
             table.write_bytes(mutate_bytes(data, encode(mutate_document(data, base)).encode("utf-8", "surrogatepass")))
             before = snapshot(root)
-            _run("replay", str(PROFILE), "--trace", str(root / "t.jsonl"), "--fpm-table", str(table), "--json",
+            run_json("replay", str(PROFILE), "--trace", str(root / "t.jsonl"), "--fpm-table", str(table), "--json",
                  host=host)  # fmt: skip
             assert snapshot(root) == before
             count("tables")
@@ -187,7 +134,7 @@ def test_mutated_grids(host, data):
         for _ in range(BATCH):
             grid.write_bytes(mutate_bytes(data, encode(mutate_document(data, GRID)).encode("utf-8", "surrogatepass")))
             before = snapshot(root)
-            res, _doc = _run("sweep", str(grid), "-o", str(out), "--engine", "serial", "--workers", "1", "--json",
+            res, _doc = run_json("sweep", str(grid), "-o", str(out), "--engine", "serial", "--workers", "1", "--json",
                              host=host)  # fmt: skip
             assert snapshot(root, skip=out) == before  # the inputs unchanged, nothing else written
             if out.exists():
@@ -226,7 +173,7 @@ def test_mutated_plans_and_runs(host, data, what):
             new = encode(mutate_document(data, json.loads(raw))).encode("utf-8", "surrogatepass")
         target.write_bytes(mutate_bytes(data, new))
         before = snapshot(root)
-        res, doc = _run("validate", str(run), "--plan", str(plan), "--json", host=host,
+        res, doc = run_json("validate", str(run), "--plan", str(plan), "--json", host=host,
                         env={"FPM_GLM53FLASH_PRODUCER_DIR": str(PRODUCER)})  # fmt: skip
         if res.exit_code == 1:
             assert doc.get("diagnostics") or any(c.get("diagnostics") for c in doc.get("cells", [])), doc

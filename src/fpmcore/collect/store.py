@@ -30,6 +30,7 @@ never interrupted, except for the measured times themselves.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,8 +45,10 @@ from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
 #: The strings and the objects of ``collect.json`` that a resumed or finished run reads (:meth:`RunFolder.read_run`).
-RUN_TEXT = ("plan_sha256", "cell_id", "point_set", "manifest_sha256", "grid_digest")
-RUN_OBJECTS = ("settings", "producer", "measurement_protocol")
+RUN_TEXT = ("plan_sha256", "cell_id", "point_set", "manifest_sha256", "grid_digest", "runtime", "attempt_id", "run_id",
+            "started_at", "execution_mode")  # fmt: skip
+RUN_OBJECTS = ("settings", "producer", "measurement_protocol", "manifest", "execution_identity", "serving_config",
+               "limits")  # fmt: skip
 POINTS_DIR = "points"
 ARTIFACT = "r0.json"
 SIDECAR = "repetitions.jsonl"
@@ -84,8 +87,16 @@ def write_durable(path: Path, data: bytes) -> None:
 
 
 def json_bytes(value: Any) -> bytes:
-    """Indented JSON with a trailing newline (records and artifacts)."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    """Indented JSON with a trailing newline (records and artifacts); an integer beyond 64 bits (a run file may
+    carry one into the artifacts) is written whole, in the same form, by :mod:`json`."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError as exc:
+        if "Integer exceeds" not in str(exc):
+            raise
+    import json
+
+    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def json_text(value: Any) -> str:
@@ -197,8 +208,73 @@ class RunFolder:
                 or (visit is not None and not 0 <= visit <= passes)
             ):
                 raise FpmError("collect", f"a point record is not a point of the staged list: {path.name}", str(path))
+            problem = visit_problem(rec)
+            if problem is not None:
+                raise FpmError("collect", f"a point record is damaged: {path.name}: {problem}; start a new run folder",
+                               str(path))  # fmt: skip
             found[(bid, visit)] = rec
         return found
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: The fields of a visit record that :func:`merge_visits` and :func:`build_artifacts` read, with their test.
+_VISIT_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("point", "an object", lambda v: isinstance(v, dict)),
+    ("kv_seed_regime", "a string", lambda v: isinstance(v, str)),
+    ("raw", "a non-empty list", lambda v: isinstance(v, list) and bool(v)),
+    ("repetitions", "a list", lambda v: isinstance(v, list)),
+    ("warmups", "a list", lambda v: isinstance(v, list)),
+    ("prompts", "a list", lambda v: isinstance(v, list)),
+    ("forward_start", "a number", _finite),
+    ("forward_end", "a number", _finite),
+    ("elapsed_seconds", "a number", _finite),
+    ("finished_at", "a string", lambda v: isinstance(v, str)),
+)
+_SAMPLE_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("wall_time", "a number", _finite),
+    ("start", "a number", _finite),
+    ("end", "a number", _finite),
+    ("forward_index", "an integer", _integer),
+    ("scheduled", "an object", lambda v: isinstance(v, dict)),
+    ("queued", "an object", lambda v: isinstance(v, dict)),
+)
+
+
+def _shown(value: Any) -> str:
+    return one_line(json_text(value))[:80]
+
+
+def visit_problem(record: Mapping[str, Any]) -> str | None:
+    """Why a finished visit's record cannot be merged into the run's artifacts, or ``None``: the fields the
+    merge and the artifact builder read, each of its type (a raw sample, a repetition, a warm-up entry too)."""
+    for key, what, test in _VISIT_FIELDS:
+        if not test(record.get(key)):
+            return f"{key} must be {what}, found {'nothing' if key not in record else _shown(record[key])}"
+    raw = record["raw"]
+    for i, sample in enumerate(raw):
+        if not isinstance(sample, dict):
+            return f"raw[{i}] must be an object, found {_shown(sample)}"
+        for key, what, test in _SAMPLE_FIELDS:
+            if not test(sample.get(key)):
+                return f"raw[{i}].{key} must be {what}, found {_shown(sample.get(key))}"
+    for i, rep in enumerate(record["repetitions"]):
+        if not isinstance(rep, dict):
+            return f"repetitions[{i}] must be an object, found {_shown(rep)}"
+        index: Any = rep.get("raw_sample_index")
+        if rep.get("role") == "measured" and not (_integer(index) and 0 <= index < len(raw)):
+            return f"repetitions[{i}].raw_sample_index must be the index of a raw sample, found {_shown(index)}"
+    for i, entry in enumerate(record["warmups"]):
+        if not (isinstance(entry, dict) and _integer(entry.get("forward_index_start"))
+                and _integer(entry.get("forward_index_end"))):  # fmt: skip
+            return f"warmups[{i}] must be an object with integer forward_index_start and forward_index_end"
+    return None
 
 
 # ---------------------------------------------------------------------------
