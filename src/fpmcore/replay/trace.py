@@ -60,6 +60,9 @@ class TraceRequest:
     prefix_of: str | None = None
     prefix_of_len: int | None = None
     priority: int | None = None
+    #: Content-block ids of the prompt, one per ``hash_block_tokens`` tokens (the last block may be partial).
+    hash_ids: tuple[int, ...] | None = None
+    hash_block_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The trace line, absent fields omitted."""
