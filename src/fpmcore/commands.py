@@ -35,6 +35,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("fpmcore.collect.onboard", "onboard_command"),
     ("fpmcore.collect.finalize", "finalize_command"),
     ("fpmcore.verify", "verify_command"),
+    ("fpmcore.traces.command", "trace_command"),
     ("fpmcore.explain", "explain_command"),
 )
 
@@ -66,6 +67,14 @@ def fpm_validate_artifact(contract: ProducerContract, cell: Any, files: Any, pla
     return validate(contract, cell, files, plan)
 
 
+@hookimpl
+def fpm_trace_formats() -> list[Any]:
+    """fpmcore's own trace formats: its JSONL, SCHED.json and the public production traces."""
+    from fpmcore.traces.reading import BUILTIN
+
+    return list(BUILTIN)
+
+
 # ---------------------------------------------------------------------------
 # fpm plugins
 # ---------------------------------------------------------------------------
@@ -85,8 +94,11 @@ def _configure_plugins(p: argparse.ArgumentParser) -> None:
 def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
     if args.action == "show":
         rec = ctx.host.record(args.plugin_id)
+        formats = [f for plugin, f in ctx.host.hooks.trace_formats() if plugin == rec.id] if rec.status == "ok" else []
         if ctx.json:
-            ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module}})
+            listed = [{"name": f.name, "summary": f.summary} for f in formats]
+            ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module,
+                                      "trace_formats": listed}})  # fmt: skip
             return EXIT_OK
         from rich.table import Table
 
@@ -94,10 +106,11 @@ def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
             ("id", rec.id), ("distribution", rec.distribution), ("version", rec.version),
             ("kind", rec.kind), ("targets", ", ".join(rec.targets)), ("hooks", ", ".join(rec.hooks)),
             ("status", rec.status), ("error", rec.error), ("summary", rec.summary), ("module", rec.module),
+            ("trace formats", ", ".join(f.name for f in formats) or None),
         )  # fmt: skip
         if not ctx.out.is_terminal:  # piped: one ``key  value`` line each, no cell padding after the value
             for key, value in fields:
-                ctx.out.print(f"{key:<13}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
+                ctx.out.print(f"{key:<15}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
                               soft_wrap=True)  # fmt: skip
             return EXIT_OK
         table = Table(show_header=False, box=None)
