@@ -13,7 +13,6 @@ A gzip-compressed file (``.gz``, told by its first bytes) is read through
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
