@@ -168,6 +168,7 @@ class ArrivalOrder:
         self.where = where
         self.first: float | None = None
         self.last = 0.0
+        self.last_line = 0
 
     def relative(self, seconds: float, line: int) -> float:
         """The arrival ``seconds`` relative to the first row's, checked against the row before."""
@@ -175,8 +176,7 @@ class ArrivalOrder:
             self.first = seconds
         t = seconds - self.first
         if t < self.last:
-            raise FpmError("T-2", f"line {line}: arrival time goes back ({_show(t)} s after the first row, the row "
-                                  f"before arrived at {_show(self.last)} s): the trace must be in arrival order",
-                           self.where)  # fmt: skip
-        self.last = t
+            raise FpmError("T-2", f"line {line}: arrives {self.last - t:.6g} s before line {self.last_line}: the "
+                                  "trace must be in arrival order (sort it by time)", self.where)  # fmt: skip
+        self.last, self.last_line = t, line
         return t

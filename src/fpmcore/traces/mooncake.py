@@ -81,8 +81,9 @@ def read(source: TraceSource) -> Iterator[TraceRequest]:
                                where)  # fmt: skip
         ts = obj["timestamp"]
         if not is_finite_number(ts) or ts < 0:
-            raise FpmError("T-2", f"line {n}: timestamp must be a finite number of milliseconds >= 0, found {ts!r}"
-                           [:160], where)  # fmt: skip
+            shown = repr(ts) if len(repr(ts)) <= 30 else repr(ts)[:27] + "…"
+            raise FpmError("T-2", f"line {n}: timestamp must be a finite number of milliseconds >= 0, found {shown}",
+                           where)  # fmt: skip
         prompt = positive_length(obj["input_length"], "input_length", n, where)
         output = positive_length(obj["output_length"], "output_length", n, where)
         ids = _hash_ids(obj["hash_ids"], n, where)
