@@ -11,7 +11,7 @@ import pytest
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).parent / "data"
+DATA = ROOT / "examples" / "traces"
 PROFILE = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 
@@ -248,3 +248,24 @@ def test_plugins_show_lists_the_hosts_trace_formats(host):
     shown = run_fpm("plugins", "show", "fpmcore", "--json", host=host).json()["plugin"]
     assert [f["name"] for f in shown["trace_formats"]] == ["sched-json", "mooncake", "burstgpt", "azure", "fpmcore"]
     assert run_fpm("plugins", "show", "vllm_033", "--json", host=host).json()["plugin"]["trace_formats"] == []
+
+
+def test_the_replaying_guides_production_trace_example_says_what_it_prints(host, monkeypatch):
+    """The code block of the guide's "Production traces" runs, and the numbers the guide gives are what it prints."""
+    import re
+
+    monkeypatch.chdir(ROOT)
+    guide = (ROOT / "docs" / "guides" / "replaying.md").read_text()
+    block = next(body for body in re.findall(r"```\n(.*?)```", guide, re.S) if "mooncake-conversation-40" in body)
+    stats_line, replay_line = block.strip().splitlines()
+    stats = run_fpm(*stats_line.split()[1:], "--json", host=host)
+    assert stats.exit_code == 0, stats.stderr
+    doc = stats.json()["stats"]
+    assert (doc["requests"], doc["duration_s"], round(doc["prefix_reuse"]["fraction"] * 100, 1)) == (40, 12.0, 3.9)
+    assert (doc["prefix_reuse"]["shared_tokens"], doc["prefix_reuse"]["prompt_tokens"]) == (19968, 506280)
+    assert "40 requests over 12 s and a prefix reuse of 3.9 %" in guide and "(19,968 of 506,280" in guide
+    replay = run_fpm(*replay_line.split()[1:], "--json", host=host)
+    assert replay.exit_code == 0, replay.stderr
+    summary = replay.json()["summary"]
+    assert (summary["steps"], summary["finished"], summary["preemptions_total"]) == (1043, 40, 0)
+    assert "1,043 steps, 40 finished, no preemption" in guide
