@@ -20,8 +20,11 @@ def _plugin(name: str, formats) -> types.ModuleType:  # noqa: ANN001
 def _read_tsv(source):  # noqa: ANN001, ANN202
     for n, text in source.lines():
         t, prompt, output = text.split("\t")
-        yield SkippedRow("no output") if output == "0" else TraceRequest(
-            request_id=f"q{n}", arrival_time=float(t), prompt_len=int(prompt), output_len=int(output))
+        yield (
+            SkippedRow("no output")
+            if output == "0"
+            else TraceRequest(request_id=f"q{n}", arrival_time=float(t), prompt_len=int(prompt), output_len=int(output))
+        )
 
 
 TSV = TraceFormat(name="tsv", summary="arrival, prompt, output; tab-separated", sniff=lambda h: b"\t" in h[:80],
@@ -65,5 +68,6 @@ def test_the_conformance_suite_asks_each_sniff_of_odd_heads():
     problems = [p for p in check_plugin(plugin) if p.startswith("fpm_trace_formats")]
     assert problems == [
         "fpm_trace_formats: sniffy: sniff(b'\\xff\\xfe\\x00') raised UnicodeDecodeError: 'utf-8' codec can't decode "
-        "byte 0xff in position 0: invalid start byte"]
+        "byte 0xff in position 0: invalid start byte"
+    ]
     assert [p for p in check_plugin(_plugin("tabs", [TSV])) if p.startswith("fpm_trace_formats")] == []

@@ -11,7 +11,7 @@ import pytest
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "examples" / "traces"
+DATA = ROOT / "examples" / "traces" / "public"
 PROFILE = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 

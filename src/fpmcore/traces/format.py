@@ -66,17 +66,19 @@ class TraceSource:
         """The file's bytes, decompressed when it is gzip; a FIFO, device or folder is refused (R-33)."""
         return open_trace_file(self.path)
 
-    def lines(self, rule: str = "T-2", *, label: str = "line") -> Iterator[tuple[int, str]]:
+    def lines(self, rule: str = "T-2", *, label: str = "line", bom: bool = True) -> Iterator[tuple[int, str]]:
         """``(line number, text)`` of each line, without its line end, read one at a time.
 
         A line that is not UTF-8 is refused with ``rule``, naming the line (``label`` N); a byte-order
-        mark at the start is dropped.
+        mark at the start is dropped (``bom``: a spreadsheet writes one into a CSV) or refused.
         """
         n = 0
         with self.open() as f:
             try:
                 for n, raw in enumerate(f, start=1):
                     if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                        if not bom:
+                            raise FpmError(rule, f"{label} 1: a byte-order mark is not allowed", self.where)
                         raw = raw[3:]
                     try:
                         text = raw.decode("utf-8")

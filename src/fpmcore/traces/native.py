@@ -36,7 +36,9 @@ def _read_jsonl(source: TraceSource) -> Iterator[TraceRequest]:
     if _one_document(source):
         yield from load_trace(source.path).requests
         return
-    yield from iter_trace_requests((text for _n, text in source.lines("R-33", label="trace line")), source.where)
+    yield from iter_trace_requests(
+        (text for _n, text in source.lines("R-33", label="trace line", bom=False)), source.where
+    )
 
 
 def _read_sched(source: TraceSource) -> Iterator[TraceRequest]:

@@ -11,9 +11,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fpmcore.options import MAX_INTEGER, integer, number
+from fpmcore.options import integer, number
 from fpmcore.traces.format import DEFAULT_HASH_BLOCK_TOKENS
 from fpmcore.traces.transforms import OVER_LONG, Transforms
+
+#: The ``dest`` of every trace option: how the trace file is read, not a setting of the replay (``fpm sweep``
+#: names its traces as files; a transformed trace is one ``fpm trace convert`` writes).
+TRACE_OPTIONS = frozenset({"trace_format", "hash_block_tokens", "trace_filter", "start", "limit", "max_prompt_len",
+                           "over_long", "time_scale", "rate"})  # fmt: skip
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -67,4 +72,4 @@ def read_options(args: argparse.Namespace, *, transforms: bool = True) -> dict[s
     return out
 
 
-__all__ = ["MAX_INTEGER", "add_trace_options", "read_options", "transforms_of"]
+__all__ = ["TRACE_OPTIONS", "add_trace_options", "read_options", "transforms_of"]

@@ -182,7 +182,8 @@ def plain(provenance: dict[str, Any]) -> bool:
 def describe(provenance: dict[str, Any]) -> str:
     """One line on how the trace was read (the note ``fpm replay`` and ``fpm trace`` print on stderr)."""
     how = "sniffed" if provenance["sniffed"] else "named"
-    text = f"read {provenance['file']} as {provenance['format']} ({how}): {provenance['requests']:,} requests"
+    n = provenance["requests"]
+    text = f"read {provenance['file']} as {provenance['format']} ({how}): {n:,} request{'s' if n != 1 else ''}"
     if provenance["rows_skipped"]:
         text += f", rows skipped: {_listed(provenance['rows_skipped'])}"
     for key in ("over_long_dropped", "over_long_clipped", "prefix_of_removed"):
