@@ -49,7 +49,7 @@ def test_a_plugin_reader_that_yields_a_broken_request_is_refused_naming_it(tmp_p
     trace = tmp_path / "t.dup"
     trace.write_text("dup\n")
     r = run_fpm("trace", "stats", str(trace), host=host)
-    assert (r.exit_code, r.stderr) == (2, f"fpm: {trace}: request 1: duplicate request_id a [T-2]\n")
+    assert (r.exit_code, r.stderr) == (2, f"fpm: {trace}: request 2: duplicate request_id a [T-2]\n")
 
 
 def test_a_wrong_answer_fails_the_plugin_not_the_command_line(tmp_path):
@@ -71,3 +71,14 @@ def test_the_conformance_suite_asks_each_sniff_of_odd_heads():
         "byte 0xff in position 0: invalid start byte"
     ]
     assert [p for p in check_plugin(_plugin("tabs", [TSV])) if p.startswith("fpm_trace_formats")] == []
+
+
+def test_a_plugin_request_arriving_at_a_negative_time_is_refused(tmp_path):
+    early = TraceFormat(name="early", summary="", sniff=lambda h: h.startswith(b"early"),
+                        read=lambda s: iter([TraceRequest(request_id="a", prompt_len=1, output_len=1,
+                                                          arrival_time=float("nan"))]))  # fmt: skip
+    trace = tmp_path / "t.early"
+    trace.write_text("early\n")
+    r = run_fpm("trace", "stats", str(trace), host=make_host(_plugin("early", [early])))
+    assert (r.exit_code, r.stderr) == (2, f"fpm: {trace}: request 1 of format early: arrival_time must be a finite "
+                                          "number >= 0, found nan [T-2]\n")  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from fpmcore.errors import FpmError
+from fpmcore.jsonio import is_finite_number
 from fpmcore.replay.trace import Trace, TraceRequest, arrival_field_of, trace_of
 from fpmcore.traces.azure import AZURE
 from fpmcore.traces.burstgpt import BURSTGPT
@@ -91,19 +92,26 @@ def _binary(head: bytes) -> bool:
     return b"\x00" in head
 
 
-def _checked(rows: Iterable[Any], plugin: str, fmt: TraceFormat, where: str, skipped: dict[str, int]) -> Iterator[
-        TraceRequest]:  # fmt: skip
-    """The requests a reader yields, its skipped rows counted; what breaks the trace model is refused."""
+def _checked(
+    rows: Iterable[Any], plugin: str, fmt: TraceFormat, where: str, skipped: dict[str, int]
+) -> Iterator[TraceRequest]:
+    """The requests a reader yields, its skipped rows counted; what breaks the trace model is refused.
+
+    The host's readers check their rows themselves (naming the line); a plugin's requests are checked
+    here, numbered from 1 in the order the reader yields them.
+    """
     ids: set[str] = set()
     field: str | None = None
-    for i, row in enumerate(rows):
+    i = 0
+    for row in rows:
         if isinstance(row, SkippedRow):
             skipped[row.reason] = skipped.get(row.reason, 0) + 1
             continue
         if not isinstance(row, TraceRequest):
             raise FpmError("plugins", f"plugin '{plugin}': trace format {fmt.name} yielded {type(row).__name__}; "
                                       "expected TraceRequest or SkippedRow", where)  # fmt: skip
-        if plugin != "fpmcore":  # the host's readers check their rows themselves
+        i += 1
+        if plugin != "fpmcore":
             _check_request(row, i, fmt.name, where)
             if row.request_id in ids:
                 raise FpmError("T-2", f"request {i}: duplicate request_id {row.request_id}", where)
@@ -124,6 +132,13 @@ def _check_request(r: TraceRequest, i: int, fmt: str, where: str) -> None:
     if (r.arrival_time is None) == (r.arrival_step is None) or not isinstance(r.request_id, str) or not r.request_id:
         raise FpmError("T-2", f"request {i} of format {fmt}: needs a request_id and one of arrival_time, arrival_step",
                        where)  # fmt: skip
+    t, step = r.arrival_time, r.arrival_step
+    if t is not None and not (is_finite_number(t) and t >= 0):
+        raise FpmError("T-2", f"request {i} of format {fmt}: arrival_time must be a finite number >= 0, found {t!r}",
+                       where)  # fmt: skip
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_TOKENS):
+        raise FpmError("T-2", f"request {i} of format {fmt}: arrival_step must be an integer in 0..2**40, found "
+                              f"{step!r}", where)  # fmt: skip
 
 
 def read_trace(
