@@ -269,3 +269,11 @@ def test_the_replaying_guides_production_trace_example_says_what_it_prints(host,
     summary = replay.json()["summary"]
     assert (summary["steps"], summary["finished"], summary["preemptions_total"]) == (1043, 40, 0)
     assert "1,043 steps, 40 finished, no preemption" in guide
+
+
+def test_a_gzip_trace_cut_short_is_one_line(host, tmp_path):
+    whole = gzip.compress((DATA / "mooncake-conversation-40.jsonl").read_bytes())
+    trace = tmp_path / "cut.jsonl.gz"
+    trace.write_bytes(whole[:1500])
+    assert _refused(host, trace) == ("cannot read trace: Compressed file ended before the end-of-stream marker was "
+                                     "reached [R-33]")  # fmt: skip

@@ -32,8 +32,8 @@ def add_trace_options(p: argparse.ArgumentParser, *, transforms: bool = True) ->
     """``--trace-format``, ``--hash-block-tokens``, ``--trace-filter`` and (``transforms``) the transforms."""
     g = p.add_argument_group("trace format and transforms (docs: Replaying a trace)")
     g.add_argument("--trace-format", metavar="NAME",
-                   help="the trace's format (fpm plugins show fpmcore lists the host's; default: sniffed from the "
-                        "file, and said on stderr)")  # fmt: skip
+                   help="the trace's format (fpm plugins show fpmcore lists the host's; default: the one whose "
+                        "sniff claims the file's first bytes)")  # fmt: skip
     g.add_argument("--hash-block-tokens", type=integer(minimum=1), default=DEFAULT_HASH_BLOCK_TOKENS, metavar="N",
                    help="tokens per content-block id of a trace with hash_ids (mooncake; default 512)")  # fmt: skip
     g.add_argument("--trace-filter", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
