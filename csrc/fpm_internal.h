@@ -1,10 +1,14 @@
 /* Internal declarations of the replay engine, shared by its source files:
  *
+ *   fpm_alloc.c    checked, zeroed allocations (a leaf: it calls no other file)
  *   fpm_latency.c  latency model (R-27 ... R-31)      <-> fpmcore/replay/latency.py
  *   fpm_align.c    the align split (04 G-2 ... G-6)    <-> fpmcore/replay/align.py
  *   fpm_pool.c     block-count pool (R-4 ... R-10)     <-> fpmcore/replay/pool.py
  *   fpm_prefix.c   prefix-caching pool (R-36 ... R-38) <-> fpmcore/replay/prefix.py
+ *   fpm_open.c     opening a replay: checks, settings  <-> the start of fpmcore/replay/reference.py
  *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
+ *   fpm_jump.c     jumps over idle periods and decode-only stretches without step records (C only:
+ *                  the same totals and records as stepping, which the reference does)
  *
  * Each file mirrors its Python twin function by function, under the same names.
  * Not part of the public API.
@@ -29,7 +33,7 @@ static inline int64_t floordiv64(int64_t a, int64_t b) {
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* count * size bytes, or NULL when the product does not fit size_t or
+/* fpm_alloc.c: count * size bytes, or NULL when the product does not fit size_t or
  * count is negative; zeroed.  Every allocation of the library goes through it. */
 void *fpm_calloc(int64_t count, size_t size);
 /* The same, aligned to a 64-byte cache line. */
@@ -39,6 +43,8 @@ int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
 
 static inline int is_windowed(int32_t kind) { return kind == FPM_KIND_WINDOW || kind == FPM_KIND_CONV; }
 static inline int is_attention(int32_t kind) { return kind == FPM_KIND_FULL || is_windowed(kind); }
+/* the first logical block a windowed group still needs from computed c. */
+static inline int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
 
 /* ------------------------------------------------------- latency model */
 
@@ -156,12 +162,16 @@ struct fpm_replay {
     int64_t ndone;
     lin_ctx lc;
     int ended;
-    int32_t error_code;
+    int32_t stop;        /* why the replay stopped: 0 while it runs, else FPM_RERR_* (output.error_code) */
+    fpm_status failure;  /* FPM_OK, or FPM_ENOMEM when an allocation failed inside a step */
     int64_t err_i[5];
     double err_d;
     fpm_replay_totals totals;
     int64_t nsteps_total;
 };
+
+/* The holdings of r in group gi of the block-count pool (r holds a slot). */
+static inline hold_t *hold_of(const engine_t *e, const request_t *r, int gi) { return &e->hold[(int64_t)r->slot * e->G + gi]; }
 
 /* block-count pool (fpm_pool.c) */
 void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int64_t *new_blocks,
@@ -188,5 +198,28 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c);
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits);
 void pc_release_all(engine_t *e, request_t *r);
 int64_t pc_held(const engine_t *e, const request_t *r, int gi);
+
+/* The pool's use, whichever pool the engine runs. */
+static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
+static inline int64_t used_bytes(const engine_t *e) {
+    return e->pc ? (e->usable - pc_free_count(e->pool)) * e->cfg.groups[0].page : e->used_bytes;
+}
+
+/* A record count grows by n >= 0, held at INT64_MAX: a sizing pass that
+ * passes it asks for more than any buffer holds, and no count wraps. */
+static inline void count_add(int64_t *count, int64_t n) { *count = n > INT64_MAX - *count ? INT64_MAX : *count + n; }
+/* The same by a * b (a, b >= 0): the records of a jump over a steps. */
+static inline void count_add_product(int64_t *count, int64_t a, int64_t b) {
+    if (a != 0 && b > (INT64_MAX - *count) / a)
+        *count = INT64_MAX;
+    else
+        *count += a * b;
+}
+
+/* jumps without step records (fpm_jump.c) */
+/* Steps k ... k + m - 1 repeat a step that scheduled nothing (no arrival in between). */
+void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out);
+/* A decode-only stretch; returns the steps jumped (0: take a normal step). */
+int64_t jump_decodes(engine_t *e, fpm_replay_output *out);
 
 #endif /* FPM_INTERNAL_H */

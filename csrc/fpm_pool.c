@@ -8,12 +8,9 @@
 static const hold_t ZERO_HOLD[1];
 
 /* The holdings of r in group gi (all zero while r holds nothing). */
-static const hold_t *hold_of(const engine_t *e, const request_t *r, int gi) {
-    return r->slot >= 0 ? &e->hold[(int64_t)r->slot * e->G + gi] : ZERO_HOLD;
+static const hold_t *holdings(const engine_t *e, const request_t *r, int gi) {
+    return r->slot >= 0 ? hold_of(e, r, gi) : ZERO_HOLD;
 }
-
-/* First logical block of a windowed group still needed from computed c. */
-static int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
 
 /* does this Mamba group hold a checkpoint block for c -> a? */
 int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a) {
@@ -38,7 +35,7 @@ void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, i
     int64_t nb = 0, nby = 0, hb = 0;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        const hold_t *h = hold_of(e, r, gi);
+        const hold_t *h = holdings(e, r, gi);
         int64_t n, held;
         if (g->kind == FPM_KIND_FULL) {
             int64_t hi = cdiv64(a, g->block);
@@ -69,7 +66,7 @@ void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, i
 
 int64_t pool_held(const engine_t *e, const request_t *r, int gi) {
     const fpm_group *g = &e->cfg.groups[gi];
-    const hold_t *h = hold_of(e, r, gi);
+    const hold_t *h = holdings(e, r, gi);
     if (is_attention(g->kind)) return h->hi - h->lo;
     if (g->kind == FPM_KIND_MAMBA && e->align_mode) return h->state + h->trans + h->ckpt;
     return h->state;
@@ -92,7 +89,7 @@ void pool_thresholds(engine_t *e, const request_t *r) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        const hold_t *h = hold_of(e, r, gi);
+        const hold_t *h = holdings(e, r, gi);
         if (is_attention(g->kind)) grow = min64(grow, h->hi * g->block);
         if (is_windowed(g->kind)) shrink = min64(shrink, (h->lo + 1) * g->block + g->window - 1);
     }
@@ -105,7 +102,7 @@ void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
     if (r->slot < 0) return;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
+        hold_t *h = hold_of(e, r, gi);
         if (is_windowed(g->kind)) {
             if (h->hi > 0) {
                 int64_t first = window_first(g, c);
@@ -132,7 +129,7 @@ void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
 void pool_commit(engine_t *e, request_t *r, int64_t c, int64_t a) {
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
+        hold_t *h = hold_of(e, r, gi);
         if (g->kind == FPM_KIND_FULL) {
             int64_t hi = cdiv64(a, g->block);
             if (hi > h->hi) {
@@ -177,7 +174,7 @@ void pool_release_all(engine_t *e, request_t *r) {
     for (int gi = 0; gi < e->G; gi++) {
         int64_t n = pool_held(e, r, gi);
         if (n) give_back(e, &e->cfg.groups[gi], n);
-        e->hold[(int64_t)r->slot * e->G + gi] = ZERO_HOLD[0];
+        *hold_of(e, r, gi) = ZERO_HOLD[0];
     }
 }
 

@@ -362,8 +362,6 @@ static int32_t pc_cached(const engine_t *e, const request_t *r, int gi, int64_t 
     return pc_lookup_key(e->pool, ka, kb);
 }
 
-static int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
-
 /* Blocks a windowed group's hit needs below its end (vLLM _contiguous_blocks_for_hit). */
 static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->block); }
 

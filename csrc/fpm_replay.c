@@ -17,89 +17,6 @@
 
 #include "fpm_internal.h"
 
-/* ------------------------------------------------------------ allocation */
-
-void *fpm_calloc(int64_t count, size_t size) {
-    if (count < 0 || size == 0) return NULL;
-    if (count == 0) count = 1;
-    if ((uint64_t)count > SIZE_MAX / size) return NULL;
-    return calloc((size_t)count, size);
-}
-
-void *fpm_calloc_lines(int64_t count, size_t size) {
-    if (count < 0 || size == 0) return NULL;
-    if (count == 0) count = 1;
-    if ((uint64_t)count > (SIZE_MAX - 63) / size) return NULL;
-    size_t bytes = ((size_t)count * size + 63) / 64 * 64;
-    void *p = aligned_alloc(64, bytes);
-    if (p != NULL) memset(p, 0, bytes);
-    return p;
-}
-
-int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size) {
-    if (new_count <= count) return 1;
-    if ((uint64_t)new_count > SIZE_MAX / size) return 0;
-    void *q = realloc(*p, (size_t)new_count * size);
-    if (q == NULL) return 0;
-    memset((char *)q + (size_t)count * size, 0, (size_t)(new_count - count) * size);
-    *p = q;
-    return 1;
-}
-
-/* ------------------------------------------------------------ configuration */
-
-static int config_ok(const fpm_replay_config *cfg) {
-    if (cfg->ngroups < 1 || cfg->groups == NULL) return 0;
-    if (cfg->capacity_bytes < 0 || cfg->capacity_bytes > FPM_MAX_BYTES) return 0;
-    if (cfg->max_num_batched_tokens < 1 || cfg->max_num_seqs < 1 || cfg->max_model_len < 1) return 0;
-    if (cfg->max_model_len > FPM_MAX_TOKENS || cfg->max_num_batched_tokens > FPM_MAX_TOKENS ||
-        cfg->max_num_seqs > FPM_MAX_TOKENS)
-        return 0;
-    if (cfg->max_num_scheduled_tokens < 0 || cfg->max_num_scheduled_tokens > FPM_MAX_TOKENS) return 0;
-    if (cfg->max_num_active_seqs < 0 || cfg->max_num_active_seqs > cfg->max_num_seqs) return 0;
-    if (cfg->long_prefill_token_threshold < 0 || cfg->long_prefill_token_threshold > FPM_MAX_TOKENS) return 0;
-    if (cfg->prefill_schedule_interval < 0 || cfg->prefill_schedule_interval > FPM_MAX_ARRIVAL_STEP) return 0;
-    if (cfg->policy != FPM_POLICY_FCFS && cfg->policy != FPM_POLICY_PRIORITY) return 0;
-    if (cfg->max_num_queued_reqs > FPM_MAX_TOKENS || cfg->max_num_queued_tokens > FPM_MAX_BYTES) return 0;
-    if (cfg->max_steps < 0 || cfg->max_steps > FPM_MAX_STEPS) return 0;
-    if (cfg->watermark_blocks < 0 || cfg->watermark_blocks > FPM_MAX_BYTES) return 0;
-    if (cfg->use_fixed_step && !(cfg->fixed_step_seconds >= 0.0 && isfinite(cfg->fixed_step_seconds))) return 0;
-    /* the most tokens one step schedules */
-    int64_t budget = cfg->max_num_batched_tokens;
-    if (cfg->rules.budget_scheduled_only && cfg->max_num_scheduled_tokens > budget) budget = cfg->max_num_scheduled_tokens;
-    int64_t fixed = 0;
-    for (int i = 0; i < cfg->ngroups; i++) {
-        const fpm_group *g = &cfg->groups[i];
-        if (cfg->rules.no_ring_groups && g->kind == FPM_KIND_RING) return 0;
-        if (cfg->rules.no_mamba_checkpoints && g->checkpoint_blocks > 0) return 0;
-        if (g->kind < FPM_KIND_FULL || g->kind > FPM_KIND_MAMBA) return 0;
-        if (g->block < 1 || g->block > FPM_MAX_TOKENS || g->page < 1 || g->page > FPM_MAX_BYTES) return 0;
-        if (g->window < 0 || g->window > FPM_MAX_TOKENS || (is_windowed(g->kind) && g->window < 1)) return 0;
-        if (g->blocks_per_request < 0 || g->blocks_per_request > FPM_MAX_TOKENS) return 0;
-        if ((g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) && g->blocks_per_request < 1) return 0;
-        if (g->checkpoint_blocks < 0 || g->checkpoint_blocks > 1 || g->checkpoint_alignment < 0 ||
-            g->checkpoint_alignment > FPM_MAX_TOKENS)
-            return 0;
-        /* every holding of the group stays a 2**53 byte quantity */
-        int64_t most = cdiv64(cfg->max_model_len + budget, g->block) + 3 + g->blocks_per_request;
-        if (most > FPM_MAX_BYTES / g->page) return 0;
-        /* the fixed state bytes of a request, summed in group order */
-        if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) {
-            fixed += g->blocks_per_request * g->page;
-            if (fixed > FPM_MAX_BYTES) return 0;
-        }
-    }
-    if (cfg->prefix_caching) {
-        if (cfg->hash_block_size < 1 || cfg->hash_block_size > FPM_MAX_TOKENS || cfg->norigin < 0 ||
-            (cfg->norigin > 0 && (!cfg->origin_upto || !cfg->origin_key)))
-            return 0;
-        for (int i = 0; i < cfg->ngroups; i++)
-            if (cfg->groups[i].page != cfg->groups[0].page) return 0;
-        if (cfg->capacity_bytes / cfg->groups[0].page >= ((int64_t)1 << 31) - 1) return 0;
-    }
-    return table_ok(cfg);
-}
-
 /* ------------------------------------------------------------ waiting queue
  * FCFS: a ring buffer, preempted requests to the front.  Priority: a binary
  * heap on (priority, arrival order), as vLLM's PriorityRequestQueue. */
@@ -168,12 +85,19 @@ static void waiting_pop(engine_t *e) {
     e->wq_len--;
 }
 
-/* ------------------------------------------------------------ pool dispatch */
+/* ------------------------------------------------------------ stops */
 
-static int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
-static int64_t used_bytes(const engine_t *e) {
-    return e->pc ? (e->usable - pc_free_count(e->pool)) * e->cfg.groups[0].page : e->used_bytes;
+/* The replay stopped in this step: a stop of the replay (R-9, R-26, R-27, the
+ * step limit), or an allocation that failed. */
+static int halted(const engine_t *e) { return e->stop != 0 || e->failure != FPM_OK; }
+
+/* Does the last step have records?  A step that ran and stalled (R-26) has;
+ * a step that stopped inside it (or failed) has none. */
+static int step_recorded(const engine_t *e) {
+    return e->failure == FPM_OK && (e->stop == 0 || e->stop == FPM_RERR_STALL);
 }
+
+/* ------------------------------------------------------------ pool dispatch */
 
 static int64_t held_count(const engine_t *e, const request_t *r, int gi) {
     return e->pc ? pc_held(e, r, gi) : pool_held(e, r, gi);
@@ -199,7 +123,7 @@ static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t
         pc_need(e, r, c, a, hits, &need, &held);
         if (need > pc_free_count(e->pool) - watermark) return 0;
         if (before) pc_release_skipped(e, r, c);
-        if (!pc_commit(e, r, c, a, hits)) e->error_code = -FPM_ENOMEM;
+        if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
     if (!before) pool_release_skipped(e, r, c);
@@ -351,7 +275,7 @@ static inline void schedule(engine_t *e, int64_t idx, int64_t n, int64_t c) {
 }
 
 static void oversized(engine_t *e, int64_t bytes, int64_t n, int64_t c) {
-    e->error_code = FPM_RERR_OVERSIZED;
+    e->stop = FPM_RERR_OVERSIZED;
     e->err_i[0] = bytes;
     e->err_i[1] = n;
     e->err_i[2] = c;
@@ -456,7 +380,7 @@ static void schedule_running(engine_t *e) {
                 break;
             }
         }
-        if (e->error_code) return;
+        if (halted(e)) return;
         if (!ok) {
             if (self && e->cfg.policy == FPM_POLICY_PRIORITY && !e->cfg.rules.priority_self_preemption_stops)
                 continue; /* i already points at the next request */
@@ -524,7 +448,7 @@ static void schedule_waiting(engine_t *e) {
             }
         }
         if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1)) break;
-        if (e->error_code) return;
+        if (halted(e)) return;
         waiting_pop(e);
         e->running[e->nrun++] = idx;
         r->computed = h;
@@ -552,7 +476,7 @@ static int step_duration(engine_t *e) {
         int32_t missing = -1;
         step_time(&e->cfg, &e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
         if (missing >= 0) {
-            e->error_code = FPM_RERR_NO_PHASE;
+            e->stop = FPM_RERR_NO_PHASE;
             e->err_i[0] = missing;
             return 0;
         }
@@ -618,168 +542,6 @@ static void count_step(engine_t *e) {
     e->nsteps_total++;
 }
 
-/* ------------------------------------------------------------ jumps (no step records)
- * Without step records nothing observes the steps of an idle period or of a
- * decode-only stretch one by one: the engine jumps over them, with the same
- * totals, request records and state as stepping through them. */
-
-static void jump_totals(engine_t *e, int64_t m, int64_t peak_blocks, int64_t peak_bytes, double last_t_end) {
-    fpm_replay_totals *tt = &e->totals;
-    if (e->nsteps_total == 0) tt->first_t_start = e->cfg.use_fixed_step ? (double)e->k * e->cfg.fixed_step_seconds : e->t;
-    tt->last_t_end = last_t_end;
-    tt->peak_running = max64(tt->peak_running, e->nrun);
-    tt->peak_used_blocks = max64(tt->peak_used_blocks, peak_blocks);
-    tt->peak_used_bytes = max64(tt->peak_used_bytes, peak_bytes);
-    e->nsteps_total += m;
-}
-
-/* Steps k ... k + m - 1 repeat a step that scheduled nothing (no arrival in between). */
-static void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out) {
-    double last;
-    if (e->cfg.use_fixed_step)
-        last = (double)(e->k + m - 1) * e->cfg.fixed_step_seconds + e->cfg.fixed_step_seconds;
-    else
-        last = e->t;
-    jump_totals(e, m, used_blocks(e), used_bytes(e), last);
-    if (out) {
-        out->nsteps += m;
-        out->nheld += m * e->nrun * (1 + e->G);
-    }
-    e->k += m;
-    if (e->cfg.use_fixed_step) e->t = last;
-    e->capacity_bound = e->wq_len > 0 && e->capacity_bound;
-}
-
-/* Per group: the blocks r holds after the allocation of decode step j of a stretch from computed c. */
-static int64_t stretch_held(const engine_t *e, const request_t *r, int gi, int64_t j) {
-    const fpm_group *g = &e->cfg.groups[gi];
-    const hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
-    int64_t c = r->computed + j;
-    if (g->kind == FPM_KIND_FULL) return max64(h->hi, cdiv64(c + 1, g->block));
-    if (is_windowed(g->kind)) {
-        int64_t lo = max64(h->lo, max64(0, c - (g->window - 1)) / g->block);
-        return max64(h->hi, cdiv64(c + 1, g->block)) - lo;
-    }
-    return pool_held(e, r, gi);
-}
-
-/* New blocks (or bytes) the running requests take over m decode steps. */
-static int64_t stretch_need(const engine_t *e, int64_t m, int bytes) {
-    int64_t total = 0;
-    for (int64_t q = 0; q < e->nrun; q++) {
-        const request_t *r = &e->req[e->running[q]];
-        for (int gi = 0; gi < e->G; gi++) {
-            const fpm_group *g = &e->cfg.groups[gi];
-            if (!is_attention(g->kind)) continue;
-            const hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
-            int64_t n = max64(cdiv64(r->computed + m, g->block) - h->hi, 0);
-            total += bytes ? n * g->page : n;
-        }
-    }
-    return total;
-}
-
-static int64_t lcm_blocks(const engine_t *e, int64_t cap) {
-    int64_t l = 1;
-    for (int gi = 0; gi < e->G; gi++) {
-        const fpm_group *g = &e->cfg.groups[gi];
-        if (!is_attention(g->kind)) continue;
-        int64_t a = l, b = g->block;
-        while (b) {
-            int64_t t = a % b;
-            a = b;
-            b = t;
-        }
-        if (l / a > cap / g->block) return cap;
-        l = l / a * g->block;
-    }
-    return l;
-}
-
-/* A decode-only stretch: every running request decodes one token per step,
- * nothing waits, nothing arrives or finishes, and the pool has room for all
- * of it.  Returns the steps jumped (0: take a normal step). */
-static int64_t jump_decodes(engine_t *e, fpm_replay_output *out) {
-    if (e->pc || !e->cfg.use_fixed_step || e->wq_len > 0 || e->nrun == 0 || e->nrun > e->token_budget) return 0;
-    const int64_t L = e->cfg.max_model_len;
-    int64_t m = INT64_MAX;
-    for (int64_t q = 0; q < e->nrun; q++) {
-        const request_t *r = &e->req[e->running[q]];
-        int64_t len = req_len(r);
-        if (r->prefill_chunk || r->computed != len - 1 || r->generated < 1) return 0;
-        m = min64(m, min64(r->output_len - r->generated, L - len) - 1);
-    }
-    if (e->pend < e->n && e->mode == FPM_ARRIVE_STEP) m = min64(m, e->in[e->order[e->pend]].arrival_step - e->k);
-    m = min64(m, e->max_steps - e->nsteps_total);
-    if (m < 2) return 0;
-    int bytes = !e->block_mode;
-    int64_t room = bytes ? e->cap - e->used_bytes : e->usable - e->used_blocks;
-    if (stretch_need(e, m, bytes) > room) {
-        int64_t lo = 0, hi = m; /* the largest feasible m */
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo + 1) / 2;
-            if (stretch_need(e, mid, bytes) <= room)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        m = lo;
-        if (m < 2) return 0;
-    }
-    /* the peak use of the stretch lies in its last period of blocks */
-    int64_t period = lcm_blocks(e, m), peak_blocks = 0, peak_bytes = 0;
-    for (int64_t j = max64(0, m - period); j < m; j++) {
-        int64_t ub = 0, uy = 0;
-        for (int64_t q = 0; q < e->nrun; q++) {
-            const request_t *r = &e->req[e->running[q]];
-            for (int gi = 0; gi < e->G; gi++) {
-                int64_t h = stretch_held(e, r, gi, j);
-                ub += h;
-                uy += h * e->cfg.groups[gi].page;
-            }
-        }
-        peak_blocks = max64(peak_blocks, ub);
-        peak_bytes = max64(peak_bytes, uy);
-    }
-    /* the state after the stretch */
-    e->used_blocks = e->used_bytes = 0;
-    for (int64_t q = 0; q < e->nrun; q++) {
-        request_t *r = &e->req[e->running[q]];
-        for (int gi = 0; gi < e->G; gi++) {
-            const fpm_group *g = &e->cfg.groups[gi];
-            hold_t *h = &e->hold[(int64_t)r->slot * e->G + gi];
-            int64_t c = r->computed + m - 1; /* the last allocation is c -> c + 1 */
-            if (is_attention(g->kind)) {
-                if (is_windowed(g->kind)) h->lo = max64(h->lo, max64(0, c - (g->window - 1)) / g->block);
-                h->hi = max64(h->hi, cdiv64(c + 1, g->block));
-            }
-        }
-        r->computed += m;
-        r->generated += m;
-        pool_thresholds(e, r);
-    }
-    for (int64_t q = 0; q < e->nrun; q++) {
-        const request_t *r = &e->req[e->running[q]];
-        for (int gi = 0; gi < e->G; gi++) {
-            int64_t h = pool_held(e, r, gi);
-            e->used_blocks += h;
-            e->used_bytes += h * e->cfg.groups[gi].page;
-        }
-    }
-    double s = e->cfg.fixed_step_seconds, last = (double)(e->k + m - 1) * s + s;
-    jump_totals(e, m, peak_blocks, peak_bytes, last);
-    if (out) {
-        out->nsteps += m;
-        out->nsched += m * e->nrun;
-        out->nheld += m * e->nrun * (1 + e->G);
-    }
-    e->executed += m;
-    e->capacity_bound = 0;
-    e->k += m;
-    e->t = last;
-    return m;
-}
-
 /* ------------------------------------------------------------ one step */
 
 /* R-13: one scheduler call.  Records the step in e->rec (and the scratch
@@ -795,7 +557,7 @@ static void run_step(engine_t *e) {
     }
     e->t_start = cfg->use_fixed_step ? (double)e->k * cfg->fixed_step_seconds : e->t;
     if (e->nsteps_total >= e->max_steps) {
-        e->error_code = FPM_RERR_STEP_LIMIT;
+        e->stop = FPM_RERR_STEP_LIMIT;
         e->err_i[0] = e->max_steps;
         e->err_i[1] = e->k;
         return;
@@ -803,8 +565,8 @@ static void run_step(engine_t *e) {
     enqueue_arrivals(e);
     begin_step(e);
     schedule_running(e);
-    if (!e->error_code && !e->preempted) schedule_waiting(e);
-    if (e->error_code) return;
+    if (!halted(e) && !e->preempted) schedule_waiting(e);
+    if (halted(e)) return;
     e->rec.used_bytes_scheduled = used_bytes(e);
     e->rec.used_blocks_scheduled = used_blocks(e);
     if (e->nsched > 0) e->executed++;
@@ -863,29 +625,29 @@ static int record_step(engine_t *e, fpm_replay_output *out, int count_only, int 
     sr->sched_off = out->nsched;
     sr->event_off = out->nevents;
     sr->held_off = out->nheld;
-    for (int64_t s = 0; s < e->nsched; s++, out->nsched++) {
+    for (int64_t s = 0; s < e->nsched; s++, count_add(&out->nsched, 1)) {
         if (out->nsched >= out->sched_cap) continue;
         fpm_sched_rec *x = &out->sched[out->nsched];
         x->req = e->sched_req[s];
         x->tokens = e->sched_n[s];
         x->computed_before = e->sched_c[s];
     }
-    for (int64_t i = 0; i < e->nev; i++, out->nevents++)
+    for (int64_t i = 0; i < e->nev; i++, count_add(&out->nevents, 1))
         if (out->nevents < out->events_cap) out->events[out->nevents] = e->ev[i];
-    for (int64_t q = 0; q < e->nrun; q++, out->nheld += 1 + e->G) {
+    for (int64_t q = 0; q < e->nrun; q++, count_add(&out->nheld, 1 + e->G)) {
         if (out->nheld > out->held_cap - (1 + e->G)) continue;
         int64_t *hp = &out->held[out->nheld];
         hp[0] = e->running[q];
         for (int gi = 0; gi < e->G; gi++) hp[1 + gi] = held_count(e, &e->req[e->running[q]], gi);
     }
     if (out->nsteps < out->steps_cap) out->steps[out->nsteps] = *sr;
-    out->nsteps++;
+    count_add(&out->nsteps, 1);
     return 1;
 }
 
 static void report(const engine_t *e, fpm_replay_output *out) {
     out->ended = e->ended;
-    out->error_code = e->error_code > 0 ? e->error_code : 0;
+    out->error_code = e->stop;
     memcpy(out->err_i, e->err_i, sizeof out->err_i);
     out->err_d = e->err_d;
     out->totals = e->totals;
@@ -909,14 +671,14 @@ static void next_step(engine_t *e, fpm_replay_output *out, int records) {
     }
     run_step(e);
     e->pending = 1;
-    if (e->error_code) {
+    if (halted(e)) {
         e->ended = 1;
         return;
     }
     int stalled = e->nsched == 0 && !e->preempted && (e->nrun > 0 || e->wq_len > 0);
     if (stalled) {
         if (e->pend >= e->n) {
-            e->error_code = FPM_RERR_STALL;
+            e->stop = FPM_RERR_STALL;
             e->err_i[0] = e->k - 1;
             e->err_i[1] = e->nrun;
             e->err_i[2] = e->wq_len;
@@ -926,170 +688,10 @@ static void next_step(engine_t *e, fpm_replay_output *out, int records) {
             if (at > e->t) e->t = at;
         }
     }
-    if (e->error_code || (e->pend >= e->n && e->wq_len == 0 && e->nrun == 0)) e->ended = 1;
+    if (halted(e) || (e->pend >= e->n && e->wq_len == 0 && e->nrun == 0)) e->ended = 1;
 }
 
-/* ------------------------------------------------------------ open / advance / close */
-
-typedef struct {
-    const fpm_replay_request *in;
-    int64_t idx;
-    int32_t by_time;
-} order_item;
-
-static int order_cmp(const void *pa, const void *pb) {
-    const order_item *a = pa, *b = pb;
-    if (a->by_time) {
-        double x = a->in[a->idx].arrival_time, y = b->in[b->idx].arrival_time;
-        if (x < y) return -1;
-        if (x > y) return 1;
-    } else {
-        int64_t x = a->in[a->idx].arrival_step, y = b->in[b->idx].arrival_step;
-        if (x < y) return -1;
-        if (x > y) return 1;
-    }
-    return a->idx < b->idx ? -1 : (a->idx > b->idx ? 1 : 0);
-}
-
-void fpm_replay_close(fpm_replay *e) {
-    if (e == NULL) return;
-    free(e->req);
-    free(e->info);
-    free(e->order);
-    free(e->wq);
-    free(e->running);
-    free(e->hold);
-    free(e->grow_at);
-    free(e->shrink_at);
-    free(e->free_slot);
-    free(e->sched_req);
-    free(e->sched_n);
-    free(e->sched_c);
-    free(e->ev);
-    free(e->done_list);
-    lin_free(&e->lc);
-    pc_free(e->pool);
-    free(e);
-}
-
-fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t n, int32_t mode,
-                           fpm_replay **out) {
-    if (out == NULL) return FPM_EINVAL;
-    *out = NULL;
-    if (cfg == NULL || n < 0 || (n > 0 && reqs == NULL)) return FPM_EINVAL;
-    if (mode != FPM_ARRIVE_STEP && mode != FPM_ARRIVE_TIME) return FPM_EINVAL;
-    if (mode == FPM_ARRIVE_TIME && cfg->use_fixed_step) return FPM_EINVAL;
-    if (!config_ok(cfg)) return FPM_EINVAL;
-    for (int64_t i = 0; i < n; i++) {
-        const fpm_replay_request *q = &reqs[i];
-        if (q->prompt_len < 1 || q->output_len < 1 || q->prompt_len > FPM_MAX_TOKENS || q->output_len > FPM_MAX_TOKENS)
-            return FPM_EINVAL;
-        if (q->arrival_step < 0 || q->arrival_step > FPM_MAX_ARRIVAL_STEP) return FPM_EINVAL;
-        if (!(q->arrival_time >= 0.0) || !isfinite(q->arrival_time)) return FPM_EINVAL;
-        if (q->priority < -FPM_MAX_PRIORITY || q->priority > FPM_MAX_PRIORITY) return FPM_EINVAL;
-        if (cfg->prefix_caching && (q->own_key < 0 || q->origin_off < 0 || q->origin_len < 0 ||
-                                    q->origin_off > cfg->norigin - q->origin_len))
-            return FPM_EINVAL;
-    }
-    engine_t *e = calloc(1, sizeof(engine_t));
-    if (e == NULL) return FPM_ENOMEM;
-    e->cfg = *cfg;
-    e->in = reqs;
-    e->n = n;
-    e->mode = mode;
-    const int G = cfg->ngroups;
-    e->G = G;
-    e->block_mode = 1;
-    for (int i = 1; i < G; i++)
-        if (cfg->groups[i].page != cfg->groups[0].page) e->block_mode = 0;
-    e->cap = cfg->capacity_bytes;
-    e->usable = e->block_mode ? cfg->capacity_bytes / cfg->groups[0].page : 0;
-    e->align_mode = e->pc = cfg->prefix_caching != 0;
-    int has_mamba = 0, all_ckpt = 1;
-    int64_t mamba_block = 0, attn_block = 0;
-    for (int i = 0; i < G; i++) {
-        const fpm_group *g = &cfg->groups[i];
-        if (g->kind == FPM_KIND_MAMBA) {
-            if (!has_mamba) {
-                e->first_align = g->checkpoint_alignment;
-                mamba_block = g->block;
-            }
-            has_mamba = 1;
-            if (g->checkpoint_blocks < 1) all_ckpt = 0;
-        }
-        if (is_attention(g->kind) && attn_block == 0) attn_block = g->block;
-        if (is_windowed(g->kind)) e->has_windowed = 1;
-        if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) e->fixed_bytes += g->blocks_per_request * g->page;
-    }
-    e->split = e->align_mode && has_mamba;
-    e->ckpt_all = has_mamba && all_ckpt;
-    e->sched_block = attn_block ? attn_block : (mamba_block ? mamba_block : 1);
-    e->hash_block = cfg->hash_block_size > 0 ? cfg->hash_block_size : e->sched_block;
-    e->token_budget = cfg->max_num_scheduled_tokens <= 0 ? cfg->max_num_batched_tokens
-                      : cfg->rules.budget_scheduled_only ? cfg->max_num_scheduled_tokens
-                                                          : min64(cfg->max_num_scheduled_tokens, cfg->max_num_batched_tokens);
-    e->split_limit = cfg->max_num_scheduled_tokens > 0 ? cfg->max_num_scheduled_tokens : cfg->max_num_batched_tokens;
-    if (cfg->long_prefill_token_threshold > 0) e->split_limit = min64(e->split_limit, cfg->long_prefill_token_threshold);
-    e->active_limit = cfg->max_num_active_seqs > 0 ? cfg->max_num_active_seqs : cfg->max_num_seqs;
-    e->interval = cfg->prefill_schedule_interval > 1 ? cfg->prefill_schedule_interval : 1;
-    e->last_prefill_step = -e->interval;
-    e->max_steps = cfg->max_steps > 0 ? cfg->max_steps : FPM_MAX_STEPS;
-    e->nslots = min64(n, cfg->max_num_seqs) + 1;
-
-    int64_t nn = n > 0 ? n : 1;
-    e->req = fpm_calloc_lines(nn, sizeof(request_t));
-    e->info = fpm_calloc(nn, sizeof(request_info_t));
-    e->order = fpm_calloc(nn, sizeof(int64_t));
-    e->wq = fpm_calloc(nn, sizeof(int64_t));
-    e->running = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->hold = (e->nslots > INT64_MAX / G) ? NULL : fpm_calloc(e->nslots * G, sizeof(hold_t));
-    e->grow_at = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->shrink_at = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->free_slot = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_req = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_n = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->sched_c = fpm_calloc(e->nslots, sizeof(int64_t));
-    e->ev_cap = nn + 3 * e->nslots;
-    e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
-    e->done_list = fpm_calloc(nn, sizeof(int64_t));
-    order_item *order = fpm_calloc(nn, sizeof(order_item));
-    int ok = e->req && e->info && e->order && e->wq && e->running && e->hold && e->grow_at && e->shrink_at && e->free_slot &&
-             e->sched_req && e->sched_n && e->sched_c && e->ev && e->done_list && order &&
-             lin_alloc(&e->lc, max64(cfg->nprefill, cfg->ndecode));
-    if (ok && e->pc) {
-        int64_t blk = e->sched_block, maxc = 1;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t cols = cdiv64(min64(reqs[i].prompt_len + reqs[i].output_len, cfg->max_model_len), blk) + 1;
-            if (cols > maxc) maxc = cols;
-        }
-        e->pool = pc_new(e, maxc);
-        ok = e->pool != NULL;
-    }
-    if (!ok) {
-        free(order);
-        fpm_replay_close(e);
-        return FPM_ENOMEM;
-    }
-    for (int64_t i = 0; i < e->nslots; i++) e->free_slot[i] = e->nslots - 1 - i;
-    e->nfree_slot = e->nslots;
-    for (int64_t i = 0; i < n; i++) {
-        request_t *r = &e->req[i];
-        r->prompt_len = reqs[i].prompt_len;
-        r->output_len = reqs[i].output_len;
-        r->slot = -1;
-        request_info_t *ri = &e->info[i];
-        ri->arrival_time = ri->first_scheduled_time = ri->first_token_time = ri->finish_time = NAN;
-        order[i].in = reqs;
-        order[i].idx = i;
-        order[i].by_time = mode == FPM_ARRIVE_TIME;
-    }
-    if (n > 1) qsort(order, (size_t)n, sizeof(order_item), order_cmp);
-    for (int64_t i = 0; i < n; i++) e->order[i] = order[i].idx;
-    free(order);
-    e->ended = n == 0;
-    *out = e;
-    return FPM_OK;
-}
+/* ------------------------------------------------------------ advance / run */
 
 static int out_ok(const fpm_replay_output *out) {
     if (out->steps_cap < 0 || out->sched_cap < 0 || out->events_cap < 0 || out->held_cap < 0 || out->done_cap < 0)
@@ -1107,7 +709,7 @@ fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_outpu
     int64_t steps = 0;
     for (;;) {
         if (e->pending) {
-            int with_step = !e->error_code || e->error_code == FPM_RERR_STALL;
+            int with_step = step_recorded(e);
             if (!record_step(e, out, 0, with_step)) {
                 if (out->nsteps == 0 && out->ndone == 0) {
                     /* not even one step fits: say how large it is */
@@ -1124,9 +726,9 @@ fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_outpu
             e->pending = 0;
             steps++;
         }
-        if (e->error_code < 0) {
+        if (e->failure != FPM_OK) {
             report(e, out);
-            return FPM_ENOMEM;
+            return e->failure;
         }
         if (e->ended || steps >= max_steps) break;
         int64_t before = e->nsteps_total;
@@ -1150,13 +752,14 @@ fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request
     while (!e->ended) {
         next_step(e, out, records);
         if (e->pending) {
-            int with_step = !e->error_code || e->error_code == FPM_RERR_STALL;
+            int with_step = step_recorded(e);
             record_step(e, out, 1, with_step);
             e->pending = 0;
         }
-        if (e->error_code < 0) {
+        if (e->failure != FPM_OK) {
+            fpm_status failure = e->failure;
             fpm_replay_close(e);
-            return FPM_ENOMEM;
+            return failure;
         }
     }
     for (int64_t i = 0; i < n; i++) request_record(e, i, &out->requests[i]);

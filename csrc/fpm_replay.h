@@ -221,22 +221,22 @@ typedef struct fpm_replay fpm_replay;
 /* Open a replay of nreqs requests (R-11 ... R-31).  The library keeps
  * pointers to cfg's arrays and to reqs: they must outlive the replay.
  * Returns FPM_EINVAL for an input out of range, FPM_ENOMEM. */
-fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
+FPM_API fpm_status fpm_replay_open(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
                            int32_t arrival_mode, fpm_replay **out);
 
 /* Run up to max_steps more steps (max_steps >= 1), fewer when the replay
  * ends or an output buffer fills.  Returns FPM_OK, or FPM_ENOSPC when not
  * even one step fits the buffers (the counts are that step's needs). */
-fpm_status fpm_replay_advance(fpm_replay *rp, int64_t max_steps, fpm_replay_output *out);
+FPM_API fpm_status fpm_replay_advance(fpm_replay *rp, int64_t max_steps, fpm_replay_output *out);
 
-void fpm_replay_close(fpm_replay *rp);
+FPM_API void fpm_replay_close(fpm_replay *rp);
 
 /* Replay a whole trace.  Returns FPM_OK (also when the run stopped with
  * output.error_code set), FPM_EINVAL for an input out of range,
  * FPM_ENOMEM, or FPM_ENOSPC when a step buffer is too small (every count is
  * the full need: allocate that much and call again; a call with all step
  * capacities 0 is a sizing pass). */
-fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
+FPM_API fpm_status fpm_replay_run(const fpm_replay_config *cfg, const fpm_replay_request *reqs, int64_t nreqs,
                           int32_t arrival_mode, fpm_replay_output *out);
 
 /* One evaluation of vLLM's Mamba align split (04 G-2 ... G-6).
@@ -247,21 +247,21 @@ typedef struct {
     int32_t junction_checkpoint;
     int32_t last_stop_at_tokens; /* G-6: the last cacheable stop at or below num_tokens (a release rule) */
 } fpm_align_query;
-fpm_status fpm_align_stop(const fpm_align_query *q, int64_t *out);
+FPM_API fpm_status fpm_align_stop(const fpm_align_query *q, int64_t *out);
 
 /* The latency model (R-28 ... R-31) on its own: the step time of a step with
  * the given prefill and decode entries; *missing_phase is -1, or 0/1 when the
  * table has no prefill/decode points that the step needs. */
-fpm_status fpm_step_time(const fpm_replay_config *cfg, int64_t nprefill, int64_t prefill_tokens,
+FPM_API fpm_status fpm_step_time(const fpm_replay_config *cfg, int64_t nprefill, int64_t prefill_tokens,
                          int64_t prefill_kv, int64_t ndecode, int64_t decode_kv, double *seconds,
                          int32_t *extrapolated, int32_t *missing_phase);
 
 /* 01 P-14: the logical block range [*first, *end) group g holds during a
  * forward computing tokens computed .. target (0 <= computed <= target <= FPM_MAX_TOKENS). */
-fpm_status fpm_block_range(const fpm_group *g, int64_t computed, int64_t target, int64_t *first, int64_t *end);
+FPM_API fpm_status fpm_block_range(const fpm_group *g, int64_t computed, int64_t target, int64_t *first, int64_t *end);
 
 /* 01 P-16 in blocks: the most one request holds in group g at context tokens
  * with max_num_tokens per step (0 < context, max_num_tokens <= FPM_MAX_TOKENS). */
-fpm_status fpm_peak_request_blocks(const fpm_group *g, int64_t context, int64_t max_num_tokens, int64_t *out);
+FPM_API fpm_status fpm_peak_request_blocks(const fpm_group *g, int64_t context, int64_t max_num_tokens, int64_t *out);
 
 #endif /* FPM_REPLAY_H */

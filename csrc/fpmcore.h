@@ -16,7 +16,7 @@
 
 /* The library version, equal to the Python package version it was built
  * for (fpmcore.__version__); the binding refuses a stale build. */
-fpm_status fpm_version(const char **out);
+FPM_API fpm_status fpm_version(const char **out);
 
 #include "fpm_replay.h"
 

@@ -108,12 +108,13 @@ def test_native_backend_is_c_and_matches_the_package():
 
 @pytest.mark.parametrize("env,backend", [
     ({"FPM_PUREPYTHON": "1"}, "python"),
-    ({"FPMCORE_PUREPYTHON": "1"}, "python"),  # the deprecated former name still works
-    ({"FPM_PUREPYTHON": "0", "FPMCORE_PUREPYTHON": "1"}, "c"),  # the new name wins
+    ({"FPM_PUREPYTHON": "0"}, "c"),
+    ({"FPM_PUREPYTHON": ""}, "c"),
+    ({"FPMCORE_PUREPYTHON": "1"}, "c"),  # no other name selects the reference
 ])  # fmt: skip
 def test_reference_switch(env, backend):
     code = "from fpmcore import native; print(native.BACKEND, native.version())"
-    base = {k: v for k, v in os.environ.items() if k not in ("FPM_PUREPYTHON", "FPMCORE_PUREPYTHON")}
+    base = {k: v for k, v in os.environ.items() if k != "FPM_PUREPYTHON"}
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
                          check=False)  # fmt: skip
     assert out.stdout.split() == [backend, fpmcore.__version__]
@@ -126,7 +127,6 @@ def test_a_stale_build_is_refused(monkeypatch):
 
     monkeypatch.setattr(fpmcore, "__version__", "0.0.0-stale")
     monkeypatch.delenv("FPM_PUREPYTHON", raising=False)
-    monkeypatch.delenv("FPMCORE_PUREPYTHON", raising=False)
     with pytest.raises(ImportError, match="built for 0.1.0, the package is 0.0.0-stale"):
         importlib.reload(native)
     monkeypatch.undo()

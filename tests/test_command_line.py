@@ -186,8 +186,7 @@ def test_an_unknown_argument_shows_the_subcommands_usage(host, argv, usage):
     res = run_fpm(*argv, host=host)
     assert (res.exit_code, res.stdout) == (2, "")
     assert res.stderr.startswith(usage)
-    assert res.stderr.endswith(f"fpm {' '.join(argv[:2] if argv[0] == 'profile' else argv[:1])}: error: "
-                               "unrecognized arguments: --bogus\n")  # fmt: skip
+    assert res.stderr.endswith("fpm: error: unrecognized arguments: --bogus\n")  # every diagnostic starts "fpm:"
     assert "COMMAND" not in res.stderr
 
 
@@ -196,7 +195,7 @@ def test_a_misspelt_option_is_named_before_the_required_one_it_stands_for(host):
     an abbreviation argparse accepts (``--trac``) is no unknown option."""
     res = run_fpm("replay", "X", "--tarce", "T", host=host)
     assert res.exit_code == 2
-    assert res.stderr.endswith("fpm replay: error: unrecognized arguments: --tarce (did you mean --trace?)\n")
+    assert res.stderr.endswith("fpm: error: unrecognized arguments: --tarce (did you mean --trace?)\n")
     missing = run_fpm("replay", "X", host=host)
     assert missing.exit_code == 2 and "the following arguments are required: --trace" in missing.stderr
     bad = run_fpm("replay", "X", "--trac", "T", "--max-num-seqs", "0", host=host)
@@ -238,7 +237,7 @@ def test_every_integer_option_reads_through_the_one_integer_type(host):
             res = run_fpm(*path, option, value, host=host)
             assert (res.exit_code, res.stdout) == (2, ""), (path, option, res.stderr)
             last = res.stderr.splitlines()[-1]
-            assert last.startswith(f"fpm {' '.join(path)}: error: argument {option}: must be an integer from "), last
+            assert last.startswith(f"fpm: error: argument {option}: must be an integer from "), last
             assert f" to {MAX_INTEGER:,}" in last or " to 4,294,967,295" in last, last
             assert len(last) < 200 and "Traceback" not in res.stderr
 
@@ -250,7 +249,7 @@ def test_every_integer_option_reads_through_the_one_integer_type(host):
 def test_the_replay_overflows_of_the_issue(host, option, value):
     res = run_fpm("replay", str(PROFILE), "--trace", str(TRACE), option, value, host=host)
     assert (res.exit_code, res.stdout) == (2, "")
-    assert res.stderr.splitlines()[-1] == (f"fpm replay: error: argument {option}: must be an integer from 1 to "
+    assert res.stderr.splitlines()[-1] == (f"fpm: error: argument {option}: must be an integer from 1 to "
                                            f"1,099,511,627,776; got '{value}'")  # fmt: skip
 
 
@@ -259,7 +258,7 @@ def test_number_options_refuse_nan_and_infinity(host, tmp_path):
         res = run_fpm("collect", str(tmp_path / "p.json"), "--model-dir", str(tmp_path), "-o", str(tmp_path / "r"),
                       "--spacing", value, host=host)  # fmt: skip
         assert res.exit_code == 2
-        assert res.stderr.splitlines()[-1].startswith("fpm collect: error: argument --spacing: must be a number from 0")
+        assert res.stderr.splitlines()[-1].startswith("fpm: error: argument --spacing: must be a number from 0")
 
 
 # --------------------------------------------------------------------------
@@ -313,6 +312,53 @@ def test_eighty_columns_on_a_terminal_break_no_word(host):
         assert "…" not in text
 
 
+def test_the_replay_summary_at_eighty_columns_cuts_no_name_and_parts_no_label_from_its_value(host):
+    """The replay's summary on an 80-column terminal: every quantity's name whole, each latency statistic in its
+    own column beside its metric (``ttft_s`` … ``0.2``-style values on the metric's row)."""
+    import io
+
+    from rich.console import Console
+
+    from fpmcore.context import Context
+
+    buf = io.StringIO()
+    ctx = Context(host, json=False, debug=False)
+    ctx._out = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    args = build_parser(host).parse_args(["replay", str(PROFILE), "--trace", str(TRACE)])
+    assert args._run(args, ctx) == 0
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "align_peak_request_bytes_at_max_model_len" in text and "…" not in text
+    header = next(line for line in text.splitlines() if "latency" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["latency", "mean", "p50", "p90", "p99", "max"], header
+    for metric in ("ttft_s", "e2e_s"):  # one request: its TTFT and E2E on every statistic
+        row = next(line for line in text.splitlines() if f" {metric} " in line)
+        cells = [c.strip() for c in row.split("│")[1:-1]]
+        assert cells[0] == metric and len(cells) == 6 and len(set(cells[1:])) == 1 and float(cells[1]) > 0, row
+
+
+@pytest.mark.parametrize("columns", [80, 72])
+def test_the_progress_bar_keeps_its_counts_and_times_whole_on_a_narrow_terminal(columns):
+    """The one progress bar of the command line at 80 and 72 columns: ``done/total``, the steps and the times
+    whole; only the description is shortened."""
+    import io
+
+    from rich.console import Console
+
+    from fpmcore.context import progress_bar
+
+    console = Console(file=io.StringIO(), width=columns, force_terminal=True, color_system=None)
+    bar = progress_bar(console, "requests", steps=True)
+    task = bar.add_task("replaying a-trace-with-a-long-name-0123456789.jsonl", total=12_000, steps=1_234_567)
+    bar.update(task, completed=11_999)
+    console.print(bar.make_tasks_table(bar.tasks))
+    (line,) = console.file.getvalue().splitlines()
+    assert len(line) <= columns
+    for whole in ("11999/12000 requests", "· 1,234,567 steps ·", "0:00:00 ETA"):
+        assert whole in line, line
+    assert line.startswith("repl") and "…" in line.split("11999")[0]
+
+
 # --------------------------------------------------------------------------
 # found by the campaign: a table count beyond the C library's bound
 # --------------------------------------------------------------------------
@@ -358,7 +404,10 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     assert (res.exit_code, res.stdout) == (2, "")
     last = res.stderr.splitlines()[-1]  # after the no-table note
     assert last.startswith("fpm: trace line 1: arrival at step ")
-    assert last.endswith(" is beyond the replay limit of 50000000 steps [R-32]")
+    assert last.endswith(
+        " is beyond the last arrival step a trace may have, 50,000,000 (a limit of arrivals, apart "
+        "from --max-steps, which bounds the steps run) [R-32]"
+    )
 
 
 def test_a_grid_naming_a_file_too_long_for_the_file_system_is_refused(tmp_path, host):

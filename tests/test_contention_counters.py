@@ -109,12 +109,13 @@ def test_the_calling_thread_cpu_time_is_its_clock():
     s = Sampler(precise=False, window=3600.0)
     s.last = (time.monotonic(), 0)
     start = s.start()
-    t0 = time.monotonic()
+    c0 = time.thread_time()
     x = 0
-    while time.monotonic() - t0 < 0.05:
+    while time.thread_time() - c0 < 0.05:  # 50 ms of this thread's CPU, however busy the machine is
         x += 1
+    spent = time.thread_time() - c0
     seen = s.stop(start)
-    assert 0.03 <= seen.cpu_seconds <= 0.2
+    assert spent - 0.005 <= seen.cpu_seconds <= spent + 0.005
 
 
 def test_a_serving_sampler_takes_its_slowdown_from_its_latest_canary(monkeypatch):

@@ -312,7 +312,6 @@ def test_align_stop_range_is_checked(fpm_host):
         _plugin("boolish", targets=("boolish",), fpm_align_stop=lambda query: True),
     )  # fmt: skip
     assert host.hooks.model("good").align_stop(runtime="vllm==9.9.9", query=q) == 96
-    assert host.hooks.model("good").align_stop_rule("vllm==9.9.9")(q) == 96
     with pytest.raises(
         FpmError,
         match=r"no model plugin implements the align-stop rule for 'good' on vllm==1\.0\.0 "

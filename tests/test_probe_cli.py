@@ -75,7 +75,7 @@ def test_live_options_are_refused_with_a_dry_run(tmp_path):
         host=_host("vllm_033"),
     )
     assert res.exit_code == 2
-    assert res.stderr.strip() == "fpm probe: --max-model-len, --num-gpu-blocks: only with --live"
+    assert res.stderr.strip() == "fpm: --max-model-len, --num-gpu-blocks: only with --live"
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -88,7 +88,7 @@ def test_live_options_are_refused_with_a_dry_run(tmp_path):
 def test_live_option_values_are_checked_before_the_runtime(tmp_path, args, message):
     res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), *args, host=_host("vllm_032"))
     # the option's own check, or the command line's one numeric type (fpmcore.options) with the usage before it
-    assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (2, f"fpm probe: {message}")
+    assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (2, f"fpm: {message}")
 
 
 def test_live_without_the_runtime_says_what_to_install(monkeypatch, tmp_path):
@@ -106,7 +106,7 @@ def test_live_with_a_runtime_whose_plugin_runs_no_engine(monkeypatch, tmp_path):
     assert res.exit_code == 2
     assert (
         res.stderr.strip()
-        == "fpm probe: runtime plugin 'vllm_033' does not implement fpm_live_probe for vllm==0.33.0 [plugins]"
+        == "fpm: runtime plugin 'vllm_033' does not implement fpm_live_probe for vllm==0.33.0 [plugins]"
     )
 
 
@@ -123,7 +123,7 @@ def test_a_folder_that_is_no_model_is_refused_before_the_engine(monkeypatch, tmp
     folder = tmp_path / "model"
     make(folder)
     res = run_fpm("probe", "--live", str(folder), "-o", str(tmp_path / "ev"), host=_host("vllm_032"))
-    assert (res.exit_code, res.stderr.strip()) == (2, "fpm probe: " + message.format(d=folder))
+    assert (res.exit_code, res.stderr.strip()) == (2, "fpm: " + message.format(d=folder))
     assert not (tmp_path / "ev").exists()
 
 

@@ -186,7 +186,7 @@ def test_output_path_refusals(tmp_path, host, command):
         args = [command, str(inp), "-o", str(target)] + (["--model", "glm53flash"] if command == "plan" else [])
         res = run_fpm(*args, host=host)
         assert res.exit_code == 2, (target, res.stdout, res.stderr)
-        prefix = "fpm import: " if command == "import" else "fpm: "
+        prefix = "fpm: "
         assert res.stderr.startswith(f"{prefix}{target}: {message}") and res.stderr.endswith(f" [{rule}]\n"), res.stderr
         assert ".tmp" not in res.stderr and res.stdout == ""  # nothing ran, no temporary name leaks
         _clean(res)
@@ -233,7 +233,7 @@ def test_a_configuration_label_that_is_a_path_is_refused(tmp_path, host, label, 
     res = run_fpm("import", str(ev), "-o", str(out), host=host)
     assert res.exit_code == 2
     shown = json.dumps(label)
-    assert res.stderr == f"fpm import: configuration label {shown} cannot name a file: {reason} [O-6]\n"
+    assert res.stderr == f"fpm: configuration label {shown} cannot name a file: {reason} [O-6]\n"
     assert _tree(tmp_path) == before and not out.exists()
     assert not Path("/tmp/fpm-absolute-pwn.fpm-profile.json").exists()
     # without -o no label is a path: the import runs and judges each configuration
@@ -260,7 +260,7 @@ def test_several_configurations_publish_one_folder(tmp_path, host):
     (out / "notes.txt").write_text("mine")
     res = run_fpm("import", str(ev), "-o", str(out), host=host)
     assert res.exit_code == 2 and res.stderr == (
-        f"fpm import: {out}: the output folder exists and holds files fpm did not write; "
+        f"fpm: {out}: the output folder exists and holds files fpm did not write; "
         "give a new or an empty folder [O-2]\n")  # fmt: skip
     assert (out / "notes.txt").read_text() == "mine"
     res = run_fpm("import", str(ev), "-o", str(ev), host=host)
@@ -522,7 +522,7 @@ def test_a_plan_with_no_point_is_a_negative_verdict(tmp_path, host):
     res = run_fpm("plan", str(PROFILE), "--max-model-len", "10", "-o", str(out), host=host)
     assert res.exit_code == 1
     assert res.stderr == (
-        f"fpm plan: {PROFILE}: no benchmark points: --max-model-len 10 leaves no candidate point; "
+        f"fpm: {PROFILE}: no benchmark points: --max-model-len 10 leaves no candidate point; "
         "the profile's max_model_len 1,048,576 gives 577 (raise --max-model-len) [G-9]\n"
     )
     assert not out.exists()  # a negative verdict writes no plan

@@ -153,7 +153,8 @@ def test_trace_line_mutations():
 
     assert list(schema_named("trace").build()["properties"]) == list(FIELDS)
     good = {"request_id": "a", "arrival_time": 0, "prompt_len": 8, "output_len": 2}
-    for ok in (good, {**good, "priority": -3}, {**good, "shared_prefix_id": "s", "shared_prefix_len": 4}):
+    hashed = {**good, "hash_ids": [0, 2**63 - 1], "hash_block_tokens": 4}
+    for ok in (good, {**good, "priority": -3}, {**good, "shared_prefix_id": "s", "shared_prefix_len": 4}, hashed):
         assert errors("trace", ok) == []
         parse_trace_lines([json.dumps(ok)])
     bad_lines = (
@@ -169,6 +170,14 @@ def test_trace_line_mutations():
         {k: v for k, v in good.items() if k != "output_len"},  # missing key
         {**good, "shared_prefix_id": "s"},  # without its length
         {**good, "prefix_of_len": 2},  # without the request it names
+        {**good, "hash_ids": [0, 1]},  # without its block size
+        {**good, "hash_block_tokens": 4},  # without its ids
+        {**hashed, "hash_ids": [0, -1]},
+        {**hashed, "hash_ids": [0, 2**63]},
+        {**hashed, "hash_ids": [0, 1.5]},
+        {**hashed, "hash_ids": "0,1"},
+        {**hashed, "hash_block_tokens": 0},
+        {**hashed, "shared_prefix_id": "s", "shared_prefix_len": 4},  # two ways of sharing
     )
     for bad in bad_lines:
         assert refused("trace", bad), bad

@@ -16,7 +16,8 @@ prefix caching on and off:
 The replay follows the rules of the oracle's release, as its runtime plugin
 gives them (``fpm_replay_rules``; a release without them is refused), and the
 random models and settings are those the release has.  Traces have shared
-prefixes (``prefix_from``), small pools (preemption and eviction), and the
+prefixes (``prefix_from``, or content-block ids ``hash_ids`` that agree on
+leading blocks), small pools (preemption and eviction), and the
 scheduler settings that change what is scheduled drawn at random: ``max_num_batched_tokens``,
 ``max_num_scheduled_tokens``, ``max_num_seqs``, ``max_num_active_seqs``,
 ``long_prefill_token_threshold`` (and its adaptive form),
@@ -242,11 +243,31 @@ def model_json(
     return m
 
 
-def random_trace(rng: random.Random, max_model_len: int, share: bool, priorities: bool) -> dict[str, Any]:
+def _hash_ids(rng: random.Random, d: dict[str, Any], hashed: dict[str, Any]) -> None:
+    """Give request ``d`` content-block ids (``hash_ids``): mostly an earlier request's leading ids, then
+    ids of a small alphabet, so chains share leading blocks, part, and meet again further on."""
+    size = hashed["size"]
+    need = -(-d["prompt_len"] // size)
+    ids: list[int] = []
+    if hashed["ids"] and rng.random() < 0.75:
+        src = rng.choice(hashed["ids"])
+        ids = src[: min(len(src), need) if rng.random() < 0.6 else rng.randint(0, min(len(src), need))]
+    while len(ids) < need:
+        ids.append(rng.randrange(4) if rng.random() < 0.7 else rng.randrange(2**63))
+    d["hash_ids"], d["hash_block_tokens"] = ids, size
+    hashed["ids"].append(ids)
+
+
+def random_trace(
+    rng: random.Random, max_model_len: int, share: bool, priorities: bool, hash_block: int | None = None
+) -> dict[str, Any]:
     """Random requests; with ``share`` many copy a prefix of an earlier request (``prefix_from``),
-    mostly a long one (a system prompt, a conversation's history), arriving at or after it."""
+    mostly a long one (a system prompt, a conversation's history), arriving at or after it.  With
+    ``hash_block`` most requests give their prompts as content-block ids of that many tokens each
+    (``hash_ids``) that agree on leading blocks with any earlier request."""
     n = rng.randint(1, 12)
     reqs: dict[str, Any] = {}
+    hashed: dict[str, Any] | None = {"size": hash_block, "ids": []} if hash_block else None
     for i in range(n):
         d = {
             "prompt_len": rng.randint(1, min(max_model_len - 2, rng.choice([40, 120, 300]))),
@@ -254,7 +275,9 @@ def random_trace(rng: random.Random, max_model_len: int, share: bool, priorities
             "max_tokens": rng.randint(1, rng.choice([4, 24, 64, 160])),
             "arrival_step": rng.choice([0, 0, 0, 1, 2, 3, 5, 8]),
         }
-        if share and i > 0 and rng.random() < 0.65:
+        if hashed is not None and rng.random() < 0.9:
+            _hash_ids(rng, d, hashed)
+        elif share and i > 0 and rng.random() < 0.65:
             src = f"r{rng.randrange(i)}"
             most = min(d["prompt_len"], reqs[src]["prompt_len"])
             if rng.random() < 0.7:
@@ -362,7 +385,11 @@ def build_jobs(
     kinds: tuple[str, ...] = KINDS,
     rules: RuntimeRules | None = None,
     features: dict[str, Any] | None = None,
+    hash_traces: int = 0,
 ) -> list[dict[str, Any]]:
+    """``n`` random jobs (model, caching on or off, trace), then ``hash_traces`` jobs with prefix caching
+    whose traces give prompts as content-block ids (drawn from a generator of their own, so the first
+    ``n`` jobs of a seed stay what they were)."""
     rng = random.Random(seed)
     combos = [(k, c) for k in kinds for c in (False, True)]
     jobs = []
@@ -379,6 +406,15 @@ def build_jobs(
                 "trace": random_trace(rng, L, share=caching and rng.random() < 0.8, priorities=priorities),
             }
         )
+    hrng = random.Random(f"{seed}:hash_ids")
+    for i in range(hash_traces):
+        kind = kinds[i % len(kinds)]
+        L = hrng.choice([128, 256, 512])
+        model = model_json(kind, hrng, True, L, rules, features)
+        priorities = model["scheduler"].get("policy") == "priority"
+        block = hrng.choice([8, 16, 24, 40, 100])
+        trace = random_trace(hrng, L, share=True, priorities=priorities, hash_block=block)
+        jobs.append({"kind": kind, "caching": True, "hash_ids": True, "model": model, "trace": trace})
     return jobs
 
 
@@ -423,18 +459,25 @@ def _settings_used(model: dict[str, Any]) -> list[str]:
 
 
 def differential(
-    n: int, seed: int, backend: str | None = None, kinds: tuple[str, ...] = KINDS, rules: RuntimeRules | None = None
+    n: int,
+    seed: int,
+    backend: str | None = None,
+    kinds: tuple[str, ...] = KINDS,
+    rules: RuntimeRules | None = None,
+    hash_traces: int = 0,
 ) -> dict[str, Any]:
-    """Run ``n`` random traces through vLLM and the replay; a report of the outcome."""
+    """Run ``n`` random traces (and ``hash_traces`` traces of content-block ids, their kinds suffixed
+    ``/hash``) through vLLM and the replay; a report of the outcome."""
     features = oracle_features()
     rules = rules or oracle_rules(features)
-    jobs = build_jobs(n, seed, kinds, rules, features)
+    jobs = build_jobs(n, seed, kinds, rules, features, hash_traces)
+    n += hash_traces
     results = run_oracle(jobs)
     report: dict[str, Any] = {"vllm": features["version"], "rules": rules.runtime, "traces": n, "compared": 0, "matched": 0, "vllm_refused": 0, "steps": 0,
                               "preemptions": 0, "prefix_hit_requests": 0, "prefix_hit_tokens": 0, "rejected": 0,
                               "settings": {}, "mismatches": [], "refusals": [], "by_kind": {}}  # fmt: skip
     for i, (job, res) in enumerate(zip(jobs, results)):
-        key = f"{job['kind']}/{'on' if job['caching'] else 'off'}"
+        key = f"{job['kind']}/{'on' if job['caching'] else 'off'}{'/hash' if job.get('hash_ids') else ''}"
         kr = report["by_kind"].setdefault(
             key,
             {
@@ -484,13 +527,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", choices=("c", "python"), default=None)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated model kinds (default: all)")
+    ap.add_argument("--hash-traces", type=int, default=0,
+                    help="also this many traces of content-block ids (hash_ids), prefix caching on")  # fmt: skip
     ap.add_argument("--json", metavar="OUT", help="write the full report")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
     import time
 
     t0 = time.monotonic()
-    rep = differential(args.traces, args.seed, args.backend, kinds)
+    rep = differential(args.traces, args.seed, args.backend, kinds, hash_traces=args.hash_traces)
     rep["seconds"] = round(time.monotonic() - t0, 1)
     if args.json:
         Path(args.json).write_text(json.dumps(rep, indent=1))

@@ -700,10 +700,26 @@ def make_block_hasher(plan: Plan):
 
 
 def make_prompts(req_defs: dict) -> dict[str, list[int]]:
+    """Prompt token ids of SCHED.json requests: given (``prompt_tokens``), drawn from the request's seed
+    after a prefix copied from an earlier request (``prefix_from``/``prefix_len``), or made of content
+    blocks (``hash_ids``, one id per ``hash_block_tokens`` tokens, the last block possibly partial): one
+    draw per distinct (block size, id), so two prompts' blocks hold the same tokens exactly where their
+    ids agree."""
     prompts: dict[str, list[int]] = {}
+    blocks: dict[tuple[int, int], list[int]] = {}
     for rid, d in req_defs.items():
         if "prompt_tokens" in d:
             prompts[rid] = [int(t) for t in d["prompt_tokens"]]
+            continue
+        if "hash_ids" in d:
+            size, total = int(d["hash_block_tokens"]), int(d["prompt_len"])
+            tokens: list[int] = []
+            for k, block_id in enumerate(d["hash_ids"]):
+                if (size, block_id) not in blocks:
+                    brng = random.Random(f"block:{size}:{block_id}")
+                    blocks[size, block_id] = [brng.randrange(1, VOCAB) for _ in range(size)]
+                tokens += blocks[size, block_id][: total - k * size]
+            prompts[rid] = tokens
             continue
         rng = random.Random(int(d.get("seed", 0)) * 1_000_003 + len(prompts))
         total = int(d["prompt_len"])

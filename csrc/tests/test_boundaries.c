@@ -341,6 +341,68 @@ static void test_scheduler_settings(void) {
 #undef OUT
 }
 
+/* A decode stretch whose need in bytes passes INT64_MAX is measured against
+ * the room, not summed unbounded (UBSan: signed overflow before): two full
+ * groups of block 1 with pages 8000 and 8001 over 2**53 bytes, 1,100
+ * requests of output 2**40 - 8.  The jump stops at the largest stretch that
+ * fits, as stepping through it would. */
+static void test_decode_stretch_need_past_int64_max(void) {
+    fpm_group g[2] = {grp(FPM_KIND_FULL, 1, 8000, 0, 0), grp(FPM_KIND_FULL, 1, 8001, 0, 0)};
+    fpm_replay_config c = base(g, 2, FPM_MAX_BYTES);
+    c.max_model_len = FPM_MAX_TOKENS;
+    c.max_num_batched_tokens = 2048;
+    c.max_num_seqs = 2048;
+    enum { N = 1100 };
+    fpm_replay_request *r = calloc(N, sizeof *r);
+    for (int i = 0; i < N; i++) r[i] = req(1, FPM_MAX_TOKENS - 8, 0);
+    fpm_replay *rp = NULL;
+    CHECK(fpm_replay_open(&c, r, N, FPM_ARRIVE_STEP, &rp) == FPM_OK);
+    fpm_request_rec done[N];
+    fpm_replay_output o;
+    memset(&o, 0, sizeof o);
+    o.done = done;
+    o.done_cap = N;
+    /* step 0 prefills every request (16,001 bytes each); then each decode step takes 16,001 bytes a request */
+    const int64_t per_step = (int64_t)N * 16001, room = FPM_MAX_BYTES - per_step;
+    for (int call = 0; call < 2; call++) CHECK(fpm_replay_advance(rp, 1, &o) == FPM_OK && o.error_code == 0);
+    CHECK(o.steps_total == 1 + room / per_step && o.completed_total == 0);
+    CHECK(o.totals.peak_used_bytes == per_step * (1 + room / per_step) && o.totals.peak_running == N);
+    CHECK(o.totals.peak_used_bytes <= FPM_MAX_BYTES && FPM_MAX_BYTES - o.totals.peak_used_bytes < per_step);
+    fpm_replay_close(rp);
+    free(r);
+}
+
+/* A sizing pass whose record counts pass INT64_MAX says INT64_MAX, never a
+ * wrapped count (UBSan: signed overflow before): 1,024 requests over 8,192
+ * full groups of block 2**40 decode 2**40 - 9 tokens in one jump, whose held
+ * records are (2**40 - 10) x 1,024 x 8,193 int64 values.  The jump looks for
+ * its peak in the last period of the windowed groups' blocks only (a full
+ * group's holding only grows): before, the block of 2**40 made it scan every
+ * step of the stretch. */
+static void test_sizing_counts_past_int64_max(void) {
+    enum { G = 8192, N = 1024 };
+    fpm_group *g = calloc(G, sizeof *g);
+    for (int i = 0; i < G; i++) g[i] = grp(FPM_KIND_FULL, FPM_MAX_TOKENS, 1, 0, 0);
+    fpm_replay_config c = base(g, G, (int64_t)1 << 24);
+    c.max_model_len = FPM_MAX_TOKENS;
+    c.max_num_batched_tokens = N;
+    c.max_num_seqs = N;
+    fpm_replay_request *r = calloc(N, sizeof *r);
+    fpm_request_rec *recs = calloc(N, sizeof *recs);
+    for (int i = 0; i < N; i++) r[i] = req(1, FPM_MAX_TOKENS - 8, 0);
+    fpm_replay_output o;
+    CHECK(size_run(&c, r, N, &o, recs) == FPM_ENOSPC && o.error_code == 0);
+    /* step 0 prefills, one jump decodes, the last step finishes every request */
+    CHECK(o.steps_total == FPM_MAX_TOKENS - 8 && o.nsteps == FPM_MAX_TOKENS - 8);
+    CHECK(o.nsched == (int64_t)N * (FPM_MAX_TOKENS - 8) && o.nevents == 2 * N);
+    CHECK(o.nheld == INT64_MAX);
+    CHECK(recs[0].status == FPM_RST_FINISHED && recs[N - 1].output_tokens == FPM_MAX_TOKENS - 8);
+    CHECK(o.totals.peak_used_blocks == (int64_t)N * G && o.totals.peak_running == N);
+    free(recs);
+    free(r);
+    free(g);
+}
+
 const fpm_test_case FPM_BOUNDARY_CASES[] = {
     {"header_compiles_alone", test_header_compiles_alone},
     {"sizing_helpers_at_int64_max", test_sizing_helpers_at_int64_max},
@@ -350,5 +412,7 @@ const fpm_test_case FPM_BOUNDARY_CASES[] = {
     {"large_prefix_pool_is_lazy", test_large_prefix_pool_is_lazy},
     {"chunked_advance", test_chunked_advance},
     {"scheduler_settings", test_scheduler_settings},
+    {"decode_stretch_need_past_int64_max", test_decode_stretch_need_past_int64_max},
+    {"sizing_counts_past_int64_max", test_sizing_counts_past_int64_max},
 };
 const size_t FPM_BOUNDARY_NCASES = sizeof FPM_BOUNDARY_CASES / sizeof FPM_BOUNDARY_CASES[0];

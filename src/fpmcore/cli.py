@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
         self.register("type", float, number())
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(f"{self.prog}: error: {message}", self.format_usage())
+        raise _UsageError(f"fpm: error: {message}", self.format_usage())
 
 
 class _SubParser(_Parser):

@@ -123,11 +123,38 @@ class Context:
         sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
         sys.stdout.flush()
 
-    def progress(self, description: str, total: int | None) -> Any:
-        """A rich progress bar on stderr, disabled when stderr is not a terminal."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    def progress(self, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:
+        """The command line's one progress bar, on stderr, off when stderr is not a terminal: the task's
+        description, a bar, ``done/total`` and ``unit``, with ``steps`` the task's ``steps`` field, the elapsed
+        time and the ETA.  At any terminal width the counts and times stay whole: the description is shortened
+        with an ellipsis and the bar narrows first."""
+        return progress_bar(self.err, unit, steps=steps, transient=transient)
 
-        return Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=self.err, disable=not sys.stderr.isatty(), transient=True,
-        )  # fmt: skip
+
+def progress_bar(console: Any, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:
+    """:meth:`Context.progress` on ``console``."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Column
+
+    def whole() -> Column:
+        return Column(no_wrap=True)
+
+    columns: list[Any] = [
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1, min_width=6)),
+        BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+        MofNCompleteColumn(table_column=whole()),
+    ]
+    if unit:
+        columns.append(TextColumn(unit, table_column=whole()))
+    if steps:
+        columns.append(TextColumn("· {task.fields[steps]:,} steps ·", table_column=whole()))
+    columns += [TimeElapsedColumn(table_column=whole()), TextColumn("ETA", table_column=whole()),
+                TimeRemainingColumn(table_column=whole())]  # fmt: skip
+    return Progress(*columns, console=console, disable=not sys.stderr.isatty(), transient=transient, expand=True)

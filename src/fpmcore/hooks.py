@@ -628,10 +628,6 @@ class ModelHooks:
         lacking = f"no model plugin implements the align-stop rule for '{self.model}' on {runtime}"
         return self._call("fpm_align_stop", lacking, runtime=runtime, query=query)  # type: ignore[no-any-return]
 
-    def align_stop_rule(self, runtime: str) -> Callable[[AlignStopQuery], int]:
-        """The align-stop rule of the model on ``runtime`` as a function of one query (for loops)."""
-        return lambda query: self.align_stop(runtime=runtime, query=query)
-
     def generate_points(self, *, profile: FpmModelProfile, deployment: int, limits: PlanLimits) -> PointPlan:
         """The point plan of the model; raises when the plugin plans none."""
         lacking = f"no model plugin generates points for '{self.model}'"

@@ -656,7 +656,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     if empty:
         reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
         ctx.err.print(
-            f"fpm plan: {args.profile}: no benchmark points: {reason} [G-9]",
+            f"fpm: {args.profile}: no benchmark points: {reason} [G-9]",
             markup=False,
             highlight=False,
             soft_wrap=True,

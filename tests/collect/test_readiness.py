@@ -34,7 +34,7 @@ def test_a_busy_machine_blocks_the_full_collection(probe_stage, model_dir, tmp_p
     out = tmp_path / "campaign"
     r = _onboard(busy, model_dir, out, "--max-contended", "2")
     assert r.exit_code == 1
-    assert "fpm onboard: not ready for the full collection: a smoke point was rejected: point" in r.stderr
+    assert "fpm: not ready for the full collection: a smoke point was rejected: point" in r.stderr
     assert "samples were contended" in r.stderr and "fix: the full collection would stop" in r.stderr
     doc = load_path(out / "readiness.json")
     assert doc["ready_for_full_collection"] is False

@@ -47,8 +47,8 @@ def campaign(kind: str) -> settings:
     )  # fmt: skip
 
 
-#: ``fpm: <place>: <message> [<rule>]`` and the import's ``fpm import: … [<rule>]``: a refusal names its rule.
-_RULE_LINE = re.compile(r"^fpm( import| plan)?: .+ \[(?:[A-Z]+-[A-Z0-9]+|JSON|plugins)\]$")
+#: ``fpm: <place>: <message> [<rule>]``: every refusal names its rule.
+_RULE_LINE = re.compile(r"^fpm: .+ \[(?:[A-Z]+-[A-Z0-9]+|JSON|plugins)\]$")
 _IMPORT_RULE = re.compile(r"^(?:I-[1-9]\d*|O-[1-6]|JSON|usage)$")
 
 
@@ -66,7 +66,7 @@ def _no_crash(res) -> None:
 def _refusal_named(res) -> None:
     """A refusal on stderr is one line ending with its rule."""
     for line in res.stderr.splitlines():
-        if line.startswith("fpm") and not line.startswith("fpm plan: the plan"):
+        if line.startswith("fpm") and not line.startswith("fpm: the plan"):
             assert _RULE_LINE.match(line), line
 
 

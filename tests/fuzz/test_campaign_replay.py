@@ -40,12 +40,16 @@ PROFILE = EX / "profiles" / "glm53flash-tp4.fpm-profile.json"
 TABLE = EX / "fpm_tables" / "glm53flash-tp4.json"
 ARTIFACTS = EX / "artifacts" / "glm53flash"
 PRODUCER = EX / "artifacts" / "producer"
-#: A short trace that touches the rules of R-32/R-33: both prefix kinds, several requests.
+#: A short trace that touches the rules of R-32/R-33: the three prefix kinds, several requests.
 TRACE_LINES = [
     {"request_id": "a", "arrival_time": 0.0, "prompt_len": 3000, "output_len": 4, "shared_prefix_id": "sys",
      "shared_prefix_len": 2176},
     {"request_id": "b", "arrival_time": 0.01, "prompt_len": 5000, "output_len": 3, "prefix_of": "a", "prefix_of_len": 2176},
     {"request_id": "c", "arrival_time": 0.02, "prompt_len": 700, "output_len": 5},
+    {"request_id": "d", "arrival_time": 0.03, "prompt_len": 1100, "output_len": 2, "hash_ids": [7, 8, 9],
+     "hash_block_tokens": 512},
+    {"request_id": "e", "arrival_time": 0.04, "prompt_len": 1500, "output_len": 2, "hash_ids": [7, 8, 4],
+     "hash_block_tokens": 512},
 ]  # fmt: skip
 
 #: Inputs per example (``FPM_FUZZ_BATCH``, default 1): a long run draws several per example, which

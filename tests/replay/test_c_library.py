@@ -62,3 +62,23 @@ def test_trace_priority_bound_is_the_engine_bound():
     from fpmcore.replay import trace
 
     assert trace.MAX_PRIORITY == lib.FPM_MAX_PRIORITY
+
+
+def test_the_extension_exports_only_the_public_api():
+    """``nm -D`` of the built extension: the functions of the public headers and the module's init, nothing else.
+
+    The C files share their internal functions (``fpm_internal.h``) under
+    ``-fvisibility=hidden``; only ``FPM_API`` functions are exported.
+    """
+    import subprocess
+
+    from fpmcore import _native
+
+    table = subprocess.run(["nm", "-D", "--defined-only", _native.__file__], capture_output=True, text=True, check=True)
+    exported = {line.split()[-1] for line in table.stdout.splitlines() if line.strip()}
+    public = {name for name in dir(lib) if callable(getattr(lib, name))}
+    assert public == {
+        "fpm_version", "fpm_replay_open", "fpm_replay_advance", "fpm_replay_close", "fpm_replay_run",
+        "fpm_align_stop", "fpm_step_time", "fpm_block_range", "fpm_peak_request_blocks",
+    }  # fmt: skip
+    assert exported == public | {"PyInit__native"}

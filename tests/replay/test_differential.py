@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.engine import ReplayRun
 from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
 from fpmcore.replay.rules import RuntimeRules
-from fpmcore.replay.trace import parse_trace_lines
+from fpmcore.replay.trace import Trace, parse_trace_lines
 
 
 @st.composite
@@ -160,22 +161,43 @@ def configs(draw):
     return make_config(groups, cap, **kw)
 
 
+def draw_hash_ids(draw, p: int, block: int, earlier: list[list[int]]) -> list[int]:
+    """Content-block ids of a ``p``-token prompt at ``block`` tokens per id: often a prefix of an earlier
+    request's ids, then ids from a small alphabet (so chains meet and part again at random places)."""
+    need = -(-p // block)
+    ids: list[int] = []
+    if earlier and draw(st.integers(0, 3)):
+        src = draw(st.sampled_from(earlier))
+        most = min(len(src), need)
+        ids = src[: most if draw(st.booleans()) else draw(st.integers(0, most))]
+    while len(ids) < need:
+        ids.append(draw(st.integers(0, 3)) if draw(st.integers(0, 3)) else draw(st.integers(2**62, 2**63 - 1)))
+    return ids
+
+
 @st.composite
 def traces(draw):
-    """Random requests; some share a prefix (``shared_prefix_id``) or copy one (``prefix_of``, R-36)."""
+    """Random requests; some share a prefix (``shared_prefix_id``), copy one (``prefix_of``, R-36) or give
+    their prompt as content-block ids (``hash_ids``)."""
     timed = draw(st.booleans())
     n = draw(st.integers(1, 8))
     lines = []
     prompts: list[int] = []
     shared_len: dict[str, int] = {}
+    hashed: list[list[int]] = []
+    hash_block = draw(st.sampled_from([1, 3, 4, 5, 8, 16]))
     long_outputs = draw(st.integers(0, 3)) == 0
     for i in range(n):
         p = draw(st.integers(1, 64))
         d = {"request_id": f"r{i}", "prompt_len": p, "output_len": draw(st.integers(1, 300 if long_outputs else 40))}
         if draw(st.booleans()):
             d["priority"] = draw(st.integers(-2, 2))
-        share = draw(st.sampled_from(["none", "none", "of", "id"]))
-        if share == "of" and i > 0:
+        share = draw(st.sampled_from(["none", "none", "of", "id", "hash"]))
+        if share == "hash":
+            d["hash_ids"] = draw_hash_ids(draw, p, hash_block, hashed)
+            d["hash_block_tokens"] = hash_block
+            hashed.append(d["hash_ids"])
+        elif share == "of" and i > 0:
             src = draw(st.integers(0, i - 1))
             d["prefix_of"] = f"r{src}"
             d["prefix_of_len"] = draw(st.integers(1, min(p, prompts[src])))
@@ -267,6 +289,41 @@ def shared_traces(draw):
     return parse_trace_lines(lines)
 
 
+@st.composite
+def hash_traces(draw):
+    """Step-exact requests given as content-block ids (``hash_ids``) that mostly share leading blocks, at a
+    hash block size that may differ from the replay's (and between requests), partial last blocks, and a few
+    requests copying another's prefix (``prefix_of``) or without ids."""
+    n = draw(st.integers(2, 9))
+    blocks = draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8, 16, 32]), min_size=1, max_size=2))
+    lines = []
+    prompts: list[int] = []
+    hashed: dict[int, list[list[int]]] = {}
+    step = 0
+    for i in range(n):
+        p = draw(st.integers(1, 70))
+        step += draw(st.sampled_from([0, 0, 1, 2, 5, 12]))
+        d = {
+            "request_id": f"r{i}",
+            "arrival_step": step,
+            "prompt_len": p,
+            "output_len": draw(st.integers(1, 30)),
+        }
+        kind = draw(st.integers(0, 9))
+        if kind == 0 and i > 0:
+            src = draw(st.integers(0, i - 1))
+            d["prefix_of"] = f"r{src}"
+            d["prefix_of_len"] = draw(st.integers(1, min(p, prompts[src])))
+        elif kind > 1:
+            block = draw(st.sampled_from(blocks))
+            d["hash_ids"] = draw_hash_ids(draw, p, block, hashed.setdefault(block, []))
+            d["hash_block_tokens"] = block
+            hashed[block].append(d["hash_ids"])
+        prompts.append(p)
+        lines.append(json.dumps(d))
+    return parse_trace_lines(lines)
+
+
 def _outcome(cfg, tr, backend):
     """Records, summary, diagnostic, and the raw steps and R-35 totals (the C engine counts those itself)."""
     r = run_replay(cfg, tr, backend=backend)
@@ -316,6 +373,25 @@ def test_chunks_equal_the_whole_replay(cfg, tr, chunk):
 def test_c_equals_python_prefix_caching(cfg, tr):
     """Shared prefixes, hits, eviction and the free-queue order: C and Python agree (R-36 … R-38)."""
     assert _outcome(cfg, tr, "c") == _outcome(cfg, tr, "python")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pc_configs(), hash_traces())
+def test_c_equals_python_hash_ids(cfg, tr):
+    """Prefixes shared through content-block ids (``hash_ids``) with any earlier request: C and Python agree."""
+    assert _outcome(cfg, tr, "c") == _outcome(cfg, tr, "python")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), hash_traces())
+def test_c_equals_python_hash_ids_any_deployment(cfg, tr):
+    """The same traces on any deployment, prefix caching on or off (off: the ids change nothing)."""
+    c = _outcome(cfg, tr, "c")
+    assert c == _outcome(cfg, tr, "python")
+    if not cfg.prefix_caching:
+        plain = Trace(tuple(attrs.evolve(r, hash_ids=None, hash_block_tokens=None) for r in tr.requests),
+                      tr.arrival_field)  # fmt: skip
+        assert _outcome(cfg, plain, "c") == c
 
 
 def test_invalid_config_is_refused_before_c():

@@ -81,6 +81,57 @@ VECTORS = [
     "trace line 2: shared_prefix_id x has length 3, earlier lines use 2",
     ['{"request_id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, "prefix_of": "a", "prefix_of_len": 2}'],
     "trace line 1: prefix_of a names no earlier request",
+    ['{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3]}'],
+    "trace line 1: hash_ids requires hash_block_tokens",
+    ['{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_block_tokens": 512}'],
+    "trace line 1: hash_block_tokens requires hash_ids",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3], "hash_block_tokens": 0}'
+    ],
+    "trace line 1: hash_block_tokens must be >= 1, found 0",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3], "hash_block_tokens": 512.0}'
+    ],
+    "trace line 1: hash_block_tokens must be an integer, found 512.0",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids has 2 ids, prompt_len 1100 needs 3 (one per hash_block_tokens 512 tokens, the last block "
+    "possibly partial)",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3, 4], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids has 4 ids, prompt_len 1100 needs 3 (one per hash_block_tokens 512 tokens, the last block "
+    "possibly partial)",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": {"0": 1}, "hash_block_tokens": 512}'
+    ],
+    'trace line 1: hash_ids must be a list of integers, found {"0": 1}',
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, -2, 3], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids[1] must be an integer in [0, 2**63), found -2",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 9223372036854775808], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids[2] must be an integer in [0, 2**63), found 9223372036854775808",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [true, 2, 3], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids[0] must be an integer in [0, 2**63), found true",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2.5, 3], "hash_block_tokens": 512}'
+    ],
+    "trace line 1: hash_ids[1] must be an integer in [0, 2**63), found 2.5",
+    [
+        '{"request_id": "a", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3], "hash_block_tokens": 512, "shared_prefix_id": "s", "shared_prefix_len": 4}'
+    ],
+    "trace line 1: hash_ids and shared_prefix_id are mutually exclusive",
+    [
+        A_STEP,
+        '{"request_id": "b", "arrival_step": 0, "prompt_len": 1100, "output_len": 2, "hash_ids": [1, 2, 3], "hash_block_tokens": 512, "prefix_of": "a", "prefix_of_len": 4}',
+    ],
+    "trace line 2: hash_ids and prefix_of are mutually exclusive",
 ]
 
 
@@ -182,6 +233,7 @@ _values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=3),
     st.lists(st.integers(), max_size=2),
+    st.lists(st.integers(0, 3), min_size=1, max_size=3),
 )
 _keys = st.sampled_from(
     [
@@ -194,6 +246,8 @@ _keys = st.sampled_from(
         "shared_prefix_len",
         "prefix_of",
         "prefix_of_len",
+        "hash_ids",
+        "hash_block_tokens",
         "kv_handoff",
         "other",
     ]
@@ -222,4 +276,8 @@ def test_engine_limits_are_diagnostics(backend):
     assert e.value.message == "trace line 1: prompt_len 2199023255552 exceeds the replay limit 1099511627776"
     with pytest.raises(FpmError) as e:
         run([full(4, 4)], 64, 8, trace(("a", 4, 1, 1e12), timed=True), backend)
-    assert e.value.message == "trace line 1: arrival at step 1000000000000 is beyond the replay limit of 50000000 steps"
+    assert e.value.message == (
+        "trace line 1: arrival at step 1,000,000,000,000 is beyond the last arrival step a trace "
+        "may have, 50,000,000 (a limit of arrivals, apart from --max-steps, which bounds the "
+        "steps run)"
+    )

@@ -24,7 +24,7 @@ def _replay_dests() -> set[str]:
 def test_every_replay_option_is_a_setting_or_an_axis_or_an_output():
     names = set(S.replay_settings())
     assert names == _replay_dests() - S.NOT_SETTINGS
-    assert {"max_num_seqs", "max_num_batched_tokens", "prefix_caching", "no_reserve_full_isl", "deployment"} <= names
+    assert {"max_num_seqs", "max_num_batched_tokens", "prefix_caching", "reserve_full_isl", "deployment"} <= names
     assert S.unmapped(S.replay_settings()) == []  # each maps to a parameter of config_from_profile
 
 
@@ -76,7 +76,7 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
     ("max_num_seqs", 0, "setting max_num_seqs (--max-num-seqs): must be an integer from 1 to 1,099,511,627,776; got '0', found 0"),
     ("prefix_caching", True, 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found true'),
     ("prefix_caching", "yes", 'setting prefix_caching (--prefix-caching) must be one of "on", "off", found "yes"'),
-    ("no_reserve_full_isl", 1, "setting no_reserve_full_isl (--no-reserve-full-isl) takes true or false, found 1"),
+    ("reserve_full_isl", 1, "setting reserve_full_isl (--scheduler-reserve-full-isl) takes true or false, found 1"),
     ("deployment", [0], "setting deployment (--deployment): bad value [0]"),
 ])  # fmt: skip
 def test_a_bad_value_is_refused_in_one_line_before_any_run(tmp_path, name, value, message):
@@ -102,7 +102,7 @@ def test_an_unknown_setting_names_the_known_ones(tmp_path):
 
 def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
     grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "runs": [
-        {"max_num_seqs": 5, "max_num_batched_tokens": 2048, "prefix_caching": "on", "no_reserve_full_isl": True},
+        {"max_num_seqs": 5, "max_num_batched_tokens": 2048, "prefix_caching": "on", "reserve_full_isl": False},
         {"prefix_caching": "off"},
     ]})  # fmt: skip
     sweep = expand(grid)

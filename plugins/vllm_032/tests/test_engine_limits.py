@@ -141,7 +141,7 @@ def test_probe_live_refuses_before_the_engine_starts(granite, installed, tmp_pat
     result = run_fpm("probe", "--live", str(granite), "-o", str(tmp_path / "ev"), host=host)
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"fpm probe: {REFUSAL}")
+    assert line.startswith(f"fpm: {REFUSAL}")
     assert line.endswith("; use --caching off [mamba2-prefix-caching]")
     assert not (tmp_path / "ev").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["granite"]
 

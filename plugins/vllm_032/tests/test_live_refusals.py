@@ -78,7 +78,7 @@ def test_a_folder_that_is_not_a_model(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "README.txt").write_text("not a model")
     code, lines, sid = _fpm(["probe", "--live", "notes", "-o", "ev"], tmp_path)
-    _check(code, lines, sid, tmp_path, 2, "fpm probe: notes is not a model folder: it holds no config.json")
+    _check(code, lines, sid, tmp_path, 2, "fpm: notes is not a model folder: it holds no config.json")
 
 
 def test_a_model_without_its_tokenizer(tmp_path, model_dirs):
@@ -86,7 +86,7 @@ def test_a_model_without_its_tokenizer(tmp_path, model_dirs):
     for p in (tmp_path / "m").glob("tokenizer*"):
         p.unlink()
     code, lines, sid = _fpm(["probe", "--live", "m", "-o", "ev"], tmp_path)
-    _check(code, lines, sid, tmp_path, 2, "fpm probe: m has no tokenizer")
+    _check(code, lines, sid, tmp_path, 2, "fpm: m has no tokenizer")
 
 
 def test_a_context_longer_than_the_models(tmp_path, model_dirs):

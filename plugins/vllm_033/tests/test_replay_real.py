@@ -36,3 +36,14 @@ def test_forty_random_traces_match_vllm_0_33_0_step_by_step():
     assert set(rep["by_kind"]) == KINDS
     assert rep["preemptions"] > 0 and rep["prefix_hit_requests"] > 0
     assert rep["rejected"] > 0  # max_num_queued_reqs / max_num_queued_tokens, as vLLM's front end
+
+
+def test_sixteen_hash_id_traces_match_vllm_0_33_0_step_by_step():
+    """Prompts given as content-block ids (``hash_ids``, token blocks that agree exactly where the ids
+    agree, at a block size of the trace's own), prefix caching on: every step identical."""
+    from replay_vs_vllm import differential
+
+    rep = differential(0, seed=20331, backend="c", hash_traces=16)
+    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
+    assert rep["matched"] == rep["compared"] == 16
+    assert rep["prefix_hit_requests"] > 0

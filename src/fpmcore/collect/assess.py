@@ -292,7 +292,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from contextlib import nullcontext
 
-    from fpmcore.collect.command import progress_bar
     from fpmcore.collect.store import json_bytes, write_durable
     from fpmcore.jsonio import load_path
     from fpmcore.outputs import check_output_path
@@ -301,7 +300,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     plan = load_path(args.plan)
     if not isinstance(plan, dict):
         raise FpmError("input", f"plan is not a JSON object: {args.plan}")
-    bar = progress_bar(ctx, "assess") if not ctx.json else None
+    bar = ctx.progress("points", transient=False) if not ctx.json else None
     with bar if bar is not None else nullcontext():
         task = bar.add_task("assess", total=None) if bar is not None else None
 

@@ -92,26 +92,6 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def progress_bar(ctx: Any, label: str) -> Any:
-    """A rich progress bar on stderr (points done / total, elapsed, ETA); off when stderr is not a terminal."""
-    import sys
-
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
-        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=ctx.err,
-        disable=not sys.stderr.isatty(), transient=False,
-    )  # fmt: skip
-
-
 def replan(fix: str) -> str:
     """The way out of an engine limit for a plan: its profile was probed with the setting the engine cannot run."""
     return f"the plan's deployment needs {fix}: probe the model with {fix}, then import and plan it again"
@@ -150,7 +130,7 @@ def run_collect(
                              dtype=dtype if dtype is not None else plan["engine"].get("dtype"),
                              max_model_len=plan["engine"]["max_model_len"], way_out=replan)  # fmt: skip
     label = f"collect {c.stage.cell['cell_id']}"
-    bar = progress_bar(ctx, label) if not ctx.json else None
+    bar = ctx.progress("points", transient=False) if not ctx.json else None
     with bar if bar is not None else nullcontext():
         task = bar.add_task(label, total=c.total_visits) if bar is not None else None
 
@@ -203,7 +183,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                               max_contended=args.max_contended, retake_pause=args.retake_pause,
                               prefill_idle=args.prefill_idle)  # fmt: skip
     except PointFailed as exc:
-        ctx.err.print(f"fpm collect: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]",
+        ctx.err.print(f"fpm: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]",
                       markup=False, highlight=False)  # fmt: skip
         return 1
     if ctx.json:

@@ -9,7 +9,7 @@ pin.  Every later reader of a finalized campaign checks those digests
 (:func:`check_finalized`) and refuses a changed file, naming it.
 
 **The rules**, checked in this order; the first that does not hold refuses the
-campaign with one line (``fpm finalize: CAMPAIGN: <message> [F-n]``).  Exit 1
+campaign with one line (``fpm: CAMPAIGN: <message> [F-n]``).  Exit 1
 when the campaign is not acceptable (a negative verdict), exit 2 when an input
 cannot be read (a file that is not strict JSON or not the document it should
 be) or for bad usage.
@@ -18,14 +18,14 @@ be) or for bad usage.
 F-1   **CAMPAIGN is a campaign folder of fpm onboard**: ``onboard.json``
       reads, with its schema, options and stages (exit 2).  Protects every
       later rule from reading a folder that is something else.
-      ``fpm finalize: runs/x: not a campaign folder of fpm onboard: cannot
+      ``fpm: runs/x: not a campaign folder of fpm onboard: cannot
       read onboard.json [F-1]``.  Fix: give the folder ``fpm onboard -o``
       wrote.
 F-2   **A finalized campaign is unchanged**: when ``final.json`` exists,
       every file it names still has its recorded SHA-256 (exit 1 here; a
       reader refuses with exit 2).  Protects the accepted evidence: a table
       edited after acceptance is no longer what was accepted.
-      ``fpm finalize: CAMPAIGN/table.json: the finalized campaign's
+      ``fpm: CAMPAIGN/table.json: the finalized campaign's
       table.json changed since fpm finalize: final.json records sha256 …,
       found … [F-2]``.  Fix: restore the file; a change that is meant
       makes a new campaign (or, knowingly, remove ``final.json`` and
@@ -519,7 +519,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         if ctx.json:
             ctx.emit_json({"command": "finalize", "campaign": args.campaign, "status": "refused",
                            "diagnostics": [{"rule": exc.rule, "message": exc.message, "where": exc.where}]})  # fmt: skip
-        ctx.err.print(one_line(f"fpm finalize: {exc} [{exc.rule}]"), markup=False, highlight=False, soft_wrap=True)
+        ctx.err.print(one_line(f"fpm: {exc} [{exc.rule}]"), markup=False, highlight=False, soft_wrap=True)
         return EXIT_NEGATIVE
     status = "finalized" if outcome.written else "unchanged"
     if ctx.json:

@@ -519,7 +519,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         if ctx.json:
             ctx.emit_json({"command": "onboard", "campaign": args.output, "status": "blocked",
                            "rule": exc.rule, "message": exc.message})  # fmt: skip
-        ctx.err.print(f"fpm onboard: {exc.message} [{exc.rule}]", markup=False, highlight=False)
+        ctx.err.print(f"fpm: {exc.message} [{exc.rule}]", markup=False, highlight=False)
         return 1
     if ctx.json:
         ctx.emit_json({"command": "onboard", "campaign": args.output, "manifest": c.manifest})

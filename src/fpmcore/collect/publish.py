@@ -175,7 +175,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                 ctx.emit_json({"command": "publish", "status": "refused",
                                "refused": [{"cell": None, "rule": exc.rule, "message": exc.message}]})  # fmt: skip
             else:
-                ctx.err.print(f"fpm publish: {args.assessment}: {exc.message} [{exc.rule}]", markup=False,
+                ctx.err.print(f"fpm: {args.assessment}: {exc.message} [{exc.rule}]", markup=False,
                               highlight=False)  # fmt: skip
             return 1
     doc, results = publish_run(ctx.host, args.run_dir, plan)
@@ -185,9 +185,9 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
             ctx.emit_json({"command": "publish", "status": "refused", "refused": refused})
         else:
             for x in refused:
-                ctx.err.print(f"fpm publish: cell {x['cell']} refused: {x['message']} [{x['rule']}]", markup=False,
+                ctx.err.print(f"fpm: cell {x['cell']} refused: {x['message']} [{x['rule']}]", markup=False,
                               highlight=False)  # fmt: skip
-            ctx.err.print("fpm publish: nothing was published", markup=False)
+            ctx.err.print("fpm: nothing was published", markup=False)
         return 1
     if assessment is not None:
         doc["source"]["assessment"] = assessment

@@ -122,17 +122,6 @@ def rule_label(ctx: Context, rec: Record, rule: str) -> str | None:
     return label
 
 
-def settings_path(path: str) -> str:
-    """Cut a first-difference path to ``<section>.<key>``."""
-    head = path.split("[", 1)[0]
-    parts = head.split(".")
-    return ".".join(parts[:2]) if parts[0] in SETTINGS else parts[0]
-
-
-def _excluded(path: str, excluded: tuple[str, ...]) -> bool:
-    return settings_path(path) in excluded
-
-
 def settings_difference(a: dict[str, Any], b: dict[str, Any], excluded: tuple[str, ...]) -> str | None:
     """The first ``<section>.<key>`` where two settings objects differ, outside ``excluded``."""
     for section in list(SETTINGS) + list(TOP_SETTINGS):

@@ -21,8 +21,7 @@ and phase by phase: :mod:`~fpmcore.replay.reference` (the scheduler loop,
 ``fpm_pool.c``), :mod:`~fpmcore.replay.prefix` (the prefix-caching pool,
 ``fpm_prefix.c``), :mod:`~fpmcore.replay.latency` (``fpm_latency.c``) and
 :mod:`~fpmcore.replay.align` (``fpm_align.c``).  ``FPM_PUREPYTHON=1`` runs the
-reference instead of C (``FPMCORE_PUREPYTHON``, the former name, is
-deprecated).  Both take the same checked :class:`ReplayConfig` and give
+reference instead of C.  Both take the same checked :class:`ReplayConfig` and give
 identical records.  :func:`run_replay` computes the summary in one pass
 without step records (the C engine then jumps over idle periods and
 decode-only stretches) and builds the R-34 step records only when they are

@@ -52,7 +52,6 @@ still written), 2 for bad input or an output that cannot be written.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +150,6 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
         True,
         "admit a request only when its whole input fits (R-20)",
     )
-    g.add_argument(
-        "--no-reserve-full-isl",
-        action="store_true",
-        help="the same as --no-scheduler-reserve-full-isl (fpmcore's earlier name)",
-    )
     _on_off(
         g, "--enable-chunked-prefill", "enable_chunked_prefill", True, "split prefills into chunks of the token budget"
     )
@@ -229,21 +223,34 @@ def _fmt(v: Any) -> str:
 
 
 def _print_summary(ctx: Any, s: dict[str, Any], title: str) -> None:
+    """The summary as two tables that fit an 80-column terminal whole: the quantities (a name is never cut: its
+    column is as wide as the longest name), and the latency distributions, one row per metric and one column
+    per statistic (a label never parted from its value)."""
     from rich.table import Table
 
     t = Table(title=title, show_header=True)
-    t.add_column("quantity")
+    t.add_column("quantity", no_wrap=True, min_width=max((len(k) for k in s), default=8))
     t.add_column("value", justify="right")
+    dists: list[tuple[str, dict[str, Any]]] = []
     for key, value in s.items():
         if key == "schema":
             continue
+        if isinstance(value, dict) and key != "rejected_by_reason":
+            dists.append((key, value))
+            continue
         if isinstance(value, dict):
-            if key == "rejected_by_reason":
-                value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items() if v) or "–"
-            else:
-                value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+            value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items() if v) or "–"
         t.add_row(key, _fmt(value))
     ctx.out.print(t)
+    if dists:
+        stats = list(dict.fromkeys(k for _, d in dists for k in d))
+        d = Table(show_header=True)
+        d.add_column("latency", no_wrap=True)
+        for k in stats:
+            d.add_column(k, justify="right", no_wrap=True)
+        for key, value in dists:
+            d.add_row(key, *(_fmt(value.get(k)) for k in stats))
+        ctx.out.print(d)
 
 
 def unpublished_table_note(path: str) -> str:
@@ -318,24 +325,6 @@ def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
             f"latency table {table}")  # fmt: skip
 
 
-def _progress(ctx: Any) -> Any:
-    """The replay's progress bar on stderr (off when stderr is not a terminal)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
-        TextColumn("· {task.fields[steps]:,} steps ·"), TimeElapsedColumn(), TextColumn("ETA"),
-        TimeRemainingColumn(), console=ctx.err, disable=not sys.stderr.isatty(), transient=True,
-    )  # fmt: skip
-
-
 #: Steps per chunk: with step records (streamed), and without (the engine jumps over quiet stretches).
 CHUNK_STEPS = 1024
 CHUNK_STEPS_SUMMARY = 1 << 20
@@ -379,7 +368,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
         prefix_caching=caching,
-        reserve_full_isl=args.reserve_full_isl and not args.no_reserve_full_isl,
+        reserve_full_isl=args.reserve_full_isl,
         enable_chunked_prefill=args.enable_chunked_prefill,
         watermark=args.watermark,
         table=table,
@@ -406,7 +395,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     kept: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
     try:
-        with _progress(ctx) as bar:
+        with ctx.progress("requests", steps=True) as bar:
             task = bar.add_task(f"replaying {Path(args.trace).name}", total=run.requests_total, steps=0)
             chunk_steps = CHUNK_STEPS if with_steps else CHUNK_STEPS_SUMMARY
             while not run.ended:

@@ -43,7 +43,7 @@ from fpmcore.replay.model import (
     ReplayRequest,
 )
 from fpmcore.replay.reference import ReferenceEngine, run_reference
-from fpmcore.replay.trace import Trace
+from fpmcore.replay.trace import Trace, TraceRequest
 
 
 class StepRecords(Sequence[dict[str, Any]]):
@@ -126,28 +126,63 @@ def arrival_step_for(t: float, s: float) -> int:
     return k
 
 
+def hash_breakpoints(
+    r: TraceRequest, chains: dict[tuple[int, int, int], int], base: int
+) -> tuple[tuple[int, int], ...]:
+    """R-36 origin breakpoints of a request given as content-block ids (``hash_ids``).
+
+    Block ``k`` of the request's ``hash_block_tokens`` ``H`` covers tokens
+    ``[k·H, min((k+1)·H, prompt_len))``; its breakpoint is
+    ``(min((k+1)·H, prompt_len), key)`` where the key names the chain of ids
+    ``hash_ids[0..k]`` at block size ``H`` (vLLM's hash chain: a block's hash
+    covers every block before it).  ``chains`` maps ``(H, parent key, id)`` to
+    the key of that chain, one entry per distinct chain prefix of the trace,
+    new keys numbered from ``base``.  So two requests share tokens ``[0, q)``
+    exactly when their ids agree up to the block that holds token ``q − 1``
+    and ``q`` is within both prompts (:func:`fpmcore.replay.trace.hash_id_count`).
+    """
+    assert r.hash_ids is not None and r.hash_block_tokens is not None
+    H, p = r.hash_block_tokens, r.prompt_len
+    parent = -1
+    bps: list[tuple[int, int]] = []
+    for k, block_id in enumerate(r.hash_ids):
+        node = (H, parent, block_id)
+        key = chains.get(node)
+        if key is None:
+            key = chains[node] = base + len(chains)
+        bps.append((min((k + 1) * H, p), key))
+        parent = key
+    return tuple(bps)
+
+
 def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]:
     """R-36 origin breakpoints and own keys of every request.
 
     Tokens ``[0, q)`` of a request carry the key of its first ``(upto, key)``
     pair with ``q ≤ upto``, else the request's own key.  Shared prefix ids get
-    keys ``0 … S−1`` in order of appearance; request ``i``'s own key is ``S + i``.
+    keys ``0 … S−1`` in order of appearance; request ``i``'s own key is
+    ``S + i``; the chains of content-block ids (``hash_ids``) get keys from
+    ``S + n`` on, in order of appearance (:func:`hash_breakpoints`).
     """
     shared: dict[str, int] = {}
-    any_prefix_of = False
+    any_prefix_of = any_hash = False
     for r in trace.requests:
         if r.shared_prefix_id is not None:
             shared.setdefault(r.shared_prefix_id, len(shared))
         any_prefix_of = any_prefix_of or r.prefix_of is not None
+        any_hash = any_hash or r.hash_ids is not None
     base = len(shared)
     n = len(trace.requests)
-    if not shared and not any_prefix_of:
+    if not shared and not any_prefix_of and not any_hash:
         return [()] * n, list(range(base, base + n))
     index = {r.request_id: i for i, r in enumerate(trace.requests)} if any_prefix_of else {}
+    chains: dict[tuple[int, int, int], int] = {}
     out: list[tuple[tuple[int, int], ...]] = []
     for r in trace.requests:
         if r.shared_prefix_id is not None:
             out.append(((int(r.shared_prefix_len or 0), shared[r.shared_prefix_id]),))
+        elif r.hash_ids is not None:
+            out.append(hash_breakpoints(r, chains, base + n))
         elif r.prefix_of is not None:
             lim = int(r.prefix_of_len or 0)
             src = index[r.prefix_of]
@@ -198,7 +233,8 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
         if step > MAX_ARRIVAL_STEP:
             raise FpmError(
                 "R-32",
-                f"trace line {i + 1}: arrival at step {step} is beyond the replay limit of {MAX_ARRIVAL_STEP} steps",
+                f"trace line {i + 1}: arrival at step {step:,} is beyond the last arrival step a trace may have, "
+                f"{MAX_ARRIVAL_STEP:,} (a limit of arrivals, apart from --max-steps, which bounds the steps run)",
             )
         yield ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0)
 

@@ -10,7 +10,12 @@ these panels, all from data collected while the records stream
 2. running requests (left axis) and waiting requests (right axis), with
    preemptions marked;
 3. with a latency table only: TTFT and TPOT percentiles (p50, p90, p99) of the
-   requests finished in each interval of replayed time.
+   requests finished in each interval of replayed time (its length in the
+   panel's title; p99 drawn as markers, which stay visible where it equals
+   p90), on a log axis labelled at 1, 2 and 5 of each decade.
+
+All panels share one x axis: replayed time when the latency panel is drawn
+(it is per time), else steps; request counts have integer ticks.
 
 Steps are downsampled while streaming: consecutive steps share a bucket of
 ``width`` steps (doubled whenever the buckets exceed :data:`MAX_BUCKETS`), and
@@ -88,6 +93,8 @@ class PlotData:
         self.waiting: list[int] = []
         self.preempted: list[int] = []
         self.peak_use: list[float] = []
+        #: the replayed time at the start of each bucket's first step (inf until a step with a time is seen)
+        self.start_time: list[float] = []
         self.group_use: list[list[float]] = [[] for _ in groups]
         #: finish time, TTFT, TPOT (NaN without) of each finished request
         self.finish = array("d")
@@ -101,6 +108,7 @@ class PlotData:
             self.waiting.append(0)
             self.preempted.append(0)
             self.peak_use.append(0.0)
+            self.start_time.append(math.inf)
             for g in self.group_use:
                 g.append(0.0)
         return b
@@ -113,6 +121,7 @@ class PlotData:
         self.running, self.waiting = pairs(self.running, max), pairs(self.waiting, max)
         self.preempted = pairs(self.preempted, sum)
         self.peak_use = pairs(self.peak_use, max)
+        self.start_time = pairs(self.start_time, min)
         self.group_use = [pairs(g, max) for g in self.group_use]
 
     def add(self, steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:
@@ -121,6 +130,9 @@ class PlotData:
         ngroups = len(self.groups)
         for s in steps:
             b = self._bucket(s["step"])
+            t = s.get("t_start")
+            if t is not None and t < self.start_time[b]:
+                self.start_time[b] = t
             if s["running"] > self.running[b]:
                 self.running[b] = s["running"]
             if s["waiting"] > self.waiting[b]:
@@ -156,11 +168,16 @@ class PlotData:
         panels = 3 if latency else 2
         fig = plt.figure(figsize=(11, 3.2 * panels + 0.8))
         axes = fig.subplots(panels, 1, gridspec_kw={"hspace": 0.45})
-        x = [b * self.width for b in range(len(self.running))]
+        # one x axis for every panel: replayed time where the latency panel is drawn (it is per time), else steps
+        timed = latency and all(math.isfinite(t) for t in self.start_time)
+        x: list[Any] = list(self.start_time) if timed else [b * self.width for b in range(len(self.running))]
+        self.x_label = self._time_label() if timed else self._step_label()
         self._pool_panel(axes[0], x)
         self._request_panel(axes[1], x)
         if latency:
             self._latency_panel(axes[2])
+            if timed:
+                axes[2].set_xlim(axes[0].get_xlim())
         fig.suptitle(title, fontsize=10)
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=110, bbox_inches="tight")
@@ -169,6 +186,10 @@ class PlotData:
 
     def _step_label(self) -> str:
         return "step" if self.width == 1 else f"step (maximum over {self.width:,} steps per point)"
+
+    def _time_label(self) -> str:
+        per = "" if self.width == 1 else f"; maximum over {self.width:,} steps per point"
+        return f"replayed time (s) — {self.steps:,} steps{per}"
 
     def _pool_panel(self, ax: Any, x: list[int]) -> None:
         unit = "blocks" if self.block_mode else "bytes"
@@ -186,14 +207,18 @@ class PlotData:
         ax.set_ylabel("pool use / capacity")
         ax.set_title(f"KV pool use as a fraction of its capacity ({self.capacity:,} {unit}); peak {peak:.1%}",
                      fontsize=9, loc="left")  # fmt: skip
-        ax.set_xlabel(self._step_label())
+        ax.set_xlabel(self.x_label)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
     def _request_panel(self, ax: Any, x: list[int]) -> None:
         ax.plot(x, self.running, color="tab:blue", drawstyle="steps-post", label="running")
+        from matplotlib.ticker import MaxNLocator
+
         ax.set_ylabel("running requests", color="tab:blue")
-        ax.set_xlabel(self._step_label())
+        ax.set_xlabel(self.x_label)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2 = ax.twinx()
+        ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.plot(x, self.waiting, color="tab:orange", drawstyle="steps-post", label="waiting")
         ax2.set_ylabel("waiting requests", color="tab:orange")
         pre = [(xi, r) for xi, r, p in zip(x, self.running, self.preempted) if p]
@@ -208,8 +233,9 @@ class PlotData:
                   borderaxespad=0)  # fmt: skip
 
     def _latency_panel(self, ax: Any) -> None:
-        ax.set_title("TTFT and TPOT of the requests finished in each interval", fontsize=9, loc="left")
-        ax.set_xlabel("replayed time (s)")
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_xlabel(self.x_label)
         ax.set_ylabel("seconds")
         n = len(self.finish)
         if not n:
@@ -218,23 +244,23 @@ class PlotData:
         lo, hi = min(self.finish), max(self.finish)
         bins = min(LATENCY_BINS, max(1, n // 5))
         width = (hi - lo) / bins or 1.0
+        ax.set_title(f"TTFT and TPOT percentiles of the requests finished in each {width:.3g} s of replayed time "
+                     f"({bins} intervals; p99 as markers, on the p90 line where they agree)", fontsize=9, loc="left")  # fmt: skip
         groups: list[list[int]] = [[] for _ in range(bins)]
         for i, t in enumerate(self.finish):
             groups[min(int((t - lo) / width), bins - 1)].append(i)
         centers = [lo + (k + 0.5) * width for k in range(bins)]
         for name, values, color in (("TTFT", self.ttft, "tab:purple"), ("TPOT", self.tpot, "tab:green")):
-            for q, style in ((0.5, "-"), (0.9, "--"), (0.99, ":")):
+            for q, style, marker in ((0.5, "-", "." if bins < 20 else None), (0.9, "--", None), (0.99, "none", "v")):
                 ys = []
                 for idx in groups:
                     v = sorted(x for x in (values[i] for i in idx) if not math.isnan(x))
                     ys.append(v[max(math.ceil(q * len(v)) - 1, 0)] if v else math.nan)
-                ax.plot(
-                    centers,
-                    ys,
-                    linestyle=style,
-                    color=color,
-                    marker="." if bins < 20 else None,
-                    label=f"{name} p{round(q * 100)}",
-                )
+                ax.plot(centers, ys, linestyle=style, color=color, marker=marker, markersize=4 if q > 0.9 else 6,
+                        zorder=3 if q > 0.9 else 2, label=f"{name} p{round(q * 100)}")  # fmt: skip
         ax.set_yscale("log")
+        # labelled ticks at 1, 2 and 5 of every decade: a log axis read without counting gridlines
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

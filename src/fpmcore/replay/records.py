@@ -197,7 +197,7 @@ class RequestStats:
     """
 
     def __init__(self) -> None:
-        self.requests = self.finished = self.rejected = self.output_tokens = 0
+        self.requests = self.finished = self.rejected = self.output_tokens = self.prefix_hit_tokens = 0
         self.ttft: array[float] = array("d")
         self.tpot: array[float] = array("d")
         self.e2e: array[float] = array("d")
@@ -207,6 +207,7 @@ class RequestStats:
     def add(self, rec: dict[str, Any], reject_code: int = 0) -> None:
         self.requests += 1
         self.output_tokens += rec["output_tokens"]
+        self.prefix_hit_tokens += rec["prefix_hit_tokens"]
         if rec["status"] == "finished":
             self.finished += 1
             self.ttft.append(rec["ttft_s"])
@@ -320,6 +321,7 @@ def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) ->
         "steps": nsteps,
         "makespan_s": makespan,
         "preemptions_total": tot.preemptions,
+        "prefix_hit_tokens": stats.prefix_hit_tokens,
         "peak_running": tot.peak_running,
         "peak_used_bytes": tot.peak_used_bytes,
         "peak_used_blocks": tot.peak_used_blocks if cfg.block_mode else None,

@@ -7,7 +7,11 @@ the exact diagnostics of R-33.  Besides ``arrival_time`` a line may give
 ``arrival_step`` (step-exact arrivals) and ``prefix_of``/``prefix_of_len``
 (its first tokens equal an earlier request's), the two alternatives that a
 step-exact comparison with vLLM 0.33.0 needs (R-40), and ``priority`` (vLLM's
-request priority, used with ``--scheduling-policy priority``).
+request priority, used with ``--scheduling-policy priority``).  A line may
+instead give its prompt as content-block ids, ``hash_ids`` with
+``hash_block_tokens`` (the block-hash sharing of the public production
+traces, :func:`hash_id_count`): two requests then share exactly the leading
+tokens whose block ids agree, with any earlier request.
 """
 
 from __future__ import annotations
@@ -33,16 +37,21 @@ FIELDS = (
     "prefix_of",
     "prefix_of_len",
     "priority",
+    "hash_ids",
+    "hash_block_tokens",
 )
 #: ``priority`` (vLLM's request priority, lower is scheduled first under
 #: ``--scheduling-policy priority``) is any integer of at most 2**62 in magnitude.
 MAX_PRIORITY = 2**62
+#: A content-block id of ``hash_ids`` is an integer in ``[0, 2**63)`` (a 64-bit signed hash, made non-negative).
+HASH_ID_LIMIT = 2**63
 _INT_MIN = (
     ("prompt_len", 1),
     ("output_len", 1),
     ("arrival_step", 0),
     ("shared_prefix_len", 1),
     ("prefix_of_len", 1),
+    ("hash_block_tokens", 1),
 )
 
 
@@ -60,13 +69,28 @@ class TraceRequest:
     prefix_of: str | None = None
     prefix_of_len: int | None = None
     priority: int | None = None
-    #: Content-block ids of the prompt, one per ``hash_block_tokens`` tokens (the last block may be partial).
+    #: The prompt's content-block ids, one per ``hash_block_tokens`` tokens (the last block possibly partial).
     hash_ids: tuple[int, ...] | None = None
     hash_block_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The trace line, absent fields omitted."""
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+def hash_id_count(prompt_len: int, hash_block_tokens: int) -> int:
+    """The number of content-block ids a prompt of ``prompt_len`` tokens has: one per ``hash_block_tokens``
+    tokens, the last block possibly partial (``ceil(prompt_len / hash_block_tokens)``).
+
+    Block ``k`` covers tokens ``[k·H, min((k+1)·H, prompt_len))``.  Two requests hold the same tokens
+    ``[0, q)`` exactly when their ids agree at every block position up to the one that holds token
+    ``q − 1``: a block id names one block of content and a partial block holds its first tokens, so a
+    partial trailing block shares its tokens up to the shorter of the two requests when the ids agree.
+
+    >>> hash_id_count(1100, 512), hash_id_count(1024, 512), hash_id_count(1, 512)
+    (3, 2, 1)
+    """
+    return -(-prompt_len // hash_block_tokens)
 
 
 @attrs.frozen
@@ -132,6 +156,34 @@ def _render(v: Any) -> str:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_hash_ids(obj: Mapping[str, Any], pre: str, where: str) -> tuple[int, ...] | None:
+    """The ``hash_ids`` of a line (checked against its ``prompt_len`` and ``hash_block_tokens``), or None."""
+    ids: Any = obj.get("hash_ids")
+    hbt: Any = obj.get("hash_block_tokens")
+    if ids is None and hbt is None:
+        return None
+    if hbt is None:
+        raise _err(f"{pre}: hash_ids requires hash_block_tokens", where)
+    if ids is None:
+        raise _err(f"{pre}: hash_block_tokens requires hash_ids", where)
+    for key in ("prefix_of", "shared_prefix_id"):
+        if key in obj:
+            raise _err(f"{pre}: hash_ids and {key} are mutually exclusive", where)
+    if not isinstance(ids, list):
+        raise _err(f"{pre}: hash_ids must be a list of integers, found {_render(ids)[:60]}", where)
+    for k, v in enumerate(ids):
+        if not _is_int(v) or not 0 <= v < HASH_ID_LIMIT:
+            raise _err(f"{pre}: hash_ids[{k}] must be an integer in [0, 2**63), found {_render(v)[:60]}", where)
+    need = hash_id_count(obj["prompt_len"], hbt)
+    if len(ids) != need:
+        raise _err(
+            f"{pre}: hash_ids has {len(ids)} ids, prompt_len {obj['prompt_len']} needs {need} "
+            f"(one per hash_block_tokens {hbt} tokens, the last block possibly partial)",
+            where,
+        )
+    return tuple(ids)
 
 
 def iter_trace_requests(lines: Iterable[str], where: str = "") -> Iterator[TraceRequest]:
@@ -234,6 +286,7 @@ def iter_trace_requests(lines: Iterable[str], where: str = "") -> Iterator[Trace
                     f"{pre}: prefix_of_len {plen} exceeds prompt_len {ids[pof]} of request {pof}",
                     where,
                 )
+        hash_ids = _check_hash_ids(obj, pre, where)
         if sid is not None:
             prefix_lens[sid] = slen
         tr = TraceRequest(
@@ -247,6 +300,8 @@ def iter_trace_requests(lines: Iterable[str], where: str = "") -> Iterator[Trace
             prefix_of=pof,
             prefix_of_len=plen,
             priority=obj.get("priority"),
+            hash_ids=hash_ids,
+            hash_block_tokens=obj.get("hash_block_tokens") if hash_ids is not None else None,
         )
         ids[rid] = p
         count += 1
@@ -321,9 +376,11 @@ def trace_line_json_schema() -> dict[str, Any]:
     come from the reader's table, ``priority`` is bounded by
     :data:`MAX_PRIORITY`; exactly one of ``arrival_time`` and
     ``arrival_step``, and the pairs ``shared_prefix_id``/``shared_prefix_len``
-    and ``prefix_of``/``prefix_of_len`` come together.  What relates lines
-    (unique ids, an earlier ``prefix_of``, one arrival field for the whole
-    trace, lengths within the prompt) is the reader's.
+    and ``prefix_of``/``prefix_of_len`` and ``hash_ids``/``hash_block_tokens``
+    come together, at most one of ``prefix_of``, ``shared_prefix_id`` and
+    ``hash_ids``.  What relates lines or fields (unique ids, an earlier
+    ``prefix_of``, one arrival field for the whole trace, lengths within the
+    prompt, the number of ``hash_ids``) is the reader's.
     """
     from fpmcore.schema import schema_document
 
@@ -341,6 +398,13 @@ def trace_line_json_schema() -> dict[str, Any]:
                 "maximum": MAX_PRIORITY,
                 "description": "vLLM's request priority (lower first under --scheduling-policy priority)",
             }
+        elif f == "hash_ids":
+            props[f] = {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": HASH_ID_LIMIT - 1},
+                "description": "the prompt's content-block ids, one per hash_block_tokens tokens (the last block "
+                "possibly partial): ceil(prompt_len / hash_block_tokens) of them",
+            }
         else:
             props[f] = {"type": "string", "minLength": 1}
     body = {
@@ -350,8 +414,10 @@ def trace_line_json_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "oneOf": [{"required": ["arrival_time"]}, {"required": ["arrival_step"]}],
         "dependentRequired": {"shared_prefix_id": ["shared_prefix_len"], "shared_prefix_len": ["shared_prefix_id"],
-                              "prefix_of": ["prefix_of_len"], "prefix_of_len": ["prefix_of"]},
-        "not": {"required": ["prefix_of", "shared_prefix_id"]},
+                              "prefix_of": ["prefix_of_len"], "prefix_of_len": ["prefix_of"],
+                              "hash_ids": ["hash_block_tokens"], "hash_block_tokens": ["hash_ids"]},
+        "allOf": [{"not": {"required": pair}} for pair in
+                  (["prefix_of", "shared_prefix_id"], ["hash_ids", "prefix_of"], ["hash_ids", "shared_prefix_id"])],
     }  # fmt: skip
     return schema_document("trace-line", "fpm replay trace line (06 R-32)",
                            "One request of a JSONL trace; one object per line, no blank line between two requests.", body)  # fmt: skip
@@ -361,8 +427,9 @@ def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
     """Convert the oracle's SCHED.json (``requests`` keyed by id, in file order) to a trace.
 
     ``max_tokens`` becomes ``output_len``, ``arrival_step`` stays,
-    ``prefix_from``/``prefix_len`` become ``prefix_of``/``prefix_of_len``;
-    ``seed`` only picks the oracle's random prompt tokens and is dropped.
+    ``prefix_from``/``prefix_len`` become ``prefix_of``/``prefix_of_len``,
+    ``priority``, ``hash_ids`` and ``hash_block_tokens`` stay; ``seed`` only
+    picks the oracle's random prompt tokens and is dropped.
     """
     lines = []
     requests = obj["requests"]
@@ -382,8 +449,9 @@ def from_sched_json(obj: Mapping[str, Any], where: str = "") -> Trace:
         if "prefix_from" in spec:
             line["prefix_of"] = spec["prefix_from"]
             line["prefix_of_len"] = spec.get("prefix_len")
-        if "priority" in spec:
-            line["priority"] = spec["priority"]
+        for key in ("priority", "hash_ids", "hash_block_tokens"):
+            if key in spec:
+                line[key] = spec[key]
         lines.append(json.dumps(line))
     return parse_trace_lines(lines, where)
 
@@ -403,5 +471,8 @@ def to_sched_json(trace: Trace, seed0: int = 1) -> dict[str, Any]:
             spec["prefix_len"] = r.prefix_of_len
         if r.priority is not None:
             spec["priority"] = r.priority
+        if r.hash_ids is not None:
+            spec["hash_ids"] = list(r.hash_ids)
+            spec["hash_block_tokens"] = r.hash_block_tokens
         reqs[r.request_id] = spec
     return {"requests": reqs}

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     by_index = {t.index: t for t in sweep.tasks}
     todo = [t for t in sweep.tasks if t.key not in rows]
     failed = lost = 0
-    with ResultsWriter(args.output, keep) as out, ctx.progress("sweep", total=len(sweep.tasks)) as bar:
+    with ResultsWriter(args.output, keep) as out, ctx.progress("runs") as bar:
         done = len(sweep.tasks) - len(todo)
         if done:
             ctx.err.print(f"resuming: {done} of {len(sweep.tasks)} runs have rows in {args.output}",

@@ -102,8 +102,8 @@ def replay_settings() -> dict[str, Setting]:
     """Every settable option of ``fpm replay`` by name, in the parser's order."""
     out: dict[str, Setting] = {}
     for action in replay_parser()._actions:
-        if action.dest in NOT_SETTINGS or not action.option_strings:
-            continue
+        if action.dest in NOT_SETTINGS or not action.option_strings or action.dest in out:
+            continue  # an input or output, or the --no-X of an on/off pair: the setting is its --X
         option = max(action.option_strings, key=len)
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             kind, parse = "flag", None
@@ -163,22 +163,17 @@ def _parameters() -> set[str]:
 def unmapped(settings: Mapping[str, Setting]) -> list[str]:
     """Settings with no parameter of ``config_from_profile`` to go to (the suite expects none)."""
     params = _parameters()
-    return [s.name for s in settings.values()
-            if s.name not in params and not (s.name.startswith("no_") and s.name[3:] in params)]  # fmt: skip
+    return [s.name for s in settings.values() if s.name not in params]
 
 
 def config_kwargs(values: Mapping[str, Any], settings: Mapping[str, Setting]) -> dict[str, Any]:
     """``config_from_profile`` keyword arguments for checked ``values`` (unset options keep their defaults)."""
-    params = _parameters()
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
         s = settings[name]
         if s.choices is not None and set(s.choices) == {"on", "off"}:
             value = value == "on"
-        if name in params:
-            kwargs[name] = value
-        else:  # a --no-X flag
-            kwargs[name[3:]] = not value if s.kind == "flag" else value
+        kwargs[name] = value
     return kwargs
 
 

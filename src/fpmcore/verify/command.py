@@ -78,9 +78,7 @@ def options_of(args: argparse.Namespace) -> Any:
 def _progress(ctx: Any) -> tuple[Any, Any]:
     """``(bar or None, progress callback)``: a rich bar on a terminal, else one stderr line per serving."""
     if sys.stderr.isatty():
-        from fpmcore.collect.command import progress_bar
-
-        bar = progress_bar(ctx, "verify")
+        bar = ctx.progress("servings", transient=False)
         task = bar.add_task("verify", total=1)
 
         def on_bar(done: int, total: int, what: str) -> None:
@@ -168,6 +166,15 @@ def print_report(ctx: Any, doc: dict[str, Any]) -> None:
                       _pct(f["throughput"], True), _pct(r["again"]["contention"]["contended_time_fraction"]), "",
                       "the second serving against the first")  # fmt: skip
     ctx.print_table(t)
+    for r in doc["runs"]:
+        ms = r.get("machine_speed") or {}
+        if ms.get("ratio") is not None:
+            e = r["errors_at_collection_speed"]
+            ctx.out.print(escape(
+                f"run {r['run']}: the machine ran {ms['serving']:.2f}× its best canary while serving, "
+                f"{ms['collection']:.2f}× while collecting: predicted with the table × {ms['ratio']:.3f} "
+                f"(at the collection's speed: makespan {_pct(e['makespan'], True)}, TPOT median "
+                f"{_pct(e['tpot']['median'])})"), highlight=False)  # fmt: skip
     st = Table(title="served steps against the latency model, by kind", title_justify="left")
     for col in ("run", "kind", "steps", "served s", "predicted s", "median step error"):
         st.add_column(col, justify="left" if col in ("run", "kind") else "right")

@@ -7,15 +7,17 @@ Poisson trace (:func:`poisson_trace`).  Each request gets real token ids
 (``prefix_of``/``prefix_of_len``) or with a named group (``shared_prefix_id``/
 ``shared_prefix_len``) is copied, every other token is drawn for the request
 alone, from the engine's vocabulary minus its special tokens, seeded by the
-run's seed and the request id.  So the engine sees exactly the prefix sharing
-the replay models, and a run is reproducible.
+run's seed and the request id.  A prompt given as content-block ids
+(``hash_ids``) is made of one draw per distinct id, its first tokens where the
+block is partial (:func:`hash_id_tokens`).  So the engine sees exactly the
+prefix sharing the replay models, and a run is reproducible.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -75,8 +77,18 @@ def prompts(requests: Sequence[TraceRequest], vocab: int, excluded: Iterable[int
     def draw(rng: random.Random, n: int) -> list[int]:
         return [allowed[rng.randrange(len(allowed))] for _ in range(n)]
 
+    blocks: dict[str, list[int]] = {}  # one draw per distinct content block
+
+    def block_tokens(key: str, n: int) -> list[int]:
+        if key not in blocks:
+            blocks[key] = draw(random.Random(f"{seed}:block:{key}"), n)
+        return blocks[key]
+
     for r in requests:
         prefix: list[int] = []
+        if r.hash_ids is not None:
+            out[r.request_id] = hash_id_tokens(r, block_tokens)
+            continue
         if r.prefix_of is not None:
             prefix = out[r.prefix_of][: int(r.prefix_of_len or 0)]
         elif r.shared_prefix_id is not None:  # one draw per group: a shorter share is a prefix of a longer one
@@ -84,6 +96,24 @@ def prompts(requests: Sequence[TraceRequest], vocab: int, excluded: Iterable[int
         rng = random.Random(f"{seed}:{r.request_id}")
         body = draw(rng, r.prompt_len - len(prefix))
         out[r.request_id] = (prefix + body)[: r.prompt_len]
+    return out
+
+
+def hash_id_tokens(r: TraceRequest, block_tokens: Callable[[str, int], list[int]]) -> list[int]:
+    """The prompt of a request given as content-block ids: block ``k`` is the first
+    ``min(H, prompt_len − k·H)`` of the ``H`` tokens ``block_tokens(key, H)`` gives for its id, the key
+    naming the id and ``H`` (``hash_block_tokens``).
+
+    The blocks of two prompts hold the same tokens exactly where their ids agree, so a replay's hash
+    chain sees the sharing of :func:`fpmcore.replay.engine.hash_breakpoints` (barring the vanishing
+    chance that two draws agree).  The same id in another position holds the same tokens too, which a
+    chained hash does not reuse either.
+    """
+    assert r.hash_ids is not None and r.hash_block_tokens is not None
+    H = r.hash_block_tokens
+    out: list[int] = []
+    for k, block_id in enumerate(r.hash_ids):
+        out += block_tokens(f"{H}:{block_id}", H)[: r.prompt_len - k * H]
     return out
 
 

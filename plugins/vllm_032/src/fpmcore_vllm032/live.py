@@ -80,7 +80,7 @@ from fpmcore_vllm032.engine import (
 from fpmcore_vllm032.limits import explain_failure
 from fpmcore_vllm032.steps import StepRecorder, vocabulary
 
-#: The rule id of a live probe's refusals (the CLI prints ``fpm probe: <message>``).
+#: The rule id of a live probe's refusals (the CLI prints ``fpm: <message>``).
 RULE = "probe"
 #: Files a model folder holds its tokenizer in (one of them is needed).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
