@@ -277,3 +277,21 @@ def test_a_gzip_trace_cut_short_is_one_line(host, tmp_path):
     trace.write_bytes(whole[:1500])
     assert _refused(host, trace) == ("cannot read trace: Compressed file ended before the end-of-stream marker was "
                                      "reached [R-33]")  # fmt: skip
+
+
+def test_a_mooncake_replay_equals_the_replay_of_its_conversion(host, tmp_path):
+    """The issue's acceptance on the 40-line excerpt: the unconverted Mooncake file and its ``fpm trace convert``
+    replay alike, block-hash sharing included (the plain example profile: 16-token blocks, prefix caching on)."""
+    trace = DATA / "mooncake-conversation-40.jsonl"
+    plain = ROOT / "examples" / "profiles" / "plain-llama8b-like.fpm-profile.json"
+    raw = run_fpm("replay", str(plain), "--trace", str(trace), "--time-scale", "0.1", "--json", host=host)
+    assert raw.exit_code == 0, raw.stderr
+    converted = tmp_path / "c.jsonl"
+    assert run_fpm("trace", "convert", str(trace), "-o", str(converted), "--time-scale", "0.1",
+                   host=host).exit_code == 0  # fmt: skip
+    again = run_fpm("replay", str(plain), "--trace", str(converted), "--json", host=host)
+    assert again.exit_code == 0, again.stderr
+    summary = raw.json()["summary"]
+    assert again.json()["summary"] == summary
+    # 38 finished (2 prompts exceed the profile's max_model_len), 18,944 prompt tokens hit the cache through the ids
+    assert (summary["finished"], summary["prefix_hit_tokens"]) == (38, 18944)
