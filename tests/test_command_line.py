@@ -103,16 +103,16 @@ def test_a_disabled_model_plugin_is_named_when_selected(tmp_path):
 @pytest.mark.parametrize(("content", "message"), [
     (b'{"request_id": "A", "arrival_step": 0, "prom',
      "trace line 1: not a json object: invalid JSON: Unterminated string starting at column 40 "
-     "(the line ends before its JSON value does: truncated?)"),
-    (b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe", "trace line 1: not a json object: not UTF-8 at byte 10 "
-     "(a binary file, not a JSONL trace)"),
+     "(the line ends before its JSON value does: truncated?) [R-33]"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe", "no trace format claims this file (a binary file, not a trace); "
+     "installed: sched-json, mooncake, burstgpt, azure, fpmcore (name one with --trace-format) [T-1]"),
 ])  # fmt: skip
 def test_a_truncated_or_binary_trace_says_so(tmp_path, host, content, message):
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(content)
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert (res.exit_code, res.stdout) == (2, "")
-    assert res.stderr == f"fpm: {trace}: {message} [R-33]\n"
+    assert res.stderr == f"fpm: {trace}: {message}\n"
 
 
 # --------------------------------------------------------------------------
@@ -138,6 +138,7 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["finalize", str(tmp / "no-campaign"), "--json"], "F-1"),
         (["verify", str(tmp / "no-campaign"), "--json"], "V-2"),
         (["explain", "NO-1", "--json"], "explain"),
+        (["trace", "stats", missing, "--json"], "R-33"),
         (["profile", "check", missing, "--bogus", "--json"], "usage"),
         (["replay", str(PROFILE), "--trace", str(TRACE), "--max-num-seqs", str(2**63), "--json"], "usage"),
     ]

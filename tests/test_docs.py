@@ -43,7 +43,7 @@ def test_every_hook_is_documented_and_in_the_site(site):
     from fpmcore import hookspecs
 
     names = [n for n in vars(hookspecs) if n.startswith("fpm_")]
-    assert len(names) == 18 and [n for n, _, _ in gen.hook_specs()] == sorted(names, key=list(vars(hookspecs)).index)
+    assert len(names) == 19 and [n for n, _, _ in gen.hook_specs()] == sorted(names, key=list(vars(hookspecs)).index)
     for name in names:
         assert f'id="{name}"' in html, name
 

@@ -47,3 +47,30 @@ def test_the_template_is_a_distribution_with_its_entry_point():
     assert meta["project"]["entry-points"]["fpmcore.plugins"] == {"acme": "fpmcore_acme"}
     assert meta["project"]["dependencies"] == ["fpmcore>=0.1,<0.2"]
     assert (TEMPLATE / "tests" / "test_acme.py").is_file()
+
+
+def test_fpm_replay_reads_the_templates_trace_format(acme, tmp_path):
+    """The template's ``acme-log`` format is sniffed, its failed rows skipped and counted, and listed by its plugin."""
+    log = tmp_path / "acme.log"
+    log.write_text("# acme-log v1\n0 100 10 ok\n250 200 20 timeout\n500 300 30 ok\n")
+    host = make_host(acme)
+    out = tmp_path / "acme.jsonl"
+    r = run_fpm("trace", "convert", str(log), "-o", str(out), "--json", host=host)
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert doc["trace"]["format"] == "acme-log" and doc["trace"]["format_plugin"] == "acme"
+    assert doc["trace"]["rows_skipped"] == {"status timeout": 1}
+    assert out.read_text() == (
+        '{"request_id":"2","prompt_len":100,"output_len":10,"arrival_time":0.0}\n'
+        '{"request_id":"4","prompt_len":300,"output_len":30,"arrival_time":0.5}\n'
+    )
+    assert r.stderr.startswith(f"fpm: read {log} as acme-log (sniffed): 2 requests, rows skipped: 1 status timeout")
+    shown = run_fpm("plugins", "show", "acme", "--json", host=host).json()["plugin"]
+    assert [f["name"] for f in shown["trace_formats"]] == ["acme-log"]
+    log.write_text("# acme-log v1\n0 100 ten ok\n")
+    bad = run_fpm("trace", "stats", str(log), host=host)
+    assert bad.exit_code == 2
+    assert (
+        bad.stderr
+        == f"fpm: {log}: line 2: expected '<arrival ms> <prompt> <output> <status>', found '0 100 ten ok' [T-2]\n"
+    )

@@ -230,7 +230,7 @@ def test_plugins_show(run_fpm):
     assert "fpmcore-vllm033" in human.stdout
     # piped: one line per field, nothing padded after its value
     lines = human.stdout.splitlines()
-    assert lines[1] == "distribution fpmcore-vllm033" and all(line == line.rstrip() for line in lines)
+    assert lines[1] == "distribution   fpmcore-vllm033" and all(line == line.rstrip() for line in lines)
     missing = run_fpm("plugins", "show", "nope")
     assert missing.exit_code == 2
     # the built-in commands plugin is no plugin a user installed: not listed among them (show still knows it)

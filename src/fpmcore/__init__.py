@@ -25,6 +25,8 @@ from fpmcore.hooktypes import (
     SpecClassification,
     StartupLimits,
 )
+from fpmcore.replay.trace import TraceRequest
+from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
 
 __version__ = "0.1.0"
 
@@ -45,7 +47,11 @@ __all__ = [
     "RuleEntry",
     "RuntimeRules",
     "SpecClassification",
+    "SkippedRow",
     "StartupLimits",
+    "TraceFormat",
+    "TraceRequest",
+    "TraceSource",
     "__version__",
     "hookimpl",
 ]

@@ -48,6 +48,8 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
                  "fpmcore.collect.finalize", "finalize_command"),
     ("verify", "serve a trace on the campaign's engine and compare it with the replay's predictions "
                "(TTFT, TPOT, E2E, makespan, steps)", "fpmcore.verify", "verify_command"),
+    ("trace", "a trace of any installed format: its statistics, or converted to fpmcore's JSONL",
+              "fpmcore.traces.command", "trace_command"),
     ("explain", "explain a rule id: what it means, what it protects, an example and the fix",
                 "fpmcore.explain", "explain_command"),
 )  # fmt: skip
@@ -100,6 +102,14 @@ def fpm_validate_artifact(contract: ProducerContract, cell: Any, files: Any, pla
     return validate(contract, cell, files, plan)
 
 
+@hookimpl
+def fpm_trace_formats() -> list[Any]:
+    """fpmcore's own trace formats: its JSONL, SCHED.json and the public production traces."""
+    from fpmcore.traces.reading import BUILTIN
+
+    return list(BUILTIN)
+
+
 # ---------------------------------------------------------------------------
 # fpm plugins
 # ---------------------------------------------------------------------------
@@ -119,8 +129,11 @@ def _configure_plugins(p: argparse.ArgumentParser) -> None:
 def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
     if args.action == "show":
         rec = ctx.host.record(args.plugin_id)
+        formats = [f for plugin, f in ctx.host.hooks.trace_formats() if plugin == rec.id] if rec.status == "ok" else []
         if ctx.json:
-            ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module}})
+            listed = [{"name": f.name, "summary": f.summary} for f in formats]
+            ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module,
+                                      "trace_formats": listed}})  # fmt: skip
             return EXIT_OK
         from rich.table import Table
 
@@ -128,10 +141,11 @@ def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
             ("id", rec.id), ("distribution", rec.distribution), ("version", rec.version),
             ("kind", rec.kind), ("targets", ", ".join(rec.targets)), ("hooks", ", ".join(rec.hooks)),
             ("status", rec.status), ("error", rec.error), ("summary", rec.summary), ("module", rec.module),
+            ("trace formats", ", ".join(f.name for f in formats) or None),
         )  # fmt: skip
         if not ctx.out.is_terminal:  # piped: one ``key  value`` line each, no cell padding after the value
             for key, value in fields:
-                ctx.out.print(f"{key:<13}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
+                ctx.out.print(f"{key:<15}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
                               soft_wrap=True)  # fmt: skip
             return EXIT_OK
         table = Table(show_header=False, box=None)

@@ -300,7 +300,24 @@ def check_plugin(plugin: object | str) -> list[str]:
         _check_runtime_hooks(host, info, hooks, problems)
     if "fpm_cli_commands" in hooks:
         _check_commands(obj, problems)
+    if "fpm_trace_formats" in hooks:
+        _check_trace_formats(host, info.id, problems)
     return problems
+
+
+def _check_trace_formats(host: Any, plugin: str, problems: list[str]) -> None:
+    """The plugin's trace formats are :class:`~fpmcore.traces.format.TraceFormat` s whose sniff never raises."""
+    try:
+        formats = host.hooks.call("fpm_trace_formats", plugin) or []
+    except Exception as exc:  # noqa: BLE001 - reported as a problem
+        problems.append(f"fpm_trace_formats: {exc}")
+        return
+    for fmt in formats:
+        for head in (b"", b"\xff\xfe\x00", b"{}\n"):
+            try:
+                fmt.sniff(head)
+            except Exception as exc:  # noqa: BLE001 - reported as a problem
+                problems.append(f"fpm_trace_formats: {fmt.name}: sniff({head!r}) raised {type(exc).__name__}: {exc}")
 
 
 __all__ = [

@@ -63,6 +63,7 @@ from fpmcore.hooktypes import (
     SpecClassification,
 )
 from fpmcore.replay.rules import RuntimeRules as ReplayRules
+from fpmcore.traces.format import TraceFormat
 
 if TYPE_CHECKING:
     import pluggy
@@ -212,6 +213,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
     "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
     "fpm_rule_catalogue": Expect((list,), items=Expect((RuleEntry,))),
+    "fpm_trace_formats": Expect((list,), items=Expect((TraceFormat,))),
 }
 
 
@@ -466,6 +468,25 @@ class Hooks:
                 self._host.plugin_failed(plugin, f"fpm_cli_commands: {type(cause).__name__}: {cause}", cause)
                 continue
             found.extend((plugin, c) for c in commands)
+        return found
+
+    # -- trace formats ------------------------------------------------------------------
+
+    def trace_formats(self) -> list[tuple[str, TraceFormat]]:
+        """``(plugin id, format)`` of every trace format, in registration order (the host's first).
+
+        A plugin whose ``fpm_trace_formats`` fails loses its formats: the host
+        marks it failed and the other plugins' formats are returned.
+        """
+        found: list[tuple[str, TraceFormat]] = []
+        for plugin in self.implementers("fpm_trace_formats"):
+            try:
+                formats = self.call("fpm_trace_formats", plugin) or []
+            except PluginError as exc:
+                cause = exc.__cause__ or exc
+                self._host.plugin_failed(plugin, f"fpm_trace_formats: {type(cause).__name__}: {cause}", cause)
+                continue
+            found.extend((plugin, f) for f in formats)
         return found
 
     # -- the rule catalogue -------------------------------------------------------------

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     )
     from fpmcore.profile import FpmModelProfile
     from fpmcore.replay.rules import RuntimeRules as ReplayRules
+    from fpmcore.traces.format import TraceFormat
 
 PROJECT = "fpmcore"
 
@@ -644,6 +645,60 @@ def fpm_cli_commands() -> list[CliCommand]:
         ...                        run=lambda args, ctx: print("hello", args.who) or 0)]
         >>> [c.name for c in fpm_cli_commands()]
         ['hello']
+    """
+
+
+# --------------------------------------------------------------------------
+# trace formats
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def fpm_trace_formats() -> list[TraceFormat]:
+    """Add trace formats to ``fpm replay --trace`` and ``fpm trace``.  *Collecting*.
+
+    A :class:`~fpmcore.traces.format.TraceFormat` is a name (what
+    ``--trace-format`` names), a one-line summary, a ``sniff`` function (the
+    first bytes of the file, decompressed: does the format claim it?) and a
+    streaming ``read`` function (a :class:`~fpmcore.traces.format.TraceSource`
+    → the trace's :class:`~fpmcore.replay.trace.TraceRequest` s in file order,
+    and :class:`~fpmcore.traces.format.SkippedRow` s for rows that are not
+    requests).  ``read`` reads ``source.lines()`` one at a time and raises
+    :class:`~fpmcore.errors.FpmError` naming the line of a malformed row.
+    fpmcore's own formats (``fpmcore``, ``sched-json``, ``mooncake``,
+    ``burstgpt``, ``azure``) are registered through this hook by the host's
+    built-in plugin, first; a name given twice keeps the first registration.
+    Without ``--trace-format`` the formats are sniffed in registration order
+    (fpmcore's JSONL last).  A plugin whose implementation raises or returns
+    anything but a list of formats loses its formats (``fpm plugins`` shows
+    it ``failed``).  **Optional.**
+
+    :returns: a list of :class:`~fpmcore.traces.format.TraceFormat`.
+
+    A format of CSV rows ``arrival_s,prompt,output`` after a header.
+
+    Example::
+
+        >>> from fpmcore import SkippedRow, TraceFormat, TraceRequest
+        >>> def read(source):
+        ...     for n, text in source.lines():
+        ...         if n == 1:
+        ...             continue  # the header
+        ...         t, prompt, output = text.split(",")
+        ...         if int(output) == 0:
+        ...             yield SkippedRow("failed")
+        ...         else:
+        ...             yield TraceRequest(request_id=str(n), arrival_time=float(t),
+        ...                                prompt_len=int(prompt), output_len=int(output))
+        >>> @hookimpl
+        ... def fpm_trace_formats():
+        ...     return [TraceFormat(name="my-csv", summary="arrival_s,prompt,output",
+        ...                         sniff=lambda head: head.startswith(b"arrival_s,prompt,output"),
+        ...                         read=read)]
+        >>> [f.name for f in fpm_trace_formats()]
+        ['my-csv']
+        >>> [name for _plugin, fmt in host.hooks.trace_formats() for name in [fmt.name]][:5]
+        ['sched-json', 'mooncake', 'burstgpt', 'azure', 'fpmcore']
     """
 
 

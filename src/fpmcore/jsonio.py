@@ -446,6 +446,17 @@ def _too_large() -> InputRefused:
     return InputRefused(errno.EFBIG, f"larger than the {limit} input limit")
 
 
+def check_input_file(path: str | os.PathLike[str]) -> None:
+    """Refuse an input that is not a regular file or is larger than :data:`MAX_INPUT_BYTES` (:class:`InputRefused`),
+    before it is opened: a reader that streams its file checks it here (a trace, read line by line)."""
+    st = os.stat(path)
+    kind = _file_kind(st.st_mode)
+    if kind is not None:
+        raise _not_regular(kind)
+    if st.st_size > MAX_INPUT_BYTES:
+        raise _too_large()
+
+
 def read_input(path: str | os.PathLike[str]) -> bytes:
     """The bytes of an input file: every document and trace fpmcore reads comes through here.
 
@@ -457,12 +468,7 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
     (an :class:`OSError` whose ``strerror`` is the one-line reason), so the
     ``cannot read …: <strerror>`` of every reader covers them.
     """
-    st = os.stat(path)
-    kind = _file_kind(st.st_mode)
-    if kind is not None:
-        raise _not_regular(kind)
-    if st.st_size > MAX_INPUT_BYTES:
-        raise _too_large()
+    check_input_file(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as f:
         kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open

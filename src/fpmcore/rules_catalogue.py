@@ -35,6 +35,7 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("INDEX", "The artifact index of a run"),
     ("F", "F: campaign finalization (fpm finalize) and its readers"),
     ("R", "R: replay and latency tables (fpm replay, fpm sweep)"),
+    ("T", "T: trace formats and transforms (fpm replay --trace, fpm trace)"),
     ("O", "O: outputs (every command that writes a file or folder)"),
     ("V", "V: serving validation (fpm verify)"),
     ("§", "§: producer contract checks of model plugins"),

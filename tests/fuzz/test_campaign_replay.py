@@ -92,6 +92,82 @@ def test_mutated_traces(host, data):
             count("traces")
 
 
+#: The public trace formats' inputs: a Mooncake JSONL, a BurstGPT CSV and an Azure CSV of a few requests each.
+MOONCAKE_LINES = [
+    {"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]},
+    {"timestamp": 10, "input_length": 1100, "output_length": 3, "hash_ids": [0, 1, 2]},
+    {"timestamp": 25, "input_length": 20, "output_length": 5, "hash_ids": [3]},
+]
+CSV_TRACES = {
+    "burstgpt": ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type",
+                 "5,ChatGPT,472,18,490,Conversation log", "6,GPT-4,1000,0,1000,Conversation log",
+                 "7.5,GPT-4,300,20,320,API log"],
+    "azure": ["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:15:46.6805900,374,44",
+              "2023-11-16 18:15:50.9951690,396,109", "2023-11-16 18:15:51.0000000,879,0"],
+}  # fmt: skip
+#: What a CSV field becomes: negative, fractional, huge, not finite, empty, a date, a word, markup.
+CSV_VALUES = ["-1", "0", "1.5", "2**40", str(2**40 + 1), "9" * 4401, "1e999", "nan", "inf", "", " ", "GPT-4",
+              "2023-11-16 18:15:46", "2023-02-30 00:00:00.0", "[red]x[/]", '"a,b"', '"', "\x00", "99999999999999999999"]  # fmt: skip
+
+
+def _public_doc(data) -> tuple[str, bytes]:
+    """A mutated public trace: its format's name and its bytes."""
+    fmt = data.draw(st.sampled_from(["mooncake", "burstgpt", "azure"]), label="format")
+    if fmt == "mooncake":
+        text = [json.dumps(x) for x in MOONCAKE_LINES]
+        i = data.draw(st.integers(0, len(text) - 1), label="line")
+        op = data.draw(st.sampled_from(["line"] * 4 + ["swap", "repeat", "drop", "blank"]), label="mooncake op")
+        if op == "line":
+            text[i] = encode(mutate_document(data, MOONCAKE_LINES[i]))
+    else:
+        text = list(CSV_TRACES[fmt])
+        i = data.draw(st.integers(1, len(text) - 1), label="row")
+        op = data.draw(st.sampled_from(["field"] * 4 + ["header", "swap", "repeat", "drop", "blank", "column"]),
+                       label="csv op")  # fmt: skip
+        if op in ("field", "header"):
+            row = 0 if op == "header" else i
+            cells = text[row].split(",")
+            cells[data.draw(st.integers(0, len(cells) - 1), label="cell")] = data.draw(st.sampled_from(CSV_VALUES))
+            text[row] = ",".join(cells)
+        elif op == "column":
+            text[i] += ",extra"
+    if op == "swap":
+        text[-1], text[-2] = text[-2], text[-1]
+    elif op == "repeat":
+        text.append(text[1])
+    elif op == "drop":
+        del text[i]
+    elif op == "blank":
+        text.insert(i, "")
+    return fmt, mutate_bytes(data, ("\n".join(text) + "\n").encode("utf-8", "surrogatepass"))
+
+
+@seed(SEED)
+@campaign("public_traces")
+@given(data=st.data())
+def test_mutated_public_traces(host, data):
+    """``fpm trace convert T -o OUT --json`` (sniffed or named) or ``fpm replay --trace T --json`` on a mutated
+    Mooncake, BurstGPT or Azure trace: one line naming its rule, or a whole JSONL trace."""
+    with tempfile.TemporaryDirectory(prefix="fpm-fuzz-", dir=work_dir()) as tmp:
+        trace, out = Path(tmp) / "t.trace", Path(tmp) / "out.jsonl"
+        for _ in range(BATCH):
+            fmt, raw = _public_doc(data)
+            trace.write_bytes(raw)
+            named = ["--trace-format", fmt] if data.draw(st.booleans(), label="named") else []
+            before = snapshot(Path(tmp), skip=out)
+            if data.draw(st.integers(0, 3), label="command") == 0:
+                _run("replay", str(PROFILE), "--trace", str(trace), *named, "--json", host=host)
+            else:
+                res, _doc = _run("trace", "convert", str(trace), "-o", str(out), *named, "--json", host=host)
+                if res.exit_code == 0:
+                    assert all(json.loads(line)["prompt_len"] >= 1 for line in out.read_text().splitlines())
+                else:
+                    assert not out.exists()
+            assert snapshot(Path(tmp), skip=out) == before
+            out.unlink(missing_ok=True)
+            count("public_traces")
+
+
 @seed(SEED)
 @campaign("tables")
 @given(data=st.data())

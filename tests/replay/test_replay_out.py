@@ -68,7 +68,8 @@ def test_out_streams_the_records_and_the_summary_names_their_digests(tmp_path, t
     doc = r.json()
     summary = whole_output(out)
     assert summary["requests"] == summary["finished"] == 2000
-    assert {k: v for k, v in summary.items() if k not in ("files", "format")} == doc["summary"]
+    assert {k: v for k, v in summary.items() if k not in ("files", "format", "trace")} == doc["summary"]
+    assert summary["trace"] == doc["trace"] and doc["trace"]["format"] == "fpmcore" and doc["trace"]["requests"] == 2000
     assert summary["format"] == "jsonl.zst"
     manifest = json.loads((out / outputs.MANIFEST).read_bytes())
     assert doc["out"] == {"folder": str(out), "files": manifest["files"]}

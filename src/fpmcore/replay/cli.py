@@ -2,7 +2,7 @@
 
 ::
 
-    fpm replay PROFILE --trace TRACE [--fpm-table TABLE] [--campaign CAMPAIGN] [--deployment I]
+    fpm replay PROFILE --trace TRACE [--trace-format NAME] [transforms] [--fpm-table TABLE] [--campaign CAMPAIGN] [--deployment I]
         [--max-num-seqs N] [--max-num-batched-tokens N] [--prefix-caching on|off]
         [vLLM scheduler settings: --max-num-scheduled-tokens N --max-num-active-seqs N
          --long-prefill-token-threshold N --[no-]long-prefill-token-threshold-adaptive
@@ -10,6 +10,14 @@
          --max-num-queued-reqs N --max-num-queued-tokens N --watermark W
          --[no-]scheduler-reserve-full-isl --[no-]enable-chunked-prefill]
         [--max-steps N] [--steps] [--out DIR [--out-format jsonl.gz|parquet]] [--plot OUT.png] [--json]
+
+The trace is read through the installed trace formats (:mod:`fpmcore.traces`):
+``--trace-format NAME``, or the format whose sniff claims the file, said on
+stderr (but for fpmcore's JSONL read as it is, the trace ``fpm replay`` always
+read); ``--start``, ``--limit``, ``--max-prompt-len``/``--over-long``,
+``--time-scale`` and ``--rate`` transform it (:mod:`fpmcore.traces.transforms`).
+What was read (file, format, skipped rows, transforms and their counts) is
+``trace`` beside ``summary`` in ``--json`` and in the summary file of ``--out``.
 
 The scheduler settings are vLLM's engine arguments, with vLLM's defaults
 (``--scheduling-policy priority`` reads each request's trace field
@@ -151,7 +159,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     from fpmcore.replay.outputs import DEFAULT_FORMAT, FORMATS
 
     p.add_argument("profile", metavar="PROFILE", help="an *.fpm-profile.json file")
-    p.add_argument("--trace", required=True, metavar="TRACE", help="JSONL trace (R-32) or the oracle's SCHED.json")
+    from fpmcore.traces.options import add_trace_options
+
+    p.add_argument("--trace", required=True, metavar="TRACE",
+                   help="a trace of an installed format: fpmcore's JSONL (R-32), the oracle's SCHED.json, mooncake, "
+                        "burstgpt, azure or a plugin's")  # fmt: skip
     p.add_argument("--fpm-table", metavar="TABLE", help="FPM latency table (R-27); default: 1.0 s per step")
     p.add_argument(
         "--campaign",
@@ -171,6 +183,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching "
         "(--caching, as fpm probe and fpm onboard spell it, is the same switch)",
     )
+    add_trace_options(p)
     _scheduler_options(p)
     p.add_argument(
         "--max-steps", type=_positive, metavar="N", help="stop a replay that reaches N steps (default 1,000,000,000)"
@@ -321,7 +334,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.campaign import TABLE
     from fpmcore.collect.finalize import campaign_table, check_inputs
     from fpmcore.profile import load_profile
-    from fpmcore.replay import ReplayRun, config_from_profile, load_trace, runtime_pin
+    from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
     from fpmcore.replay.plot import PlotData
@@ -362,7 +375,12 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         rules=rules,
         **scheduler_settings(args),
     )
-    trace = load_trace(args.trace)
+    from fpmcore.traces.options import read_options
+    from fpmcore.traces.reading import describe, plain, read_trace
+
+    trace, provenance = read_trace(ctx.host.hooks.trace_formats(), args.trace, **read_options(args))
+    if not plain(provenance):
+        _note(ctx, describe(provenance))
     if caching != recorded:
         _note(ctx, f"--prefix-caching {args.prefix_caching} differs from the profile, which recorded "
                    f"enable_prefix_caching {str(recorded).lower()}")  # fmt: skip
@@ -392,7 +410,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
                     requests.extend(chunk.requests)
                 bar.update(task, completed=run.requests_completed, steps=run.steps_done)
         summary = run.summary()
-        digests = files.publish(summary) if files is not None else None
+        digests = files.publish({**summary, "trace": provenance}) if files is not None else None
     finally:
         if files is not None:
             files.discard()
@@ -407,6 +425,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         requests.sort(key=_trace_order(trace))
         doc: dict[str, Any] = {
             "summary": summary,
+            "trace": provenance,
             "requests": requests,
             "latency": {
                 "table": args.fpm_table,

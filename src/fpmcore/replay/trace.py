@@ -17,7 +17,7 @@ tokens whose block ids agree, with any earlier request.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,17 +186,24 @@ def _check_hash_ids(obj: Mapping[str, Any], pre: str, where: str) -> tuple[int, 
     return tuple(ids)
 
 
-def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
-    """Validate trace lines (without their line ends) in order (R-33)."""
-    reqs: list[TraceRequest] = []
-    ids: dict[str, TraceRequest] = {}
+def iter_trace_requests(lines: Iterable[str], where: str = "") -> Iterator[TraceRequest]:
+    """Validate trace lines (without their line ends) one by one, in order (R-33), yielding each request.
+
+    Blank lines after the last request are allowed (an editor leaves one), a blank line between two
+    requests is not; only what relates lines is kept (ids, prompt lengths, shared prefix lengths).
+    """
+    ids: dict[str, int] = {}
     prefix_lens: dict[str, int] = {}
     arrival_field: str | None = None
-    n = 0
+    n = count = 0
+    blank: int | None = None
     for n, line in enumerate(lines, start=1):
         pre = f"trace line {n}"
         if not line.strip():
-            raise _err(f"{pre}: empty line", where)
+            blank = n if blank is None else blank
+            continue
+        if blank is not None:
+            raise _err(f"trace line {blank}: empty line", where)
         try:
             obj = loads(line)
         except JsonError as exc:  # the one strict reader: duplicate keys, NaN, lone surrogates, …
@@ -274,9 +281,9 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
                 raise _err(f"{pre}: prefix_of {pof} names no earlier request", where)
             if plen > p:
                 raise _err(f"{pre}: prefix_of_len {plen} exceeds prompt_len {p}", where)
-            if plen > ids[pof].prompt_len:
+            if plen > ids[pof]:
                 raise _err(
-                    f"{pre}: prefix_of_len {plen} exceeds prompt_len {ids[pof].prompt_len} of request {pof}",
+                    f"{pre}: prefix_of_len {plen} exceeds prompt_len {ids[pof]} of request {pof}",
                     where,
                 )
         hash_ids = _check_hash_ids(obj, pre, where)
@@ -296,12 +303,27 @@ def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
             hash_ids=hash_ids,
             hash_block_tokens=obj.get("hash_block_tokens") if hash_ids is not None else None,
         )
-        ids[rid] = tr
-        reqs.append(tr)
-    if n == 0:
-        raise _err("trace is empty", where)
-    assert arrival_field is not None
-    return Trace(requests=tuple(reqs), arrival_field=arrival_field)
+        ids[rid] = p
+        count += 1
+        yield tr
+    if count == 0:
+        raise _err("trace is empty (blank lines only)" if n else "trace is empty", where)
+
+
+def arrival_field_of(request: TraceRequest) -> str:
+    """``arrival_step`` for a step-exact request, else ``arrival_time``."""
+    return "arrival_time" if request.arrival_step is None else "arrival_step"
+
+
+def trace_of(requests: Iterable[TraceRequest]) -> Trace:
+    """The :class:`Trace` of validated requests (at least one, one arrival field)."""
+    reqs = tuple(requests)
+    return Trace(requests=reqs, arrival_field=arrival_field_of(reqs[0]))
+
+
+def parse_trace_lines(lines: Iterable[str], where: str = "") -> Trace:
+    """Validate trace lines (without their line ends) in order (R-33)."""
+    return trace_of(iter_trace_requests(lines, where))
 
 
 def parse_trace(text: str | bytes, where: str = "") -> Trace:

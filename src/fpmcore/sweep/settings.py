@@ -4,7 +4,8 @@
 (:func:`fpmcore.replay.cli.configure`) and keeps each option that changes
 what is replayed, so an option added to ``fpm replay`` is a sweep setting
 without a change here.  Left out are the replay's inputs, which are axes of
-the grid (``PROFILE``, ``--trace``, ``--fpm-table``, ``--campaign``), and its output options
+the grid (``PROFILE``, ``--trace``, ``--fpm-table``, ``--campaign``), its output options and the
+options of how the trace file is read
 (:data:`NOT_SETTINGS`).
 
 A setting is named by the option's ``dest`` (``--max-num-seqs`` is
@@ -32,10 +33,14 @@ from typing import Any
 import attrs
 
 from fpmcore.errors import FpmError
+from fpmcore.traces.options import TRACE_OPTIONS
 
-#: ``fpm replay`` options that are no setting: the grid's axes and the outputs.
-NOT_SETTINGS = frozenset(
-    {"help", "profile", "trace", "fpm_table", "campaign", "steps", "out", "out_format", "plot", "json"}
+#: ``fpm replay`` options that are no setting: the grid's axes, the outputs, and how a trace file is read
+#: (:data:`fpmcore.traces.options.TRACE_OPTIONS`: a grid's traces are files; ``fpm trace convert`` writes a
+#: window, a filter or a time scale of a trace as one).
+NOT_SETTINGS = (
+    frozenset({"help", "profile", "trace", "fpm_table", "campaign", "steps", "out", "out_format", "plot", "json"})
+    | TRACE_OPTIONS
 )
 
 RULE = "sweep"

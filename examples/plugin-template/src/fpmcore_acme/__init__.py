@@ -14,6 +14,7 @@ Hooks implemented (see fpmcore's hook reference):
 ``fpm_generate_points``           the benchmark points of this model (``fpm plan --model acme-hybrid-7b``)
 ``fpm_producer_contracts``        the producer contract the plugin owns (the host's default
                                   choice claims the cells of its Engram residency)
+``fpm_trace_formats``             Acme's request log as a trace format (``fpm replay --trace acme.log``)
 
 Never import vLLM or torch here: ``fpm --help`` and ``fpm plugins`` must work
 without a runtime (the conformance suite checks it).
@@ -30,6 +31,7 @@ from fpmcore import (
     PluginInfo,
     PointPlan,
     ProducerContract,
+    TraceFormat,
     hookimpl,
 )
 
@@ -78,3 +80,10 @@ def fpm_generate_points(profile: FpmModelProfile, deployment: int, limits: PlanL
 @hookimpl
 def fpm_producer_contracts() -> list[ProducerContract]:
     return [CONTRACT]
+
+
+@hookimpl
+def fpm_trace_formats() -> list[TraceFormat]:
+    from fpmcore_acme.traces import ACME_LOG
+
+    return [ACME_LOG]
