@@ -156,9 +156,9 @@ def test_mutated_public_traces(host, data):
             named = ["--trace-format", fmt] if data.draw(st.booleans(), label="named") else []
             before = snapshot(Path(tmp), skip=out)
             if data.draw(st.integers(0, 3), label="command") == 0:
-                _run("replay", str(PROFILE), "--trace", str(trace), *named, "--json", host=host)
+                run_json("replay", str(PROFILE), "--trace", str(trace), *named, "--json", host=host)
             else:
-                res, _doc = _run("trace", "convert", str(trace), "-o", str(out), *named, "--json", host=host)
+                res, _doc = run_json("trace", "convert", str(trace), "-o", str(out), *named, "--json", host=host)
                 if res.exit_code == 0:
                     assert all(json.loads(line)["prompt_len"] >= 1 for line in out.read_text().splitlines())
                 else:
