@@ -17,7 +17,7 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "The vLLM 0.32.0 engine failed a measured step.",
         "A failed forward is reported with what is known, never timed.",
         "fpm: the vLLM 0.32.0 engine failed a step: IndexError in mamba_mixer2.py [engine]",
-        "Read the engine's failure; the engine limits (mamba2-prefix-caching, gdn-*) name the known ones.",
+        "Read the engine's failure; the engine limits (mamba1-cpu, mamba2-prefix-caching, gdn-*) name the known ones.",
     ),
     RuleEntry(
         "mamba2-prefix-caching",
@@ -26,6 +26,14 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "fpm: models/nemotron: the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of NemotronHForCausalLM "
         "with prefix caching: …; use --caching off [mamba2-prefix-caching]",
         "Run with --caching off.",
+    ),
+    RuleEntry(
+        "mamba1-cpu",
+        "The vLLM 0.32.0 CPU engine cannot run Mamba1 layers (Jamba, Mamba, FalconMamba): no CPU selective scan.",
+        "A probe or collection that would start the engine for a minute and fail at the first prefill.",
+        "fpm: models/tiny-jamba: the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of JambaForCausalLM: "
+        "their selective scan is the op _C.selective_scan_fwd (…); no option runs it on this runtime [mamba1-cpu]",
+        "Use a model with Mamba2 layers, or a runtime with a selective-scan kernel (a GPU build of vLLM).",
     ),
     RuleEntry(
         "gdn-bfloat16",

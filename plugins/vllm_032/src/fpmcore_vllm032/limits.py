@@ -36,6 +36,11 @@ GRANITE_MAMBA_TYPES = frozenset({"mamba", "linear_attention"})
 GDN_ARCHITECTURES = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"})
 #: The one head dim the CPU Gated DeltaNet kernels of the wheel's ``_C`` library take.
 GDN_HEAD_DIM = 128
+#: Architectures whose Mamba layers are Mamba1's ``MambaMixer`` (models/{jamba,mamba}.py import it;
+#: registry.py:104, :140, :158): its selective scan is the op ``_C.selective_scan_fwd``
+#: (model_executor/layers/mamba/ops/mamba_ssm.py:821, _custom_ops.py:1975), which the CPU wheel's ``_C`` library
+#: does not register.
+MAMBA1_ARCHITECTURES = frozenset({"FalconMambaForCausalLM", "JambaForCausalLM", "MambaForCausalLM"})
 
 
 def architectures(config: Mapping[str, Any]) -> set[str]:
@@ -50,10 +55,19 @@ def has_mamba2_layers(config: Mapping[str, Any]) -> bool:
         return False
     if "GraniteMoeHybridForCausalLM" in arch and isinstance(config.get("layer_types"), list):
         return any(t in GRANITE_MAMBA_TYPES for t in config["layer_types"])
+    nemotron = bool(arch & {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
     pattern = config.get("hybrid_override_pattern")  # NemotronH: "M" marks a Mamba layer
-    if arch & {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"} and isinstance(pattern, str):
+    if nemotron and isinstance(pattern, str):
         return "M" in pattern
+    block_types = config.get("layers_block_type")  # transformers 5 writes the pattern as a list of layer kinds
+    if nemotron and isinstance(block_types, list):
+        return any(t in GRANITE_MAMBA_TYPES for t in block_types)
     return True
+
+
+def has_mamba1_layers(config: Mapping[str, Any]) -> bool:
+    """The model builds Mamba1 ``MambaMixer`` layers (Jamba, Mamba, FalconMamba)."""
+    return bool(architectures(config) & MAMBA1_ARCHITECTURES)
 
 
 def has_gdn_layers(config: Mapping[str, Any]) -> bool:
@@ -105,8 +119,19 @@ def _arch(request: EngineRequest) -> str:
     return ", ".join(sorted(architectures(request.model_config))) or "the model"
 
 
-#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12).
+#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12, D-L15).
 LIMITS: tuple[Limit, ...] = (
+    Limit(
+        "mamba1-cpu",
+        lambda r: has_mamba1_layers(r.model_config),
+        lambda r: (
+            f"the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of {_arch(r)}: their selective scan is the op "
+            "_C.selective_scan_fwd (model_executor/layers/mamba/ops/mamba_ssm.py:821, _custom_ops.py:1975), which "
+            "the CPU wheel's kernel library does not have (AttributeError at the first prefill)"
+        ),
+        "",
+        ("AttributeError", "vllm/_custom_ops.py"),
+    ),
     Limit(
         "mamba2-prefix-caching",
         lambda r: r.prefix_caching and has_mamba2_layers(r.model_config),
