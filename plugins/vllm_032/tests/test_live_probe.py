@@ -34,6 +34,8 @@ PROBES = {
     ("llama", "on"): ["--dtype", "float32", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
     ("qwen3-next", "on"): ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
     ("qwen3-next", "off"): ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
+    # multi-head latent attention: the CPU engine runs it without prefix caching (README §9)
+    ("deepseek-v2", "off"): ["--dtype", "float32", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
 }
 
 #: The notes every CPU engine's import carries (runtime rules of vllm_032), and the float32 ones.
@@ -77,7 +79,7 @@ def test_the_import_is_complete_at_tensor_level_and_names_the_cpu_exemptions(pro
     r = _result(probed)
     assert (r["status"], r["evidence"], r["diagnostics"]) == ("complete", "tensor", [])
     rules = {n["rule"] for n in r["notes"]}
-    assert rules == NOTES | (FLOAT32_NOTES if probed["kind"] == "llama" else set())
+    assert rules == NOTES | (FLOAT32_NOTES if probed["kind"] in ("llama", "deepseek-v2") else set())
     assert all("runtime rule" in n["message"] for n in r["notes"])
     assert r["provenance"]["runtime_rule_notes"] == r["notes"]
     assert r["provenance"]["runtime"]["version"] == "0.32.0"
@@ -130,6 +132,14 @@ def test_the_engine_numbers_of_the_plain_and_hybrid_models(probed, model_dirs):
     if probed["kind"] == "llama":
         assert groups == [("FullAttentionSpec", 128, 131072)]
         assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], cc["kv_cache_size_tokens"]) == (512, 32.0, 65536)
+        return
+    if probed["kind"] == "deepseek-v2":
+        # one MLA group of four layers; the CPU MLA kernel's 16-token block (platforms/cpu.py:273-280) of a
+        # 576-wide float32 latent: 36,864 B a layer, 147,456 B a pool block; 1820 = 268,435,456 // 147,456, and
+        # a request of 2,048 tokens holds 128 blocks
+        assert groups == [("MLAAttentionSpec", 16, 16 * 576 * 4)]
+        assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (1820, 1820 / 128)
+        assert (engine["block_size"], engine["hash_block_size"]) == (16, 16)
         return
     ssm_float32 = cpu_keeps_ssm_state_in_float32()
     config = json.loads((model_dirs[probed["kind"]] / "config.json").read_text())

@@ -42,11 +42,14 @@ HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num
 #: request grows, and with prefix caching on a hit is limited by the window (R-3, R-38).
 WINDOW = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 24, "max_num_seqs": 8,
           "max_num_batched_tokens": 256, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
-#: The Mamba2 hybrid runs only without prefix caching (README D-L12); its Mamba groups' block is then
-#: max_model_len (1,024) and its attention group's 128 (D-L13): a request of 1,024 tokens holds 3 x 1 + 8 blocks,
-#: so 16 blocks hold 1.4 of them.
+#: The Mamba2 hybrids run only without prefix caching (README D-L12); their Mamba groups' block is then
+#: max_model_len (1,024) and the attention group's 128 (D-L13): a GraniteMoeHybrid or NemotronH request of 1,024
+#: tokens holds 3 x 1 + 8 blocks, so 16 blocks hold 1.4 of them.
 GRANITE = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 16, "max_num_seqs": 6,
            "max_num_batched_tokens": 512, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
+#: Multi-head latent attention runs on the CPU engine with 16-token blocks and without prefix caching or chunked
+#: prefill (platforms/cpu.py:273-280, :516-530): a request of 1,024 tokens needs 64 blocks, so 96 hold 1.5 of them.
+MLA = {**PLAIN, "num_blocks": 96, "max_num_batched_tokens": 2048}
 CONFIGS = {
     ("llama", "on"): PLAIN,
     ("llama", "off"): PLAIN,
@@ -55,6 +58,12 @@ CONFIGS = {
     ("llama-swa", "on"): WINDOW,
     ("llama-swa", "off"): WINDOW,
     ("granite-hybrid", "off"): GRANITE,
+    ("nemotron-h", "off"): GRANITE,
+    # one attention group of four layers: a request of 1,024 tokens holds 8 + 1 blocks, 16 blocks 1.8 of them
+    ("falcon-h1", "off"): GRANITE,
+    # one attention group of two layers and two state groups: 8 + 2 blocks a request of 1,024 tokens
+    ("zamba2", "off"): GRANITE,
+    ("deepseek-v2", "off"): MLA,
 }
 
 

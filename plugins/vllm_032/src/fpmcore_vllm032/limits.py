@@ -41,6 +41,17 @@ GDN_HEAD_DIM = 128
 #: (model_executor/layers/mamba/ops/mamba_ssm.py:821, _custom_ops.py:1975), which the CPU wheel's ``_C`` library
 #: does not register.
 MAMBA1_ARCHITECTURES = frozenset({"FalconMambaForCausalLM", "JambaForCausalLM", "MambaForCausalLM"})
+#: The model types vLLM 0.32.0 runs with multi-head latent attention when ``kv_lora_rank`` is set
+#: (transformers_utils/model_arch_config_convertor.py:314-347; DeepSeek-V4's compressed models excepted).
+MLA_MODEL_TYPES = frozenset({
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note", "deepseek_mtp",
+    "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
+    "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid", "bailing_hybrid_mtp",
+    "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+})  # fmt: skip
+#: The one latent width (``kv_lora_rank + qk_rope_head_dim``) the CPU MLA kernels take
+#: (v1/attention/backends/mla/cpu_mla.py:61-64, amx_mla.py:128-130): DeepSeek-V2/V3's 512 + 64.
+MLA_HEAD_SIZE = 576
 
 
 def architectures(config: Mapping[str, Any]) -> set[str]:
@@ -68,6 +79,16 @@ def has_mamba2_layers(config: Mapping[str, Any]) -> bool:
 def has_mamba1_layers(config: Mapping[str, Any]) -> bool:
     """The model builds Mamba1 ``MambaMixer`` layers (Jamba, Mamba, FalconMamba)."""
     return bool(architectures(config) & MAMBA1_ARCHITECTURES)
+
+
+def mla_head_size(config: Mapping[str, Any]) -> int | None:
+    """The MLA latent width vLLM 0.32.0 gives the model's attention (``get_head_size``), or None without MLA."""
+    if config.get("model_type") not in MLA_MODEL_TYPES or "compress_ratios" in config:
+        return None
+    rank, rope = config.get("kv_lora_rank"), config.get("qk_rope_head_dim", 0)
+    if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rope, int) or isinstance(rope, bool):
+        return None
+    return rank + rope
 
 
 def has_gdn_layers(config: Mapping[str, Any]) -> bool:
@@ -119,7 +140,7 @@ def _arch(request: EngineRequest) -> str:
     return ", ".join(sorted(architectures(request.model_config))) or "the model"
 
 
-#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12, D-L15).
+#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12, D-L15, D-L16).
 LIMITS: tuple[Limit, ...] = (
     Limit(
         "mamba1-cpu",
@@ -143,6 +164,19 @@ LIMITS: tuple[Limit, ...] = (
         ),
         "--caching off",
         ("IndexError", "vllm/model_executor/layers/mamba/mamba_mixer2.py"),
+    ),
+    Limit(
+        "mla-head-dim",
+        lambda r: mla_head_size(r.model_config) not in (None, MLA_HEAD_SIZE),
+        lambda r: (
+            f"the vLLM 0.32.0 CPU engine's MLA kernels take a latent of {MLA_HEAD_SIZE} only "
+            "(kv_lora_rank 512 + qk_rope_head_dim 64; v1/attention/backends/mla/cpu_mla.py:61-64); "
+            f"{_arch(r)} has {r.model_config.get('kv_lora_rank')} + {r.model_config.get('qk_rope_head_dim', 0)} = "
+            f"{mla_head_size(r.model_config)} (ValueError at model_executor/layers/attention/mla_attention.py:1717 "
+            "at the first forward)"
+        ),
+        "",
+        ("ValueError", "vllm/model_executor/layers/attention/mla_attention.py"),
     ),
     Limit(
         "gdn-bfloat16",
