@@ -57,6 +57,8 @@ CONFIGS = {
     ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
     ("llama-swa", "on"): WINDOW,
     ("llama-swa", "off"): WINDOW,
+    ("gemma2", "on"): WINDOW,  # the same window of 64 and the same groups, windowed layers first
+    ("gemma2", "off"): WINDOW,
     ("granite-hybrid", "off"): GRANITE,
     ("nemotron-h", "off"): GRANITE,
     # one attention group of four layers: a request of 1,024 tokens holds 8 + 1 blocks, 16 blocks 1.8 of them

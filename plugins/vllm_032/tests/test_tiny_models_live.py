@@ -28,6 +28,8 @@ EXPECTED = {
     "llama4": ("float32", ["ChunkedLocalAttentionSpec"] * 3 + ["FullAttentionSpec"], True),
     # the CPU engine turns prefix caching off for MLA without AMX (platforms/cpu.py:516-530): four layers, one group
     "deepseek-v2": ("float32", ["MLAAttentionSpec"], False),
+    # the same groups as llama-swa, the windowed layers first; soft-capped logits run on the CPU attention backend
+    "gemma2": ("float32", ["SlidingWindowSpec", "FullAttentionSpec"], True),
 }
 
 
@@ -89,6 +91,8 @@ def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs):
         assert [g["class"] for g in summary["groups"]] == classes
         if kind == "llama-swa":
             assert summary["groups"][1]["sliding_window"] == 64
+        if kind == "gemma2":
+            assert summary["groups"][0]["sliding_window"] == 64
         if kind == "deepseek-v2":  # the CPU MLA kernel's block (platforms/cpu.py:273-280), a 576-wide latent
             assert (summary["groups"][0]["block_size"], summary["groups"][0]["page_size_bytes"]) == (16, 16 * 576 * 4)
         prompt = {"prompt_token_ids": list(range(3, 200))}
