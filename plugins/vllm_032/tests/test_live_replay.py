@@ -18,12 +18,12 @@ The counts are printed at the end of the session.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fpmcore.testing import run_fpm
+from plugins.vllm_032.tests.cpu_state import cpu_keeps_ssm_state_in_float32
 
 pytestmark = pytest.mark.live
 
@@ -42,24 +42,46 @@ HYBRID = {"dtype": "bfloat16", "max_model_len": 1024, "num_blocks": 16, "max_num
 #: request grows, and with prefix caching on a hit is limited by the window (R-3, R-38).
 WINDOW = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 24, "max_num_seqs": 8,
           "max_num_batched_tokens": 256, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
-#: The Mamba2 hybrid runs only without prefix caching (README D-L12); its Mamba groups' block is then
-#: max_model_len (1,024) and its attention group's 128 (D-L13): a request of 1,024 tokens holds 3 x 1 + 8 blocks,
-#: so 16 blocks hold 1.4 of them.
+#: The Mamba2 hybrids run only without prefix caching (README D-L12); their Mamba groups' block is then
+#: max_model_len (1,024) and the attention group's 128 (D-L13): a GraniteMoeHybrid or NemotronH request of 1,024
+#: tokens holds 3 x 1 + 8 blocks, so 16 blocks hold 1.4 of them.
 GRANITE = {"dtype": "float32", "max_model_len": 1024, "num_blocks": 16, "max_num_seqs": 6,
            "max_num_batched_tokens": 512, "requests": 12, "prompt_max": 600, "output_max": 48}  # fmt: skip
-#: On a CPU with AVX-512 BF16 vLLM 0.32.0 keeps the GDN temporal state in float32 (platforms/cpu.py:300-316), and
-#: the attention block becomes 640 tokens (test_live_probe): prompts of up to 600 tokens and 40 outputs would never
-#: grow past a request's first attention block, so nothing would be preempted; prompts of up to 900 do.
-BF16_CPU = " avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+#: Multi-head latent attention runs on the CPU engine with 16-token blocks and without prefix caching or chunked
+#: prefill (platforms/cpu.py:273-280, :516-530): a request of 1,024 tokens needs 64 blocks, so 96 hold 1.5 of them.
+MLA = {**PLAIN, "num_blocks": 96, "max_num_batched_tokens": 2048}
 CONFIGS = {
     ("llama", "on"): PLAIN,
     ("llama", "off"): PLAIN,
-    ("qwen3-next", "on"): {**HYBRID, "prompt_max": 900} if BF16_CPU else HYBRID,
-    ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 900 if BF16_CPU else 500},
+    ("qwen3-next", "on"): HYBRID,
+    ("qwen3-next", "off"): {**HYBRID, "num_blocks": 10, "prompt_max": 500},
     ("llama-swa", "on"): WINDOW,
     ("llama-swa", "off"): WINDOW,
+    ("gemma2", "on"): WINDOW,  # the same window of 64 and the same groups, windowed layers first
+    ("gemma2", "off"): WINDOW,
     ("granite-hybrid", "off"): GRANITE,
+    ("nemotron-h", "off"): GRANITE,
+    # one attention group of four layers: a request of 1,024 tokens holds 8 + 1 blocks, 16 blocks 1.8 of them
+    ("falcon-h1", "off"): GRANITE,
+    # one attention group of two layers and two state groups: 8 + 2 blocks a request of 1,024 tokens
+    ("zamba2", "off"): GRANITE,
+    ("deepseek-v2", "off"): MLA,
 }
+
+
+def engine_config(key: tuple[str, str]) -> dict[str, Any]:
+    """The options and trace shape of ``key`` on this machine's CPU.
+
+    On a CPU with AVX-512 BF16 vLLM 0.32.0 keeps the GDN temporal state in float32 (README D-L14) and the
+    attention block becomes 640 tokens (test_live_probe.gdn_hybrid_numbers): prompts of up to 600 tokens and 40
+    outputs would never grow past a request's first attention block, so nothing would be preempted; prompts of
+    up to 900 do.
+    """
+    c = CONFIGS[key]
+    if key[0] == "qwen3-next" and cpu_keeps_ssm_state_in_float32():
+        c = {**c, "prompt_max": 900}
+    return c
+
 
 ENGINE_KEYS = ("dtype", "max_model_len", "num_blocks", "max_num_seqs", "max_num_batched_tokens")
 
@@ -78,7 +100,7 @@ def test_the_replay_of_the_imported_profile_steps_like_the_engine(key, model_dir
     from fpmcore_vllm032.steps import random_trace
 
     kind, caching = key
-    c = CONFIGS[key]
+    c = engine_config(key)
     model = str(model_dirs[kind])
     probe = run_fpm("probe", "--live", model, "-o", str(tmp_path / "evidence"), "--caching", caching, "--json",
                     *_probe_args(c))  # fmt: skip

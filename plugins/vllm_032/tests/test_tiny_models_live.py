@@ -19,6 +19,17 @@ EXPECTED = {
     "granite-hybrid": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], False),
     "lfm2": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], True),  # short convolutions
     "mamba2": ("float32", ["MambaSpec"], False),  # four Mamba2 layers of one spec: one group
+    "nemotron-h": ("float32", ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"], False),
+    # attention and Mamba2 side by side in every layer: one group of four attention layers, one of four states
+    "falcon-h1": ("float32", ["FullAttentionSpec", "MambaSpec"], False),
+    # the shared attention block runs twice (two layers of one group); two Mamba2 groups of two layers
+    "zamba2": ("float32", ["FullAttentionSpec", "MambaSpec", "MambaSpec"], False),
+    # the engine runs chunked-local attention with prefix caching; fpm import refuses the spec (I-41, README §9)
+    "llama4": ("float32", ["ChunkedLocalAttentionSpec"] * 3 + ["FullAttentionSpec"], True),
+    # the CPU engine turns prefix caching off for MLA without AMX (platforms/cpu.py:516-530): four layers, one group
+    "deepseek-v2": ("float32", ["MLAAttentionSpec"], False),
+    # the same groups as llama-swa, the windowed layers first; soft-capped logits run on the CPU attention backend
+    "gemma2": ("float32", ["SlidingWindowSpec", "FullAttentionSpec"], True),
 }
 
 
@@ -80,6 +91,10 @@ def test_each_kind_loads_and_generates_in_the_engine(kind, model_dirs):
         assert [g["class"] for g in summary["groups"]] == classes
         if kind == "llama-swa":
             assert summary["groups"][1]["sliding_window"] == 64
+        if kind == "gemma2":
+            assert summary["groups"][0]["sliding_window"] == 64
+        if kind == "deepseek-v2":  # the CPU MLA kernel's block (platforms/cpu.py:273-280), a 576-wide latent
+            assert (summary["groups"][0]["block_size"], summary["groups"][0]["page_size_bytes"]) == (16, 16 * 576 * 4)
         prompt = {"prompt_token_ids": list(range(3, 200))}
         out = engine.llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
         assert len(out[0].outputs[0].token_ids) == 12

@@ -17,7 +17,7 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "The vLLM 0.32.0 engine failed a measured step.",
         "A failed forward is reported with what is known, never timed.",
         "fpm: the vLLM 0.32.0 engine failed a step: IndexError in mamba_mixer2.py [engine]",
-        "Read the engine's failure; the engine limits (mamba2-prefix-caching, gdn-*) name the known ones.",
+        "Read the engine's failure; the engine limits (mamba1-cpu, mamba2-prefix-caching, mla-head-dim, gdn-*) name the known ones.",
     ),
     RuleEntry(
         "mamba2-prefix-caching",
@@ -26,6 +26,22 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "fpm: models/nemotron: the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of NemotronHForCausalLM "
         "with prefix caching: …; use --caching off [mamba2-prefix-caching]",
         "Run with --caching off.",
+    ),
+    RuleEntry(
+        "mamba1-cpu",
+        "The vLLM 0.32.0 CPU engine cannot run Mamba1 layers (Jamba, Mamba, FalconMamba): no CPU selective scan.",
+        "A probe or collection that would start the engine for a minute and fail at the first prefill.",
+        "fpm: models/tiny-jamba: the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of JambaForCausalLM: "
+        "their selective scan is the op _C.selective_scan_fwd (…); no option runs it on this runtime [mamba1-cpu]",
+        "Use a model with Mamba2 layers, or a runtime with a selective-scan kernel (a GPU build of vLLM).",
+    ),
+    RuleEntry(
+        "mla-head-dim",
+        "The vLLM 0.32.0 CPU engine's MLA kernels take one latent width only (kv_lora_rank + qk_rope_head_dim = 576).",
+        "A probe or collection that would start the engine and fail at the first forward.",
+        "fpm: models/tiny-mla: the vLLM 0.32.0 CPU engine's MLA kernels take a latent of 576 only (…); "
+        "DeepseekV2ForCausalLM has 128 + 32 = 160 (…); no option runs it on this runtime [mla-head-dim]",
+        "Use a model with DeepSeek-V2/V3's latent (kv_lora_rank 512, qk_rope_head_dim 64), or another runtime.",
     ),
     RuleEntry(
         "gdn-bfloat16",

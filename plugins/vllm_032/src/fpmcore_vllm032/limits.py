@@ -36,6 +36,22 @@ GRANITE_MAMBA_TYPES = frozenset({"mamba", "linear_attention"})
 GDN_ARCHITECTURES = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"})
 #: The one head dim the CPU Gated DeltaNet kernels of the wheel's ``_C`` library take.
 GDN_HEAD_DIM = 128
+#: Architectures whose Mamba layers are Mamba1's ``MambaMixer`` (models/{jamba,mamba}.py import it;
+#: registry.py:104, :140, :158): its selective scan is the op ``_C.selective_scan_fwd``
+#: (model_executor/layers/mamba/ops/mamba_ssm.py:821, _custom_ops.py:1975), which the CPU wheel's ``_C`` library
+#: does not register.
+MAMBA1_ARCHITECTURES = frozenset({"FalconMambaForCausalLM", "JambaForCausalLM", "MambaForCausalLM"})
+#: The model types vLLM 0.32.0 runs with multi-head latent attention when ``kv_lora_rank`` is set
+#: (transformers_utils/model_arch_config_convertor.py:314-347; DeepSeek-V4's compressed models excepted).
+MLA_MODEL_TYPES = frozenset({
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note", "deepseek_mtp",
+    "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
+    "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid", "bailing_hybrid_mtp",
+    "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+})  # fmt: skip
+#: The one latent width (``kv_lora_rank + qk_rope_head_dim``) the CPU MLA kernels take
+#: (v1/attention/backends/mla/cpu_mla.py:61-64, amx_mla.py:128-130): DeepSeek-V2/V3's 512 + 64.
+MLA_HEAD_SIZE = 576
 
 
 def architectures(config: Mapping[str, Any]) -> set[str]:
@@ -50,10 +66,29 @@ def has_mamba2_layers(config: Mapping[str, Any]) -> bool:
         return False
     if "GraniteMoeHybridForCausalLM" in arch and isinstance(config.get("layer_types"), list):
         return any(t in GRANITE_MAMBA_TYPES for t in config["layer_types"])
+    nemotron = bool(arch & {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
     pattern = config.get("hybrid_override_pattern")  # NemotronH: "M" marks a Mamba layer
-    if arch & {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"} and isinstance(pattern, str):
+    if nemotron and isinstance(pattern, str):
         return "M" in pattern
+    block_types = config.get("layers_block_type")  # transformers 5 writes the pattern as a list of layer kinds
+    if nemotron and isinstance(block_types, list):
+        return any(t in GRANITE_MAMBA_TYPES for t in block_types)
     return True
+
+
+def has_mamba1_layers(config: Mapping[str, Any]) -> bool:
+    """The model builds Mamba1 ``MambaMixer`` layers (Jamba, Mamba, FalconMamba)."""
+    return bool(architectures(config) & MAMBA1_ARCHITECTURES)
+
+
+def mla_head_size(config: Mapping[str, Any]) -> int | None:
+    """The MLA latent width vLLM 0.32.0 gives the model's attention (``get_head_size``), or None without MLA."""
+    if config.get("model_type") not in MLA_MODEL_TYPES or "compress_ratios" in config:
+        return None
+    rank, rope = config.get("kv_lora_rank"), config.get("qk_rope_head_dim", 0)
+    if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rope, int) or isinstance(rope, bool):
+        return None
+    return rank + rope
 
 
 def has_gdn_layers(config: Mapping[str, Any]) -> bool:
@@ -105,8 +140,19 @@ def _arch(request: EngineRequest) -> str:
     return ", ".join(sorted(architectures(request.model_config))) or "the model"
 
 
-#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12).
+#: The limits of the vLLM 0.32.0 CPU engine (README D-L8, D-L12, D-L15, D-L16).
 LIMITS: tuple[Limit, ...] = (
+    Limit(
+        "mamba1-cpu",
+        lambda r: has_mamba1_layers(r.model_config),
+        lambda r: (
+            f"the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of {_arch(r)}: their selective scan is the op "
+            "_C.selective_scan_fwd (model_executor/layers/mamba/ops/mamba_ssm.py:821, _custom_ops.py:1975), which "
+            "the CPU wheel's kernel library does not have (AttributeError at the first prefill)"
+        ),
+        "",
+        ("AttributeError", "vllm/_custom_ops.py"),
+    ),
     Limit(
         "mamba2-prefix-caching",
         lambda r: r.prefix_caching and has_mamba2_layers(r.model_config),
@@ -118,6 +164,19 @@ LIMITS: tuple[Limit, ...] = (
         ),
         "--caching off",
         ("IndexError", "vllm/model_executor/layers/mamba/mamba_mixer2.py"),
+    ),
+    Limit(
+        "mla-head-dim",
+        lambda r: mla_head_size(r.model_config) not in (None, MLA_HEAD_SIZE),
+        lambda r: (
+            f"the vLLM 0.32.0 CPU engine's MLA kernels take a latent of {MLA_HEAD_SIZE} only "
+            "(kv_lora_rank 512 + qk_rope_head_dim 64; v1/attention/backends/mla/cpu_mla.py:61-64); "
+            f"{_arch(r)} has {r.model_config.get('kv_lora_rank')} + {r.model_config.get('qk_rope_head_dim', 0)} = "
+            f"{mla_head_size(r.model_config)} (ValueError at model_executor/layers/attention/mla_attention.py:1717 "
+            "at the first forward)"
+        ),
+        "",
+        ("ValueError", "vllm/model_executor/layers/attention/mla_attention.py"),
     ),
     Limit(
         "gdn-bfloat16",
