@@ -199,7 +199,7 @@ def test_probe_live_refuses_a_mamba1_model_whatever_the_caching(installed, tmp_p
     result = run_fpm("probe", "--live", str(model), "-o", str(tmp_path / "ev"), "--caching", "off", host=host)
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("fpm probe: the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of JambaForCausalLM")
+    assert line.startswith("fpm: the vLLM 0.32.0 CPU engine cannot run the Mamba1 layers of JambaForCausalLM")
     assert line.endswith("; no option runs it on this runtime [mamba1-cpu]")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jamba"]
 
