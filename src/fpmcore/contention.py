@@ -145,9 +145,7 @@ class ContentionBound:
 
     max_wait_fraction: float = MAX_WAIT_FRACTION
     max_foreign_fraction: float = MAX_FOREIGN_FRACTION
-    #: ``None``: the canary's slowdown does not make an interval contended (``fpm verify`` accounts for the
-    #: machine's speed instead: :mod:`fpmcore.verify.speed`)
-    max_slowdown: float | None = MAX_SLOWDOWN
+    max_slowdown: float = MAX_SLOWDOWN
 
     def contended(self, contention: Contention | None, wall: float) -> bool:
         """Whether an interval of ``wall`` seconds with ``contention`` is contended (unmeasured: it is)."""
@@ -156,7 +154,7 @@ class ContentionBound:
         wall = max(wall, 1e-9)
         return (contention.wait_seconds > self.max_wait_fraction * wall
                 or contention.foreign_seconds > self.max_foreign_fraction * wall
-                or (self.max_slowdown is not None and contention.slowdown > self.max_slowdown))  # fmt: skip
+                or contention.slowdown > self.max_slowdown)  # fmt: skip
 
     def describe(self, contention: Contention | None, wall: float) -> str:
         """``wait 12% foreign 80% slowdown 5% of 0.031 s`` — how contended an interval was, for diagnostics."""
@@ -166,7 +164,7 @@ class ContentionBound:
         return (f"wait {contention.wait_seconds / wall:.0%} foreign {contention.foreign_seconds / wall:.0%} "
                 f"slowdown {contention.slowdown:.0%} of {wall:.3g} s")  # fmt: skip
 
-    def as_json(self) -> dict[str, float | None]:
+    def as_json(self) -> dict[str, float]:
         return {"max_wait_fraction": self.max_wait_fraction, "max_foreign_fraction": self.max_foreign_fraction,
                 "max_slowdown": self.max_slowdown}  # fmt: skip
 

@@ -77,9 +77,6 @@ class StandinConfig:
     #: slowdowns the counters cannot see (a neighbour outside this machine's view): ``(first, end)`` step ranges
     #: that take ``burst_slowdown`` times longer with no contention recorded
     silent_bursts: tuple[tuple[int, int], ...] = ()
-    #: the machine's speed factor while the engine serves (``fpm verify``): every served step takes this many
-    #: times longer and its canary says so (``slowdown`` = factor − 1), as on a vCPU the host slows
-    serving_speed_factor: float = 1.0
     #: the dtype the engine says it runs the model in (``serving_config["dtype"]``; ``None``: it says nothing)
     dtype: str | None = None
     #: a latency table (``fpmcore.replay.table.load_table``): served steps then take exactly the table's time for
@@ -303,9 +300,7 @@ class StandinEngine:
             self.steps_run += 1
             if burst:
                 duration *= self.config.burst_slowdown
-            duration *= self.config.serving_speed_factor
-            seen = Contention(cpu_seconds=duration, wait_seconds=0.0, foreign_seconds=duration if burst else 0.0,
-                              slowdown=self.config.serving_speed_factor - 1.0)  # fmt: skip
+            seen = Contention(cpu_seconds=duration, wait_seconds=0.0, foreign_seconds=duration if burst else 0.0)
             start, now = now, now + duration
             for r, n in plan:
                 r.computed += n

@@ -166,15 +166,6 @@ def print_report(ctx: Any, doc: dict[str, Any]) -> None:
                       _pct(f["throughput"], True), _pct(r["again"]["contention"]["contended_time_fraction"]), "",
                       "the second serving against the first")  # fmt: skip
     ctx.print_table(t)
-    for r in doc["runs"]:
-        ms = r.get("machine_speed") or {}
-        if ms.get("ratio") is not None:
-            e = r["errors_at_collection_speed"]
-            ctx.out.print(escape(
-                f"run {r['run']}: the machine ran {ms['serving']:.2f}× its best canary while serving, "
-                f"{ms['collection']:.2f}× while collecting: predicted with the table × {ms['ratio']:.3f} "
-                f"(at the collection's speed: makespan {_pct(e['makespan'], True)}, TPOT median "
-                f"{_pct(e['tpot']['median'])})"), highlight=False)  # fmt: skip
     st = Table(title="served steps against the latency model, by kind", title_justify="left")
     for col in ("run", "kind", "steps", "served s", "predicted s", "median step error"):
         st.add_column(col, justify="left" if col in ("run", "kind") else "right")

@@ -26,7 +26,6 @@ from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineStep, ServingDriver, ServingEngine
 from fpmcore.replay.trace import Trace
 from fpmcore.verify import compare as cmp
-from fpmcore.verify import speed
 from fpmcore.verify.traces import (
     PoissonSpec,
     check_servable,
@@ -194,7 +193,6 @@ def verify_campaign(
     Raises :class:`FpmError` (V-1 … V-5, R-1, R-33, a JSON reader's rule) for
     what cannot be verified; a negative verdict is the report's ``verdict``.
     """
-    from fpmcore.campaign import RUN_DIR
     from fpmcore.collect.finalize import check_finalized
     from fpmcore.collect.run import engine_options
     from fpmcore.replay import config_from_profile, run_replay, runtime_pin
@@ -208,9 +206,7 @@ def verify_campaign(
     cfg = config_from_profile(c.profile, 0, prefix_caching=profile_prefix_caching(c.profile, 0), table=c.table,
                               rules=rules)  # fmt: skip
     traces = run_traces(options, int(c.plan["engine"]["max_model_len"]))
-    collection_speed = speed.collection_speed(c.root / RUN_DIR)
-    # with the collection's speed known a serving is compared at its own speed, and a slow canary is no contention
-    bound = ContentionBound(max_slowdown=None) if collection_speed is not None else ContentionBound()
+    bound = ContentionBound()
     per_run = 2 if options.noise_floor else 1
     total = 1 + per_run * options.runs
     done = 0
@@ -221,8 +217,10 @@ def verify_campaign(
             progress(done, total, what)
         done += 1
 
-    def predict(k: int, trace: Trace, table: Any) -> tuple[cmp.Side, dict[str, Any], set[int]]:
-        result = run_replay(attrs.evolve(cfg, table=table), trace)
+    predictions = []
+    counts: set[int] = set()
+    for k, trace in enumerate(traces):
+        result = run_replay(cfg, trace)
         pred = cmp.Side.replayed(result.requests)
         if result.error is not None or len(pred.requests) != len(trace.requests):
             rejected = next((r for r in result.requests if r["status"] != "finished"), None)
@@ -230,14 +228,8 @@ def verify_campaign(
                    else f"request {rejected['request_id']} rejected: {rejected['reject_reason']}" if rejected
                    else "a request never finished")  # fmt: skip
             raise FpmError("V-4", f"the replay of run {k + 1}'s trace did not finish every request: {why}")
-        return pred, result.summary, step_token_counts(result.steps)
-
-    predictions = []
-    counts: set[int] = set()
-    for k, trace in enumerate(traces):
-        pred, psummary, seen = predict(k, trace, c.table)
-        predictions.append((pred, psummary))
-        counts |= seen
+        predictions.append((pred, result.summary))
+        counts |= step_token_counts(result.steps)
     shapes = shape_warmup_traces(counts, int(c.plan["engine"]["max_model_len"]))
 
     engine = _engine_call(plugin, "to start", lambda: driver.start(c.model_dir, engine_options(c.plan, dtype=c.dtype)))
@@ -256,11 +248,7 @@ def verify_campaign(
             seed = options.seed + k
             step(f"run {k + 1}")
             served, steps, load = server.serve(trace, seed, f"r{k + 1}:")
-            base, base_summary = predictions[k]
-            machine = speed.speed_record(collection_speed, speed.serving_speed(steps))
-            pred, psummary = base, base_summary
-            if machine["ratio"] is not None:  # the prediction at the machine's speed of this serving
-                pred, psummary, _ = predict(k, trace, speed.scaled_table(c.table, machine["ratio"]))
+            pred, psummary = predictions[k]
             kinds, predicted_steps = cmp.step_errors(c.table, steps)
             contention = cmp.contention_summary(steps, bound)
             run: dict[str, Any] = {
@@ -269,10 +257,7 @@ def verify_campaign(
                 "served": {**served.summary(), "steps": len(steps), "busy_s": contention["served_seconds"]},
                 "predicted": {**pred.summary(), "steps": psummary["steps"],
                               "extrapolated_steps": psummary["extrapolated_steps"]},
-                "machine_speed": machine,
                 "errors": cmp.compare(served, pred), "steps": kinds,
-                "errors_at_collection_speed": cmp.compare(served, base),
-                "predicted_at_collection_speed": base.summary(),
                 "request_timings": [{"request_id": q.request_id, "prompt_len": q.prompt_len, "output_len": q.output_len,
                                      "served": served.requests[q.request_id].as_json(),
                                      "predicted": pred.requests[q.request_id].as_json()} for q in trace.requests],
