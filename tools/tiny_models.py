@@ -177,6 +177,19 @@ def _common(eos_id: int) -> dict[str, Any]:
     }
 
 
+#: The Mamba2 mixer of the tiny hybrids whose configurations name it with ``mamba_*`` keywords (GraniteMoeHybrid,
+#: FalconH1): 8 heads of 64, one group, a 32-wide state, a 4-tap convolution.
+MAMBA2_MIXER: dict[str, int] = {
+    "mamba_n_heads": 8,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 32,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "mamba_chunk_size": 256,
+}
+
+
 def llama_config(eos_id: int) -> Any:
     from transformers import LlamaConfig
 
@@ -234,13 +247,7 @@ def granite_hybrid_config(eos_id: int) -> Any:
         num_attention_heads=4,
         num_key_value_heads=2,
         position_embedding_type="rope",
-        mamba_n_heads=8,
-        mamba_d_head=64,
-        mamba_n_groups=1,
-        mamba_d_state=32,
-        mamba_d_conv=4,
-        mamba_expand=2,
-        mamba_chunk_size=256,
+        **MAMBA2_MIXER,
         num_local_experts=4,
         num_experts_per_tok=2,
         shared_intermediate_size=256,
@@ -348,13 +355,7 @@ def falcon_h1_config(eos_id: int) -> Any:
         num_attention_heads=4,
         num_key_value_heads=2,
         mamba_d_ssm=512,
-        mamba_n_heads=8,
-        mamba_d_head=64,
-        mamba_n_groups=1,
-        mamba_d_state=32,
-        mamba_d_conv=4,
-        mamba_expand=2,
-        mamba_chunk_size=256,
+        **MAMBA2_MIXER,
         **_common(eos_id),
     )
 
