@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import shutil
 from pathlib import Path
 
@@ -46,14 +48,14 @@ def test_a_collected_run_validates_under_the_engine_steps_contract(collected, sm
 
 
 def test_the_run_holds_the_protocol(collected, small_plan):
-    """Each row: six raw samples from three passes of one warm-up and two samples each, the upper median of
-    samples 1…5 retained, forward indices rising within a row and never shared, each pass after the previous
+    """Each row: six raw samples from three passes of one warm-up and two samples each, the mean of samples
+    1…5 retained (five samples: none trimmed), forward indices rising within a row and never shared, each pass after the previous
     pass over the whole list, the measured workload of the point, seeds recorded in the warm-up ledger."""
     art = load_path(collected / "r0.json")
     plan = plan_of(small_plan)
     assert art["measurement_protocol"]["producer"] == {
         "name": "fpmcore_engine_steps",
-        "reduction": "upper_median_after_first_repetition",
+        "reduction": "trimmed_mean_after_first_repetition",
         "warmup_repetitions": 1,
         "measured_repetitions": 6,
         "max_rejected_repetitions": 10,
@@ -61,7 +63,7 @@ def test_the_run_holds_the_protocol(collected, small_plan):
         "timing_boundary": "standin_virtual_clock_step",
         "repetition_spacing_seconds": 0.0,
         "passes": 3,
-        "contention_bound": {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1, "max_slowdown": 0.4},
+        "contention_bound": {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1},
         "max_contended_samples": 20,
         "retake_pause_seconds": 0.5,
         "pass_disagreement_bound": 0.15,
@@ -74,7 +76,8 @@ def test_the_run_holds_the_protocol(collected, small_plan):
     for row, point in zip(art["results"], plan["points"], strict=True):
         bm = row["fpms"][0]["benchmark_measurement"]
         walls = [s["wall_time"] for s in bm["raw_fpms"]]
-        assert len(walls) == 6 and row["fpms"][0]["wall_time"] == sorted(walls[1:])[2]
+        assert len(walls) == 6 and row["fpms"][0]["wall_time"] == math.fsum(walls[1:]) / 5
+        assert bm["estimate"] == {"method": "adjacent_trimmed_mean", "raw_sample_indices": [1, 2, 3, 4, 5]}
         forwards = [s["benchmark_sample"]["forward_index"] for s in bm["raw_fpms"]]
         assert forwards == sorted(forwards) and not seen & set(forwards)
         seen |= set(forwards)

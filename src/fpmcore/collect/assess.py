@@ -7,8 +7,9 @@ seeded sample of the run's points with the run's own protocol — the same
 warm-ups, samples, passes and contention bound (:mod:`fpmcore.collect.measure`),
 new prompt content (the run's content seed plus ``1 + S``, so no prefix of the
 run is reused) — and compares point by point: the **deviation** of a point is
-``(assessed − run) / run`` of the retained wall times (each the upper median of
-all samples but the first).
+``(assessed − run) / run`` of the retained wall times (each reduced as the run
+reduces a point's samples: the trimmed mean of all samples but the first, or the
+upper median of a run collected before the mean).
 
 **The sample.**  ``--points N`` points drawn with ``random.Random(S)`` from the
 run's list; without ``--points`` every point when the run has at most
@@ -151,8 +152,8 @@ def _remeasure(
     values, contended = {}, 0
     speeds = [v["canary_seconds"] for got in visits.values() for v in got if "canary_seconds" in v]
     for bid, got in visits.items():
-        walls = [s["wall_time"] for v in got for s in v["raw"]]
-        values[bid] = walls[store.upper_median_index(walls, range(1, len(walls)))]
+        raw = [s for v in got for s in v["raw"]]
+        values[bid] = store.retained_sample(settings.reduction, raw, range(1, len(raw)))[0]
         contended += sum(1 for v in got for r in v["repetitions"] if r.get("role") == "contended")
     return values, {"contended_samples": contended, "bound": settings.bound.as_json(),
                     "canary_seconds": min(speeds, default=None)}  # fmt: skip

@@ -58,7 +58,7 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
         "--repetitions",
         type=_at_least(3),
         metavar="N",
-        help="clean measured samples per point over all passes (default 6; the retained value is the upper median "
+        help="clean measured samples per point over all passes (default 6; the retained value is the trimmed mean "
         "of all but the first)",
     )
     p.add_argument(

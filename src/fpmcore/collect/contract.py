@@ -19,7 +19,7 @@ The cell is read with the general rules of :mod:`fpmcore.validate` plus:
   evidence, the protocol producer of this contract with its repetition
   counts), A-25 (recorded warm-ups), A-28 (the repetition-evidence sidecar);
 * row level: A-32 (the protocol's measured repetitions and
-  ``adjacent_upper_median``), A-37 (``kv_seed_regime``), A-38 and A-39 (each
+  ``adjacent_trimmed_mean`` or ``adjacent_upper_median``: the protocol's reduction), A-37 (``kv_seed_regime``), A-38 and A-39 (each
   row bound to its sidecar line, which holds the protocol's warm-ups and
   measured repetitions; rejected repetitions may come anywhere, at most the
   protocol's bound).
@@ -33,22 +33,38 @@ from typing import Any
 from fpmcore.collect.identity import CONTRACT as CONTRACT
 from fpmcore.collect.identity import PROTOCOL_NAME
 from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
-from fpmcore.collect.run import REDUCTION, STATE_PROTOCOL
+from fpmcore.collect.run import STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
 from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
-from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
+from fpmcore.validate.repetition_evidence import (
+    RepetitionRules,
+    a28_sidecar,
+    a38_bind,
+    a38_unbound,
+    a39_rule,
+    reduced_indices,
+)
 from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
-from fpmcore.validate.values import ABSENT, get, is_int, is_number, js, plain
+from fpmcore.validate.values import (
+    ABSENT,
+    PRODUCER_REDUCTIONS,
+    TRIMMED_MEAN,
+    UPPER_MEDIAN,
+    get,
+    is_int,
+    is_number,
+    js,
+    plain,
+)
 
 LABEL = "engine-steps"
 #: Where the host hands the expected producer record to the contract (``files["@producer"]``).
 PRODUCER_KEY = "@producer"
 PRODUCER_FIELDS = ("name", "runtime", "plugin", "timing_boundary", "files")
-METHOD = "adjacent_upper_median"
 MIN_MEASURED = 3
 
 
@@ -157,7 +173,10 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         prod = get(p, "producer")
         if not isinstance(prod, dict):
             return bad("producer.name", PROTOCOL_NAME, plain(prod))
-        fixed = (("name", PROTOCOL_NAME), ("reduction", REDUCTION), ("state_protocol", STATE_PROTOCOL),
+        v = get(prod, "reduction")
+        if v not in PRODUCER_REDUCTIONS.values() or not isinstance(v, str):
+            return bad("producer.reduction", " or ".join(PRODUCER_REDUCTIONS.values()), plain(v))
+        fixed = (("name", PROTOCOL_NAME), ("reduction", v), ("state_protocol", STATE_PROTOCOL),
                  ("timing_boundary", get(get(r.doc, "producer"), "timing_boundary")))  # fmt: skip
         for field, want in fixed:
             v = get(prod, field)
@@ -209,15 +228,28 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     bm = measurement(row)
     raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
     method = get(get(bm, "estimate"), "method")
+    prod = get(view.ranks[0].protocol, "producer") if view.ranks else ABSENT
+    want_method = next((m for m, r in PRODUCER_REDUCTIONS.items() if r == get(prod, "reduction")), UPPER_MEDIAN)
     n = len(raw) if isinstance(raw, list) else ABSENT
     want = {m}
     if counts is not None and counts.passes is not None:
         want.add(counts.measured + counts.share(counts.passes))
-    if not (method == METHOD and n in want and is_int(exp) and exp == n):
+    idx = get(get(bm, "estimate"), "raw_sample_indices")
+    if (want_method == TRIMMED_MEAN and counts is not None and isinstance(raw, list) and isinstance(idx, list)
+            and all(is_number(get(x, "wall_time")) for x in raw)):  # fmt: skip
+        chosen = reduced_indices([x["wall_time"] for x in raw], counts.measured, counts.passes or 1, want_method)
+        if idx != chosen:
+            return Diagnostic(
+                "A-32",
+                f"benchmark_measurement reduces other samples than the protocol's: expected raw_sample_indices "
+                f"{js(chosen)}, found {js(idx)}" + rank.row_suffix(row),
+                rank.path,
+            )
+    if not (method == want_method and n in want and is_int(exp) and exp == n):
         return Diagnostic(
             "A-32",
             f"benchmark_measurement does not hold the producer's {plain(m)} measured repetitions with their "
-            f"adjacent_upper_median estimate: method={plain(method)}, raw_samples={plain(n)}, "
+            f"{want_method} estimate: method={plain(method)}, raw_samples={plain(n)}, "
             f"expected_internal_samples={plain(exp)}" + rank.row_suffix(row),
             rank.path,
         )

@@ -36,9 +36,10 @@ For every point of the staged list the producer:
 4. keeps ``warmups`` accepted repetitions as warm-ups, then ``repetitions``
    as the **raw samples** — with ``spacing`` seconds of pause before every
    repetition, so that the samples of a point spread over a longer stretch of
-   a shared machine's load instead of one burst of it; the retained wall time is the upper median of
-   samples ``1 … R−1`` (``adjacent_upper_median``: the first measurement is
-   left out, 05 §4.2).
+   a shared machine's load instead of one burst of it; the retained wall time is the trimmed mean of
+   samples ``1 … R−1`` (``adjacent_trimmed_mean``: the first measurement is
+   left out as in 05 §4.2; :func:`fpmcore.validate.values.trimmed_mean` says
+   why a mean and not the format's upper median).
 
 Every forward the engine runs counts in the process's forward index (05 §4.3),
 the seeds and rejected repetitions included; the seeds, warm-ups and rejected
@@ -61,9 +62,8 @@ from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 from fpmcore.jsonio import one_line
 from fpmcore.point_grid import decode_tail
+from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 
-#: The reduction of the raw samples (05 §4.2).
-ESTIMATE_METHOD = "adjacent_upper_median"
 #: Generated tokens of a prefill repetition; a decode repetition generates its lead-in plus two.
 PREFILL_OUTPUT_TOKENS = 1
 #: Decode steps before the measured one (at most; :func:`decode_lead_in`) of a repetition of this protocol, and of
@@ -92,7 +92,11 @@ class ProtocolSettings:
     back to back (a served decode follows another step); ``spacing`` pauses before every repetition.
 
     ``decode_lead_in``: decode steps a decode repetition runs before its measured one (at most: see
-    :func:`decode_lead_in`), so that the measured step is a decode in a stream, as served (module docstring)."""
+    :func:`decode_lead_in`), so that the measured step is a decode in a stream, as served (module docstring).
+
+    ``reduction``: how a point's samples become its retained wall time — the trimmed mean of every sample but
+    the first (:func:`fpmcore.validate.values.trimmed_mean`, which says why), or the upper median of the
+    format (05 §4.2; a run collected before the mean existed)."""
 
     warmups: int
     repetitions: int
@@ -106,10 +110,14 @@ class ProtocolSettings:
     disagreement: float = PASS_DISAGREEMENT
     prefill_idle: float = 0.0
     decode_lead_in: int = DEFAULT_DECODE_LEAD_IN
+    reduction: str = TRIMMED_MEAN
 
     def __attrs_post_init__(self) -> None:
         if self.repetitions < 3:
-            raise FpmError("collect", f"--repetitions must be at least 3 ({ESTIMATE_METHOD}); got {self.repetitions}")
+            raise FpmError("collect", f"--repetitions must be at least 3 (every sample but the first is "
+                                      f"reduced); got {self.repetitions}")  # fmt: skip
+        if self.reduction not in PRODUCER_REDUCTIONS:
+            raise FpmError("collect", f"unknown reduction {self.reduction!r}: one of {sorted(PRODUCER_REDUCTIONS)}")
         if not 1 <= self.passes <= self.repetitions:
             raise FpmError("collect", f"--passes must be between 1 and --repetitions ({self.repetitions}): every "
                                       f"pass measures at least one sample; got {self.passes}")  # fmt: skip
@@ -139,12 +147,14 @@ class ProtocolSettings:
                 "seed": self.seed, "spacing": self.spacing, "passes": self.passes,
                 "contention_bound": self.bound.as_json(), "max_contended": self.max_contended,
                 "retake_pause": self.retake_pause, "pass_disagreement": self.disagreement,
-                "prefill_idle": self.prefill_idle, "decode_lead_in": self.decode_lead_in}  # fmt: skip
+                "prefill_idle": self.prefill_idle, "decode_lead_in": self.decode_lead_in,
+                "reduction": self.reduction}  # fmt: skip
 
     @classmethod
     def from_json(cls, s: Mapping[str, Any]) -> ProtocolSettings:
         """The settings of a run's ``collect.json`` (a run collected before passes existed has one pass, one
-        before the prefill idle none, one before the decode lead-in one decode step before the measured one)."""
+        before the prefill idle none, one before the decode lead-in one decode step before the measured one, one
+        before the trimmed mean the upper median)."""
         bound = ContentionBound.from_json(s.get("contention_bound")) or ContentionBound()
         integers = ("warmups", "repetitions", "max_rejected", "seed", "passes", "max_contended", "decode_lead_in")
         numbers = ("spacing", "retake_pause", "pass_disagreement", "prefill_idle")
@@ -162,7 +172,7 @@ class ProtocolSettings:
                        s.get("passes", 1), bound, s.get("max_contended", DEFAULT_MAX_CONTENDED),
                        s.get("retake_pause", DEFAULT_RETAKE_PAUSE),
                        s.get("pass_disagreement", PASS_DISAGREEMENT), s.get("prefill_idle", 0.0),
-                       s.get("decode_lead_in", LEGACY_DECODE_LEAD_IN))  # fmt: skip
+                       s.get("decode_lead_in", LEGACY_DECODE_LEAD_IN), s.get("reduction", UPPER_MEDIAN))  # fmt: skip
         except (KeyError, TypeError) as exc:
             raise FpmError("collect", f"the run's settings are unreadable: {exc}") from None
 

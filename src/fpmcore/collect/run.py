@@ -46,10 +46,9 @@ from fpmcore.collect.measure import (
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
-from fpmcore.validate.values import canonical_digest, manifest_of
+from fpmcore.validate.values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 
 #: The protocol's fixed fields (its ``execution_mode`` and producer name: :mod:`fpmcore.collect.identity`).
-REDUCTION = "upper_median_after_first_repetition"
 STATE_PROTOCOL = "fpmcore_prefix_cache_real_seed_v1"
 UNOBSERVED = ("kv_cache_tensors", "recurrent_state_tensors", "sampled_continuation_token_ids")
 #: Per point: warm-ups in each pass's visit, measured samples over all passes, the passes, rejections allowed.
@@ -157,7 +156,7 @@ def protocol_record(settings: ProtocolSettings, producer: ProducerRecord) -> dic
         "preparation": {"warmup_iterations": 0, "giant_kv_threshold": 0, "giant_kv_repeats": 0,
                         "prefill_real_seed": True, "decode_real_kv_warmup": True},
         "execution_evidence": dict(EXECUTION_EVIDENCE),
-        "producer": {"name": PROTOCOL_NAME, "reduction": REDUCTION, "warmup_repetitions": settings.warmups,
+        "producer": {"name": PROTOCOL_NAME, "reduction": PRODUCER_REDUCTIONS[settings.reduction], "warmup_repetitions": settings.warmups,
                      "measured_repetitions": settings.repetitions, "max_rejected_repetitions": settings.max_rejected,
                      "repetition_spacing_seconds": settings.spacing,
                      "state_protocol": STATE_PROTOCOL, "timing_boundary": producer.timing_boundary,
@@ -202,7 +201,7 @@ class Collection:
         got = [self.visits.get(self.key(point, v)) for v in range(s.passes)]
         if any(v is None for v in got):
             return False
-        return store.pass_spread(store.pass_values(got)) > s.disagreement  # type: ignore[arg-type]
+        return store.passes_disagree(got, s.disagreement, s.reduction)  # type: ignore[arg-type]
 
     def schedule(self) -> list[tuple[int, PlannedPoint]]:
         """The visits still to measure, in order: pass after pass over the whole list, then the re-measuring
@@ -224,9 +223,9 @@ class Collection:
         for p in self.stage.points:
             got = [self.visits.get(self.key(p, v)) for v in range(s.passes + 1)]
             if all(v is not None for v in got[: s.passes]) and not self.needs_remeasure(p):
-                rec = store.merge_visits([v for v in got if v is not None])
-                values = [x["value"] for x in rec["passes"]]
-                rec["flagged"] = len(values) > s.passes and store.settled_spread(values) > s.disagreement
+                have = [v for v in got if v is not None]
+                rec = store.merge_visits(have, s.reduction)
+                rec["flagged"] = len(have) > s.passes and store.still_disagree(have, s.disagreement, s.reduction)
                 out[p.benchmark_id] = rec
         return out
 

@@ -41,6 +41,7 @@ import orjson
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
+from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
@@ -282,12 +283,13 @@ def visit_problem(record: Mapping[str, Any]) -> str | None:
 # ---------------------------------------------------------------------------
 
 
-def pass_values(visits: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Each visit's value: the upper median of its samples' wall times."""
+def pass_values(visits: Sequence[Mapping[str, Any]], reduction: str = UPPER_MEDIAN) -> list[float]:
+    """Each visit's value: the upper median of its samples' wall times, or their mean when the run reduces
+    a point's samples by their (trimmed) mean."""
     out = []
     for v in visits:
-        walls = sorted(s["wall_time"] for s in v["raw"])
-        out.append(walls[len(walls) // 2])
+        walls = [s["wall_time"] for s in v["raw"]]
+        out.append(math.fsum(walls) / len(walls) if reduction == TRIMMED_MEAN else upper_median(walls))
     return out
 
 
@@ -310,7 +312,47 @@ def settled_spread(values: Sequence[float]) -> float:
     return pass_spread([v for i, v in enumerate(values) if i != odd])
 
 
-def merge_visits(visits: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+#: How many standard errors of a pass's mean the passes of a mean-reduced point may spread before they
+#: disagree: the range of ten means of one distribution exceeds four standard errors in about one point of
+#: ten, of three means in one of a hundred (:func:`disagreement_bound`).
+PASS_STANDARD_ERRORS = 4.0
+
+
+def disagreement_bound(visits: Sequence[Mapping[str, Any]], bound: float, reduction: str) -> float:
+    """The spread beyond which a point's passes disagree (A-44): ``bound`` for the upper median; for the mean,
+    the larger of ``bound`` and :data:`PASS_STANDARD_ERRORS` standard errors of one pass's mean, from the
+    samples' scatter *within* their passes (a burst moves a whole pass, not the samples within one; with one
+    sample a pass, the scatter of all samples).  A pass of two samples of an engine whose steps scatter by
+    20 % differs from the next by 15 % by chance; what the bound looks for is one pass moved beyond what the
+    engine's own scatter explains — a burst of load."""
+    if reduction != TRIMMED_MEAN:
+        return bound
+    passes = [[s["wall_time"] for s in v["raw"]] for v in visits if v["raw"]]
+    walls = [w for p in passes for w in p]
+    if len(walls) < 3:
+        return bound
+    mean = math.fsum(walls) / len(walls)
+    per_pass = min(len(p) for p in passes)
+    if per_pass > 1:
+        dev = [w - math.fsum(p) / len(p) for p in passes for w in p]
+        dof = len(walls) - len(passes)
+    else:
+        dev, dof = [w - mean for w in walls], len(walls) - 1
+    sd = math.sqrt(math.fsum(d * d for d in dev) / max(1, dof))
+    return max(bound, PASS_STANDARD_ERRORS * sd / math.sqrt(per_pass) / mean) if mean > 0 else bound
+
+
+def passes_disagree(visits: Sequence[Mapping[str, Any]], bound: float, reduction: str = UPPER_MEDIAN) -> bool:
+    """Whether a point's passes (all done, not re-measured) disagree beyond :func:`disagreement_bound` (A-44)."""
+    return pass_spread(pass_values(visits, reduction)) > disagreement_bound(visits, bound, reduction)
+
+
+def still_disagree(visits: Sequence[Mapping[str, Any]], bound: float, reduction: str = UPPER_MEDIAN) -> bool:
+    """Whether a re-measured point's passes still disagree once the farthest is set aside (flagged, A-44)."""
+    return settled_spread(pass_values(visits, reduction)) > disagreement_bound(visits, bound, reduction)
+
+
+def merge_visits(visits: Sequence[Mapping[str, Any]], reduction: str = UPPER_MEDIAN) -> dict[str, Any]:
     """One point record of a multi-pass run from its visits, in pass order: the samples of every pass
     (``raw``), every repetition renumbered (``index``, ``raw_sample_index``), the warm-up ledger of every
     visit, the prompt evidence of the first sample, the passes' values and their spread (whether the point is
@@ -328,7 +370,7 @@ def merge_visits(visits: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             reps.append(entry)
         raw.extend(v["raw"])
         ledger.extend(v["warmups"])
-    values = pass_values(ordered)
+    values = pass_values(ordered, reduction)
     return {
         "benchmark_id": first["benchmark_id"],
         "point": first["point"],
@@ -356,6 +398,16 @@ def _fpm(counter: int, wall: float, scheduled: Any, queued: Any) -> dict[str, An
             "scheduled_requests": scheduled, "queued_requests": queued}  # fmt: skip
 
 
+def retained_sample(method: str, raw: Sequence[Mapping[str, Any]], indices: Sequence[int] | range) -> tuple[float, int]:
+    """The retained wall time of a point's raw samples under ``method`` and the raw sample whose workload the
+    retained record carries (the upper median's own sample; for the mean the first reduced one)."""
+    walls = [s["wall_time"] for s in raw]
+    if method == TRIMMED_MEAN:
+        return trimmed_mean([walls[i] for i in indices]), indices[0]
+    keep = upper_median_index(walls, indices)
+    return walls[keep], keep
+
+
 def upper_median_index(values: Sequence[float], indices: Sequence[int]) -> int:
     """The raw-sample index whose wall time is the upper median of ``values[indices]`` (05 §4.2)."""
     order = sorted(indices, key=lambda i: (values[i], i))
@@ -371,14 +423,28 @@ def sidecar_line(record: Mapping[str, Any]) -> bytes:
     return canonical_bytes(line) + b"\n"
 
 
+def estimate_method(protocol: Mapping[str, Any]) -> str:
+    """The estimate method of a run's protocol (its ``producer.reduction``; a run before the mean: the upper
+    median)."""
+    named = protocol.get("producer", {}).get("reduction")
+    return next((m for m, r in PRODUCER_REDUCTIONS.items() if r == named), UPPER_MEDIAN)
+
+
 def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
     """The artifact files of a finished run, by name (without the index)."""
     import bisect
     import hashlib
 
+    from fpmcore.collect.measure import ProtocolSettings
+    from fpmcore.validate.repetition_evidence import reduced_indices
+
     recs = sorted(records, key=lambda r: r["benchmark_id"])
     grid = run["grid_digest"]
     protocol = run["measurement_protocol"]
+    method = estimate_method(protocol)
+    settings = ProtocolSettings.from_json(run["settings"])
+    if settings.reduction != method:
+        raise FpmError("collect", f"the run's settings reduce by {settings.reduction}, its protocol by {method}")
     # the warm-up ledger in forward order (the passes of a multi-pass run interleave the points); a record
     # counts the points whose last forward ended before it began
     finished = sorted(r["forward_end"] for r in recs)
@@ -392,9 +458,8 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
         line = sidecar_line(rec)
         lines.append(line)
         first_raw = raw[0]["forward_index"]
-        indices = list(range(1, len(raw)))
-        walls = [s["wall_time"] for s in raw]
-        keep = upper_median_index(walls, indices)
+        indices = reduced_indices([s["wall_time"] for s in raw], settings.repetitions, settings.passes, method)
+        kept_wall, keep = retained_sample(method, raw, indices)
         bid = rec["benchmark_id"]
         raw_fpms = []
         for i, s in enumerate(raw):
@@ -407,7 +472,7 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
             }  # fmt: skip
             raw_fpms.append(f)
         prompts = rec["prompts"]
-        retained = _fpm(bid, raw[keep]["wall_time"], raw[keep]["scheduled"], raw[keep]["queued"])
+        retained = _fpm(bid, kept_wall, raw[keep]["scheduled"], raw[keep]["queued"])
         retained["benchmark_measurement"] = {
             "schema_version": 1,
             "dp_rank": 0,
@@ -417,7 +482,7 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
                             "warmup_records_before": sum(1 for e in ends if e <= first_raw)},
             "expected_internal_samples": len(raw),
             "raw_fpms": raw_fpms,
-            "estimate": {"method": "adjacent_upper_median", "raw_sample_indices": indices},
+            "estimate": {"method": method, "raw_sample_indices": indices},
         }  # fmt: skip
         results.append({
             "point": rec["point"], "kv_seed_regime": rec["kv_seed_regime"],

@@ -23,8 +23,9 @@ A-39  the bound line names the row's benchmark id and rank and holds the
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -34,7 +35,7 @@ from fpmcore.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.integers import parse_line
 from fpmcore.validate.rows import raw_fpms
-from fpmcore.validate.values import ABSENT, canonical_bytes, get, is_int, is_number, js, plain
+from fpmcore.validate.values import ABSENT, TRIMMED_MEAN, canonical_bytes, get, is_int, is_number, js, plain
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 #: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them; ``contended``: a
@@ -287,3 +288,26 @@ def a39_rule(rules: Callable[[CellView], RepetitionRules | None]) -> Callable[[C
         return None
 
     return a39_line
+
+
+def reduced_indices(walls: Sequence[float], measured: int, passes: int, reduction: str) -> list[int]:
+    """The raw samples a point's retained wall time reduces: every sample but the first, and, for the mean of a
+    point re-measured because its passes disagreed (A-44; its samples in pass order, the re-measuring visit's
+    last), not those of the pass whose mean lies farthest from the median of the passes' means — the pass a
+    burst moved, which the re-measuring visit replaces.  The upper median needs no such exclusion: the
+    re-measuring visit outvotes a burst."""
+    count = len(walls)
+    indices = list(range(1, count))
+    if reduction != TRIMMED_MEAN or passes < 2 or count != measured + pass_share(measured, passes, passes):
+        return indices
+    blocks, start = [], 0
+    for v in range(passes + 1):
+        n = pass_share(measured, passes, v)
+        blocks.append(range(start, start + n))
+        start += n
+    means = [math.fsum(walls[i] for i in b) / len(b) for b in blocks if len(b)]
+    if len(means) != len(blocks):
+        return indices
+    mid = sorted(means)[len(means) // 2]
+    odd = max(range(passes), key=lambda v: (abs(means[v] - mid), -v))
+    return [i for i in indices if i not in blocks[odd]]
