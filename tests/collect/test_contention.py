@@ -58,8 +58,9 @@ def test_the_bound_flags_a_busy_neighbour_and_passes_an_idle_machine():
     assert ContentionBound(max_slowdown=0.4).contended(Contention(0.1, 0.0, 0.0, slowdown=0.7), 0.1)
     assert not ContentionBound(max_slowdown=0.4).contended(Contention(0.1, 0.0, 0.0, slowdown=0.3), 0.1)
     assert ContentionBound.from_json(ContentionBound().as_json()) == ContentionBound()
-    assert ContentionBound.from_json({"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1, "max_slowdown": 0.4}) \
-        == ContentionBound(max_slowdown=0.4)
+    assert ContentionBound.from_json(
+        {"max_wait_fraction": 0.05, "max_foreign_fraction": 0.1, "max_slowdown": 0.4}
+    ) == ContentionBound(max_slowdown=0.4)
 
 
 def test_a_burst_over_one_point_is_retaken_and_the_point_keeps_its_value(small_plan, model_dir, tmp_path):
