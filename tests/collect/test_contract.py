@@ -138,7 +138,7 @@ def test_a_missing_repetition_is_refused(mutate):
     assert d.rule == "A-32"
     assert d.message == (
         "benchmark_measurement does not hold the producer's 6 measured repetitions with their "
-        "adjacent_upper_median estimate: method=adjacent_upper_median, raw_samples=5, "
+        "adjacent_trimmed_mean estimate: method=adjacent_trimmed_mean, raw_samples=5, "
         "expected_internal_samples=5: benchmark_id=2 rank=0: r0.json"
     ).replace("r0.json", d.where)
 
