@@ -32,6 +32,11 @@ at arrival, running requests and their held blocks per group, waiting count
 and free blocks.
 
     .venv/bin/python tools/replay_vs_vllm.py --traces 400 [--seed 0] [--backend c|python] [--json OUT]
+    .venv/bin/python tools/replay_vs_vllm.py --windows TRACE [--window-starts 0,20] [--window-size 20] [--json OUT]
+
+With ``--windows`` the traces are windows of a production trace file (any installed format: the
+Mooncake conversation trace) on the plain and GLM-like models, prefix caching off and on
+(:func:`trace_windows`, :func:`window_jobs`).
 
 ``$FPM_ORACLE_PY`` names the interpreter with vLLM (default: this interpreter
 when it has vLLM, else ``~/.cache/fpm-oracle/venv/bin/python``).  Exit 0

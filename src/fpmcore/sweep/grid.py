@@ -479,7 +479,7 @@ def grid_json_schema() -> dict[str, Any]:
         "profiles": {"type": "array", "minItems": 1, "items": path,
                      "description": "profile files, or campaign folders (profile.json and optionally table.json)"},
         "traces": {"type": "array", "minItems": 1, "items": {"anyOf": [path, gen.generator_json_schema()]},
-                   "description": "trace files (R-32, or SCHED.json) or generator objects"},
+                   "description": "trace files of any installed format (sniffed) or generator objects"},
         "tables": {"type": "array", "minItems": 1, "items": {"anyOf": [path, {"type": "null"}]},
                    "description": "FPM latency tables (R-27); null: no table"},
         "settings": {"type": "object", "additionalProperties": False, "description": "each a value or a "
