@@ -32,6 +32,11 @@ at arrival, running requests and their held blocks per group, waiting count
 and free blocks.
 
     .venv/bin/python tools/replay_vs_vllm.py --traces 400 [--seed 0] [--backend c|python] [--json OUT]
+    .venv/bin/python tools/replay_vs_vllm.py --windows TRACE [--window-starts 0,20] [--window-size 20] [--json OUT]
+
+With ``--windows`` the traces are windows of a production trace file (any installed format: the
+Mooncake conversation trace) on the plain and GLM-like models, prefix caching off and on
+(:func:`trace_windows`, :func:`window_jobs`).
 
 ``$FPM_ORACLE_PY`` names the interpreter with vLLM (default: this interpreter
 when it has vLLM, else ``~/.cache/fpm-oracle/venv/bin/python``).  Exit 0
@@ -418,6 +423,87 @@ def build_jobs(
     return jobs
 
 
+#: The models a production trace's windows are compared on: full attention, and the GLM-like hybrid.
+WINDOW_KINDS = ("plain", "glm")
+
+
+def trace_windows(
+    path: str | Path, starts: list[int], size: int, *, max_prompt_len: int = 16384, ms_per_step: int = 10
+) -> list[tuple[str, Any]]:
+    """Windows of a trace file of any installed format, read as ``fpm replay`` reads it (the format
+    sniffed, ``--start S --limit N --max-prompt-len P --over-long clip``): requests ``start`` …
+    ``start + size - 1`` for each of ``starts``, prompts longer than ``max_prompt_len`` clipped with their
+    content-block ids, and arrivals as scheduler steps, one step to ``ms_per_step`` ms of the trace's
+    time: a request arriving ``t`` ms after the window's first arrives at step ``t // ms_per_step``.
+    ``(label, trace)`` per window, the label naming the window's lines (0-based)."""
+    import attrs
+
+    from fpmcore.host import build_host
+    from fpmcore.replay.trace import trace_of
+    from fpmcore.traces.reading import read_trace
+    from fpmcore.traces.transforms import Transforms
+
+    formats = build_host().hooks.trace_formats()
+    out = []
+    for start in starts:
+        window = Transforms(start=start, limit=size, max_prompt_len=max_prompt_len, over_long="clip")
+        trace, _provenance = read_trace(formats, path, transforms=window)
+        steps = [
+            attrs.evolve(r, arrival_time=None, arrival_step=round(r.arrival_time * 1000) // ms_per_step)
+            for r in trace.requests
+        ]
+        out.append((f"{start}-{start + len(steps) - 1}", trace_of(steps)))
+    return out
+
+
+def window_pool_blocks(model: dict[str, Any], caching: bool, slack: int) -> int:
+    """The pool of a window's model: one request of ``max_model_len`` tokens (what vLLM needs to start),
+    its Mamba and ring blocks, and ``slack`` blocks more."""
+    need = -(-model["max_model_len"] // BLOCK)
+    for layer in model["layers"]:
+        if layer["spec"]["type"] == "MambaSpec":
+            need += len(layer["indices"]) * (3 if caching else 1)
+        elif layer["spec"]["type"] == "CircularBufferSpec":
+            need += 1
+    return need + 1 + slack
+
+
+def window_jobs(
+    windows: list[tuple[str, Any]],
+    seed: int,
+    rules: RuntimeRules | None = None,
+    features: dict[str, Any] | None = None,
+    kinds: tuple[str, ...] = WINDOW_KINDS,
+) -> list[dict[str, Any]]:
+    """Jobs of trace windows (:func:`trace_windows`): each window on each model kind with prefix caching
+    off and on.  ``max_model_len`` fits the window's longest request, the pool holds one such request and
+    a few blocks more (a window's requests of ordinary lengths preempt one another), and the scheduler has
+    vLLM's defaults but for a random step budget, ``max_num_seqs`` and ``scheduler_reserve_full_isl``."""
+    from fpmcore.replay.trace import to_sched_json
+
+    rules = rules or default_rules()
+    rng = random.Random(f"{seed}:windows")
+    jobs = []
+    for label, trace in windows:
+        sched = {**to_sched_json(trace), "max_steps": 1_000_000}
+        longest = max(r.prompt_len + r.output_len for r in trace.requests)
+        max_model_len = -(-(longest + 1) // 256) * 256
+        for kind in kinds:
+            for caching in (False, True):
+                model = model_json(kind, rng, caching, max_model_len, rules, features)
+                full_isl = rng.random() < 0.6 if "scheduler_reserve_full_isl" in rules.settings else True
+                model["scheduler"] = {
+                    "max_num_batched_tokens": rng.choice([1024, 2048, 4096]),
+                    "max_num_seqs": rng.choice([4, 8, 16]),
+                    "scheduler_reserve_full_isl": full_isl,
+                    "watermark": 0.0,
+                }
+                slack = rng.choice([0, 64, 256, 1024])
+                model["cache"]["num_gpu_blocks_override"] = window_pool_blocks(model, caching, slack)
+                jobs.append({"kind": kind, "caching": caching, "window": label, "model": model, "trace": sched})
+    return jobs
+
+
 def run_oracle(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as d:
         src, dst = Path(d) / "jobs.json", Path(d) / "out.json"
@@ -470,14 +556,23 @@ def differential(
     ``/hash``) through vLLM and the replay; a report of the outcome."""
     features = oracle_features()
     rules = rules or oracle_rules(features)
-    jobs = build_jobs(n, seed, kinds, rules, features, hash_traces)
-    n += hash_traces
+    return compare_jobs(build_jobs(n, seed, kinds, rules, features, hash_traces), features, rules, backend)
+
+
+def compare_jobs(
+    jobs: list[dict[str, Any]], features: dict[str, Any], rules: RuntimeRules, backend: str | None = None
+) -> dict[str, Any]:
+    """Run ``jobs`` through vLLM and the replay, step by step; a report of the outcome, by kind: the model's
+    kind, ``on``/``off`` (prefix caching), then ``/hash`` for random traces of content-block ids and
+    ``/window`` for windows of a production trace (these also one by one, under ``windows``)."""
+    n = len(jobs)
     results = run_oracle(jobs)
     report: dict[str, Any] = {"vllm": features["version"], "rules": rules.runtime, "traces": n, "compared": 0, "matched": 0, "vllm_refused": 0, "steps": 0,
                               "preemptions": 0, "prefix_hit_requests": 0, "prefix_hit_tokens": 0, "rejected": 0,
                               "settings": {}, "mismatches": [], "refusals": [], "by_kind": {}}  # fmt: skip
     for i, (job, res) in enumerate(zip(jobs, results)):
-        key = f"{job['kind']}/{'on' if job['caching'] else 'off'}{'/hash' if job.get('hash_ids') else ''}"
+        suffix = "/window" if "window" in job else "/hash" if job.get("hash_ids") else ""
+        key = f"{job['kind']}/{'on' if job['caching'] else 'off'}{suffix}"
         kr = report["by_kind"].setdefault(
             key,
             {
@@ -511,6 +606,12 @@ def differential(
         for name in _settings_used(job["model"]):
             report["settings"][name] = report["settings"].get(name, 0) + 1
         diff = compare(list(out.steps), vsteps) if out.error is None else f"replay stopped: {out.error}"
+        if "window" in job:
+            report.setdefault("windows", []).append(
+                {"window": job["window"], "kind": key, "requests": len(trace.requests), "steps": len(out.steps),
+                 "preemptions": npre, "prefix_hit_requests": len(hits), "prefix_hit_tokens": sum(hits),
+                 "identical": diff is None}
+            )  # fmt: skip
         if diff is None:
             report["matched"] += 1
             kr["matched"] += 1
@@ -529,13 +630,32 @@ def main() -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated model kinds (default: all)")
     ap.add_argument("--hash-traces", type=int, default=0,
                     help="also this many traces of content-block ids (hash_ids), prefix caching on")  # fmt: skip
+    ap.add_argument(
+        "--windows",
+        metavar="TRACE",
+        help="compare windows of this trace (any installed format; the Mooncake conversation trace) "
+        "instead of random traces, on the plain and GLM-like models, prefix caching off and on",
+    )
+    ap.add_argument("--window-starts", default="0", help="comma-separated first lines (0-based) of the windows")
+    ap.add_argument("--window-size", type=int, default=40, help="requests per window")
+    ap.add_argument("--max-prompt-len", type=int, default=16384, help="longer prompts of a window are clipped")
+    ap.add_argument("--ms-per-step", type=int, default=10, help="milliseconds of the trace's time per step")
     ap.add_argument("--json", metavar="OUT", help="write the full report")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
     import time
 
     t0 = time.monotonic()
-    rep = differential(args.traces, args.seed, args.backend, kinds, hash_traces=args.hash_traces)
+    if args.windows:
+        starts = [int(s) for s in args.window_starts.split(",") if s]
+        windows = trace_windows(args.windows, starts, args.window_size, max_prompt_len=args.max_prompt_len,
+                                ms_per_step=args.ms_per_step)  # fmt: skip
+        features = oracle_features()
+        rules = oracle_rules(features)
+        jobs = window_jobs(windows, args.seed, rules, features, tuple(k for k in kinds if k in WINDOW_KINDS))
+        rep = compare_jobs(jobs, features, rules, args.backend)
+    else:
+        rep = differential(args.traces, args.seed, args.backend, kinds, hash_traces=args.hash_traces)
     rep["seconds"] = round(time.monotonic() - t0, 1)
     if args.json:
         Path(args.json).write_text(json.dumps(rep, indent=1))

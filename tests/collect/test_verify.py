@@ -296,3 +296,23 @@ def test_shape_warmup_brings_each_predicted_token_count_once_in_one_step():
     ]
     # ascending; a count above the longest prompt (max_model_len − 1 = 1023) is split, all arriving at once
     assert got == [[(3, 1, 0.0)], [(300, 1, 0.0)], [(1023, 1, 0.0), (377, 1, 0.0)]]
+
+
+def test_a_mooncake_trace_is_served_as_fpm_replay_reads_it(campaign, tmp_path):
+    """``--trace`` takes any installed format (sniffed, or ``--trace-format``): a Mooncake file's block ids
+    are served as token ids shared where the ids agree, so the second prompt hits the first's cached blocks."""
+    trace = tmp_path / "mooncake.jsonl"
+    lines = [{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [5, 6, 7, 8]},
+             {"timestamp": 2000, "input_length": 1000, "output_length": 3, "hash_ids": [5, 6, 7, 9]},
+             {"timestamp": 4000, "input_length": 300, "output_length": 2, "hash_ids": [10, 11]}]  # fmt: skip
+    trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    runtime = StandinRuntime(StandinConfig(serve_table=load_table(campaign / "table.json")))
+    r = verify(campaign, "--trace", str(trace), "--hash-block-tokens", "256", "--runs", "1", "--json", runtime=runtime)
+    assert r.exit_code == 0, r.stderr
+    run = r.json()["runs"][0]
+    assert run["errors"]["e2e"]["median"] == pytest.approx(0, abs=1e-9)
+    second = next(s for s in run["served_steps"] if s["kind"] == "prefill" and s["start_s"] >= 2.0)
+    # three shared ids of 256 tokens: the engine's first 544-token block is cached on both sides
+    assert (second["scheduled"]["sum_prefill_kv_tokens"], second["scheduled"]["sum_prefill_tokens"]) == (544, 456)
+    named = verify(campaign, "--trace", str(trace), "--trace-format", "azure", "--runs", "1", runtime=runtime)
+    assert named.exit_code == 2 and "TIMESTAMP" in named.stderr, named.stderr

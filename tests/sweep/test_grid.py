@@ -281,3 +281,41 @@ def test_the_shipped_grids_name_their_inputs_relative_to_themselves(monkeypatch,
     monkeypatch.chdir(tmp_path)
     for grid in sorted((ROOT / "examples" / "sweeps").iterdir()):
         assert expand(grid).tasks, grid
+
+
+def test_a_grid_reads_every_installed_trace_format(tmp_path):
+    """A trace file of a grid is read as ``fpm replay --trace`` reads it, its format sniffed: the Mooncake
+    excerpt, a BurstGPT and an Azure CSV are each the trace ``fpm trace convert`` makes of them (one digest)."""
+    mooncake = ROOT / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
+    burstgpt = tmp_path / "burst.csv"
+    burstgpt.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                        "5,ChatGPT,472,18,490,Conversation log\n7,GPT-4,1087,0,1087,Conversation log\n"
+                        "9,GPT-4,20,230,250,API log\n")  # fmt: skip
+    azure = tmp_path / "azure.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+                     "2023-11-16 18:15:50.9951690,396,109\n")  # fmt: skip
+    files = [mooncake, burstgpt, azure]
+    sweep = expand(write_grid(tmp_path / "g.json", {"profiles": [str(PLAIN)], "traces": [str(f) for f in files]}))
+    assert len(sweep.tasks) == 3
+    for task, trace in zip(sweep.tasks, files):
+        converted = tmp_path / f"{trace.stem}.jsonl"
+        assert run_fpm("trace", "convert", str(trace), "-o", str(converted)).exit_code == 0
+        again = expand(write_grid(tmp_path / "h.json", {"profiles": [str(PLAIN)], "traces": [str(converted)]}))
+        assert task.trace == again.tasks[0].trace, trace.name
+    assert sweep.inputs[sweep.tasks[0].trace].value.requests[1].hash_ids[:2] == (0, 14)
+
+
+def test_a_sweep_of_the_mooncake_excerpt_equals_its_replay(tmp_path):
+    """``fpm sweep`` replays the unconverted Mooncake file as ``fpm replay`` does (block-hash sharing included)."""
+    mooncake = ROOT / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(PLAIN)], "traces": [str(mooncake)],
+                                            "settings": {"max_num_seqs": [16]}})  # fmt: skip
+    r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"), "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = r.json()["rows"]
+    replay = run_fpm("replay", str(PLAIN), "--trace", str(mooncake), "--max-num-seqs", "16", "--json")
+    assert replay.exit_code == 0, replay.stderr
+    summary = replay.json()["summary"]
+    assert summary["prefix_hit_tokens"] > 0
+    for key in ("finished", "steps", "preemptions_total", "prefix_hit_tokens", "e2e_s"):
+        assert row["summary"][key] == summary[key], key

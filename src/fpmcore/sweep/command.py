@@ -151,7 +151,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         check_path(args.plot, inputs=[args.grid])
     _check_output(args.output, args.resume, inputs=[args.grid])
     check_outputs_apart([("results", args.output), ("plot", args.plot)])
-    sweep = expand(args.grid, replay_rules=ctx.host.hooks.replay_rules)
+    sweep = expand(args.grid, replay_rules=ctx.host.hooks.replay_rules, trace_formats=ctx.host.hooks.trace_formats())
     inputs = [args.grid, *(i.path for i in sweep.inputs.values())]
     _check_output(args.output, args.resume, inputs=inputs)
     if args.plot:

@@ -10,7 +10,9 @@ A grid names the inputs and the settings to vary::
     profile files, or campaign folders (a folder holding ``profile.json`` and
     optionally ``table.json``); required.
 ``traces``
-    trace files (R-32, or the oracle's SCHED.json), or generator objects
+    trace files of any installed format, read as ``fpm replay --trace`` reads
+    them (the format sniffed: fpmcore's JSONL, the oracle's SCHED.json,
+    Mooncake, BurstGPT, Azure, a plugin's), or generator objects
     (:mod:`fpmcore.sweep.traces`); required.
 ``tables``
     FPM latency tables (R-27); ``null`` in the list means no table (1 s per
@@ -303,18 +305,25 @@ def build_config(
 
 
 def expand(
-    path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None, replay_rules: Callable[[str], Any] | None = None
+    path: str | os.PathLike[str],
+    doc: Mapping[str, Any] | None = None,
+    replay_rules: Callable[[str], Any] | None = None,
+    trace_formats: Sequence[tuple[str, Any]] | None = None,
 ) -> Sweep:
     """Read, check and expand a grid file into a :class:`Sweep` (no replay runs).
 
     ``replay_rules`` gives the replay rules of a runtime pin (by default the
     installed runtime plugins', ``host.hooks.replay_rules``); the rules of
     each profile's deployments are kept among the inputs (:func:`rules_key`).
+    ``trace_formats`` are the formats a trace file is read in (by default the
+    installed ones, ``host.hooks.trace_formats()``).
     """
-    if replay_rules is None:
+    if replay_rules is None or trace_formats is None:
         from fpmcore.host import build_host
 
-        replay_rules = build_host().hooks.replay_rules
+        host = build_host()
+        replay_rules = host.hooks.replay_rules if replay_rules is None else replay_rules
+        trace_formats = host.hooks.trace_formats() if trace_formats is None else trace_formats
     where = str(path)
     doc = read_grid(path) if doc is None else doc
     base = Path(path).parent
@@ -350,10 +359,11 @@ def expand(
     trace_digests: list[str] = []
     for i, item in enumerate(_list(doc, "traces", where, required=True)):
         if isinstance(item, str) and item:
-            from fpmcore.replay import load_trace
+            from fpmcore.traces.reading import read_trace
 
             trace_path = _resolve(item, base, where)
-            trace_digests.append(keep(_trace_input(load_trace(trace_path), item, trace_path)))
+            file_trace, _provenance = read_trace(trace_formats, trace_path)
+            trace_digests.append(keep(_trace_input(file_trace, item, trace_path)))
         elif isinstance(item, dict):
             from fpmcore.replay.trace import parse_trace_lines
 
@@ -469,7 +479,7 @@ def grid_json_schema() -> dict[str, Any]:
         "profiles": {"type": "array", "minItems": 1, "items": path,
                      "description": "profile files, or campaign folders (profile.json and optionally table.json)"},
         "traces": {"type": "array", "minItems": 1, "items": {"anyOf": [path, gen.generator_json_schema()]},
-                   "description": "trace files (R-32, or SCHED.json) or generator objects"},
+                   "description": "trace files of any installed format (sniffed) or generator objects"},
         "tables": {"type": "array", "minItems": 1, "items": {"anyOf": [path, {"type": "null"}]},
                    "description": "FPM latency tables (R-27); null: no table"},
         "settings": {"type": "object", "additionalProperties": False, "description": "each a value or a "

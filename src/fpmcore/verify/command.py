@@ -64,6 +64,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted against served CDFs of TTFT and TPOT and "
                    "per-step times (matplotlib); the format follows the extension")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout")
+    from fpmcore.traces.options import add_trace_options
+
+    add_trace_options(p, transforms=False)  # --rate is the Poisson trace's; a file's transforms: fpm trace convert
 
 
 def options_of(args: argparse.Namespace) -> Any:
@@ -71,8 +74,9 @@ def options_of(args: argparse.Namespace) -> Any:
     from fpmcore.verify.traces import PoissonSpec
 
     return VerifyOptions(trace=args.trace, poisson=PoissonSpec(args.rate, args.requests, args.prompt, args.output),
-                         seed=args.seed, runs=args.runs, warmup_requests=args.warmup_requests,
-                         noise_floor=args.noise_floor)  # fmt: skip
+                         trace_format=args.trace_format, hash_block_tokens=args.hash_block_tokens,
+                         trace_filters=tuple(args.trace_filter), seed=args.seed, runs=args.runs,
+                         warmup_requests=args.warmup_requests, noise_floor=args.noise_floor)  # fmt: skip
 
 
 def _progress(ctx: Any) -> tuple[Any, Any]:

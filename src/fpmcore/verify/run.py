@@ -49,6 +49,10 @@ class VerifyOptions:
 
     trace: str | None = None
     poisson: PoissonSpec = PoissonSpec(1.0, 20, (64, 512), (8, 64))
+    #: How ``trace`` is read: its format (``None``: sniffed), the tokens per content-block id, the row filters.
+    trace_format: str | None = None
+    hash_block_tokens: int = 512
+    trace_filters: tuple[tuple[str, str], ...] = ()
     seed: int = 1
     runs: int = 3
     warmup_requests: int = 4
@@ -120,12 +124,14 @@ def serving_driver(host: Any, runtime: str) -> ServingDriver:
     return driver  # type: ignore[no-any-return]
 
 
-def run_traces(options: VerifyOptions, max_model_len: int) -> list[Trace]:
-    """The trace of every run (V-3 checked)."""
-    from fpmcore.replay.trace import load_trace
+def run_traces(options: VerifyOptions, max_model_len: int, formats: Sequence[tuple[str, Any]]) -> list[Trace]:
+    """The trace of every run (V-3 checked): the trace file read in one of ``formats`` as ``fpm replay`` reads
+    it (its format named or sniffed), or the seeded Poisson traces."""
+    from fpmcore.traces.reading import read_trace
 
     if options.trace is not None:
-        trace = load_trace(options.trace)
+        trace, _provenance = read_trace(formats, options.trace, name=options.trace_format,
+                                        hash_block_tokens=options.hash_block_tokens, filters=options.trace_filters)  # fmt: skip
         check_servable(trace, max_model_len, options.trace)
         return [trace] * options.runs
     out = []
@@ -205,7 +211,7 @@ def verify_campaign(
     rules = host.hooks.replay_rules(runtime_pin(c.profile, 0))
     cfg = config_from_profile(c.profile, 0, prefix_caching=profile_prefix_caching(c.profile, 0), table=c.table,
                               rules=rules)  # fmt: skip
-    traces = run_traces(options, int(c.plan["engine"]["max_model_len"]))
+    traces = run_traces(options, int(c.plan["engine"]["max_model_len"]), host.hooks.trace_formats())
     bound = ContentionBound()
     per_run = 2 if options.noise_floor else 1
     total = 1 + per_run * options.runs
