@@ -15,9 +15,8 @@ the host is built) without importing the validation rules.
 from __future__ import annotations
 
 from fpmcore.hooktypes import ProducerContract
+from fpmcore.point_grid import CELL_IDENTITY as CELL_IDENTITY  # the identity of the cells the grid plans
 
-#: The execution identity of every cell the model-agnostic grid plans, but the model configuration digest.
-CELL_IDENTITY = {"execution_profile": "engine_steps", "engram_residency": "none", "input_modality": "text"}
 #: The execution mode of fpmcore's own measurement protocol.
 EXECUTION_MODE = "engine_steps"
 #: The producer name of fpmcore's own measurement protocol.
