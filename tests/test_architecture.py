@@ -289,3 +289,14 @@ def test_no_plugin_imports_the_command_line():
     assert len(PLUGIN_SOURCES) >= 7 and len(imports) > 40
     command_line = {"fpmcore.cli", "fpmcore.commands"}
     assert {f: sorted(m & command_line) for f, m in imports.items() if m & command_line} == {}
+
+
+def test_the_engine_steps_contract_claims_the_cells_the_grid_plans():
+    """The contract is declared apart from the grid so that loading the host stays light; the two agree."""
+    from fpmcore.collect.identity import CONTRACT
+    from fpmcore.point_grid import CELL_IDENTITY
+
+    assert (CONTRACT.residency, CONTRACT.execution_profile) == (
+        CELL_IDENTITY["engram_residency"],
+        CELL_IDENTITY["execution_profile"],
+    )

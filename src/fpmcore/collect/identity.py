@@ -2,7 +2,7 @@
 
 A cell the model-agnostic grid plans (:mod:`fpmcore.point_grid`) has the
 execution identity ``(model config digest, "engine_steps", "none", "text")``
-(:data:`CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
+(:data:`fpmcore.point_grid.CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
 measures it in the execution mode :data:`EXECUTION_MODE` under the producer
 name :data:`PROTOCOL_NAME`; :data:`CONTRACT` is the producer contract that
 owns such cells, whose rules are :mod:`fpmcore.collect.contract`'s.
@@ -15,7 +15,6 @@ the host is built) without importing the validation rules.
 from __future__ import annotations
 
 from fpmcore.hooktypes import ProducerContract
-from fpmcore.point_grid import CELL_IDENTITY as CELL_IDENTITY  # the identity of the cells the grid plans
 
 #: The execution mode of fpmcore's own measurement protocol.
 EXECUTION_MODE = "engine_steps"
@@ -26,8 +25,8 @@ PROTOCOL_NAME = "fpmcore_engine_steps"
 CONTRACT = ProducerContract(
     name="fpmcore_engine_steps",
     execution_mode=EXECUTION_MODE,
-    residency=CELL_IDENTITY["engram_residency"],
+    residency="none",  # point_grid.CELL_IDENTITY (a test keeps them equal; loading the host stays light)
     label="engine-steps",
     protocol_producer=PROTOCOL_NAME,
-    execution_profile=CELL_IDENTITY["execution_profile"],
+    execution_profile=EXECUTION_MODE,
 )
