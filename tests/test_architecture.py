@@ -250,3 +250,53 @@ def test_architecture_md_names_every_hook_and_host_package():
     assert [h for h in hooks if f"`{h}`" not in text and f"{h}`" not in text] == []
     packages = sorted(p.name for p in (SRC / "fpmcore").iterdir() if (p / "__init__.py").exists())
     assert packages and [p for p in packages if f"{p}/" not in text] == []
+
+
+def test_validation_and_planning_know_no_collector():
+    """``fpm validate`` and ``fpm plan`` read what a collection wrote; they import nothing of ``collect/``
+    (the producer record a contract expects is asked of the hook facade, the plan's point is the plan's)."""
+    graph = import_graph()
+    readers = [n for n in graph if n.startswith("fpmcore.validate") or n in ("fpmcore.planning", "fpmcore.point_grid")]
+    assert len(readers) > 10
+    assert {n: sorted(m for m in graph[n] if m.startswith("fpmcore.collect")) for n in readers} == dict.fromkeys(
+        readers, []
+    )
+
+
+ROOT = SRC.parent
+#: The source trees of the shipped plugins and of the plugin template.
+PLUGIN_SOURCES = sorted([*(ROOT / "plugins").glob("*/src"), ROOT / "examples" / "plugin-template" / "src"])
+
+
+def _plugin_imports() -> dict[str, set[str]]:
+    """``file → every module it imports`` (``if TYPE_CHECKING:`` imports too) for every plugin source file."""
+    found: dict[str, set[str]] = {}
+    for tree in PLUGIN_SOURCES:
+        for path in sorted(tree.rglob("*.py")):
+            names: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names.update({node.module} | {f"{node.module}.{a.name}" for a in node.names})
+            found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def test_no_plugin_imports_the_command_line():
+    """A plugin's hooks build the host with :func:`fpmcore.host.build_host`, never through the command line."""
+    imports = _plugin_imports()
+    assert len(PLUGIN_SOURCES) >= 7 and len(imports) > 40
+    command_line = {"fpmcore.cli", "fpmcore.commands"}
+    assert {f: sorted(m & command_line) for f, m in imports.items() if m & command_line} == {}
+
+
+def test_the_engine_steps_contract_claims_the_cells_the_grid_plans():
+    """The contract is declared apart from the grid so that loading the host stays light; the two agree."""
+    from fpmcore.collect.identity import CONTRACT
+    from fpmcore.point_grid import CELL_IDENTITY
+
+    assert (CONTRACT.residency, CONTRACT.execution_profile) == (
+        CELL_IDENTITY["engram_residency"],
+        CELL_IDENTITY["execution_profile"],
+    )

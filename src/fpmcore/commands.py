@@ -96,10 +96,12 @@ def fpm_producer_contracts() -> list[ProducerContract]:
 
 
 @hookimpl
-def fpm_validate_artifact(contract: ProducerContract, cell: Any, files: Any, plan: Any) -> list[Any] | None:
+def fpm_validate_artifact(
+    contract: ProducerContract, cell: Any, files: Any, plan: Any, attempt: str, owners: Any, producer: Any
+) -> list[Any] | None:
     from fpmcore.collect.contract import validate
 
-    return validate(contract, cell, files, plan)
+    return validate(contract, cell, files, plan, attempt=attempt, owners=owners, producer=producer)
 
 
 @hookimpl

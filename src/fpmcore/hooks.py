@@ -193,6 +193,9 @@ def _positive(v: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
     return None if v > 0 else f"returned {v} from {name}; expected a positive int"
 
 
+#: The ``producer`` argument of ``fpm_validate_artifact`` when the caller names no producer record.
+NO_PRODUCER: Mapping[str, str] = {"error": "no expected producer"}
+
 #: The one table of what every hook returns (``None`` always means "no answer").
 RETURNS: dict[str, Expect] = {
     "fpm_plugin_info": Expect((PluginInfo,)),
@@ -349,6 +352,20 @@ class Hooks:
         """
         return RuntimeHooks(self, self._host.select_runtime(pin).id, pin)
 
+    def measurement_driver(self, pin: str) -> MeasurementDriver:
+        """The measurement driver of the runtime plugin selected for ``pin`` (``fpm_measurement_driver``).
+
+        The one place ``fpm collect``, ``fpm onboard``, the assessment and the
+        engine-steps contract (A-21) ask for one; the refusal names the pin
+        when no plugin drives an engine for it.
+        """
+        try:
+            return self.runtime(pin).measurement_driver()
+        except FpmError as exc:
+            raise FpmError(
+                "plugins", f"no runtime plugin drives a measurement engine for {pin}: {exc.message}"
+            ) from None
+
     def replay_runtimes(self) -> list[str]:
         """The pins of the installed runtime plugins that give replay rules, sorted (a plugin whose answer is wrong gives none)."""
         pins = []
@@ -443,9 +460,18 @@ class Hooks:
         cell: Mapping[str, Any],
         files: Mapping[str, Any],
         plan: Mapping[str, Any],
+        attempt: str = ".",
+        owners: Mapping[str, str] | None = None,
+        producer: Mapping[str, Any] | None = None,
     ) -> list[Diagnostic]:
-        """The diagnostics of a cell under ``contract`` (empty: accepted); raises when no plugin owns it."""
-        hit = self.first("fpm_validate_artifact", contract=contract, cell=cell, files=files, plan=plan)
+        """The diagnostics of a cell under ``contract`` (empty: accepted); raises when no plugin owns it.
+
+        ``owners`` defaults to none, ``producer`` to ``{"error": …}`` (no producer record).
+        """
+        hit = self.first(
+            "fpm_validate_artifact", contract=contract, cell=cell, files=files, plan=plan, attempt=attempt,
+            owners=dict(owners or {}), producer=dict(producer) if producer is not None else dict(NO_PRODUCER),
+        )  # fmt: skip
         if hit is None:
             raise FpmError("plugins", f"no model plugin validates artifacts of contract {contract.name}")
         return list(hit[1])

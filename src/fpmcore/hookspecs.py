@@ -590,6 +590,9 @@ def fpm_validate_artifact(
     cell: Mapping[str, Any],
     files: Mapping[str, Any],
     plan: Mapping[str, Any],
+    attempt: str,
+    owners: Mapping[str, str],
+    producer: Mapping[str, Any],
 ) -> list[Diagnostic] | None:
     """*Validate artifact*: the measurement-record and producer rules of one contract.  *First-result*.
 
@@ -597,24 +600,32 @@ def fpm_validate_artifact(
         return ``None`` unless it is yours.
     :param cell: the frozen plan cell (its id and execution identity).
     :param files: the cell's files by name (``"r0.json"``, the merged artifact,
-        provenance, sidecars), parsed JSON or, for line files, lists of lines.
+        provenance, sidecars), parsed JSON or, for line files, lists of lines;
+        nothing else.
     :param plan: the plan the run was collected for.
+    :param attempt: the attempt folder as diagnostics name it.
+    :param owners: protocol producer name → the label of the registered
+        contract that owns it (A-17).
+    :param producer: the producer record the runtime plugin of the plan's
+        engine runtime gives (JSON-ready), or ``{"error": why}`` when there is
+        none; a contract that compares a runtime producer reads it (A-21).
     :returns: the diagnostics (A- rules, in the spec's order); an empty list
         means the cell is accepted.
 
-    For instance, a contract whose rows must name their point.
+    An implementation names the arguments it reads (pluggy passes only
+    those).  For instance, a contract whose rows must name their point.
 
     Example::
 
         >>> @hookimpl
-        ... def fpm_validate_artifact(contract, cell, files, plan):
+        ... def fpm_validate_artifact(contract, files, attempt):
         ...     if contract.name != "acme_eager":
         ...         return None
-        ...     return [Diagnostic("A-31", "row without a point id", where=name)
+        ...     return [Diagnostic("A-31", "row without a point id", where=f"{attempt}/{name}")
         ...             for name, rows in files.items() if any("point_id" not in r for r in rows)]
         >>> fpm_validate_artifact(contract=ProducerContract("acme_eager", "eager", "none"),
-        ...     cell={}, files={"r0.json": [{"latency_s": 0.1}]}, plan={})
-        [Diagnostic(rule='A-31', message='row without a point id', where='r0.json')]
+        ...     files={"r0.json": [{"latency_s": 0.1}]}, attempt="run/a1")
+        [Diagnostic(rule='A-31', message='row without a point id', where='run/a1/r0.json')]
     """
 
 

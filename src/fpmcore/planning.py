@@ -348,7 +348,7 @@ def plan_json_schema() -> dict[str, Any]:
 
     Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
     the fields of :class:`~fpmcore.hooktypes.PlanLimits`, the point the
-    collection reads (:class:`fpmcore.collect.measure.PlannedPoint`: its
+    collection reads (:class:`fpmcore.point_grid.PlanPoint`: its
     fields without default are required), the manifest of 04 G-22
     (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
     05 §6.2 and :data:`ENGINE_DTYPES`.  The model plugin's rules (candidates,
@@ -356,8 +356,8 @@ def plan_json_schema() -> dict[str, Any]:
     """
     import attrs
 
-    from fpmcore.collect.measure import PlannedPoint
     from fpmcore.hooktypes import PlanLimits
+    from fpmcore.point_grid import PlanPoint
     from fpmcore.schema import HEX64_PATTERN, array, enum, obj, schema_document
     from fpmcore.validate.schemas import manifest_schema
 
@@ -365,10 +365,10 @@ def plan_json_schema() -> dict[str, Any]:
     count = {"type": "integer", "minimum": 0}
     positive = {"type": "integer", "minimum": 1}
     point_props: dict[str, Any] = {}
-    for a in attrs.fields(PlannedPoint):
+    for a in attrs.fields(PlanPoint):
         point_props[a.name] = enum(("prefill", "decode")) if a.name == "phase" else (
             positive if a.name in ("benchmark_id", "batch_size") else count)  # fmt: skip
-    point = obj(point_props, [a.name for a in attrs.fields(PlannedPoint) if a.default is attrs.NOTHING])
+    point = obj(point_props, [a.name for a in attrs.fields(PlanPoint) if a.default is attrs.NOTHING])
     record = obj(
         {
             "origin": {"type": "string"},

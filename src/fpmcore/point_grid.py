@@ -76,10 +76,11 @@ from typing import Any
 import attrs
 import orjson
 
-from fpmcore.collect.identity import CELL_IDENTITY as CELL_IDENTITY  # the grid's cells' identity (05 §6.2)
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery, PlanLimits, PointPlan
 
+#: The execution identity of every cell the grid plans (05 §6.2), but the model configuration digest.
+CELL_IDENTITY = {"execution_profile": "engine_steps", "engram_residency": "none", "input_modality": "text"}
 #: G-25 ``origin`` of the model-agnostic grid.
 ORIGIN = "fpmcore_grid_v1"
 #: The largest batch of a point (the reference's cap, 04 G-10).
@@ -140,6 +141,33 @@ class DecodePoint:
 
 
 Point = PrefillPoint | DecodePoint
+
+
+@attrs.frozen
+class PlanPoint:
+    """One point of a plan's list as ``as_point`` writes it and a collection reads it (its fields without
+    default are required: the plan's JSON Schema is built from them)."""
+
+    benchmark_id: int
+    phase: str
+    batch_size: int
+    new_tokens: int = 0
+    prefix_tokens: int = 0
+    context_tokens: int = 0
+    prompt_extension: int = 0
+
+    @classmethod
+    def from_plan(cls, point: Mapping[str, Any]) -> Any:
+        """The point of a plan's list; refused (rule ``collect``) when it is not one a producer can measure."""
+        keys = [a.name for a in attrs.fields(PlanPoint)]
+        try:
+            return cls(**{k: point[k] for k in keys if k in point})
+        except TypeError as exc:
+            raise FpmError("collect", f"the plan holds a point this producer cannot measure: {dict(point)}") from exc
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.phase == "prefill"
 
 
 def manifest_digest(manifest: Mapping[str, Any]) -> str:

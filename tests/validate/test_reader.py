@@ -213,10 +213,10 @@ class Lenient:
         return self.CONTRACT if identity.engram_residency == "host_offload" else None
 
     @hookimpl
-    def fpm_validate_artifact(self, contract, cell, files, plan):
+    def fpm_validate_artifact(self, contract, cell, files, plan, attempt, owners, producer):
         if contract.name != self.CONTRACT.name:
             return None
-        view = CellView.from_hook(contract, cell, files, plan)
+        view = CellView.from_hook(contract, cell, files, plan, attempt=attempt, owners=owners, producer=producer)
         return run_rules(view, ContractRules(name=contract.name, owns_protocol_producer=True))
 
 

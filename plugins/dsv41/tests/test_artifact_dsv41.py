@@ -127,8 +127,6 @@ def test_general_rules_apply(host, example):
 
 def test_validate_answers_only_its_contract(example):
     plan, cell, files = example
-    assert (
-        fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_glm53flash.CONTRACT, cell=cell, files=files, plan=plan)
-        is None
-    )
-    assert fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_dsv41.CONTRACT, cell=cell, files=files, plan=plan) == []
+    given = {"cell": cell, "files": files, "plan": plan, "attempt": ".", "owners": {}, "producer": {}}
+    assert fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_glm53flash.CONTRACT, **given) is None
+    assert fpmcore_dsv41.fpm_validate_artifact(contract=fpmcore_dsv41.CONTRACT, **given) == []

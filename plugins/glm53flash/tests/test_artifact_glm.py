@@ -174,13 +174,9 @@ def test_line_problems():
 def test_validate_answers_only_its_contract():
     plan, cell, files = M.glm_example()
     other = ProducerContract("dsv41_eager", "eager", "hbm_tp_sharded")
-    assert fpmcore_glm53flash.fpm_validate_artifact(contract=other, cell=cell, files=files, plan=plan) is None
-    assert (
-        fpmcore_glm53flash.fpm_validate_artifact(
-            contract=fpmcore_glm53flash.CONTRACT, cell=cell, files=files, plan=plan
-        )
-        == []
-    )
+    given = {"cell": cell, "files": files, "plan": plan, "attempt": ".", "owners": {}, "producer": {}}
+    assert fpmcore_glm53flash.fpm_validate_artifact(contract=other, **given) is None
+    assert fpmcore_glm53flash.fpm_validate_artifact(contract=fpmcore_glm53flash.CONTRACT, **given) == []
 
 
 # -- the producer files (05 §7.2, A-21) ----------------------------------------------------

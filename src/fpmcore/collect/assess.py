@@ -122,13 +122,12 @@ def _remeasure(
     """Re-measure ``points`` on a fresh engine with the run's protocol; their values and the contention seen."""
     from fpmcore.collect import store
     from fpmcore.collect.content import TokenSource
-    from fpmcore.collect.drivers import driver_for
     from fpmcore.collect.measure import Measurer, ProtocolSettings
     from fpmcore.collect.run import deployment_differences, engine_options
 
     base = ProtocolSettings.from_json(run["settings"])
     settings = attrs.evolve(base, seed=base.seed + 1 + seed)
-    driver = driver_for(host, plan["engine"]["runtime"])
+    driver = host.hooks.measurement_driver(plan["engine"]["runtime"])
     engine = driver.start(model_dir, engine_options(plan, dtype=dtype, seed=settings.seed))
     visits: dict[int, list[dict[str, Any]]] = {p.benchmark_id: [] for p in points}
     try:

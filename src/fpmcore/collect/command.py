@@ -118,12 +118,11 @@ def run_collect(
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
     from fpmcore import engine_limits
     from fpmcore.collect import run as collect_run
-    from fpmcore.collect.drivers import driver_for
 
     c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
                             resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,
                             retake_pause=retake_pause, prefill_idle=prefill_idle)  # fmt: skip
-    driver = driver_for(ctx.host, plan["engine"]["runtime"]) if not c.complete else None
+    driver = ctx.host.hooks.measurement_driver(plan["engine"]["runtime"]) if not c.complete else None
     if driver is not None:  # what the runtime's engine cannot run is refused before it starts
         engine_limits.refuse(ctx.host.hooks.runtime(plan["engine"]["runtime"]), model_dir,
                              prefix_caching=bool(plan["engine"]["prefix_caching"]),

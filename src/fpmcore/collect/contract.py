@@ -62,8 +62,6 @@ from fpmcore.validate.values import (
 )
 
 LABEL = "engine-steps"
-#: Where the host hands the expected producer record to the contract (``files["@producer"]``).
-PRODUCER_KEY = "@producer"
 PRODUCER_FIELDS = ("name", "runtime", "plugin", "timing_boundary", "files")
 MIN_MEASURED = 3
 
@@ -94,7 +92,7 @@ def _file_difference(want: Any, found: Any) -> tuple[str, Any, Any] | None:
 
 def a21_producer(view: CellView) -> Diagnostic | None:
     """A-21: the producer record is the installed runtime plugin's, and it measured the cell's model."""
-    expected = view.files.get(PRODUCER_KEY)
+    expected = view.producer
     for r in view.ranks:
         prod = get(r.doc, "producer")
 
@@ -306,12 +304,19 @@ RULES = ContractRules(
 
 
 def validate(
-    contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+    contract: ProducerContract,
+    cell: Mapping[str, Any],
+    files: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    **hook_arguments: Any,
 ) -> list[Diagnostic] | None:
-    """``fpm_validate_artifact`` of this contract: rules A-15 … A-40 (05 §8), the first refusal or ``[]``."""
+    """``fpm_validate_artifact`` of this contract: rules A-15 … A-40 (05 §8), the first refusal or ``[]``.
+
+    ``hook_arguments`` are the hook's ``attempt``, ``owners`` and ``producer``.
+    """
     if contract.name != CONTRACT.name:
         return None
-    view = CellView.from_hook(contract, cell, files, plan)
+    view = CellView.from_hook(contract, cell, files, plan, **hook_arguments)
     if not view.ranks:
         return [
             Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)

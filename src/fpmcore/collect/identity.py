@@ -2,7 +2,7 @@
 
 A cell the model-agnostic grid plans (:mod:`fpmcore.point_grid`) has the
 execution identity ``(model config digest, "engine_steps", "none", "text")``
-(:data:`CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
+(:data:`fpmcore.point_grid.CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
 measures it in the execution mode :data:`EXECUTION_MODE` under the producer
 name :data:`PROTOCOL_NAME`; :data:`CONTRACT` is the producer contract that
 owns such cells, whose rules are :mod:`fpmcore.collect.contract`'s.
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from fpmcore.hooktypes import ProducerContract
 
-#: The execution identity of every cell the model-agnostic grid plans, but the model configuration digest.
-CELL_IDENTITY = {"execution_profile": "engine_steps", "engram_residency": "none", "input_modality": "text"}
 #: The execution mode of fpmcore's own measurement protocol.
 EXECUTION_MODE = "engine_steps"
 #: The producer name of fpmcore's own measurement protocol.
@@ -27,8 +25,8 @@ PROTOCOL_NAME = "fpmcore_engine_steps"
 CONTRACT = ProducerContract(
     name="fpmcore_engine_steps",
     execution_mode=EXECUTION_MODE,
-    residency=CELL_IDENTITY["engram_residency"],
+    residency="none",  # point_grid.CELL_IDENTITY (a test keeps them equal; loading the host stays light)
     label="engine-steps",
     protocol_producer=PROTOCOL_NAME,
-    execution_profile=CELL_IDENTITY["execution_profile"],
+    execution_profile=EXECUTION_MODE,
 )

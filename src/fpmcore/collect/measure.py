@@ -61,7 +61,7 @@ from fpmcore.contention import ContentionBound, canary
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 from fpmcore.jsonio import one_line
-from fpmcore.point_grid import decode_tail
+from fpmcore.point_grid import PlanPoint, decode_tail
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 
 #: Generated tokens of a prefill repetition; a decode repetition generates its lead-in plus two.
@@ -178,29 +178,8 @@ class ProtocolSettings:
 
 
 @attrs.frozen
-class PlannedPoint:
-    """One point of a plan's list (:mod:`fpmcore.point_grid` form)."""
-
-    benchmark_id: int
-    phase: str
-    batch_size: int
-    new_tokens: int = 0
-    prefix_tokens: int = 0
-    context_tokens: int = 0
-    prompt_extension: int = 0
-
-    @classmethod
-    def from_plan(cls, point: Mapping[str, Any]) -> PlannedPoint:
-        keys = ("benchmark_id", "phase", "batch_size", "new_tokens", "prefix_tokens", "context_tokens",
-                "prompt_extension")  # fmt: skip
-        try:
-            return cls(**{k: point[k] for k in keys if k in point})
-        except TypeError as exc:
-            raise FpmError("collect", f"the plan holds a point this producer cannot measure: {dict(point)}") from exc
-
-    @property
-    def is_prefill(self) -> bool:
-        return self.phase == "prefill"
+class PlannedPoint(PlanPoint):
+    """One point of a plan's list (:class:`fpmcore.point_grid.PlanPoint`), as the collection measures it."""
 
     def dynamo_point(self, graph_mode: str) -> dict[str, Any]:
         """The point of a rank artifact (05 §2.1)."""

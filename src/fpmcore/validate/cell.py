@@ -116,6 +116,7 @@ class CellView:
         contract: ProducerContract | None = None,
         attempt: str = ".",
         owners: Mapping[str, str] | None = None,
+        producer: Mapping[str, Any] | None = None,
     ) -> None:
         self.cell = cell
         self.files = files
@@ -124,6 +125,8 @@ class CellView:
         self.rules: Any = None
         self.attempt = attempt
         self.owners = dict(owners or {})
+        #: the producer record the plan's runtime plugin gives (``fpm_validate_artifact``'s ``producer``)
+        self.producer = producer
         self._identity: ExecutionIdentity | FpmError | None = None
         #: benchmark id → (point, point_key), shared by the ranks' rows (A-29)
         self.point_keys: dict[int, tuple[Any, str]] = {}
@@ -139,21 +142,26 @@ class CellView:
 
     @classmethod
     def from_hook(
-        cls, contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+        cls,
+        contract: ProducerContract,
+        cell: Mapping[str, Any],
+        files: Mapping[str, Any],
+        plan: Mapping[str, Any],
+        *,
+        attempt: str = ".",
+        owners: Mapping[str, str] | None = None,
+        producer: Mapping[str, Any] | None = None,
     ) -> CellView:
-        """The view of the files ``fpm_validate_artifact`` receives (ranks in DP-rank order).
+        """The view of what ``fpm_validate_artifact`` receives (ranks in DP-rank order).
 
-        Besides the files, that mapping holds ``"@attempt"`` (the attempt as
-        diagnostics name it), ``"@owners"`` (protocol producer name → the
-        label of the contract that owns it, for A-17) and ``"@producer"`` (the
-        producer record the runtime plugin of the plan's engine runtime gives,
-        :func:`fpmcore.collect.drivers.expected_producer`, for a contract that
-        compares a runtime producer).
+        ``attempt`` is the attempt as diagnostics name it, ``owners`` protocol
+        producer name → the label of the contract that owns it (A-17), and
+        ``producer`` the producer record the runtime plugin of the plan's
+        engine runtime gives (:func:`fpmcore.validate.reader.expected_producer`),
+        for a contract that compares a runtime producer (A-21).
         """
-        view = cls(cell=cell, files=files, plan=plan, contract=contract, attempt=str(files.get("@attempt", ".")))
-        owners = files.get("@owners")
-        if isinstance(owners, Mapping):
-            view.owners = dict(owners)
+        view = cls(cell=cell, files=files, plan=plan, contract=contract, attempt=attempt, owners=owners,
+                   producer=producer)  # fmt: skip
         view.sort_ranks()
         return view
 

@@ -28,13 +28,21 @@ from fpmcore.hooktypes import Diagnostic, ProducerContract
 
 
 def validate_with_rules(
-    rules: Any, contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+    rules: Any,
+    contract: ProducerContract,
+    cell: Mapping[str, Any],
+    files: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    **hook_arguments: Any,
 ) -> list[Diagnostic]:
-    """Rules A-15 … A-40 of a contract cell (05 §8): the general rules plus ``rules``, the first refusal or ``[]``."""
+    """Rules A-15 … A-40 of a contract cell (05 §8): the general rules plus ``rules``, the first refusal or ``[]``.
+
+    ``hook_arguments`` are ``fpm_validate_artifact``'s ``attempt``, ``owners`` and ``producer``.
+    """
     from fpmcore.validate.cell import CellView
     from fpmcore.validate.evaluation import run_rules
 
-    view = CellView.from_hook(contract, cell, files, plan)
+    view = CellView.from_hook(contract, cell, files, plan, **hook_arguments)
     if not view.ranks:
         return [
             Diagnostic("A-3", f"native rank artifacts do not cover dp ranks: found []: {view.attempt}", view.attempt)
@@ -57,11 +65,19 @@ def producer_contract_hooks(contract: ProducerContract, rules: str) -> tuple[Cal
 
     @hookimpl
     def fpm_validate_artifact(
-        contract: ProducerContract, cell: Mapping[str, Any], files: Mapping[str, Any], plan: Mapping[str, Any]
+        contract: ProducerContract,
+        cell: Mapping[str, Any],
+        files: Mapping[str, Any],
+        plan: Mapping[str, Any],
+        attempt: str,
+        owners: Mapping[str, str],
+        producer: Mapping[str, Any],
     ) -> list[Diagnostic] | None:
         if contract.name != owned.name:
             return None
-        return validate_with_rules(getattr(importlib.import_module(module), attribute), contract, cell, files, plan)
+        rules = getattr(importlib.import_module(module), attribute)
+        return validate_with_rules(rules, contract, cell, files, plan, attempt=attempt, owners=owners,
+                                   producer=producer)  # fmt: skip
 
     fpm_producer_contracts.__doc__ = (
         f"05 §6.3: the producer contract {owned.name}, claimed for every cell of residency {owned.residency}."

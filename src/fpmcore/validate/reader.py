@@ -132,6 +132,21 @@ def _choose(host: Any, identity: ExecutionIdentity, where: str) -> ProducerContr
     return hit[1] if isinstance(hit, tuple) else hit  # type: ignore[no-any-return]
 
 
+def expected_producer(host: Any, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer record the runtime plugin of ``plan["engine"]["runtime"]`` gives, JSON-ready, or
+    ``{"error": why}`` when there is none (the contract refuses at A-21 then)."""
+    engine = plan.get("engine") if isinstance(plan, Mapping) else None
+    pin = engine.get("runtime") if isinstance(engine, Mapping) else None
+    if not isinstance(pin, str):
+        return {"error": "the plan names no engine runtime"}
+    try:
+        p = host.hooks.measurement_driver(pin).producer
+    except FpmError as exc:
+        return {"error": exc.message}
+    return {"name": p.name, "runtime": p.runtime, "plugin": p.plugin, "timing_boundary": p.timing_boundary,
+            "files": p.files_json()}  # fmt: skip
+
+
 def protocol_owners(host: Any) -> dict[str, str]:
     """Protocol producer name → label of the registered contract that owns it (A-17, ``fpm_producer_contracts``)."""
     return {c.protocol_producer: c.label for _, c in host.hooks.producer_contracts() if c.protocol_producer}
@@ -172,14 +187,9 @@ def validate_files(
     if contract is None:
         diags = run_rules(view, GENERAL_CONTRACT)
     else:
-        from fpmcore.collect.drivers import expected_producer
-
-        hook_files = dict(files)
-        hook_files["@attempt"] = attempt
-        hook_files["@owners"] = dict(owners)
-        hook_files["@producer"] = expected_producer(host, plan)
         try:
-            diags = host.hooks.validate_artifact(contract=contract, cell=cell, files=hook_files, plan=plan)
+            diags = host.hooks.validate_artifact(contract=contract, cell=cell, files=files, plan=plan, attempt=attempt,
+                                                 owners=owners, producer=expected_producer(host, plan))  # fmt: skip
         except FpmError as exc:
             diags = [Diagnostic(exc.rule, exc.message, exc.where or view.first_path)]
     gaps = tuple(prompt_gaps(view) + flagged_gaps(view))
