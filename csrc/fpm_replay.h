@@ -76,8 +76,9 @@ typedef struct {
 typedef struct { int64_t batch_size, total_prefill_tokens, total_kv_read_tokens; double wall_time; } fpm_prefill_row;
 typedef struct { int64_t batch_size, total_kv_read_tokens; double wall_time; } fpm_decode_row;
 
-/* Rules that differ between runtime releases (fpmcore.replay.rules.RuntimeRules).  All
- * zero is the engine's reference runtime; each field names a deviation. */
+/* Rules that differ between runtime releases: the switches of fpmcore.replay.rules.ReplayRules, with the
+ * same names in the same order and the same polarity (tests/replay/test_rules_vocabulary.py).  All zero is the
+ * engine's reference runtime (vLLM 0.33.0); each field names how a release departs from it. */
 typedef struct {
     int32_t check_before_release;  /* drop window blocks and align extras only after a successful check */
     int32_t free_uncached_to_back; /* freed blocks without content join the back of the queue too */

@@ -219,9 +219,9 @@ def _rules_plugin(plugin_id: str, pin: str, rules: object):
 
 def test_runtime_rules_through_the_host(fpm_host):
     """A plugin's rules come back with its data; omitted rules keep the documented defaults."""
-    from fpmcore.hooktypes import RuntimeRules, StartupLimits
+    from fpmcore.hooktypes import ImportRules, StartupLimits
 
-    rules = RuntimeRules(
+    rules = ImportRules(
         version="9.9.9", hybrid_evidence=True, kv_dtype_labels={"fp9": "fp8"},
         state_family=lambda cls: "ring" if cls.endswith(".Ring") else None,
         startup_blocks=lambda cls, fields, block, lim: (-(-lim.max_model_len // block), f"cdiv({lim.max_model_len}, {block})"),
@@ -237,27 +237,27 @@ def test_runtime_rules_through_the_host(fpm_host):
     query = HashBlockQuery((16, 32), (True, True), (), 32, True, None)
     assert got.hash_block_size(query) == 32
     # a runtime plugin that gives no rules is read with the defaults
-    assert host.hooks.runtime("vllm==1.0.0").rules() == RuntimeRules(version="1.0.0")
+    assert host.hooks.runtime("vllm==1.0.0").rules() == ImportRules(version="1.0.0")
     with pytest.raises(ValueError, match="version must be a non-blank string"):
-        RuntimeRules(version=" ")
+        ImportRules(version=" ")
 
 
 def test_runtime_rules_are_checked_and_name_the_plugin(fpm_host):
     """A wrong answer, or a wrong answer of one of the rules' functions, names the plugin."""
-    from fpmcore.hooktypes import RuntimeRules, StartupLimits
+    from fpmcore.hooktypes import ImportRules, StartupLimits
 
     host = fpm_host(
         _rules_plugin("dicty", "vllm==1.0.0", {"version": "1.0.0"}),
-        _rules_plugin("elsewhere", "vllm==2.0.0", RuntimeRules(version="2.0.1")),
-        _rules_plugin("labels", "vllm==3.0.0", RuntimeRules(version="3.0.0", kv_dtype_labels={"fp8": 8})),
-        _rules_plugin("loose", "vllm==4.0.0", RuntimeRules(
+        _rules_plugin("elsewhere", "vllm==2.0.0", ImportRules(version="2.0.1")),
+        _rules_plugin("labels", "vllm==3.0.0", ImportRules(version="3.0.0", kv_dtype_labels={"fp8": 8})),
+        _rules_plugin("loose", "vllm==4.0.0", ImportRules(
             version="4.0.0", state_family=lambda cls: "conv", prefix_cacheable=lambda cls, fields: 1,
             startup_blocks=lambda cls, fields, block, lim: 5, classify_plain=lambda cls: "attention",
             in_flight_batches=lambda pp, asynchronous, runner: 0, hash_block_size=lambda query: 16.0)),
-        _rules_plugin("nulls", "vllm==5.0.0", RuntimeRules(version="5.0.0", nullable_settings={"a.b.c"})),
+        _rules_plugin("nulls", "vllm==5.0.0", ImportRules(version="5.0.0", nullable_settings={"a.b.c"})),
     )  # fmt: skip
     cases = [
-        ("vllm==1.0.0", "plugin 'dicty' returned dict from fpm_runtime_rules; expected RuntimeRules"),
+        ("vllm==1.0.0", "plugin 'dicty' returned dict from fpm_runtime_rules; expected ImportRules"),
         ("vllm==2.0.0", "plugin 'elsewhere' returned rules for version 2.0.1 from fpm_runtime_rules; expected 2.0.0"),
         ("vllm==3.0.0", "plugin 'labels' returned a non-string KV dtype label from fpm_runtime_rules: 'fp8': 8"),
         ("vllm==5.0.0", "plugin 'nulls' returned a nullable setting that is not '<section>.<key>' or '<key>' "
@@ -551,7 +551,7 @@ def test_tracing_and_call_monitoring_see_the_calls(fpm_host):
 
 def test_replay_rules_of_another_runtime_name_the_plugin():
     """fpm_replay_rules must answer with the rules of the pin it was asked for."""
-    from fpmcore.replay.rules import RuntimeRules as ReplayRules
+    from fpmcore.replay.rules import ReplayRules
     from fpmcore.testing import make_host
 
     class Wrong:

@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from fpmcore.replay import make_config, run_replay  # noqa: E402
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules, default_rules  # noqa: E402
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules, default_rules  # noqa: E402
 from fpmcore.replay.trace import from_sched_json  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def oracle_features() -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def oracle_rules(features: dict[str, Any]) -> RuntimeRules:
+def oracle_rules(features: dict[str, Any]) -> ReplayRules:
     """The replay rules of the oracle's vLLM: those its runtime plugin gives (``fpm_replay_rules``).
 
     A release without a runtime plugin that gives them is refused (R-1), as ``fpm replay`` refuses it.
@@ -149,7 +149,7 @@ def model_json(
     rng: random.Random,
     caching: bool,
     max_model_len: int,
-    rules: RuntimeRules | None = None,
+    rules: ReplayRules | None = None,
     features: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A small MODEL.json for the oracle (its ``examples/README.md`` format): what the oracle's vLLM has
@@ -186,7 +186,7 @@ def model_json(
             "dtypes": ["bfloat16", "float32"],
             "mamba_type": "GDN_ATTN",
         }
-        if not rules.mamba_prefill_checkpoints:
+        if rules.no_mamba_checkpoints:
             ck = 0  # the runtime's MambaSpec has no checkpoint fields
         else:
             mamba_spec["num_prefill_checkpoint_blocks"] = ck
@@ -222,7 +222,7 @@ def model_json(
                     },
                 }
             )
-            if rng.random() < 0.7 and rules.ring_groups:
+            if rng.random() < 0.7 and not rules.no_ring_groups:
                 ring = 1
                 layers.append(
                     {
@@ -300,7 +300,7 @@ def random_trace(
     return {"max_steps": 5000, "requests": reqs}
 
 
-def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool, rules: RuntimeRules | None = None):
+def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool, rules: ReplayRules | None = None):
     """The replay configuration of vLLM's own cache plan and scheduler settings (06 R-1)."""
     page = plan["bytes_per_block"]
     groups = []
@@ -388,7 +388,7 @@ def build_jobs(
     n: int,
     seed: int,
     kinds: tuple[str, ...] = KINDS,
-    rules: RuntimeRules | None = None,
+    rules: ReplayRules | None = None,
     features: dict[str, Any] | None = None,
     hash_traces: int = 0,
 ) -> list[dict[str, Any]]:
@@ -549,7 +549,7 @@ def differential(
     seed: int,
     backend: str | None = None,
     kinds: tuple[str, ...] = KINDS,
-    rules: RuntimeRules | None = None,
+    rules: ReplayRules | None = None,
     hash_traces: int = 0,
 ) -> dict[str, Any]:
     """Run ``n`` random traces (and ``hash_traces`` traces of content-block ids, their kinds suffixed

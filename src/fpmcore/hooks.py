@@ -51,6 +51,7 @@ from fpmcore.hooktypes import (
     EngineLimit,
     EngineRequest,
     ExecutionIdentity,
+    ImportRules,
     LiveProbeOptions,
     MeasurementDriver,
     PlanLimits,
@@ -58,11 +59,10 @@ from fpmcore.hooktypes import (
     PointPlan,
     ProducerContract,
     RuleEntry,
-    RuntimeRules,
     ServingDriver,
     SpecClassification,
 )
-from fpmcore.replay.rules import RuntimeRules as ReplayRules
+from fpmcore.replay.rules import ReplayRules
 from fpmcore.traces.format import TraceFormat
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ ValueCheck = Callable[[Any, str, Mapping[str, Any]], "str | None"]
 
 @attrs.frozen
 class Expect:
-    """What one hook (or one function of :class:`~fpmcore.hooktypes.RuntimeRules`) must return.
+    """What one hook (or one function of :class:`~fpmcore.hooktypes.ImportRules`) must return.
 
     ``types`` the accepted types (a ``bool`` is never an ``int``);
     ``text`` how a message names them; ``items`` what each item of a list
@@ -204,11 +204,11 @@ RETURNS: dict[str, Expect] = {
     "fpm_live_probe": Expect((dict,)),
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect((SpecClassification,)),
-    "fpm_runtime_rules": Expect((RuntimeRules,), problem=_rules_problem),
+    "fpm_runtime_rules": Expect((ImportRules,), problem=_rules_problem),
     "fpm_measurement_driver": Expect((MeasurementDriver,)),
     "fpm_serving_engine": Expect((ServingDriver,)),
     "fpm_engine_limits": Expect((list,), items=Expect((EngineLimit,))),
-    "fpm_replay_rules": Expect((ReplayRules,), "RuntimeRules of fpmcore.replay.rules", problem=_replay_rules_problem),
+    "fpm_replay_rules": Expect((ReplayRules,), "ReplayRules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
     "fpm_generate_points": Expect((PointPlan,)),
     "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
@@ -220,7 +220,7 @@ RETURNS: dict[str, Expect] = {
 }
 
 
-#: What each function of :class:`~fpmcore.hooktypes.RuntimeRules` returns; the
+#: What each function of :class:`~fpmcore.hooktypes.ImportRules` returns; the
 #: facade checks every answer, naming the plugin and ``fpm_runtime_rules.<function>``.
 RULE_RETURNS: dict[str, Expect] = {
     "classify_plain": Expect((SpecClassification,)),
@@ -254,7 +254,7 @@ def check(plugin: str, name: str, value: Any, expect: Expect, kwargs: Mapping[st
     return value
 
 
-def _guarded_rules(plugin: str, rules: RuntimeRules) -> RuntimeRules:
+def _guarded_rules(plugin: str, rules: ImportRules) -> ImportRules:
     """``rules`` with each function wrapped so that a wrong answer names the plugin (:data:`RULE_RETURNS`).
 
     An exception passes through unchanged: the functions read record values,
@@ -608,8 +608,8 @@ class RuntimeHooks:
         none when the plugin names no limit."""
         return list(self._call("fpm_engine_limits", request=request) or [])
 
-    def rules(self) -> RuntimeRules:
-        """The :class:`~fpmcore.hooktypes.RuntimeRules` of the pin; the defaults when the plugin gives none.
+    def rules(self) -> ImportRules:
+        """The :class:`~fpmcore.hooktypes.ImportRules` of the pin; the defaults when the plugin gives none.
 
         The rules must be for the pin's version and their labels strings.
         Each of their functions is wrapped so that an answer of the wrong
@@ -617,7 +617,7 @@ class RuntimeHooks:
         """
         rules = self._call("fpm_runtime_rules")
         if rules is None:
-            return RuntimeRules(version=self.version)
+            return ImportRules(version=self.version)
         return _guarded_rules(self.plugin, rules)
 
     def replay_rules(self) -> ReplayRules | None:

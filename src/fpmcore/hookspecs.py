@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         EngineLimit,
         EngineRequest,
         ExecutionIdentity,
+        ImportRules,
         LiveProbeOptions,
         MeasurementDriver,
         PlanLimits,
@@ -65,12 +66,11 @@ if TYPE_CHECKING:
         PointPlan,
         ProducerContract,
         RuleEntry,
-        RuntimeRules,
         ServingDriver,
         SpecClassification,
     )
     from fpmcore.profile import FpmModelProfile
-    from fpmcore.replay.rules import RuntimeRules as ReplayRules
+    from fpmcore.replay.rules import ReplayRules
     from fpmcore.traces.format import TraceFormat
 
 PROJECT = "fpmcore"
@@ -318,7 +318,7 @@ def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) ->
 
 
 @hookspec(firstresult=True)
-def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
+def fpm_runtime_rules(runtime: str) -> ImportRules | None:
     """The import rules of one runtime version besides its class table.  *First-result*.
 
     The import (02, 03) asks it for the hybrid gate (I-22: every installed
@@ -330,10 +330,10 @@ def fpm_runtime_rules(runtime: str) -> RuntimeRules | None:
     reservation of one spec (03 C-1, I-61, stage K), the in-flight batches
     (03 C-2) and the hash block size (I-97).  A runtime plugin that returns
     ``None`` is read with the defaults of
-    :class:`~fpmcore.hooktypes.RuntimeRules`.  Never import vLLM here.
+    :class:`~fpmcore.hooktypes.ImportRules`.  Never import vLLM here.
 
     :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
-    :returns: a :class:`~fpmcore.hooktypes.RuntimeRules` whose ``version``
+    :returns: a :class:`~fpmcore.hooktypes.ImportRules` whose ``version``
         is the pin's, or ``None``.
 
     Example::
@@ -449,7 +449,7 @@ def fpm_replay_rules(runtime: str) -> ReplayRules | None:
 
     The replay engine (06) is one library for every release; what differs
     between releases of the runtime's scheduler is a
-    :class:`fpmcore.replay.rules.RuntimeRules` value: the switches the
+    :class:`fpmcore.replay.rules.ReplayRules` value: the switches the
     engine consults and the scheduler settings the release has.  ``fpm
     replay`` and ``fpm sweep`` ask it for the profile's runtime pin
     (``vllm==<backend_version>``) and refuse a profile whose runtime gives
@@ -457,14 +457,14 @@ def fpm_replay_rules(runtime: str) -> ReplayRules | None:
     checked against step by step (R-40).  Never import vLLM here.
 
     :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
-    :returns: the release's :class:`~fpmcore.replay.rules.RuntimeRules`,
+    :returns: the release's :class:`~fpmcore.replay.rules.ReplayRules`,
         whose ``runtime`` is the pin, or ``None`` (no replay semantics).
 
     Example::
 
         >>> rules = host.hooks.runtime("vllm==0.27.0").replay_rules()
-        >>> rules.runtime, rules.long_prefill_cap_exempts_single_request
-        ('vllm==0.27.0', False)
+        >>> rules.runtime, rules.long_prefill_cap_always
+        ('vllm==0.27.0', True)
     """
 
 

@@ -17,6 +17,7 @@ import attrs
 
 from fpmcore.contention import Contention
 from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
 from fpmcore.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
@@ -25,7 +26,7 @@ from fpmcore.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the v
 #: 2: runtime hooks reach only the runtime plugin selected for the pin, model
 #: hooks only the model plugin selected for the model; ``fpm_align_stop``
 #: takes the runtime pin; :attr:`SpecClassification.composite` replaces
-#: ``uniform``; :class:`RuntimeRules` gains ``nullable_settings``,
+#: ``uniform``; :class:`ImportRules` gains ``nullable_settings``,
 #: ``in_flight_batches`` and ``hash_block_size``; ``fpm_normalize_record`` is
 #: optional.
 #:
@@ -34,7 +35,7 @@ from fpmcore.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the v
 #: ``fpm_serving_engine`` and its :class:`ServingDriver`; the optional hook
 #: ``fpm_engine_limits`` with :class:`EngineRequest` and :class:`EngineLimit`;
 #: :attr:`EngineFacts.cache_block_sizes` (default empty);
-#: :class:`RuntimeRules`' ``kv_cache_sizing``, ``storage_devices``,
+#: :class:`ImportRules`' ``kv_cache_sizing``, ``storage_devices``,
 #: ``absent_hardware``, ``graph_capture`` and ``model_dtype_labels``, whose
 #: defaults are the rules of 02 as written.
 API_VERSION = 2
@@ -167,20 +168,20 @@ def _scheduler_block(query: HashBlockQuery) -> int | str:
 
 
 #: 02 §7.4 (I-32): the label of KV cache dtype ``auto`` by model dtype, the default of
-#: :attr:`RuntimeRules.model_dtype_labels`.
+#: :attr:`ImportRules.model_dtype_labels`.
 MODEL_DTYPE_LABELS: Mapping[str, str] = {"torch.bfloat16": "bfloat16", "torch.float16": "half"}
 #: The keys of a worker's ``hardware`` (02 §3.1).
 HARDWARE_KEYS = ("gpu", "sm", "device_name", "total_memory_bytes")
 
 
 @attrs.frozen
-class RuntimeRules:
+class ImportRules:
     """The answer of ``fpm_runtime_rules``: what the import knows of one runtime version besides its class table.
 
     Plain data and small pure functions of the plugin; the functions take the
     spec class fully qualified, as recorded (``vllm.v1.kv_cache_interface.MambaSpec``),
     and its recorded ``fields`` (02 §3.7).  Every field but ``version`` has a
-    default: a runtime plugin that gives no rules is read as ``RuntimeRules(version=…)``.
+    default: a runtime plugin that gives no rules is read as ``ImportRules(version=…)``.
 
     ``version``
         The exact version the rules are for (``"0.33.0"``).

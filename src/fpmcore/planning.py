@@ -207,8 +207,7 @@ def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
     return {
         "runtime": f"{dep.backend}=={dep.backend_version}",
         "max_model_len": rm.max_model_len if rm is not None else profile.context_length,
-        "max_num_batched_tokens": res.max_num_tokens,
-        "max_num_seqs": res.max_batch_size,
+        **res.runtime_settings(),
         "prefix_caching": bool(rm is not None and rm.enable_prefix_caching),
         "kv_cache_bytes": rm.kv_cache_bytes if rm is not None else None,
         "pool_page_bytes": res.cache_groups[0].page_size_bytes if res.cache_groups else None,

@@ -241,7 +241,7 @@ def grid_inputs(profile: Any, deployment: int, limits: PlanLimits) -> GridInputs
         block_size=limits.block_size,
         hash_block=limits.hash_block_size,
         max_model_len=limits.max_model_len,
-        max_num_seqs=res.max_batch_size,
+        max_num_seqs=res.runtime_settings()["max_num_seqs"],
         caching=caching,
         align_mode=align,
         checkpoint_alignment=ckpt,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 import attrs
@@ -222,6 +223,19 @@ class FpmRuntimeMemory:
 DECLARED_FIELDS = ("weights_bytes", "activations_bytes", "runtime_overhead_bytes", "comm_overhead_bytes")
 
 
+#: The scheduler bounds a profile records under names of its own (01 §5): the
+#: runtime's engine argument → the field of :class:`FpmResourceProfile`.  The
+#: one place the two vocabularies meet: the import reads a record's settings
+#: through it, the plan and the replay give the profile's values back as the
+#: runtime's (:meth:`FpmResourceProfile.runtime_settings`).
+RUNTIME_SETTINGS: Mapping[str, str] = {"max_num_batched_tokens": "max_num_tokens", "max_num_seqs": "max_batch_size"}
+
+
+def resources_of_runtime(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The profile's resource fields of the runtime's settings (``max_num_seqs`` → ``max_batch_size``, …)."""
+    return {field: settings[name] for name, field in RUNTIME_SETTINGS.items()}
+
+
 @attrs.frozen(kw_only=True)
 class FpmResourceProfile:
     """Scheduler bounds and the KV cache description of one deployment (01 §5)."""
@@ -237,6 +251,10 @@ class FpmResourceProfile:
     max_num_tokens: int = field("u32", description="rank-local token budget (max_num_batched_tokens)")
     max_batch_size: int = field("u32", description="rank-local running-request limit (max_num_seqs)")
     provenance: str = field("str")
+
+    def runtime_settings(self) -> dict[str, int]:
+        """The scheduler bounds under the runtime's names (:data:`RUNTIME_SETTINGS`)."""
+        return {name: getattr(self, field) for name, field in RUNTIME_SETTINGS.items()}
 
     @property
     def declared(self) -> dict[str, int]:

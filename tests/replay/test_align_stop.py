@@ -147,11 +147,11 @@ def test_all_implementations_agree(q):
 @settings(max_examples=300, deadline=None)
 @given(queries)
 def test_the_last_stop_rule_of_a_release_agrees_in_c_and_python(q):
-    """``RuntimeRules.align_last_stop_below_tokens`` False (vLLM 0.27.0): the last cacheable stop
+    """``ReplayRules.align_last_stop_at_tokens`` (vLLM 0.27.0): the last cacheable stop
     is the block boundary at or below the request's tokens; both engines take the same chunk."""
     from fpmcore.replay.cengine import align_stop_c
 
-    assert align_stop_c(q, last_stop_below_tokens=False) == py_align_stop(q, last_stop_below_tokens=False)
+    assert align_stop_c(q, last_stop_at_tokens=True) == py_align_stop(q, last_stop_at_tokens=True)
 
 
 def test_the_last_stop_at_the_tokens_only_differs_on_a_block_boundary():
@@ -171,4 +171,4 @@ def test_the_last_stop_at_the_tokens_only_differs_on_a_block_boundary():
     )
     for fn in (py_align_stop, align_stop_c):
         assert fn(q) == 48
-        assert fn(q, last_stop_below_tokens=False) == 64
+        assert fn(q, last_stop_at_tokens=True) == 64

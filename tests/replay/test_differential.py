@@ -22,7 +22,7 @@ from fpmcore.errors import FpmError
 from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.engine import ReplayRun
 from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
-from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.rules import ReplayRules
 from fpmcore.replay.trace import Trace, parse_trace_lines
 
 
@@ -30,7 +30,7 @@ from fpmcore.replay.trace import Trace, parse_trace_lines
 def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int, groups: list[GroupSpec]):
     """vLLM scheduler settings and runtime rules, each vLLM's default or a random value.
 
-    Every switch of :class:`RuntimeRules` is drawn; a release without ring
+    Every switch of :class:`ReplayRules` is drawn; a release without ring
     groups or Mamba checkpoint blocks only where the groups have none (R-3
     refuses them otherwise, ``test_a_group_the_release_lacks_is_refused``).
     """
@@ -53,18 +53,18 @@ def settings_(draw, max_num_seqs: int, max_model_len: int, budget: int, groups: 
     # (a request that preempts itself at every retry) and then stops at the limit
     kw["max_steps"] = draw(st.integers(1, 30)) if draw(st.integers(0, 9)) == 0 else 2000
 
-    def switch() -> bool:
-        return draw(st.integers(0, 4)) > 0
+    def switch() -> bool:  # a release's departure from the reference runtime, one draw in five
+        return draw(st.integers(0, 4)) == 0
 
     rings = any(g.kind == KIND_RING for g in groups)
     checkpoints = any(g.kind == KIND_MAMBA and g.checkpoint_blocks for g in groups)
-    kw["rules"] = RuntimeRules(
-        release_before_check=switch(), uncached_blocks_to_front=switch(),
-        mamba_same_step_rule=switch(), window_admission_extra_block=switch(),
-        long_prefill_cap_exempts_single_request=switch(), budget_capped_by_batched_tokens=switch(),
-        priority_self_preemption_continues=switch(), priority_victim_always_shifts_scan=switch(),
-        sparse_retention=switch(), align_last_stop_below_tokens=switch(), keyed_mamba_state_not_recached=switch(),
-        mamba_prefill_checkpoints=checkpoints or switch(), ring_groups=rings or switch(),
+    kw["rules"] = ReplayRules(
+        check_before_release=switch(), free_uncached_to_back=switch(),
+        mamba_hits_same_step=switch(), window_cap_exact=switch(),
+        long_prefill_cap_always=switch(), budget_scheduled_only=switch(),
+        priority_self_preemption_stops=switch(), priority_shift_if_scheduled=switch(),
+        dense_retention=switch(), align_last_stop_at_tokens=switch(), mamba_boundary_recached=switch(),
+        no_mamba_checkpoints=not checkpoints and switch(), no_ring_groups=not rings and switch(),
     )  # fmt: skip
     return kw
 
@@ -484,14 +484,14 @@ def test_a_group_the_release_lacks_is_refused():
     base = dict(max_num_batched_tokens=8, max_num_seqs=1, max_model_len=16)
     ring = [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("tail", KIND_RING, 4, 4, blocks_per_request=1)]
     with pytest.raises(FpmError) as e:
-        make_config(ring, 64, rules=RuntimeRules(runtime="vllm==0.27.0", ring_groups=False), **base)
+        make_config(ring, 64, rules=ReplayRules(runtime="vllm==0.27.0", no_ring_groups=True), **base)
     assert e.value.message == "the vllm==0.27.0 KV cache has no ring state groups: cache group tail"
     mamba = [
         GroupSpec("a", KIND_FULL, 4, 4),
         GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1, checkpoint_blocks=1, checkpoint_alignment=4),
     ]
     with pytest.raises(FpmError) as e:
-        make_config(mamba, 64, rules=RuntimeRules(runtime="vllm==0.27.0", mamba_prefill_checkpoints=False), **base)
+        make_config(mamba, 64, rules=ReplayRules(runtime="vllm==0.27.0", no_mamba_checkpoints=True), **base)
     assert e.value.message == "the vllm==0.27.0 KV cache has no Mamba prefill checkpoint blocks: cache group m"
     plain = [GroupSpec("a", KIND_FULL, 4, 4), GroupSpec("m", KIND_MAMBA, 4, 4, blocks_per_request=1)]
-    make_config(plain, 64, rules=RuntimeRules(mamba_prefill_checkpoints=False, ring_groups=False), **base)
+    make_config(plain, 64, rules=ReplayRules(no_mamba_checkpoints=True, no_ring_groups=True), **base)

@@ -13,7 +13,7 @@ import pytest
 
 from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, GroupSpec
-from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.rules import ReplayRules
 from fpmcore.replay.trace import parse_trace_lines
 
 
@@ -42,7 +42,7 @@ def test_a_rekeyed_mamba_state_delays_the_hit_one_step_on_vllm_0_32_0(backend):
         },
     ]
     steps = {}
-    for name, rules in (("0.33.0", RuntimeRules()), ("0.32.0", RuntimeRules(keyed_mamba_state_not_recached=False))):
+    for name, rules in (("0.33.0", ReplayRules()), ("0.32.0", ReplayRules(mamba_boundary_recached=True))):
         cfg = make_config(
             groups,
             40 * 4096,

@@ -1,4 +1,4 @@
-"""The sweep's settings are fpm replay's options, read from its parser; bad ones are refused before any run."""
+"""The sweep's settings are the replay's declared settings, fpm replay's options; bad ones are refused before any run."""
 
 from __future__ import annotations
 
@@ -25,29 +25,18 @@ def test_every_replay_option_is_a_setting_or_an_axis_or_an_output():
     names = set(S.replay_settings())
     assert names == _replay_dests() - S.NOT_SETTINGS
     assert {"max_num_seqs", "max_num_batched_tokens", "prefix_caching", "reserve_full_isl", "deployment"} <= names
-    assert S.unmapped(S.replay_settings()) == []  # each maps to a parameter of config_from_profile
 
 
-def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_sweep(monkeypatch, tmp_path):
-    """A new replay option (here --max-model-len, a parameter of config_from_profile) is settable and reaches
-    the config; so is --watermark, which fpm replay has."""
-    import fpmcore.replay.cli as replay_cli
-
-    original = replay_cli.configure
-
-    def configure(p):
-        original(p)
-        p.add_argument("--max-model-len", type=int, help="the deployment's max_model_len")
-
-    monkeypatch.setattr(replay_cli, "configure", configure)
+def test_a_declared_setting_is_a_sweep_setting_and_reaches_the_config(tmp_path):
+    """Each setting of :data:`fpmcore.replay.settings.SETTINGS` is settable and reaches the config."""
     settings = S.replay_settings()
-    assert settings["max_model_len"].kind == "value" and settings["watermark"].kind == "value"
+    assert settings["prefill_schedule_interval"].kind == "value" and settings["watermark"].kind == "value"
     grid = write_grid(
         tmp_path / "g.json",
         {
             "profiles": [str(GLM)],
             "traces": [str(GLM_TRACE)],
-            "settings": {"max_model_len": [65536, 131072], "watermark": [0, 0.25]},
+            "settings": {"prefill_schedule_interval": [1, 2], "watermark": [0, 0.25]},
         },
     )
     sweep = expand(grid)
@@ -57,11 +46,11 @@ def test_an_option_added_to_fpm_replay_is_a_setting_without_a_change_to_the_swee
         )
         for t in sweep.tasks
     ]
-    assert sorted((c.max_model_len, c.watermark) for c in cfgs) == [
-        (65536, 0.0),
-        (65536, 0.25),
-        (131072, 0.0),
-        (131072, 0.25),
+    assert sorted((c.prefill_schedule_interval, c.watermark) for c in cfgs) == [
+        (1, 0.0),
+        (1, 0.25),
+        (2, 0.0),
+        (2, 0.25),
     ]
     # R-3 is checked before any run: a watermark of 1 is refused with the replay's own diagnostic
     write_grid(grid, {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)], "settings": {"watermark": [0.5, 1]}})
@@ -123,26 +112,6 @@ def test_settings_map_to_the_config_as_fpm_replay_maps_its_options(tmp_path):
         True,
     )
     assert a.hash_block_size == 2176  # RV-8: the GLM TP 4 attention block, with prefix caching on
-
-
-def test_an_option_without_a_config_parameter_is_refused_only_when_used(monkeypatch, tmp_path):
-    import fpmcore.replay.cli as replay_cli
-
-    original = replay_cli.configure
-
-    def configure(p):
-        original(p)
-        p.add_argument("--color", choices=("auto", "never"), default="auto", help="how the summary is printed")
-
-    monkeypatch.setattr(replay_cli, "configure", configure)
-    assert S.unmapped(S.replay_settings()) == ["color"]
-    base = {"profiles": [str(GLM)], "traces": [str(GLM_TRACE)]}
-    assert len(expand(write_grid(tmp_path / "g.json", {**base, "settings": {"max_num_seqs": [8]}})).tasks) == 1
-    with pytest.raises(FpmError) as exc:
-        expand(write_grid(tmp_path / "g.json", {**base, "settings": {"color": ["never"]}}))
-    assert exc.value.message == (
-        "setting color (--color) has no parameter of config_from_profile; the sweep cannot apply it"
-    )
 
 
 def test_a_setting_may_be_spelt_as_its_option(tmp_path):

@@ -14,14 +14,14 @@ def test_the_plugin_gives_the_rules_of_its_release_through_the_host():
     host = make_host(entry_points=("vllm_027", "vllm_033"))
     rules = host.hooks.replay_rules("vllm==0.27.0")
     assert rules.runtime == "vllm==0.27.0"
-    off = {name for name in ("long_prefill_cap_exempts_single_request", "budget_capped_by_batched_tokens",
-                             "priority_self_preemption_continues", "priority_victim_always_shifts_scan",
-                             "sparse_retention", "align_last_stop_below_tokens", "mamba_prefill_checkpoints",
-                             "ring_groups") if not getattr(rules, name)}  # fmt: skip
-    assert len(off) == 8
+    on = {name for name in ("long_prefill_cap_always", "budget_scheduled_only",
+                            "priority_self_preemption_stops", "priority_shift_if_scheduled",
+                            "dense_retention", "align_last_stop_at_tokens", "no_mamba_checkpoints",
+                            "no_ring_groups") if getattr(rules, name)}  # fmt: skip
+    assert len(on) == 8
     # R-7, R-20, R-37, R-38's queue order: the same code as 0.33.0
-    assert rules.release_before_check and rules.uncached_blocks_to_front
-    assert rules.mamba_same_step_rule and rules.window_admission_extra_block
+    assert not rules.check_before_release and not rules.free_uncached_to_back
+    assert not rules.mamba_hits_same_step and not rules.window_cap_exact
     assert sorted(rules.settings) == [
         "long_prefill_token_threshold",
         "max_num_scheduled_tokens",

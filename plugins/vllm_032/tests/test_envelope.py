@@ -35,7 +35,7 @@ def test_each_difference_is_named(change, kw, names):
 def test_several_settings_give_several_reasons():
     reasons = outside_envelope({**CPU, "async_scheduling": True, "prefill_schedule_interval": 2}, lora=True)
     assert [r.split("(")[-1] for r in reasons] == ["D-S1)", "D-S8)", "D-S5)"]
-    # the priority policy is modelled (D-S4: RuntimeRules.priority_self_preemption_continues False)
+    # the priority policy is modelled (D-S4: ReplayRules.priority_self_preemption_stops)
     assert outside_envelope({**CPU, "policy": "priority"}) == []
 
 
@@ -63,5 +63,5 @@ def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(t
         config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, prefill_schedule_interval=4)
     config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, scheduling_policy="priority")
     assert make_host(entry_points=("vllm_032",)).hooks.replay_rules("vllm==0.32.0") is REPLAY_RULES
-    assert not REPLAY_RULES.priority_self_preemption_continues and not REPLAY_RULES.keyed_mamba_state_not_recached
+    assert REPLAY_RULES.priority_self_preemption_stops and REPLAY_RULES.mamba_boundary_recached
     config_from_profile(profile, prefix_caching=True, rules=REPLAY_RULES, long_prefill_token_threshold=64)

@@ -106,7 +106,7 @@ def cache_bytes(rec: Record) -> Any:
 def i64_storages(ctx: Context, rec: Record) -> None:
     """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence).
 
-    The runtime's platform may keep them on another device (``RuntimeRules.storage_devices``,
+    The runtime's platform may keep them on another device (``ImportRules.storage_devices``,
     ``cpu`` for the CPU engine): accepted, noted.
     """
     if not rec.is_worker or ctx.layout:

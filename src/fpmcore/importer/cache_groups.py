@@ -5,9 +5,9 @@
 With hybrid evidence, classes are classified by the record's runtime plugin
 (``fpm_classify_spec``, 02 §5.2).  Without hybrid evidence, 02 §5.1 applies
 "whatever its version": the plugin of the record's version gives that table
-(``RuntimeRules.classify_plain``), or its ``fpm_classify_spec`` answers when
+(``ImportRules.classify_plain``), or its ``fpm_classify_spec`` answers when
 it gives none.  State families, the ``prefix_cacheable`` class rule and the
-startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.hooktypes.RuntimeRules`).
+startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.hooktypes.ImportRules`).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def limits(ctx: Context, rec: Record) -> StartupLimits:
 def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int, str] | None:
     """C-1/C-3 for a worker group (max over its layer specs) or a scheduler copy.
 
-    C-1 is the runtime's (``RuntimeRules.startup_blocks``); ``None`` when it
+    C-1 is the runtime's (``ImportRules.startup_blocks``); ``None`` when it
     cannot be computed from the record.
     """
     lim = limits(ctx, rec)

@@ -5,7 +5,7 @@ double arithmetic: ``n / M`` is Python's correctly rounded true division and
 ``int(c × L)`` truncates toward zero.
 
 The startup reservation of one spec (C-1) depends on the runtime's spec
-classes: the runtime plugin gives it (``RuntimeRules.startup_blocks``, with
+classes: the runtime plugin gives it (``ImportRules.startup_blocks``, with
 the :class:`~fpmcore.hooktypes.StartupLimits` of
 :func:`fpmcore.importer.cache_groups.limits`); C-3's maximum over a group's layer
 specs is :func:`fpmcore.importer.cache_groups.group_startup`.
@@ -17,7 +17,7 @@ from __future__ import annotations
 def in_flight_tokens(max_num_batched_tokens: int, max_concurrent_batches: int) -> int:
     """C-2: ``T = max_concurrent_batches × max_num_batched_tokens`` (vllm/config/vllm.py:587-610).
 
-    ``max_concurrent_batches`` is the runtime's (``RuntimeRules.in_flight_batches``).
+    ``max_concurrent_batches`` is the runtime's (``ImportRules.in_flight_batches``).
     """
     return max_concurrent_batches * max_num_batched_tokens
 

@@ -20,6 +20,7 @@ from fpmcore.importer.cache_groups import mamba_group
 from fpmcore.importer.model import Context
 from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
 from fpmcore.importer.values import canonical
+from fpmcore.profile import resources_of_runtime
 
 RESOURCES_PROVENANCE = (
     "Validated runtime shared-pool observations; minimum usable capacity across compatible phases and ranks, "
@@ -144,8 +145,7 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
         "runtime_memory": memory,
         "cache_layout": "grouped",
         "cache_groups": cache_groups(ctx),
-        "max_num_tokens": col["max_num_batched_tokens"],
-        "max_batch_size": col["max_num_seqs"],
+        **resources_of_runtime(col),
         "provenance": LAYOUT_RESOURCES_PROVENANCE if ctx.layout else RESOURCES_PROVENANCE,
     }
     deployment = {

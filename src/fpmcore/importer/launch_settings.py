@@ -10,7 +10,7 @@ from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, p
 from fpmcore.importer.values import is_int, is_number, same, show
 
 # -- §3.4: section -> key -> (type check, null allowed in a record without hybrid evidence) --
-# A runtime may leave more settings null than §3.4 allows: its ``RuntimeRules.nullable_settings``.
+# A runtime may leave more settings null than §3.4 allows: its ``ImportRules.nullable_settings``.
 
 _int = is_int
 _num = is_number
@@ -96,8 +96,8 @@ def kv_label(
     """The label of a KV cache dtype (02 §7.4 table), ``None`` when it has none.
 
     ``labels`` is the runtime's table of every dtype but ``auto``
-    (``RuntimeRules.kv_dtype_labels``), ``model_labels`` its table of
-    ``auto`` by model dtype (``RuntimeRules.model_dtype_labels``).
+    (``ImportRules.kv_dtype_labels``), ``model_labels`` its table of
+    ``auto`` by model dtype (``ImportRules.model_dtype_labels``).
     """
     if kv_dtype == "auto":
         return model_labels.get(model_dtype)
@@ -160,7 +160,7 @@ def i28_settings(ctx: Context, rec: Record) -> None:
 
     ``null`` is accepted for the ⁰ keys of a record without hybrid evidence,
     and for the settings the record's runtime leaves ``null``
-    (``RuntimeRules.nullable_settings``).
+    (``ImportRules.nullable_settings``).
     """
     settings = rec.data.get("settings")
     if not isinstance(settings, dict):
@@ -239,7 +239,7 @@ def i31_offload(ctx: Context, rec: Record) -> None:
     """I-31: no block override, no KV memory override, no CPU offload.
 
     A setting through which the runtime's platform sizes its KV cache itself
-    (``RuntimeRules.kv_cache_sizing``: the CPU engine's KV space, a pool
+    (``ImportRules.kv_cache_sizing``: the CPU engine's KV space, a pool
     forced to a block count) is accepted with a note.
     """
     sizing = ctx.runtime_rules.kv_cache_sizing
@@ -309,7 +309,7 @@ def i35_hardware(ctx: Context, rec: Record) -> None:
     """I-35: worker hardware as launched, complete, and the cache allowance within device memory.
 
     Not for layout-level evidence (a dry run names no device; stage B, I-113).
-    A key the runtime's platform does not have (``RuntimeRules.absent_hardware``,
+    A key the runtime's platform does not have (``ImportRules.absent_hardware``,
     ``sm`` on a CPU) may be ``null``: accepted, noted.
     """
     if not rec.is_worker or ctx.layout:

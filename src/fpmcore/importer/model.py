@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from fpmcore.hooktypes import RuntimeRules, SpecClassification
+from fpmcore.hooktypes import ImportRules, SpecClassification
 from fpmcore.jsonio import one_line
 from fpmcore.record import SCHEMA_VERSION
 
@@ -63,7 +63,7 @@ class ImportNote:
     """A rule of 02 that the record's runtime says cannot hold on its platform, accepted as it says.
 
     ``rule`` is the 02 rule, ``message`` what was accepted and which field of
-    the runtime's :class:`~fpmcore.hooktypes.RuntimeRules` says so; a note is
+    the runtime's :class:`~fpmcore.hooktypes.ImportRules` says so; a note is
     never a failure (``fpm import`` prints it, the result and the provenance
     list it).
     """
@@ -215,8 +215,8 @@ class RuntimeServices(Protocol):
     def normalize(self, runtime: str, record: Mapping[str, Any]) -> dict[str, Any] | None:
         """The plugin's record normalization (02 §3.14)."""
 
-    def rules(self, runtime: str) -> RuntimeRules | None:
-        """The plugin's :class:`~fpmcore.hooktypes.RuntimeRules` (``None``: the plugin gives none)."""
+    def rules(self, runtime: str) -> ImportRules | None:
+        """The plugin's :class:`~fpmcore.hooktypes.ImportRules` (``None``: the plugin gives none)."""
 
     def hybrid_versions(self) -> list[str]:
         """The versions whose installed plugin imports hybrid evidence (I-22), in plugin order."""
@@ -245,7 +245,7 @@ class Context:
     version: str | None = None
     runtime_pin: str | None = None
     #: the record version's rules (fixed after stage C, :attr:`runtime_rules`)
-    rules: RuntimeRules | None = None
+    rules: ImportRules | None = None
     #: per group index, the class-table kind (stage E)
     kinds: list[str] = attrs.Factory(list)
     #: ``"layout"`` or ``"tensor"``: the evidence level of the attempt, fixed by I-113 (stage B)
@@ -258,8 +258,8 @@ class Context:
     extra: dict[str, Any] = attrs.Factory(dict)
 
     @property
-    def runtime_rules(self) -> RuntimeRules:
-        """The :class:`~fpmcore.hooktypes.RuntimeRules` of the records' version (set after stage C)."""
+    def runtime_rules(self) -> ImportRules:
+        """The :class:`~fpmcore.hooktypes.ImportRules` of the records' version (set after stage C)."""
         if self.rules is None:
             raise RuntimeError("the runtime rules are fixed after stage C")
         return self.rules
@@ -289,16 +289,16 @@ class Context:
                 return s
         return None
 
-    def rules_of(self, rec: Record) -> RuntimeRules:
+    def rules_of(self, rec: Record) -> ImportRules:
         """The rules of ``rec``'s runtime version before stage C fixes them (the defaults without a plugin)."""
         if self.rules is not None:
             return self.rules
         version = rec.get("runtime", "version")
         if not isinstance(version, str):
-            return RuntimeRules(version="unknown")
+            return ImportRules(version="unknown")
         key = f"rules:{version}"
         if key not in self.extra:
-            self.extra[key] = self.services.rules(pin(version)) or RuntimeRules(version=version)
+            self.extra[key] = self.services.rules(pin(version)) or ImportRules(version=version)
         return self.extra[key]  # type: ignore[no-any-return]
 
     # -- diagnostics --------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from fpmcore.hooks import RuntimeHooks
-from fpmcore.hooktypes import RuntimeRules, SpecClassification
+from fpmcore.hooktypes import ImportRules, SpecClassification
 from fpmcore.importer import (
     block_pool,
     cache_groups,
@@ -133,7 +133,7 @@ class HostServices:
         hooks = self._runtime(runtime)
         return None if hooks is None else hooks.normalize_record(record=record)
 
-    def rules(self, runtime: str) -> RuntimeRules | None:
+    def rules(self, runtime: str) -> ImportRules | None:
         hooks = self._runtime(runtime)
         return None if hooks is None else hooks.rules()
 

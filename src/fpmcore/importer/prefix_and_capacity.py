@@ -162,7 +162,7 @@ def i96_scheduler_block(ctx: Context, rec: Record) -> None:
 def i97_hash_block(ctx: Context, rec: Record) -> None:
     """I-97: the hash block size is the one the runtime resolves for the scheduler's groups.
 
-    The resolution is the runtime's (``RuntimeRules.hash_block_size``, asked
+    The resolution is the runtime's (``ImportRules.hash_block_size``, asked
     with a :class:`~fpmcore.hooktypes.HashBlockQuery`); an answer that is
     text says why the runtime would not start with these groups.
     """

@@ -316,7 +316,7 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
     """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized.
 
     A dry worker (layout-level attempt): ``cache_planned`` with every flag false.
-    A runtime that captures no graphs (``RuntimeRules.graph_capture`` false,
+    A runtime that captures no graphs (``ImportRules.graph_capture`` false,
     a CPU engine) may record ``capture_completed`` false: accepted, noted.
     """
     life = rec.data["lifecycle"]
@@ -334,7 +334,7 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
     if rec.kind == "worker":
         captured = life.get("capture_completed") is True
         if life.get("capture_completed") is False and not ctx.rules_of(rec).graph_capture:
-            captured = True  # the runtime captures no graphs (RuntimeRules.graph_capture)
+            captured = True  # the runtime captures no graphs (ImportRules.graph_capture)
             ctx.note(
                 "I-20",
                 f"capture_completed false: vLLM {rec.get('runtime', 'version')} captures no graphs "

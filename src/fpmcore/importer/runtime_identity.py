@@ -4,14 +4,14 @@ Two gates, on exact version strings (no PEP 440 normalization):
 
 * the **hybrid gate** (I-22): a record with hybrid evidence must name exactly
   a version whose installed runtime plugin imports hybrid evidence
-  (``RuntimeRules.hybrid_evidence``; 02 §4 names vLLM 0.33.0), whatever
+  (``ImportRules.hybrid_evidence``; 02 §4 names vLLM 0.33.0), whatever
   observer wrote it and whatever its launch pins;
 * the **plugin gate** (I-25): some installed runtime plugin must declare the
   record's exact version (``vllm==<version>``).
 
 After both gates, the rules of the records' version are fixed
 (``fpm_runtime_rules``; a plugin that gives none is read with the defaults of
-:class:`~fpmcore.hooktypes.RuntimeRules`), and every record goes through its
+:class:`~fpmcore.hooktypes.ImportRules`), and every record goes through its
 plugin's ``fpm_normalize_record`` hook.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import cast
 
-from fpmcore.hooktypes import RuntimeRules
+from fpmcore.hooktypes import ImportRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
 from fpmcore.importer.values import first_difference, same, show
 
@@ -168,7 +168,7 @@ def finish(ctx: Context) -> None:
     ctx.version = recs[0].get("runtime", "version")
     ctx.runtime_pin = pin(ctx.version)
     ctx.hybrid = recs[0].hybrid
-    ctx.rules = ctx.services.rules(ctx.runtime_pin) or RuntimeRules(version=ctx.version)
+    ctx.rules = ctx.services.rules(ctx.runtime_pin) or ImportRules(version=ctx.version)
     for rec in recs:
         normalized = ctx.services.normalize(ctx.runtime_pin, rec.data)
         if normalized is not None:

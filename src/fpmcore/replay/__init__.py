@@ -29,7 +29,7 @@ read.  :class:`ReplayRun` advances a replay in chunks of steps; its memory is
 bounded by the trace, never by the steps.
 
 The rules that differ between runtime releases are a
-:class:`~fpmcore.replay.rules.RuntimeRules` value (``ReplayConfig.rules``;
+:class:`~fpmcore.replay.rules.ReplayRules` value (``ReplayConfig.rules``;
 :func:`~fpmcore.replay.rules.default_rules` gives vLLM 0.33.0's).
 
 Prefix caching (R-36 … R-38) keeps vLLM's block identities: the free queue,
@@ -127,7 +127,7 @@ RD-14 (R-40)  The verified envelope: every group kind with prefix caching on
 RD-15 (R-1, R-40)  Semantics per runtime release.  The rules above are
     vLLM 0.33.0's; a replay follows the rules of the profile's runtime
     (``backend_version``) as its runtime plugin gives them
-    (``fpm_replay_rules``, :class:`~fpmcore.replay.rules.RuntimeRules`), and
+    (``fpm_replay_rules``, :class:`~fpmcore.replay.rules.ReplayRules`), and
     a runtime without them is refused (R-1), naming the installed runtimes
     that have them.  vLLM 0.27.0 caps every chunk by
     ``long_prefill_token_threshold`` (also a request alone), budgets a step by
@@ -170,7 +170,7 @@ _EXPORTS = {
     "runtime_pin": "config",
     "ReplayChunk": "engine", "ReplayResult": "engine", "ReplayRun": "engine", "run_replay": "engine",
     "GroupSpec": "model", "LatencyTable": "model", "ReplayConfig": "model", "ReplayRequest": "model",
-    "RuntimeRules": "rules", "default_rules": "rules",
+    "ReplayRules": "rules", "default_rules": "rules",
     "load_table": "table", "table_from_rows": "table",
     "Trace": "trace", "TraceRequest": "trace", "from_sched_json": "trace", "load_trace": "trace",
     "parse_trace": "trace",

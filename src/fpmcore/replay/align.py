@@ -32,17 +32,18 @@ def checkpoint_valid(start: int, end: int, ckpt: int, hash_block: int, block: in
     )
 
 
-def align_stop(q: AlignStopQuery, last_stop_below_tokens: bool = True) -> int:
+def align_stop(q: AlignStopQuery, last_stop_at_tokens: bool = False) -> int:
     """04 G-2 … G-6: the tokens of a proposed chunk that vLLM 0.33.0 schedules.
 
-    ``last_stop_below_tokens=False`` is vLLM 0.27.0's last cacheable stop (the
-    last block boundary at or below the request's tokens, not strictly below).
+    ``last_stop_at_tokens`` (:attr:`~fpmcore.replay.rules.ReplayRules.align_last_stop_at_tokens`)
+    is vLLM 0.27.0's last cacheable stop (the last block boundary at or below
+    the request's tokens, not strictly below).
     """
     start, k, b = q.start, q.num_new_tokens, q.block_size
     prefill_end = max(q.prompt_len, q.num_tokens - 1)
     if start >= prefill_end:
         return k
-    last_cache = pos(q.num_tokens, b) if last_stop_below_tokens else q.num_tokens // b * b
+    last_cache = q.num_tokens // b * b if last_stop_at_tokens else pos(q.num_tokens, b)
     end = start + k
     ckpt_pos = pos(prefill_end, b)
     internal = (

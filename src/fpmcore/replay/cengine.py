@@ -36,6 +36,7 @@ from fpmcore.replay.model import (
     StepColumns,
     concat_columns,
 )
+from fpmcore.replay.rules import SWITCHES
 
 #: The C fields read back and their memoryview formats ("q" int64, "d" double, "i" int32).
 _STEP_FORMAT = {"t_start": "d", "t_end": "d", "duration_s": "d", "extrapolated": "i"}
@@ -102,20 +103,8 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
     c.max_num_queued_reqs = -1 if cfg.max_num_queued_reqs is None else cfg.max_num_queued_reqs
     c.max_num_queued_tokens = -1 if cfg.max_num_queued_tokens is None else cfg.max_num_queued_tokens
     c.max_steps = cfg.max_steps
-    rules = cfg.rules
-    c.rules.check_before_release = int(not rules.release_before_check)
-    c.rules.free_uncached_to_back = int(not rules.uncached_blocks_to_front)
-    c.rules.mamba_hits_same_step = int(not rules.mamba_same_step_rule)
-    c.rules.window_cap_exact = int(not rules.window_admission_extra_block)
-    c.rules.long_prefill_cap_always = int(not rules.long_prefill_cap_exempts_single_request)
-    c.rules.budget_scheduled_only = int(not rules.budget_capped_by_batched_tokens)
-    c.rules.priority_self_preemption_stops = int(not rules.priority_self_preemption_continues)
-    c.rules.priority_shift_if_scheduled = int(not rules.priority_victim_always_shifts_scan)
-    c.rules.dense_retention = int(not rules.sparse_retention)
-    c.rules.align_last_stop_at_tokens = int(not rules.align_last_stop_below_tokens)
-    c.rules.mamba_boundary_recached = int(not rules.keyed_mamba_state_not_recached)
-    c.rules.no_mamba_checkpoints = int(not rules.mamba_prefill_checkpoints)
-    c.rules.no_ring_groups = int(not rules.ring_groups)
+    for switch in SWITCHES:  # fpm_replay_rules: the same names, the same polarity
+        setattr(c.rules, switch, int(getattr(cfg.rules, switch)))
     keep = [groups]
     if cfg.table is None:
         c.use_fixed_step = 1
@@ -298,10 +287,10 @@ def _step_columns(ffi: Any, bufs: list[Any], need: tuple[int, int, int, int], G:
     )
 
 
-def align_stop_c(q, last_stop_below_tokens: bool = True) -> int:  # type: ignore[no-untyped-def]
+def align_stop_c(q, last_stop_at_tokens: bool = False) -> int:  # type: ignore[no-untyped-def]
     """04 G-2 … G-6 through the C library (``fpm_align_stop``), for the agreement tests.
 
-    ``last_stop_below_tokens`` is :attr:`~fpmcore.replay.rules.RuntimeRules.align_last_stop_below_tokens`.
+    ``last_stop_at_tokens`` is :attr:`~fpmcore.replay.rules.ReplayRules.align_last_stop_at_tokens`.
     """
     ffi, lib = _lib()
     cq = ffi.new("fpm_align_query *")
@@ -310,7 +299,7 @@ def align_stop_c(q, last_stop_below_tokens: bool = True) -> int:  # type: ignore
     cq.max_num_batched_tokens = q.max_num_batched_tokens
     cq.checkpoint_alignment = q.checkpoint_alignment or 0
     cq.junction, cq.junction_checkpoint = q.junction, int(q.junction_checkpoint)
-    cq.last_stop_at_tokens = int(not last_stop_below_tokens)
+    cq.last_stop_at_tokens = int(last_stop_at_tokens)
     out = ffi.new("int64_t *")
     st = lib.fpm_align_stop(cq, out)
     if st != lib.FPM_OK:

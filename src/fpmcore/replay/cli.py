@@ -57,102 +57,24 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand
-from fpmcore.options import integer
-
-#: Integer options read through the command line's one integer type (:mod:`fpmcore.options`).
-_positive = integer(minimum=1)
-_non_negative = integer(minimum=0)
+from fpmcore.replay.settings import SCHEDULER_GROUP, SETTINGS, ReplaySetting, Section
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
-    return v
+def _add_setting(g: Any, s: ReplaySetting) -> None:
+    """A setting's option: vLLM's ``--X`` / ``--no-X`` pair for a flag, else one option with its parser."""
+    if s.flag:
+        g.add_argument(s.option, dest=s.name, action="store_true", default=s.default, help=s.option_help)
+        g.add_argument("--no-" + s.option[2:], dest=s.name, action="store_false", help=f"turn {s.option} off")
+        return
+    g.add_argument(*s.options, dest=s.name, type=s.parse, choices=s.choices, default=s.default, metavar=s.metavar,
+                   help=s.help)  # fmt: skip
 
 
-def _on_off(g: Any, option: str, dest: str, default: bool, help: str) -> None:
-    """vLLM's ``--X`` / ``--no-X`` pair of a boolean setting, as two flags of one ``dest``."""
-    g.add_argument(
-        option, dest=dest, action="store_true", default=default, help=f"{help} (default {'on' if default else 'off'})"
-    )
-    g.add_argument("--no-" + option[2:], dest=dest, action="store_false", help=f"turn {option} off")
-
-
-def _scheduler_options(p: argparse.ArgumentParser) -> None:
-    """vLLM 0.33.0's scheduler settings that change what is scheduled or allocated, as its engine arguments."""
-    g = p.add_argument_group("vLLM scheduler settings (vLLM's engine arguments and defaults)")
-    g.add_argument(
-        "--max-num-scheduled-tokens",
-        type=_positive,
-        metavar="N",
-        help="tokens one step schedules at most (default: --max-num-batched-tokens)",
-    )
-    g.add_argument(
-        "--max-num-active-seqs",
-        type=_positive,
-        metavar="N",
-        help="requests admitted into running at most (default: --max-num-seqs)",
-    )
-    g.add_argument(
-        "--long-prefill-token-threshold",
-        type=_non_negative,
-        default=0,
-        metavar="N",
-        help="cap a prefill chunk at N tokens while other requests wait or run (default 0: no cap)",
-    )
-    _on_off(
-        g,
-        "--long-prefill-token-threshold-adaptive",
-        "long_prefill_token_threshold_adaptive",
-        False,
-        "floor that cap at max_num_batched_tokens / (running + waiting requests)",
-    )
-    g.add_argument(
-        "--prefill-schedule-interval",
-        type=_positive,
-        default=1,
-        metavar="N",
-        help="admit prefill once every N executed steps (default 1)",
-    )
-    g.add_argument(
-        "--scheduling-policy",
-        choices=("fcfs", "priority"),
-        default="fcfs",
-        help="fcfs, or priority by the trace field priority (lower first)",
-    )
-    g.add_argument(
-        "--max-num-queued-reqs",
-        type=_non_negative,
-        metavar="N",
-        help="reject an arrival when N requests are unfinished (vLLM's API server; default: no limit)",
-    )
-    g.add_argument(
-        "--max-num-queued-tokens",
-        type=_non_negative,
-        metavar="N",
-        help="reject an arrival while N prompt tokens are in prefill (default: no limit)",
-    )
-    g.add_argument(
-        "--watermark",
-        type=_fraction,
-        default=0.0,
-        metavar="W",
-        help="fraction of the pool kept free when admitting requests (default 0)",
-    )
-    _on_off(
-        g,
-        "--scheduler-reserve-full-isl",
-        "reserve_full_isl",
-        True,
-        "admit a request only when its whole input fits (R-20)",
-    )
-    _on_off(
-        g, "--enable-chunked-prefill", "enable_chunked_prefill", True, "split prefills into chunks of the token budget"
-    )
+def _add_settings(g: Any, section: Section) -> None:
+    """The options of the settings of one section (:data:`fpmcore.replay.settings.SETTINGS`), in their order."""
+    for s in SETTINGS:
+        if s.section == section:
+            _add_setting(g, s)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -170,24 +92,10 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="CAMPAIGN",
         help="a finalized campaign (fpm finalize): its digests are checked and its table.json is the --fpm-table",
     )
-    p.add_argument("--deployment", type=int, default=0, metavar="I", help="deployment index in the profile (default 0)")
-    p.add_argument("--max-num-seqs", type=_positive, metavar="N", help="default: the profile's max_batch_size")
-    p.add_argument(
-        "--max-num-batched-tokens", type=_positive, metavar="N", help="default: the profile's max_num_tokens"
-    )
-    p.add_argument(
-        "--prefix-caching",
-        "--caching",
-        dest="prefix_caching",
-        choices=("on", "off"),
-        help="model vLLM prefix caching (Mamba align mode); default: the profile's enable_prefix_caching "
-        "(--caching, as fpm probe and fpm onboard spell it, is the same switch)",
-    )
+    _add_settings(p, "deployment")
     add_trace_options(p)
-    _scheduler_options(p)
-    p.add_argument(
-        "--max-steps", type=_positive, metavar="N", help="stop a replay that reaches N steps (default 1,000,000,000)"
-    )
+    _add_settings(p.add_argument_group(SCHEDULER_GROUP), "scheduler")
+    _add_settings(p, "limits")
     p.add_argument("--steps", action="store_true", help="include the step records in --json output (kept in memory)")
     p.add_argument(
         "--out",
@@ -281,21 +189,9 @@ def _note(ctx: Any, text: str) -> None:
     ctx.err.print(f"fpm: note: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
-def scheduler_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The replay configuration's scheduler settings (:class:`~fpmcore.replay.model.ReplayConfig`) of the options."""
-    out: dict[str, Any] = {
-        "max_num_scheduled_tokens": args.max_num_scheduled_tokens,
-        "max_num_active_seqs": args.max_num_active_seqs,
-        "long_prefill_token_threshold": args.long_prefill_token_threshold,
-        "long_prefill_token_threshold_adaptive": args.long_prefill_token_threshold_adaptive,
-        "prefill_schedule_interval": args.prefill_schedule_interval,
-        "scheduling_policy": args.scheduling_policy,
-        "max_num_queued_reqs": args.max_num_queued_reqs,
-        "max_num_queued_tokens": args.max_num_queued_tokens,
-    }
-    if args.max_steps is not None:
-        out["max_steps"] = args.max_steps
-    return out
+def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The replay's settings (:func:`~fpmcore.replay.config_from_profile`'s keywords) of the options."""
+    return {s.name: s.config_value(getattr(args, s.name)) for s in SETTINGS if s.config_field}
 
 
 def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
@@ -361,20 +257,8 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             _note(ctx, unpublished_table_note(args.fpm_table))
     rules = ctx.host.hooks.replay_rules(runtime_pin(profile, args.deployment))
     recorded = profile_prefix_caching(profile, args.deployment)
-    caching = recorded if args.prefix_caching is None else args.prefix_caching == "on"
-    cfg = config_from_profile(
-        profile,
-        args.deployment,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        max_num_seqs=args.max_num_seqs,
-        prefix_caching=caching,
-        reserve_full_isl=args.reserve_full_isl,
-        enable_chunked_prefill=args.enable_chunked_prefill,
-        watermark=args.watermark,
-        table=table,
-        rules=rules,
-        **scheduler_settings(args),
-    )
+    cfg = config_from_profile(profile, args.deployment, table=table, rules=rules, **replay_settings(args))
+    caching = cfg.prefix_caching
     from fpmcore.traces.options import read_options
     from fpmcore.traces.reading import describe, plain, read_trace
 

@@ -3,7 +3,7 @@
 Besides R-3's refusals, :func:`check_config` refuses the scheduler settings
 vLLM refuses at start-up (``max_num_active_seqs`` above ``max_num_seqs``,
 ``long_prefill_token_threshold`` above ``max_model_len``) and a setting the
-runtime release does not have (:class:`~fpmcore.replay.rules.RuntimeRules`).
+runtime release does not have (:class:`~fpmcore.replay.rules.ReplayRules`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.replay.model import (
-    DEFAULT_MAX_STEPS,
     KIND_CONV,
     KIND_FULL,
     KIND_MAMBA,
@@ -29,20 +28,8 @@ from fpmcore.replay.model import (
     LatencyTable,
     ReplayConfig,
 )
-from fpmcore.replay.rules import RuntimeRules, default_rules
-
-#: Each scheduler setting of :class:`ReplayConfig` and vLLM's default value.
-SETTING_DEFAULTS: dict[str, Any] = {
-    "max_num_scheduled_tokens": None,
-    "max_num_active_seqs": None,
-    "long_prefill_token_threshold": 0,
-    "long_prefill_token_threshold_adaptive": False,
-    "prefill_schedule_interval": 1,
-    "scheduling_policy": "fcfs",
-    "max_num_queued_reqs": None,
-    "max_num_queued_tokens": None,
-    "watermark": 0.0,
-}
+from fpmcore.replay.rules import ReplayRules, default_rules
+from fpmcore.replay.settings import DEFAULTS, SETTINGS
 
 
 def group_spec(g: Any) -> GroupSpec:
@@ -181,17 +168,16 @@ def _check_settings(cfg: ReplayConfig) -> None:
         raise _r3(f"scheduling_policy must be fcfs or priority: found {json.dumps(cfg.scheduling_policy)}")
     if not _int(cfg.max_steps) or not 1 <= cfg.max_steps <= MAX_STEPS:
         raise _r3(f"max_steps must be a positive integer up to {MAX_STEPS}: found {json.dumps(cfg.max_steps)}")
-    if not isinstance(cfg.rules, RuntimeRules):
-        raise _r3("replay rules must be a RuntimeRules value")
-    missing = [f for f, d in SETTING_DEFAULTS.items() if f not in cfg.rules.settings and getattr(cfg, f) != d]
-    if not cfg.reserve_full_isl and "scheduler_reserve_full_isl" not in cfg.rules.settings:
-        missing.append("scheduler_reserve_full_isl")
+    if not isinstance(cfg.rules, ReplayRules):
+        raise _r3("replay rules must be a ReplayRules value")
+    missing = [s.release_name for s in SETTINGS if s.release_name is not None
+               and s.release_name not in cfg.rules.settings and getattr(cfg, s.name) != s.default]  # fmt: skip
     if missing:
         raise _r3(f"the {cfg.rules.runtime} scheduler has no {missing[0]}: the replay cannot model it")
     for g in cfg.groups:
-        if g.kind == KIND_RING and not cfg.rules.ring_groups:
+        if g.kind == KIND_RING and cfg.rules.no_ring_groups:
             raise _r3(f"the {cfg.rules.runtime} KV cache has no ring state groups: cache group {g.name}")
-        if g.kind == KIND_MAMBA and g.checkpoint_blocks and not cfg.rules.mamba_prefill_checkpoints:
+        if g.kind == KIND_MAMBA and g.checkpoint_blocks and cfg.rules.no_mamba_checkpoints:
             raise _r3(f"the {cfg.rules.runtime} KV cache has no Mamba prefill checkpoint blocks: cache group {g.name}")
 
 
@@ -207,41 +193,39 @@ def runtime_pin(profile: Any, deployment: int = 0) -> str:
     return f"{dep.backend}=={dep.backend_version}"
 
 
+def _settings(given: dict[str, Any]) -> dict[str, Any]:
+    """The config's settings: the given ones, the others at their default (:data:`~fpmcore.replay.settings.SETTINGS`)."""
+    unknown = [k for k in given if k not in DEFAULTS]
+    if unknown:
+        raise TypeError(f"config_from_profile() got an unexpected keyword argument {unknown[0]!r}")
+    return {**DEFAULTS, **given}
+
+
 def config_from_profile(
     profile: Any,
     deployment: int = 0,
     *,
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
     max_model_len: int | None = None,
-    prefix_caching: bool | None = None,
-    reserve_full_isl: bool = True,
-    enable_chunked_prefill: bool = True,
-    watermark: float = 0.0,
     table: LatencyTable | None = None,
     fixed_step_seconds: float | None = None,
     capacity_bytes: int | None = None,
-    max_num_scheduled_tokens: int | None = None,
-    max_num_active_seqs: int | None = None,
-    long_prefill_token_threshold: int = 0,
-    long_prefill_token_threshold_adaptive: bool = False,
-    prefill_schedule_interval: int = 1,
-    scheduling_policy: str = "fcfs",
-    max_num_queued_reqs: int | None = None,
-    max_num_queued_tokens: int | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    rules: RuntimeRules | None = None,
+    rules: ReplayRules | None = None,
+    **settings: Any,
 ) -> ReplayConfig:
     """R-1 defaults from an ``FpmModelProfile``'s deployment, then R-3.
 
-    ``prefix_caching`` defaults to the deployment's recorded
-    ``runtime_memory.enable_prefix_caching`` (:func:`profile_prefix_caching`).
-    Without a table and without ``fixed_step_seconds`` every step takes 1.0 s
-    (R-31).  The scheduler settings are vLLM's (:class:`ReplayConfig`);
-    ``rules`` the runtime release's (default
-    :func:`~fpmcore.replay.rules.default_rules`).  Every parameter is a
-    ``fpm replay`` option of the same name (``fpm sweep`` maps them so).
+    ``settings`` are the replay's settings by name
+    (:data:`fpmcore.replay.settings.SETTINGS`: each an ``fpm replay`` option
+    of the same name, and an ``fpm sweep`` setting); one not given takes its
+    default.  ``max_num_seqs`` and ``max_num_batched_tokens`` default to the
+    deployment's (its ``max_batch_size`` and ``max_num_tokens``,
+    :data:`fpmcore.profile.RUNTIME_SETTINGS`), ``prefix_caching`` to its
+    recorded ``runtime_memory.enable_prefix_caching``
+    (:func:`profile_prefix_caching`).  Without a table and without
+    ``fixed_step_seconds`` every step takes 1.0 s (R-31).  ``rules`` are the
+    runtime release's (default :func:`~fpmcore.replay.rules.default_rules`).
     """
+    values = _settings(settings)
     dep = profile.deployments[deployment]
     res = dep.resources
     if res.cache_layout != "grouped" or not res.cache_groups:
@@ -254,8 +238,12 @@ def config_from_profile(
     if max_model_len is None:
         max_model_len = rm.max_model_len if rm is not None else profile.context_length
     groups = tuple(group_spec(g) for g in res.cache_groups)
+    for name, value in res.runtime_settings().items():
+        if values[name] is None:
+            values[name] = value
+    prefix_caching = values["prefix_caching"]
     if prefix_caching is None:
-        prefix_caching = profile_prefix_caching(profile, deployment)
+        prefix_caching = values["prefix_caching"] = profile_prefix_caching(profile, deployment)
     hash_block = 0
     if prefix_caching:
         if rm is not None and rm.hash_block_size_tokens:
@@ -268,26 +256,12 @@ def config_from_profile(
     cfg = ReplayConfig(
         groups=groups,
         capacity_bytes=capacity_bytes,
-        max_num_batched_tokens=res.max_num_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
-        max_num_seqs=res.max_batch_size if max_num_seqs is None else max_num_seqs,
         max_model_len=max_model_len,
-        enable_chunked_prefill=enable_chunked_prefill,
-        reserve_full_isl=reserve_full_isl,
-        watermark=watermark,
-        prefix_caching=prefix_caching,
         hash_block_size=hash_block,
         fixed_step_seconds=fixed_step_seconds if table is None else None,
         table=table,
-        max_num_scheduled_tokens=max_num_scheduled_tokens,
-        max_num_active_seqs=max_num_active_seqs,
-        long_prefill_token_threshold=long_prefill_token_threshold,
-        long_prefill_token_threshold_adaptive=long_prefill_token_threshold_adaptive,
-        prefill_schedule_interval=prefill_schedule_interval,
-        scheduling_policy=scheduling_policy,
-        max_num_queued_reqs=max_num_queued_reqs,
-        max_num_queued_tokens=max_num_queued_tokens,
-        max_steps=max_steps,
         rules=default_rules() if rules is None else rules,
+        **values,
     )
     return check_config(cfg)
 

@@ -19,7 +19,9 @@ from typing import Any, NamedTuple, overload
 
 import attrs
 
-from fpmcore.replay.rules import RuntimeRules, default_rules
+from fpmcore.replay.rules import ReplayRules, default_rules
+from fpmcore.replay.settings import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
+from fpmcore.replay.settings import DEFAULTS
 
 # The C library's numbering (csrc/fpm_replay.h); tests/replay/test_c_library.py
 # checks every value against the header.
@@ -57,11 +59,6 @@ MAX_BYTES = 2**53
 MAX_ARRIVAL_STEP = 2**40
 MAX_STEPS = 2**40
 MAX_PRIORITY = 2**62
-#: Default limit on the steps of a replay (``--max-steps``): a replay that
-#: reaches it stops with a diagnostic.  Steps the engine jumps over (idle
-#: periods and decode-only stretches without step records) count too, so
-#: that a replay stops at the same step with and without records.
-DEFAULT_MAX_STEPS = 1_000_000_000
 
 # Request status in the raw result.
 ST_FINISHED = 1
@@ -122,23 +119,23 @@ class ReplayConfig:
     max_num_batched_tokens: int
     max_num_seqs: int
     max_model_len: int
-    enable_chunked_prefill: bool = True
-    reserve_full_isl: bool = True
-    watermark: float = 0.0
+    enable_chunked_prefill: bool = DEFAULTS["enable_chunked_prefill"]
+    reserve_full_isl: bool = DEFAULTS["reserve_full_isl"]
+    watermark: float = DEFAULTS["watermark"]
     prefix_caching: bool = False
     hash_block_size: int = 0
     fixed_step_seconds: float | None = 1.0
     table: LatencyTable | None = None
-    max_num_scheduled_tokens: int | None = None
-    max_num_active_seqs: int | None = None
-    long_prefill_token_threshold: int = 0
-    long_prefill_token_threshold_adaptive: bool = False
-    prefill_schedule_interval: int = 1
-    scheduling_policy: str = "fcfs"
-    max_num_queued_reqs: int | None = None
-    max_num_queued_tokens: int | None = None
-    max_steps: int = DEFAULT_MAX_STEPS
-    rules: RuntimeRules = attrs.Factory(default_rules)
+    max_num_scheduled_tokens: int | None = DEFAULTS["max_num_scheduled_tokens"]
+    max_num_active_seqs: int | None = DEFAULTS["max_num_active_seqs"]
+    long_prefill_token_threshold: int = DEFAULTS["long_prefill_token_threshold"]
+    long_prefill_token_threshold_adaptive: bool = DEFAULTS["long_prefill_token_threshold_adaptive"]
+    prefill_schedule_interval: int = DEFAULTS["prefill_schedule_interval"]
+    scheduling_policy: str = DEFAULTS["scheduling_policy"]
+    max_num_queued_reqs: int | None = DEFAULTS["max_num_queued_reqs"]
+    max_num_queued_tokens: int | None = DEFAULTS["max_num_queued_tokens"]
+    max_steps: int = DEFAULTS["max_steps"]
+    rules: ReplayRules = attrs.Factory(default_rules)
 
     @property
     def block_mode(self) -> bool:
@@ -164,7 +161,7 @@ class ReplayConfig:
         """The tokens one step schedules at most: ``min(max_num_scheduled_tokens, max_num_batched_tokens)``."""
         if self.max_num_scheduled_tokens is None:
             return self.max_num_batched_tokens
-        if not self.rules.budget_capped_by_batched_tokens:
+        if self.rules.budget_scheduled_only:
             return self.max_num_scheduled_tokens
         return min(self.max_num_scheduled_tokens, self.max_num_batched_tokens)
 

@@ -27,7 +27,7 @@ def window_first(g: GroupSpec, c: int) -> int:
 def window_admission_blocks(cfg: ReplayConfig, g: GroupSpec) -> int:
     """R-20: vLLM's admission cap of a windowed group (``SlidingWindowSpec.max_admission_blocks_per_request``)."""
     t = min(g.window - 1 + cfg.max_num_batched_tokens, cfg.max_model_len)
-    return cdiv(t, g.block) + (1 if cfg.rules.window_admission_extra_block else 0)
+    return cdiv(t, g.block) + (0 if cfg.rules.window_cap_exact else 1)
 
 
 def mamba_checkpoint(r: Any, g: GroupSpec, c: int, a: int, hash_block: int) -> int:

@@ -43,9 +43,9 @@ class PcHold:
 class BlockStore:
     """Free queue, reference counts, cached keys (vLLM 0.33.0 ``BlockPool``)."""
 
-    def __init__(self, usable: int, uncached_to_front: bool) -> None:
+    def __init__(self, usable: int, uncached_to_back: bool) -> None:
         self.U = usable
-        self.uncached_to_front = uncached_to_front
+        self.uncached_to_back = uncached_to_back
         # doubly linked free queue with sentinel 0: 1 … U in order
         self.nxt = list(range(1, usable + 2))
         self.prv = list(range(-1, usable))
@@ -105,7 +105,7 @@ class BlockStore:
                 continue
             self.ref[b] -= 1
             if self.ref[b] == 0:
-                (last if self.key[b] is not None or not self.uncached_to_front else first).append(b)
+                (last if self.key[b] is not None or self.uncached_to_back else first).append(b)
         p = 0
         for b in first:
             self._insert_after(p, b)
@@ -157,7 +157,7 @@ class PrefixCachingPool:
         self.requests = requests
         self.B = sched_block
         self.H = hash_block
-        self.pool = BlockStore(usable, cfg.rules.uncached_blocks_to_front)
+        self.pool = BlockStore(usable, cfg.rules.free_uncached_to_back)
         # the last lookup (R-37)
         self.hit_h = 0
         self.hit_lo = [0] * self.G
@@ -269,7 +269,7 @@ class PrefixCachingPool:
                 self.hit_m[gi] = self._cached(r, gi, h // B - 1)
         r.junction = longest if (self.G >= 2 and longest > h) else 0
         same_step = False
-        if h > 0 and self.cfg.rules.mamba_same_step_rule:
+        if h > 0 and not self.cfg.rules.mamba_hits_same_step:
             for gi, g in enumerate(self.groups):
                 if g.kind == KIND_MAMBA and self.pool.stamp.get(self._key(r, gi, h // B - 1)) == self.pool.step:
                     same_step = True
@@ -384,7 +384,7 @@ class PrefixCachingPool:
     def _window_retained(self, r: Any, gi: int, j: int) -> bool:
         """Is block ``j`` of a windowed group kept in the cache?  vLLM ``reachable_block_mask`` with
         ``prefix_cache_retention_interval`` 0: the run a hit needs below ``r``'s replay boundary and its junction."""
-        if not self.cfg.rules.sparse_retention:
+        if self.cfg.rules.dense_retention:
             return True
         g = self.groups[gi]
         need = cdiv(g.window - 1, g.block)
@@ -415,7 +415,7 @@ class PrefixCachingPool:
                         col = (q // self.B * self.B) // g.block - 1
                         if col >= 0:
                             cols.add(col)
-                dense = not self.cfg.rules.sparse_retention
+                dense = self.cfg.rules.dense_retention
                 for col, b in s.mam[gi]:
                     if start <= col < nfull and (dense or col in cols):
                         pool.set_key(b, self._key(r, gi, col), True)
@@ -460,7 +460,7 @@ class PrefixCachingPool:
             elif s.ring[gi] == 0:
                 s.ring[gi] = pool.take_front()
         self._cache_blocks(r, min(a, r.len))
-        if not self.cfg.rules.keyed_mamba_state_not_recached:
+        if self.cfg.rules.mamba_boundary_recached:
             self._recache_boundary_state(r, c)
 
     def _recache_boundary_state(self, r: Any, c: int) -> None:

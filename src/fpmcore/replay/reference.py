@@ -123,8 +123,8 @@ class ReferenceEngine:
         self.cfg = cfg
         self.reqs_in = requests
         self.mode = arrival_mode
-        below = cfg.rules.align_last_stop_below_tokens
-        self.align_fn = align_stop_fn or (lambda q: align_stop(q, below))
+        at_tokens = cfg.rules.align_last_stop_at_tokens
+        self.align_fn = align_stop_fn or (lambda q: align_stop(q, at_tokens))
         self.G = len(cfg.groups)
         self.block_mode = cfg.block_mode
         self.usable = cfg.usable_blocks
@@ -220,7 +220,7 @@ class ReferenceEngine:
 
     def try_allocate(self, r: Request, c: int, a: int, watermark: int, hits: bool) -> bool:
         """R-7: release first, project, check, commit all groups or nothing."""
-        before = not self.cfg.rules.release_before_check
+        before = self.cfg.rules.check_before_release
         if self.prefix is not None:
             if not before:
                 self.prefix.release_skipped(r, c)
@@ -317,7 +317,7 @@ class ReferenceEngine:
         self.preempted = self.prefill_scheduled = self.prefill_admitted = False
         self.scheduled: list[list[Any]] = []  # [request, tokens, computed_before]
         eligible = len(self.running) + self.waiting_len()
-        contended = eligible > 1 or not cfg.rules.long_prefill_cap_exempts_single_request
+        contended = eligible > 1 or cfg.rules.long_prefill_cap_always
         self.threshold = cfg.long_prefill_token_threshold if contended else 0
         if self.threshold > 0 and cfg.long_prefill_token_threshold_adaptive and eligible > 0:
             self.threshold = max(self.threshold, cfg.max_num_batched_tokens // eligible)
@@ -391,14 +391,14 @@ class ReferenceEngine:
                     break
                 pos = self.victim()
                 was_scheduled = self.unschedule(self.running[pos])
-                if pos < i and (was_scheduled or self.cfg.rules.priority_victim_always_shifts_scan):
+                if pos < i and (was_scheduled or not self.cfg.rules.priority_shift_if_scheduled):
                     i -= 1
                 v = self.preempt(pos)
                 if v is r:
                     self_preempted = True
                     break
             if not ok:
-                if self_preempted and self.priority and self.cfg.rules.priority_self_preemption_continues:
+                if self_preempted and self.priority and not self.cfg.rules.priority_self_preemption_stops:
                     continue
                 return
             self.prefill_scheduled |= r.prefill_chunk

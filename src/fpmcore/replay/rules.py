@@ -2,11 +2,18 @@
 
 The replay engine is one C library (and its Python reference) for every
 runtime; what differs between releases of the runtime's scheduler is a
-:class:`RuntimeRules` value: a few switches the engine consults, and the names
+:class:`ReplayRules` value: a few switches the engine consults, and the names
 of the scheduler settings the release has.  A runtime plugin describes its
 release with one; :func:`default_rules` gives the rules of the engine's
 reference runtime, vLLM 0.33.0, whose step sequence the engine reproduces
 and is verified against (06 R-40).
+
+Every switch names how a release departs from the reference runtime and is
+off there: the rules of vLLM 0.33.0 are all switches off, as the C library's
+all-zero ``fpm_replay_rules`` is.  The switches are the fields of
+``fpm_replay_rules`` in ``csrc/fpm_replay.h``, with the same names in the same
+order (:data:`SWITCHES`; ``tests/replay/test_rules_vocabulary.py`` checks both),
+and the binding copies them one for one.
 
 A replay configuration carries its rules (``ReplayConfig.rules``), and
 :func:`fpmcore.replay.config.check_config` refuses a setting or a group the
@@ -18,102 +25,101 @@ for the profile's ``backend_version`` and refuse a runtime without them::
     cfg = config_from_profile(profile, deployment, rules=rules)
 
 Each switch below cites the vLLM wheels' sources (paths under ``vllm/``);
-every switch is implemented by both engines (``fpm_replay_rules`` in
-``csrc/fpm_replay.h``) and drawn by their differential tests.
+every switch is implemented by both engines and drawn by their differential
+tests.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
-#: The vLLM scheduler settings the engine models (field names of vLLM's
-#: ``SchedulerConfig``; ``fpm replay`` takes them as vLLM's engine arguments).
-SCHEDULER_SETTINGS = frozenset(
-    {
-        "max_num_scheduled_tokens",
-        "max_num_active_seqs",
-        "long_prefill_token_threshold",
-        "long_prefill_token_threshold_adaptive",
-        "prefill_schedule_interval",
-        "scheduling_policy",
-        "max_num_queued_reqs",
-        "max_num_queued_tokens",
-        "watermark",
-        "scheduler_reserve_full_isl",
-    }
-)
+from fpmcore.replay.settings import RELEASE_SETTINGS
+
+#: The vLLM scheduler settings the engine models that a release may lack (field
+#: names of vLLM's ``SchedulerConfig``), from the replay's settings
+#: (:data:`fpmcore.replay.settings.SETTINGS`).
+SCHEDULER_SETTINGS: frozenset[str] = RELEASE_SETTINGS
+
+
+def _switch() -> Any:
+    """A switch of :class:`ReplayRules`: off in the reference runtime."""
+    return attrs.field(default=False, metadata={"switch": True})
 
 
 @attrs.frozen
-class RuntimeRules:
+class ReplayRules:
     """Scheduler and pool rules of one runtime release.
 
-    Every switch defaults to the behaviour of the engine's reference runtime
-    (vLLM 0.33.0); a release that behaves differently sets it to ``False``.
-    All of them are implemented by both engines (the C library and the
-    Python reference) and covered by their differential tests.
+    Every switch is off in the engine's reference runtime (vLLM 0.33.0); a
+    release that behaves differently turns on the switch that names its
+    difference.  All of them are implemented by both engines (the C library
+    and the Python reference) and covered by their differential tests.
     """
 
     #: A label naming the runtime release whose semantics these are (shown by ``fpm replay``).
     runtime: str = "built-in"
-    #: R-7 step 1: window blocks and align extras are released before the free-space
-    #: check of an allocation, also when it then fails (vLLM ``allocate_slots`` frees
-    #: skipped blocks first).  ``False``: released only after a successful check.
-    release_before_check: bool = True
-    #: R-38: freed blocks without cached content go to the front of the free queue
-    #: (LIFO reuse); ``False``: every freed block joins the back.
-    uncached_blocks_to_front: bool = True
-    #: R-37: a waiting head whose hit ends at a Mamba state cached in the current
-    #: step waits one step (vLLM ``MambaManager.cached_blocks_this_step``).
-    mamba_same_step_rule: bool = True
-    #: R-20: the admission cap of a windowed group counts one extra block for a
-    #: window that does not start at a block boundary (vLLM
-    #: ``SlidingWindowSpec.max_admission_blocks_per_request``).
-    window_admission_extra_block: bool = True
-    #: The long-prefill cap applies only while more than one request runs or
-    #: waits (vLLM 0.33.0 vllm/v1/core/sched/scheduler.py:754-763, 0.32.0
-    #: :640-649); ``False``: it caps every chunk (vLLM 0.27.0 scheduler.py:521-522).
-    long_prefill_cap_exempts_single_request: bool = True
-    #: A step schedules at most ``min(max_num_scheduled_tokens,
-    #: max_num_batched_tokens)`` tokens (vLLM 0.33.0's separate input budget,
-    #: scheduler.py:719-722, 846-848); ``False``: ``max_num_scheduled_tokens``
-    #: alone when it is set (vLLM 0.27.0 scheduler.py:110-114, 459).
-    budget_capped_by_batched_tokens: bool = True
-    #: Priority policy: after a request preempted itself the running scan goes
-    #: on with the next request (vLLM 0.33.0 scheduler.py:983-992); ``False``:
-    #: the scan stops (vLLM 0.32.0 scheduler.py:846-848, 0.27.0 :627-629).
-    priority_self_preemption_continues: bool = True
-    #: Priority policy: a victim ahead of the current request moves the running
-    #: scan back one place (vLLM 0.33.0 scheduler.py:944-949, 0.32.0 :808-813);
-    #: ``False``: only a victim already scheduled in the step does (vLLM 0.27.0
-    #: scheduler.py:596-613), so after an unscheduled victim the scan skips one request.
-    priority_victim_always_shifts_scan: bool = True
-    #: R-38: of a windowed or Mamba group's blocks only those a later hit can
-    #: reach are cached (vLLM 0.33.0 ``prefix_cache_retention_interval`` 0,
-    #: vllm/config/cache.py:275); ``False``: every full block is cached (vLLM
-    #: 0.27.0: the interval comes from ``VLLM_PREFIX_CACHE_RETENTION_INTERVAL``,
+    #: R-7 step 1: window blocks and align extras are released only after a
+    #: successful free-space check of an allocation.  Off: they are released
+    #: before the check, also when it then fails (vLLM ``allocate_slots``
+    #: frees skipped blocks first).
+    check_before_release: bool = _switch()
+    #: R-38: freed blocks without cached content join the back of the free
+    #: queue too.  Off: they go to its front (LIFO reuse).
+    free_uncached_to_back: bool = _switch()
+    #: R-37: a Mamba state cached in the current step can be hit at once.  Off:
+    #: a waiting head whose hit ends at such a state waits one step (vLLM
+    #: ``MambaManager.cached_blocks_this_step``).
+    mamba_hits_same_step: bool = _switch()
+    #: R-20: the admission cap of a windowed group without an extra block for a
+    #: window that does not start at a block boundary.  Off: the extra block is
+    #: counted (vLLM ``SlidingWindowSpec.max_admission_blocks_per_request``).
+    window_cap_exact: bool = _switch()
+    #: The long-prefill cap applies to every chunk (vLLM 0.27.0
+    #: scheduler.py:521-522).  Off: only while more than one request runs or
+    #: waits (vLLM 0.33.0 vllm/v1/core/sched/scheduler.py:754-763, 0.32.0 :640-649).
+    long_prefill_cap_always: bool = _switch()
+    #: ``max_num_scheduled_tokens`` alone is a step's budget when it is set
+    #: (vLLM 0.27.0 scheduler.py:110-114, 459).  Off: a step schedules at most
+    #: ``min(max_num_scheduled_tokens, max_num_batched_tokens)`` tokens (vLLM
+    #: 0.33.0's separate input budget, scheduler.py:719-722, 846-848).
+    budget_scheduled_only: bool = _switch()
+    #: Priority policy: the running scan stops when a request preempted itself
+    #: (vLLM 0.32.0 scheduler.py:846-848, 0.27.0 :627-629).  Off: the scan goes
+    #: on with the next request (vLLM 0.33.0 scheduler.py:983-992).
+    priority_self_preemption_stops: bool = _switch()
+    #: Priority policy: only a victim already scheduled in the step moves the
+    #: running scan back one place (vLLM 0.27.0 scheduler.py:596-613), so after
+    #: an unscheduled victim the scan skips one request.  Off: any victim ahead
+    #: of the current request does (vLLM 0.33.0 scheduler.py:944-949, 0.32.0 :808-813).
+    priority_shift_if_scheduled: bool = _switch()
+    #: R-38: every full block of a windowed or Mamba group is cached (vLLM
+    #: 0.27.0: the retention interval comes from ``VLLM_PREFIX_CACHE_RETENTION_INTERVAL``,
     #: unset by default, envs.py:302, v1/core/kv_cache_coordinator.py:121-125).
-    sparse_retention: bool = True
+    #: Off: only the blocks a later hit can reach are (vLLM 0.33.0
+    #: ``prefix_cache_retention_interval`` 0, vllm/config/cache.py:275).
+    dense_retention: bool = _switch()
     #: 04 G-6: the align split's last cacheable stop is the last block boundary
-    #: strictly below the request's tokens (vLLM 0.33.0
-    #: ``get_mamba_prefill_checkpoint_position``, v1/kv_cache_interface.py:1169-1181);
-    #: ``False``: the last boundary at or below them (vLLM 0.27.0
-    #: scheduler.py:392, ``num_tokens - num_tokens % block_size``).
-    align_last_stop_below_tokens: bool = True
-    #: R-37: a request scheduled from its prompt's last cacheable boundary does
-    #: not key its Mamba state there again when it is keyed already (vLLM
-    #: 0.33.0 v1/core/single_type_kv_cache_manager.py:2112-2115); ``False``: it
-    #: keys it again, which marks it cached in that step, so a request whose
-    #: hit ends there waits one more step (vLLM 0.32.0
-    #: single_type_kv_cache_manager.py:1977-1982, 2087-2100).
-    keyed_mamba_state_not_recached: bool = True
-    #: The release's Mamba groups can hold prefill checkpoint blocks (R-6;
-    #: ``MambaSpec.num_prefill_checkpoint_blocks``, absent in vLLM 0.27.0);
-    #: ``False``: such a group is refused (R-3).
-    mamba_prefill_checkpoints: bool = True
-    #: The release has ring state groups (vLLM ``CircularBufferSpec``, absent
-    #: in 0.27.0); ``False``: a ring group is refused (R-3).
-    ring_groups: bool = True
+    #: at or below the request's tokens (vLLM 0.27.0 scheduler.py:392,
+    #: ``num_tokens - num_tokens % block_size``).  Off: the last boundary
+    #: strictly below them (vLLM 0.33.0 ``get_mamba_prefill_checkpoint_position``,
+    #: v1/kv_cache_interface.py:1169-1181).
+    align_last_stop_at_tokens: bool = _switch()
+    #: R-37: a request scheduled from its prompt's last cacheable boundary keys
+    #: its Mamba state there again when it is keyed already, which marks it
+    #: cached in that step, so a request whose hit ends there waits one more
+    #: step (vLLM 0.32.0 single_type_kv_cache_manager.py:1977-1982, 2087-2100).
+    #: Off: the keyed state is left alone (vLLM 0.33.0
+    #: v1/core/single_type_kv_cache_manager.py:2112-2115).
+    mamba_boundary_recached: bool = _switch()
+    #: The release's Mamba groups hold no prefill checkpoint blocks
+    #: (``MambaSpec.num_prefill_checkpoint_blocks`` is absent in vLLM 0.27.0):
+    #: such a group is refused (R-3).  Off: they can (R-6).
+    no_mamba_checkpoints: bool = _switch()
+    #: The release has no ring state groups (vLLM ``CircularBufferSpec`` is
+    #: absent in 0.27.0): a ring group is refused (R-3).
+    no_ring_groups: bool = _switch()
     #: The scheduler settings of :data:`SCHEDULER_SETTINGS` the release has; a
     #: configuration that sets another one to a non-default value is refused.
     settings: frozenset[str] = attrs.field(default=SCHEDULER_SETTINGS, converter=frozenset)
@@ -124,6 +130,11 @@ class RuntimeRules:
             raise ValueError(f"unknown scheduler settings: {sorted(unknown)}")
 
 
-def default_rules() -> RuntimeRules:
-    """The rules of the engine's reference runtime, vLLM 0.33.0 (every switch on, every setting known)."""
-    return RuntimeRules()
+#: The switches of :class:`ReplayRules` in declaration order: the fields of the C
+#: library's ``fpm_replay_rules``, named alike.
+SWITCHES: tuple[str, ...] = tuple(f.name for f in attrs.fields(ReplayRules) if f.metadata.get("switch"))
+
+
+def default_rules() -> ReplayRules:
+    """The rules of the engine's reference runtime, vLLM 0.33.0 (every switch off, every setting known)."""
+    return ReplayRules()

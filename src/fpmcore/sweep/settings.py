@@ -1,31 +1,26 @@
-"""The settings a sweep may vary: every option of ``fpm replay``, read from its parser.
+"""The settings a sweep may vary: the replay's settings, declared once in :mod:`fpmcore.replay.settings`.
 
-:func:`replay_settings` builds ``fpm replay``'s argument parser
-(:func:`fpmcore.replay.cli.configure`) and keeps each option that changes
-what is replayed, so an option added to ``fpm replay`` is a sweep setting
-without a change here.  Left out are the replay's inputs, which are axes of
-the grid (``PROFILE``, ``--trace``, ``--fpm-table``, ``--campaign``), its output options and the
-options of how the trace file is read
-(:data:`NOT_SETTINGS`).
+:func:`replay_settings` turns each :class:`~fpmcore.replay.settings.ReplaySetting`
+into a :class:`Setting` of the grid, so a setting declared there is an
+``fpm replay`` option, a ``config_from_profile`` keyword and a sweep setting
+without a change here.  The replay's inputs are axes of the grid (``PROFILE``,
+``--trace``, ``--fpm-table``, ``--campaign``); its output options and the
+options of how the trace file is read are no settings (:data:`NOT_SETTINGS`).
 
-A setting is named by the option's ``dest`` (``--max-num-seqs`` is
-``max_num_seqs``) and takes the JSON or TOML value the option's parser
-accepts: an integer for ``type=int``-like options (checked by the option's own
-type function, so ``8.0``, ``"8"`` and ``true`` are refused), one of the
-choices for a choice option, ``true``/``false`` for a flag.
+A setting is named by its name (``--max-num-seqs`` is ``max_num_seqs``) and
+takes the JSON or TOML value its option's parser accepts: an integer for an
+integer option (checked by the option's own type function, so ``8.0``,
+``"8"`` and ``true`` are refused), one of the choices for a choice option,
+``true``/``false`` for a flag.
 
 :func:`config_kwargs` maps a task's settings to the keyword arguments of
-:func:`fpmcore.replay.config_from_profile` the way ``fpm replay`` does: an
-option whose ``dest`` is a parameter passes its value (``"on"``/``"off"``
-become booleans), a flag ``--no-X`` passes ``X=False``, ``deployment`` is the
-deployment index.  A replay option with no counterpart (:func:`unmapped`; the
-suite expects none) is refused when a grid names it, before any run.
+:func:`fpmcore.replay.config_from_profile` the way ``fpm replay`` does
+(``"on"``/``"off"`` become booleans; ``deployment`` is the deployment index).
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -89,32 +84,15 @@ class Setting:
         return parsed
 
 
-def replay_parser() -> argparse.ArgumentParser:
-    """``fpm replay``'s parser, as the CLI configures it."""
-    from fpmcore.replay.cli import configure
-
-    parser = argparse.ArgumentParser(prog="fpm replay", add_help=False)
-    configure(parser)
-    return parser
-
-
 def replay_settings() -> dict[str, Setting]:
-    """Every settable option of ``fpm replay`` by name, in the parser's order."""
+    """Every setting of a replay by name, in ``fpm replay``'s order (:data:`fpmcore.replay.settings.SETTINGS`)."""
+    from fpmcore.replay.settings import SETTINGS
+
     out: dict[str, Setting] = {}
-    for action in replay_parser()._actions:
-        if action.dest in NOT_SETTINGS or not action.option_strings or action.dest in out:
-            continue  # an input or output, or the --no-X of an on/off pair: the setting is its --X
-        option = max(action.option_strings, key=len)
-        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            kind, parse = "flag", None
-        elif action.choices is not None:
-            kind, parse = "choice", None
-        else:
-            kind, parse = "value", action.type
-        out[action.dest] = Setting(
-            name=action.dest, option=option, kind=kind, default=action.default, help=action.help or "",
-            choices=tuple(action.choices) if action.choices is not None else None, parse=parse,
-        )  # fmt: skip
+    for s in SETTINGS:
+        kind = "flag" if s.flag else "choice" if s.choices is not None else "value"
+        out[s.name] = Setting(name=s.name, option=s.option, kind=kind, default=s.default, help=s.option_help,
+                              choices=s.choices, parse=s.parse)  # fmt: skip
     return out
 
 
@@ -122,14 +100,14 @@ def setting_aliases() -> dict[str, str]:
     """A setting spelt as its option (``scheduler_reserve_full_isl`` for ``--scheduler-reserve-full-isl``, whose
     setting is ``reserve_full_isl``) → the setting's name; an option that turns a setting off (``--no-…``) is no
     alias, its value would mean the opposite."""
+    from fpmcore.replay.settings import SETTINGS
+
     out: dict[str, str] = {}
-    for action in replay_parser()._actions:
-        if action.dest in NOT_SETTINGS or isinstance(action, argparse._StoreFalseAction):
-            continue
-        for option in action.option_strings:
+    for s in SETTINGS:
+        for option in s.options:
             alias = option.lstrip("-").replace("-", "_")
-            if option.startswith("--") and alias != action.dest:
-                out[alias] = action.dest
+            if alias != s.name:
+                out[alias] = s.name
     return out
 
 
@@ -147,34 +125,15 @@ def check_settings(values: Mapping[str, Any], settings: Mapping[str, Setting], w
         if setting is None:
             known = ", ".join(settings)
             raise FpmError(RULE, f"unknown setting {name!r}; fpm replay's settings are: {known}", where)
-        if unmapped({name: setting}):
-            raise FpmError(RULE, f"setting {name} ({setting.option}) has no parameter of config_from_profile; "
-                                 "the sweep cannot apply it", where)  # fmt: skip
         out[name] = setting.check(value, where)
     return out
 
 
-def _parameters() -> set[str]:
-    from fpmcore.replay import config_from_profile
-
-    return set(inspect.signature(config_from_profile).parameters)
-
-
-def unmapped(settings: Mapping[str, Setting]) -> list[str]:
-    """Settings with no parameter of ``config_from_profile`` to go to (the suite expects none)."""
-    params = _parameters()
-    return [s.name for s in settings.values() if s.name not in params]
-
-
 def config_kwargs(values: Mapping[str, Any], settings: Mapping[str, Setting]) -> dict[str, Any]:
     """``config_from_profile`` keyword arguments for checked ``values`` (unset options keep their defaults)."""
-    kwargs: dict[str, Any] = {}
-    for name, value in values.items():
-        s = settings[name]
-        if s.choices is not None and set(s.choices) == {"on", "off"}:
-            value = value == "on"
-        kwargs[name] = value
-    return kwargs
+    from fpmcore.replay.settings import BY_NAME
+
+    return {name: BY_NAME[name].config_value(value) for name, value in values.items()}
 
 
 __all__ = [
@@ -184,5 +143,4 @@ __all__ = [
     "config_kwargs",
     "replay_settings",
     "setting_aliases",
-    "unmapped",
 ]

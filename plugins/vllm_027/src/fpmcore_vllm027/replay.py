@@ -32,20 +32,20 @@ Where 0.27.0 differs from vLLM 0.33.0, the engine's reference runtime
 
 from __future__ import annotations
 
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules
 from fpmcore_vllm027.rules import VERSION
 
 #: vLLM 0.27.0's scheduler.
-REPLAY_RULES = RuntimeRules(
+REPLAY_RULES = ReplayRules(
     runtime=f"vllm=={VERSION}",
-    long_prefill_cap_exempts_single_request=False,
-    budget_capped_by_batched_tokens=False,
-    priority_self_preemption_continues=False,
-    priority_victim_always_shifts_scan=False,
-    sparse_retention=False,
-    align_last_stop_below_tokens=False,
-    mamba_prefill_checkpoints=False,
-    ring_groups=False,
+    long_prefill_cap_always=True,
+    budget_scheduled_only=True,
+    priority_self_preemption_stops=True,
+    priority_shift_if_scheduled=True,
+    dense_retention=True,
+    align_last_stop_at_tokens=True,
+    no_mamba_checkpoints=True,
+    no_ring_groups=True,
     settings=SCHEDULER_SETTINGS
     - {
         "max_num_active_seqs",

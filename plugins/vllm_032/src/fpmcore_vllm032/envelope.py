@@ -28,14 +28,14 @@ re-keying) reaches partial keys the replay does not model;
 :func:`outside_envelope` names that too.
 
 :data:`REPLAY_RULES` are the replay's rules of vLLM 0.32.0
-(:class:`fpmcore.replay.rules.RuntimeRules`, given by ``fpm_replay_rules``):
+(:class:`fpmcore.replay.rules.ReplayRules`, given by ``fpm_replay_rules``):
 R-7's release before the check, R-38's free-queue order and retention, R-20's
 window admission block and the long-prefill, budget and align rules are
 0.33.0's (the same code, README §3-§4); two switches are 0.32.0's own:
 
-* ``priority_self_preemption_continues`` False (D-S4): after a request
+* ``priority_self_preemption_stops`` (D-S4): after a request
   preempts itself 0.32.0 ends the running scan (``break``), 0.33.0 goes on;
-* ``keyed_mamba_state_not_recached`` False (D-M2): a request scheduled from
+* ``mamba_boundary_recached`` (D-M2): a request scheduled from
   its prompt's last cacheable boundary keys its Mamba state there again, so
   it counts as cached in that step (R-37) and a request whose hit ends there
   waits one more step.
@@ -50,13 +50,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, RuntimeRules
+from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules
 
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
-REPLAY_RULES = RuntimeRules(
+REPLAY_RULES = ReplayRules(
     runtime="vllm==0.32.0",
-    priority_self_preemption_continues=False,
-    keyed_mamba_state_not_recached=False,
+    priority_self_preemption_stops=True,
+    mamba_boundary_recached=True,
     settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval"},  # type: ignore[arg-type]
 )
 

@@ -1,7 +1,7 @@
 """The replay rules of vLLM 0.33.0's scheduler (``fpm_replay_rules``).
 
 vLLM 0.33.0 is the replay engine's reference runtime (06): every switch of
-:class:`fpmcore.replay.rules.RuntimeRules` is its behaviour and every
+:class:`fpmcore.replay.rules.ReplayRules` is off (each names a departure from it) and every
 scheduler setting the engine models is one of its ``SchedulerConfig`` fields
 (vllm/config/scheduler.py).  The step sequence is checked against its own
 ``Scheduler`` (vllm/v1/core/sched/scheduler.py) with
@@ -10,8 +10,8 @@ scheduler setting the engine models is one of its ``SchedulerConfig`` fields
 
 from __future__ import annotations
 
-from fpmcore.replay.rules import RuntimeRules
+from fpmcore.replay.rules import ReplayRules
 from fpmcore_vllm033.rules import VERSION
 
-#: vLLM 0.33.0's scheduler: every switch on, every setting.
-REPLAY_RULES = RuntimeRules(runtime=f"vllm=={VERSION}")
+#: vLLM 0.33.0's scheduler: every switch off, every setting.
+REPLAY_RULES = ReplayRules(runtime=f"vllm=={VERSION}")

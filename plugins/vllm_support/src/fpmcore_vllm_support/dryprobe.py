@@ -91,7 +91,7 @@ DTYPES = {
 }  # fmt: skip
 
 #: The KV cache dtype labels of 02 I-32 for ``cache_dtype`` ``auto``, by model dtype (a
-#: runtime's rules may add to it: ``RuntimeRules.model_dtype_labels``).
+#: runtime's rules may add to it: ``ImportRules.model_dtype_labels``).
 AUTO_KV_LABELS = MODEL_DTYPE_LABELS
 
 #: The image name of a dry run; its digest is :func:`installed_digest`.

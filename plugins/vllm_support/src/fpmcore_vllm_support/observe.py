@@ -163,7 +163,7 @@ class Release:
     ``worker_cache``   ``worker_cache(source, unresolved, release)``: the worker's
                        ``cache`` object, whose tensor layout is the release's;
     ``absent_hardware`` the ``hardware`` keys the release's platform does not have
-                       (``RuntimeRules.absent_hardware``): ``null`` there is not unresolved.
+                       (``ImportRules.absent_hardware``): ``null`` there is not unresolved.
     """
 
     version: str

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore import API_VERSION, PluginInfo, RuntimeRules, SpecClassification, hookimpl
-from fpmcore.replay.rules import RuntimeRules as ReplayRules
+from fpmcore import API_VERSION, ImportRules, PluginInfo, SpecClassification, hookimpl
+from fpmcore.replay.rules import ReplayRules
 
 if TYPE_CHECKING:
     from fpmcore_vllm_support import observe
@@ -46,12 +46,12 @@ class VllmRuntimePlugin:
                       ``observe`` and ``probe`` modules;
     ``distribution``  the plugin's distribution (``fpmcore-vllm033``), the
                       records' ``observer.plugin``;
-    ``rules``         its :class:`~fpmcore.hooktypes.RuntimeRules`: their
+    ``rules``         its :class:`~fpmcore.hooktypes.ImportRules`: their
                       ``version`` is the release it targets, their
                       ``hybrid_evidence`` whether its records carry hybrid evidence;
     ``classify``      its class table, spec class → classification (02 §5);
     ``summary``       one line for ``fpm plugins show``;
-    ``replay_rules``  its scheduler's :class:`fpmcore.replay.rules.RuntimeRules`
+    ``replay_rules``  its scheduler's :class:`fpmcore.replay.rules.ReplayRules`
                       (``fpm replay`` follows them), or ``None`` for a release
                       whose scheduler the replay was not checked against.
     """
@@ -59,7 +59,7 @@ class VllmRuntimePlugin:
     plugin_id: str
     package: str
     distribution: str
-    rules: RuntimeRules
+    rules: ImportRules
     classify: Callable[[str], SpecClassification]
     summary: str = ""
     replay_rules: ReplayRules | None = None
@@ -125,7 +125,7 @@ class VllmRuntimePlugin:
         return self.classify(spec_class)
 
     @hookimpl
-    def fpm_runtime_rules(self) -> RuntimeRules:
+    def fpm_runtime_rules(self) -> ImportRules:
         """The release's import rules besides its class table."""
         return self.rules
 

@@ -1,4 +1,4 @@
-"""The import rules every vLLM release shares (``RuntimeRules`` fields its runtime plugins give).
+"""The import rules every vLLM release shares (``ImportRules`` fields its runtime plugins give).
 
 * the KV cache dtype labels of 02 I-32 (:data:`KV_DTYPE_LABELS`);
 * 03 C-2's ``max_concurrent_batches`` (:func:`max_concurrent_batches`);
@@ -6,7 +6,7 @@
   (:func:`classify_plain`);
 * the settings vLLM leaves ``null`` where 02 §3.4 types them (:data:`NULLABLE_SETTINGS`, I-28);
 
-and :func:`vllm_rules`, the :class:`~fpmcore.hooktypes.RuntimeRules` of a
+and :func:`vllm_rules`, the :class:`~fpmcore.hooktypes.ImportRules` of a
 release with these filled in.
 
 The releases that write hybrid evidence (vLLM 0.32.0 and 0.33.0) share more:
@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.hooktypes import HashBlockQuery, RuntimeRules, SpecClassification, StartupLimits, StateFamily
+from fpmcore.hooktypes import HashBlockQuery, ImportRules, SpecClassification, StartupLimits, StateFamily
 from fpmcore_vllm_support.encode import cdiv
 
 #: 02 I-32: ``cache.kv_cache_dtype`` → profile KV label (vLLM 0.33.0's
@@ -81,12 +81,12 @@ PLAIN_OTHER = SpecClassification(
 
 
 def classify_plain(spec_class: str) -> SpecClassification:
-    """02 §5.1: the class table of a record without hybrid evidence (``RuntimeRules.classify_plain``)."""
+    """02 §5.1: the class table of a record without hybrid evidence (``ImportRules.classify_plain``)."""
     return PLAIN_TABLE.get(spec_class, PLAIN_OTHER)
 
 
-def vllm_rules(version: str, **release: Any) -> RuntimeRules:
-    """The :class:`~fpmcore.hooktypes.RuntimeRules` of vLLM ``version``: the shared rules, then the release's own.
+def vllm_rules(version: str, **release: Any) -> ImportRules:
+    """The :class:`~fpmcore.hooktypes.ImportRules` of vLLM ``version``: the shared rules, then the release's own.
 
     Shared: the KV dtype labels, the §5.1 table of records without hybrid
     evidence, the settings vLLM leaves ``null`` and ``max_concurrent_batches``;
@@ -99,7 +99,7 @@ def vllm_rules(version: str, **release: Any) -> RuntimeRules:
         "nullable_settings": NULLABLE_SETTINGS,
         "in_flight_batches": max_concurrent_batches,
     }
-    return RuntimeRules(version=version, **{**shared, **release})
+    return ImportRules(version=version, **{**shared, **release})
 
 
 # --------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def hash_block_size(q: HashBlockQuery) -> int | str:
     return int(want)
 
 
-def hybrid_rules(version: str, **release: Any) -> RuntimeRules:
+def hybrid_rules(version: str, **release: Any) -> ImportRules:
     """The rules of a vLLM release that writes hybrid evidence (0.32.0, 0.33.0): :func:`vllm_rules` with
     hybrid evidence, :func:`state_family`, :func:`prefix_cacheable`, :func:`startup_blocks` and
     :func:`hash_block_size`; ``release`` adds or replaces fields."""
