@@ -471,7 +471,7 @@ def window_pool_blocks(model: dict[str, Any], caching: bool, slack: int) -> int:
 def window_jobs(
     windows: list[tuple[str, Any]],
     seed: int,
-    rules: RuntimeRules | None = None,
+    rules: ReplayRules | None = None,
     features: dict[str, Any] | None = None,
     kinds: tuple[str, ...] = WINDOW_KINDS,
 ) -> list[dict[str, Any]]:
@@ -560,7 +560,7 @@ def differential(
 
 
 def compare_jobs(
-    jobs: list[dict[str, Any]], features: dict[str, Any], rules: RuntimeRules, backend: str | None = None
+    jobs: list[dict[str, Any]], features: dict[str, Any], rules: ReplayRules, backend: str | None = None
 ) -> dict[str, Any]:
     """Run ``jobs`` through vLLM and the replay, step by step; a report of the outcome, by kind: the model's
     kind, ``on``/``off`` (prefix caching), then ``/hash`` for random traces of content-block ids and
