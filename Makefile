@@ -68,21 +68,35 @@ test-real: env
 # its own venv (never in .venv, never in the default suite).  Its import needs
 # none of the wheel's declared dependencies (jax, pandas, ...): --no-deps.
 BENCH_VENV := .venv-bench
+MOCKER_VENV := .venv-mocker
 AISIM_WHEEL := aisimulate==0.13.0.dev202610200000000077
 
-bench-env: $(BENCH_VENV)/.installed
+bench-env: $(BENCH_VENV)/.installed $(MOCKER_VENV)/.installed
 
 $(BENCH_VENV)/.installed:
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps "$(AISIM_WHEEL)"
 	@touch $@
 
+# NVIDIA Dynamo's mocker, the peer on the Mooncake conversation trace: its own venv too
+# (its ai-dynamo dependency's aisimulate is a stub that cannot install: --no-deps).
+# A failed install fails make bench; make test never needs it.
+$(MOCKER_VENV)/.installed:
+	test -x $(MOCKER_VENV)/bin/python || $(PYTHON) -m venv $(MOCKER_VENV)
+	$(MOCKER_VENV)/bin/python -m pip --disable-pip-version-check install -q "ai-dynamo-runtime==1.6.1"
+	$(MOCKER_VENV)/bin/python -m pip --disable-pip-version-check install -q --no-deps "ai-dynamo==1.6.1"
+	@touch $@
+
+# The Mooncake FAST'25 conversation trace (12,031 requests; not shipped with the project).
+PEER_TRACE ?= ../shared/traces/mooncake-conversation.jsonl.gz
+
 # make bench: ns per scheduled request-step of fpm replay and the ratio against
 # the reference's Rust replay on the anchor workload (one run, the same machine),
 # the scaling from 10**3 to 10**6 requests with peak RSS, then the pytest benchmarks.
 bench: env bench-env
-	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling
+	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling \
+		--peer-trace $(PEER_TRACE) --mocker-python $(MOCKER_VENV)/bin/python
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so
+	rm -rf $(VENV) $(BENCH_VENV) $(MOCKER_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so

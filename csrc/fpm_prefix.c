@@ -694,6 +694,41 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
     }
 }
 
+/* The fast-path thresholds of r's slot with prefix caching (as pool_thresholds): an allocation
+ * c -> a of a running request from computed c >= from with a <= grow_at and c < shrink_at releases,
+ * takes and caches nothing, so pc_release_skipped, pc_need and pc_commit would change nothing:
+ *   grow_at: no group needs a new block (attention cdiv(a, B) <= len, Mamba cdiv(a, B) <= mcols,
+ *            a ring block held) and no block becomes full (a < (ncached + 1) B);
+ *   shrink_at: no windowed block leaves the window (window_first(c) <= lo), no Mamba state falls
+ *            below the release bound ((c - 1) / B <= its lowest column), and c is not the prompt's
+ *            boundary whose Mamba state vLLM 0.32.0 keys again (pc_recache_boundary_state). */
+static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
+    int64_t grow = INT64_MAX, shrink = INT64_MAX;
+    int mamba = 0;
+    for (int gi = 0; gi < e->G; gi++) {
+        const fpm_group *g = &e->cfg.groups[gi];
+        const pc_hold *s = hold_at(e, r, gi);
+        if (g->kind == FPM_KIND_RING) {
+            if (s->ring == 0) grow = -1;
+            continue;
+        }
+        grow = min64(grow, (s->ncached + 1) * g->block - 1);
+        if (is_attention(g->kind)) {
+            grow = min64(grow, s->len * g->block);
+            if (is_windowed(g->kind)) shrink = min64(shrink, (s->lo + 1) * g->block + g->window - 1);
+        } else {
+            mamba = 1;
+            grow = min64(grow, s->mcols * g->block);
+            for (int64_t i = 0; i < s->mn; i++) shrink = min64(shrink, (s->mcol[i] + 1) * g->block + 1);
+        }
+    }
+    int64_t boundary = (r->prompt_len - 1) / e->sched_block * e->sched_block;
+    if (mamba && e->cfg.rules.mamba_boundary_recached && boundary > 0 && from <= boundary)
+        shrink = min64(shrink, boundary);
+    e->grow_at[r->slot] = grow;
+    e->shrink_at[r->slot] = shrink;
+}
+
 /* R-7 step 4 with prefix caching; 0 when out of memory. */
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     struct pc_pool *p = e->pool;
@@ -755,6 +790,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     }
     pc_cache_blocks(e, r, min64(a, req_len(r)));
     if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
+    pc_thresholds(e, r, a);
     return !p->oom;
 }
 

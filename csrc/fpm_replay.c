@@ -353,7 +353,7 @@ static void schedule_running(engine_t *e) {
             continue;
         }
         /* fast path: the chunk stays inside the blocks r holds (no pool change) */
-        if (!e->pc && c + n <= e->grow_at[r->slot] && c < e->shrink_at[r->slot]) {
+        if (c + n <= e->grow_at[r->slot] && c < e->shrink_at[r->slot]) {
             e->prefill_scheduled |= r->prefill_chunk;
             schedule(e, idx, n, c);
             i++;

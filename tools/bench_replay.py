@@ -16,11 +16,21 @@ groups of 64-token blocks and 262,144-byte pages; 128,000 blocks;
   (``tools/bench/aisim-state.spec.json`` with the anchor's groups), run in
   that interpreter;
 
-and prints the ratio.  ``--scaling`` adds 10**3 … 10**6 requests (each in its
+and prints the ratio.  ``--peer-trace`` (``make bench``: the Mooncake FAST'25
+conversation trace) adds the whole trace replayed by ``fpm replay`` on a plain
+full-attention profile of block 16 and 62,560 usable blocks
+(``examples/profiles/plain-llama70b-tp8.fpm-profile.json``), ``max_num_seqs``
+256 and a budget of 8,192 tokens, prefix caching on and off, beside NVIDIA
+Dynamo's mocker (``ai-dynamo-runtime==1.6.1``, installed by ``make
+bench-mocker-env`` in ``.venv-mocker``: ``run_mocker_trace_replay`` offline
+with the same pool and settings), each as whole-process CPU time of a fresh
+process; the bench fails when the mocker's interpreter is missing or cannot
+import it.  ``--scaling`` adds 10**3 … 10**6 requests (each in its
 own process, streamed through :class:`fpmcore.replay.ReplayRun` without step
 records) with its time, ns per request-step and peak RSS.
 
     .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling]
+        [--peer-trace TRACE --mocker-python .venv-mocker/bin/python]
 """
 
 from __future__ import annotations
@@ -37,6 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tools" / "bench" / "aisim-state.spec.json"
 PAGE = 262_144
+PLAIN70B = ROOT / "examples" / "profiles" / "plain-llama70b-tp8.fpm-profile.json"
+#: The peer's setting: the pool and scheduler of PLAIN70B, Mooncake's hash blocks of 512 tokens.
+PEER = {"block_size": 16, "num_gpu_blocks": 62_560, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 
 
 def anchor(n: int):
@@ -118,6 +131,64 @@ def time_rust(n: int, repeat: int = 5) -> tuple[float, float]:
     return best_of(once, repeat)
 
 
+def run_mocker(trace: str, caching: bool) -> None:
+    """The Dynamo mocker on ``trace`` (runs in the mocker's interpreter, ``--mocker``)."""
+    from dynamo._core import run_mocker_trace_replay
+
+    engine = {**PEER, "enable_prefix_caching": caching, "enable_chunked_prefill": True, "speedup_ratio": 1.0,
+              "preemption_mode": "lifo"}  # fmt: skip
+    res = run_mocker_trace_replay([trace], extra_engine_args={"engine": engine}, replay_mode="offline",
+                                  trace_format="mooncake", trace_block_size=512)  # fmt: skip
+    print(json.dumps({k: v for k, v in dict(res.summary).items() if isinstance(v, (int, float, str))}))
+
+
+def child_cpu(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Whole-process CPU (user + system) and wall seconds of a fresh process; it must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(argv[:3])} ... failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def peer_table(trace: str, mocker_python: str) -> int:
+    """The whole trace: fpm replay and the Dynamo mocker, caching on and off, whole-process CPU (one run)."""
+    import gzip
+    import shutil
+    import tempfile
+
+    probe = subprocess.run([mocker_python, "-c", "import dynamo._core"], capture_output=True, text=True) \
+        if Path(mocker_python).exists() else None  # fmt: skip
+    if probe is None or probe.returncode != 0:
+        why = "does not exist" if probe is None else probe.stderr.strip().splitlines()[-1]
+        print(f"bench: the Dynamo mocker peer is missing: {mocker_python} {why}; run make bench-mocker-env",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if not Path(trace).is_file():
+        print(f"bench: the peer trace {trace} does not exist (PEER_TRACE=...)", file=sys.stderr)
+        return 2
+    fpm = str(Path(sys.executable).parent / "fpm")
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "trace.jsonl"  # both read it uncompressed
+        with gzip.open(trace, "rb") if trace.endswith(".gz") else open(trace, "rb") as src, plain.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        n = sum(1 for _ in plain.open())
+        print(f"\n{Path(trace).name} ({n:,} requests), whole trace: block 16, 62,560 blocks, max_num_seqs 256, "
+              "budget 8,192; whole-process CPU s (wall s), one run each")  # fmt: skip
+        print(f"{'prefix caching':>15} {'fpm replay':>16} {'Dynamo mocker':>16} {'mocker / fpm':>13}")
+        for caching in (True, False):
+            on = "on" if caching else "off"
+            fpm_cpu, fpm_wall = child_cpu([fpm, "replay", str(PLAIN70B), "--trace", str(plain), "--max-num-seqs", "256",
+                                           "--max-num-batched-tokens", "8192", "--prefix-caching", on, "--json"])  # fmt: skip
+            m_cpu, m_wall = child_cpu([mocker_python, __file__, "--mocker", on, "--peer-trace", str(plain)],
+                                      env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
+            print(f"{on:>15} {fpm_cpu:>7.2f} ({fpm_wall:.2f}) {m_cpu:>7.2f} ({m_wall:.2f}) {m_cpu / fpm_cpu:>12.1f}x")
+    return 0
+
+
 def scaling_point(n: int) -> dict:
     """One size of the scaling table, streamed without step records (run in its own process for its peak RSS)."""
     from fpmcore.replay import ReplayRun
@@ -152,7 +223,17 @@ def main() -> int:
     ap.add_argument("--scaling", action="store_true", help="also 10**3 ... 10**6 requests with peak RSS")
     ap.add_argument("--rust", type=int, metavar="N", help=argparse.SUPPRESS)
     ap.add_argument("--point", type=int, metavar="N", help=argparse.SUPPRESS)
+    ap.add_argument("--peer-trace", metavar="TRACE", help="a Mooncake trace (.jsonl or .jsonl.gz) for the mocker table")
+    ap.add_argument(
+        "--mocker-python",
+        default=str(ROOT / ".venv-mocker" / "bin" / "python"),
+        help="the interpreter with ai-dynamo-runtime (make bench-mocker-env)",
+    )
+    ap.add_argument("--mocker", choices=("on", "off"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.mocker is not None:  # inside the mocker's interpreter
+        run_mocker(args.peer_trace, args.mocker == "on")
+        return 0
     if args.rust is not None:  # inside the bench interpreter
         wall, cpu = time_rust(args.rust)
         print(json.dumps({"seconds": wall, "cpu_seconds": cpu}))
@@ -194,6 +275,8 @@ def main() -> int:
                 f"{n:>10,} {p['steps']:>10,} {p['cpu_seconds']:>9.3f} {p['seconds']:>9.3f} "
                 f"{p['cpu_seconds'] / (per * n) * 1e9:>12.1f} {p['peak_rss_mb']:>12.0f}"
             )
+    if args.peer_trace:
+        return peer_table(args.peer_trace, args.mocker_python)
     return 0
 
 
