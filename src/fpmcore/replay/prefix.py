@@ -236,9 +236,8 @@ class PrefixCachingPool:
         self.hit_tab = [{} for _ in range(self.G)]
         cap = maxb * B
         longest = -1
-        first_candidate = (
-            True  # cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned
-        )
+        # cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned
+        first_candidate = True
         if has_full:
             j = 0
             full = [gi for gi in range(self.G) if kinds[gi] == KIND_FULL]
