@@ -180,13 +180,13 @@ def model_json(
         c = rng.choice([16, 32, 48, 64, 100])
         m["supported_layouts"] = ["LBNHC"]
         m["cache"] = {"block_size": BLOCK}
-        chunk_need = -(-min(c + t, max_model_len) // BLOCK)
+        # vLLM's startup check sizes a chunked-local group at most as a full one: a request of max_model_len fits
         if rng.random() < 0.3:  # chunked-local attention alone (one KV cache group)
             m["layers"] = [_attn([0, 1], "ChunkedLocalAttentionSpec", attention_chunk_size=c)]
-            need = chunk_need
-        else:
+            need = per_req
+        else:  # one full layer and three chunked-local ones: vLLM makes four groups of one layer
             m["layers"] = [_attn([3]), _attn([0, 1, 2], "ChunkedLocalAttentionSpec", attention_chunk_size=c)]
-            need = per_req + chunk_need
+            need = 4 * per_req
     else:
         ngroups_mamba = rng.choice([1, 2])
         ck = rng.choice([0, 1, 1])

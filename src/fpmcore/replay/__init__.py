@@ -171,7 +171,11 @@ RD-17 (R-4, R-20, R-37, R-38)  Chunked-local attention groups (vLLM's
     cached blocks of that chunk from its start until the first miss; ``x``
     is the request's length less one while no group has shortened the hit
     (vLLM's first candidate, read unaligned).  Every full block it holds is
-    cached (vLLM's base ``reachable_block_mask``).
+    cached (vLLM's base ``reachable_block_mask``).  Checked against vLLM
+    0.33.0's own Scheduler (``tools/replay_vs_vllm.py --kinds chunk``, chunks
+    of 16 … 100 tokens on 16-token blocks, alone or beside full attention):
+    60 of 60 random traces identical, 6,034 steps, 49 preemptions, 63
+    prefix hits, 42 rejections.
 """
 
 from importlib import import_module
