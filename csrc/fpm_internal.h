@@ -41,10 +41,24 @@ void *fpm_calloc_lines(int64_t count, size_t size);
 /* Grow *p (count elements of size) to new_count; new elements zeroed.  0 on failure (*p unchanged). */
 int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
 
-static inline int is_windowed(int32_t kind) { return kind == FPM_KIND_WINDOW || kind == FPM_KIND_CONV; }
+/* A group that releases the blocks its attention skips: a sliding window, a convolution, a chunk. */
+static inline int is_windowed(int32_t kind) {
+    return kind == FPM_KIND_WINDOW || kind == FPM_KIND_CONV || kind == FPM_KIND_CHUNK;
+}
 static inline int is_attention(int32_t kind) { return kind == FPM_KIND_FULL || is_windowed(kind); }
-/* the first logical block a windowed group still needs from computed c. */
-static inline int64_t window_first(const fpm_group *g, int64_t c) { return max64(0, c - (g->window - 1)) / g->block; }
+/* R-4: the first logical block a windowed group still needs from computed c: the window's
+ * (vLLM SlidingWindowManager.get_num_skipped_tokens) or the current chunk's
+ * (ChunkedLocalAttentionManager.get_num_skipped_tokens: the chunks before c's one are skipped). */
+static inline int64_t window_first(const fpm_group *g, int64_t c) {
+    if (g->kind == FPM_KIND_CHUNK) return c / g->window * g->window / g->block;
+    return max64(0, c - (g->window - 1)) / g->block;
+}
+/* The fewest computed tokens at which a windowed group holding blocks from lo on drops one:
+ * the least c with window_first(g, c) > lo. */
+static inline int64_t window_drop_at(const fpm_group *g, int64_t lo) {
+    if (g->kind == FPM_KIND_CHUNK) return cdiv64((lo + 1) * g->block, g->window) * g->window;
+    return (lo + 1) * g->block + g->window - 1;
+}
 
 /* ------------------------------------------------------- latency model */
 

@@ -67,23 +67,29 @@ static int stretch_fits(const engine_t *e, int64_t m, int bytes, int64_t room) {
     return 1;
 }
 
+/* The least common multiple of l and n, or cap when it passes cap (l, n >= 1). */
+static int64_t lcm_capped(int64_t l, int64_t n, int64_t cap) {
+    int64_t a = l, b = n;
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    if (l / a > cap / n) return cap;
+    return l / a * n;
+}
+
 /* The period of a stretch's pool use: the least common multiple of the
- * windowed groups' blocks (capped at cap).  A windowed group holds as many
- * blocks one period later as now or more; a full group's holding only grows,
- * and a state group's is fixed: so the peak lies in the stretch's last period. */
+ * windowed groups' blocks and chunks (capped at cap).  A windowed group holds
+ * as many blocks one period later as now or more; a full group's holding only
+ * grows, and a state group's is fixed: so the peak lies in the stretch's last period. */
 static int64_t lcm_blocks(const engine_t *e, int64_t cap) {
     int64_t l = 1;
-    for (int gi = 0; gi < e->G; gi++) {
+    for (int gi = 0; gi < e->G && l < cap; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         if (!is_windowed(g->kind)) continue;
-        int64_t a = l, b = g->block;
-        while (b) {
-            int64_t t = a % b;
-            a = b;
-            b = t;
-        }
-        if (l / a > cap / g->block) return cap;
-        l = l / a * g->block;
+        l = lcm_capped(l, g->block, cap);
+        if (g->kind == FPM_KIND_CHUNK && l < cap) l = lcm_capped(l, g->window, cap);
     }
     return l;
 }

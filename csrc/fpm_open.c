@@ -31,7 +31,7 @@ static int config_ok(const fpm_replay_config *cfg) {
         const fpm_group *g = &cfg->groups[i];
         if (cfg->rules.no_ring_groups && g->kind == FPM_KIND_RING) return 0;
         if (cfg->rules.no_mamba_checkpoints && g->checkpoint_blocks > 0) return 0;
-        if (g->kind < FPM_KIND_FULL || g->kind > FPM_KIND_MAMBA) return 0;
+        if (g->kind < FPM_KIND_FULL || g->kind > FPM_KIND_CHUNK) return 0;
         if (g->block < 1 || g->block > FPM_MAX_TOKENS || g->page < 1 || g->page > FPM_MAX_BYTES) return 0;
         if (g->window < 0 || g->window > FPM_MAX_TOKENS || (is_windowed(g->kind) && g->window < 1)) return 0;
         if (g->blocks_per_request < 0 || g->blocks_per_request > FPM_MAX_TOKENS) return 0;

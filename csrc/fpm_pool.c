@@ -22,9 +22,12 @@ int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group 
 }
 
 /* R-20: vLLM's admission cap of a windowed group, in blocks
- * (SlidingWindowSpec.max_admission_blocks_per_request). */
+ * (SlidingWindowSpec.max_admission_blocks_per_request; a chunk's:
+ * ChunkedLocalAttentionSpec.max_admission_blocks_per_request, the chunk and the in-flight
+ * tokens, without an alignment block). */
 int64_t window_admission_blocks(const engine_t *e, const fpm_group *g) {
     const fpm_replay_config *cfg = &e->cfg;
+    if (g->kind == FPM_KIND_CHUNK) return cdiv64(min64(g->window + cfg->max_num_batched_tokens, cfg->max_model_len), g->block);
     int64_t t = min64(g->window - 1 + cfg->max_num_batched_tokens, cfg->max_model_len);
     return cdiv64(t, g->block) + (cfg->rules.window_cap_exact ? 0 : 1);
 }
@@ -91,7 +94,7 @@ void pool_thresholds(engine_t *e, const request_t *r) {
         const fpm_group *g = &e->cfg.groups[gi];
         const hold_t *h = holdings(e, r, gi);
         if (is_attention(g->kind)) grow = min64(grow, h->hi * g->block);
-        if (is_windowed(g->kind)) shrink = min64(shrink, (h->lo + 1) * g->block + g->window - 1);
+        if (is_windowed(g->kind)) shrink = min64(shrink, window_drop_at(g, h->lo));
     }
     e->grow_at[r->slot] = grow;
     e->shrink_at[r->slot] = shrink;
@@ -247,7 +250,10 @@ fpm_status fpm_peak_request_blocks(const fpm_group *g, int64_t context, int64_t 
         *out = cdiv64(context, g->block);
     } else if (is_windowed(g->kind)) {
         if (g->window < 1 || g->window > FPM_MAX_TOKENS || g->block > FPM_MAX_TOKENS) return FPM_EINVAL;
-        *out = min64(cdiv64(context, g->block), cdiv64(g->window - 1 + max_num_tokens + g->block - 1, g->block));
+        if (g->kind == FPM_KIND_CHUNK)
+            *out = cdiv64(min64(g->window + max_num_tokens, context), g->block);
+        else
+            *out = min64(cdiv64(context, g->block), cdiv64(g->window - 1 + max_num_tokens + g->block - 1, g->block));
     } else {
         return FPM_EINVAL;
     }

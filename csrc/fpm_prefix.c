@@ -385,6 +385,15 @@ static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
 
 void pc_new_step(engine_t *e) { e->pool->stamp = e->k + 1; }
 
+/* The longest hit of a chunked-local group at most cap (vLLM ChunkedLocalAttentionManager.find_longest_cache_hit):
+ * the chunks before cap's one count as hit without a lookup, then the cached blocks of cap's chunk from its start. */
+static int64_t pc_chunk_hit(const engine_t *e, const request_t *r, int gi, int64_t cap) {
+    const fpm_group *g = &e->cfg.groups[gi];
+    int64_t i = window_first(g, cap), end = cap / g->block;
+    while (i < end && pc_cached(e, r, gi, i)) i++;
+    return i * g->block;
+}
+
 /* The longest hit of a windowed group at most cap (vLLM SlidingWindowManager.find_longest_cache_hit). */
 static int64_t pc_window_hit(const engine_t *e, const request_t *r, int gi, int64_t cap) {
     const fpm_group *g = &e->cfg.groups[gi];
@@ -428,6 +437,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         if (kind == FPM_KIND_MAMBA && first_mamba < 0) first_mamba = gi;
     }
     int64_t cap = maxb * B, longest = -1;
+    int first_candidate = 1; /* cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned */
     if (has_full) {
         int64_t j = 0;
         for (; j < maxb; j++) {
@@ -442,6 +452,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         }
         cap = j * B;
         longest = cap;
+        first_candidate = 0;
     }
     if (has_other) {
         int changed = 1;
@@ -450,7 +461,9 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             for (int gi = 0; gi < e->G; gi++) {
                 int32_t kind = e->cfg.groups[gi].kind;
                 int64_t hg;
-                if (is_windowed(kind))
+                if (kind == FPM_KIND_CHUNK)
+                    hg = pc_chunk_hit(e, r, gi, first_candidate ? req_len(r) - 1 : cap);
+                else if (is_windowed(kind))
                     hg = pc_window_hit(e, r, gi, cap);
                 else if (gi == first_mamba)
                     hg = pc_mamba_hit(e, r, cap);
@@ -460,6 +473,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
                 if (hg < cap) {
                     cap = hg;
                     changed = 1;
+                    first_candidate = 0;
                 }
             }
         }
@@ -615,7 +629,7 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
 /* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
  * prefix_cache_retention_interval 0: the run a hit needs below r's replay boundary and its junction. */
 static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
-    if (e->cfg.rules.dense_retention) return 1;
+    if (e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK) return 1; /* a chunk's blocks: vLLM's base mask */
     int64_t need = window_run(g), B = e->sched_block;
     int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
     for (int i = 0; i < 2; i++) {

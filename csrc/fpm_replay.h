@@ -33,6 +33,7 @@
 #define FPM_KIND_CONV 2   /* convolution (windowed) */
 #define FPM_KIND_RING 3   /* state group without checkpoint fields */
 #define FPM_KIND_MAMBA 4  /* state group with checkpoint fields (align mode with prefix caching) */
+#define FPM_KIND_CHUNK 5  /* chunked-local attention: only the current chunk of `window` tokens is attended */
 
 /* Arrival modes. */
 #define FPM_ARRIVE_STEP 0 /* request enters at the start of step arrival_step */
@@ -67,7 +68,7 @@ typedef struct {
     int32_t kind;
     int64_t block;               /* block_size_tokens (> 0) */
     int64_t page;                /* page_size_bytes (> 0) */
-    int64_t window;              /* sliding_window for WINDOW/CONV, else 0 */
+    int64_t window;              /* sliding_window for WINDOW/CONV, attention_chunk_size for CHUNK, else 0 */
     int64_t blocks_per_request;  /* RING/MAMBA */
     int64_t checkpoint_blocks;   /* MAMBA: 0 or 1 */
     int64_t checkpoint_alignment;/* MAMBA: 0 = none */

@@ -11,7 +11,10 @@ prefix caching on and off:
   attention), Mamba align mode with prefix caching, with or without a
   prefill checkpoint block;
 * ``glm``: a GLM-like hybrid (Mamba groups, an MLA attention group, an
-  optional ring group), with or without a checkpoint block.
+  optional ring group), with or without a checkpoint block;
+* ``chunk`` (asked for with ``--kinds``): full attention next to chunked-local
+  attention (Llama 4-like, ``ChunkedLocalAttentionSpec``), or chunked-local
+  attention alone.
 
 The replay follows the rules of the oracle's release, as its runtime plugin
 gives them (``fpm_replay_rules``; a release without them is refused), and the
@@ -60,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from fpmcore.replay import make_config, run_replay  # noqa: E402
-from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
+from fpmcore.replay.model import KIND_CHUNK, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec  # noqa: E402
 from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules, default_rules  # noqa: E402
 from fpmcore.replay.trace import from_sched_json  # noqa: E402
 
@@ -77,6 +80,8 @@ def _default_oracle_python() -> str:
 ORACLE_PY = os.environ.get("FPM_ORACLE_PY") or _default_oracle_python()
 BLOCK = 16
 KINDS = ("plain", "window", "gdn", "glm")
+#: Every kind ``--kinds`` takes: the default ones and chunked-local attention.
+ALL_KINDS = (*KINDS, "chunk")
 
 
 def oracle_features() -> dict[str, Any]:
@@ -176,6 +181,17 @@ def model_json(
         else:
             m["layers"] = [_attn([0, 2]), _attn([1, 3], "SlidingWindowSpec", sliding_window=w)]
             need = per_req + window_need
+    elif kind == "chunk":
+        c = rng.choice([16, 32, 48, 64, 100])
+        m["supported_layouts"] = ["LBNHC"]
+        m["cache"] = {"block_size": BLOCK}
+        # vLLM's startup check sizes a chunked-local group at most as a full one: a request of max_model_len fits
+        if rng.random() < 0.3:  # chunked-local attention alone (one KV cache group)
+            m["layers"] = [_attn([0, 1], "ChunkedLocalAttentionSpec", attention_chunk_size=c)]
+            need = per_req
+        else:  # one full layer and three chunked-local ones: vLLM makes four groups of one layer
+            m["layers"] = [_attn([3]), _attn([0, 1, 2], "ChunkedLocalAttentionSpec", attention_chunk_size=c)]
+            need = 4 * per_req
     else:
         ngroups_mamba = rng.choice([1, 2])
         ck = rng.choice([0, 1, 1])
@@ -310,6 +326,8 @@ def fpm_config(plan: dict[str, Any], model: dict[str, Any], caching: bool, rules
             groups.append(GroupSpec(name, KIND_FULL, g["block_size"], page))
         elif g["type"] == "SlidingWindowSpec":
             groups.append(GroupSpec(name, KIND_WINDOW, g["block_size"], page, window=g["sliding_window"]))
+        elif g["type"] == "ChunkedLocalAttentionSpec":
+            groups.append(GroupSpec(name, KIND_CHUNK, g["block_size"], page, window=g["attention_chunk_size"]))
         elif g["type"] == "MambaSpec":
             ck = g["num_prefill_checkpoint_blocks"] or 0
             groups.append(
@@ -627,7 +645,8 @@ def main() -> int:
     ap.add_argument("--traces", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", choices=("c", "python"), default=None)
-    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated model kinds (default: all)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help=f"comma-separated model kinds of {', '.join(ALL_KINDS)} (default: {', '.join(KINDS)})")  # fmt: skip
     ap.add_argument("--hash-traces", type=int, default=0,
                     help="also this many traces of content-block ids (hash_ids), prefix caching on")  # fmt: skip
     ap.add_argument(
@@ -643,6 +662,9 @@ def main() -> int:
     ap.add_argument("--json", metavar="OUT", help="write the full report")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = [k for k in kinds if k not in ALL_KINDS]
+    if unknown:
+        ap.error(f"unknown model kind {unknown[0]!r}; kinds: {', '.join(ALL_KINDS)}")
     import time
 
     t0 = time.monotonic()

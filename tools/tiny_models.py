@@ -96,8 +96,9 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MAX_POSITIONS = 4096
 #: The sliding window of the ``llama-swa`` kind, in tokens.
 SLIDING_WINDOW = 64
-#: The attention chunk of the ``llama4`` kind's chunked-local layers, in tokens.
-ATTENTION_CHUNK = 128
+#: The attention chunk of the ``llama4`` kind's chunked-local layers, in tokens: two blocks of the CPU
+#: engine, so that a chunk's blocks are released together and a prefix hit restarts inside a chunk.
+ATTENTION_CHUNK = 256
 
 #: The fixed corpus the BPE merges are learnt from (any bytes still encode: the
 #: alphabet is the 256 byte symbols).

@@ -64,6 +64,7 @@ def _groups(plan_report: dict) -> list[dict]:
                 "type": s["type"],
                 "block_size": s.get("block_size"),
                 "sliding_window": s.get("sliding_window"),
+                "attention_chunk_size": s.get("attention_chunk_size"),
                 "num_prefill_checkpoint_blocks": s.get("num_prefill_checkpoint_blocks"),
                 "prefill_checkpoint_alignment": s.get("prefill_checkpoint_alignment"),
                 "mamba_cache_mode": s.get("mamba_cache_mode"),

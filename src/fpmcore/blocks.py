@@ -3,8 +3,9 @@
 Every caller — the profile (:class:`fpmcore.profile.FpmCacheGroup`), the
 replay's records and sizing (:mod:`fpmcore.replay.records`), the runtime and
 model plugins — describes a group by its block size in tokens, its sliding
-window (``None`` for full attention) and, for a state group, the blocks one
-request holds (``state_blocks``), and calls these functions.  The C library
+window (``None`` for full attention) or its attention chunk (``chunk``, a
+chunked-local group) and, for a state group, the blocks one request holds
+(``state_blocks``), and calls these functions.  The C library
 has its own twin (``fpm_block_range``), which the tests compare with this one.
 
 >>> cdiv(2177, 2176), cdiv(0, 16)
@@ -13,6 +14,8 @@ has its own twin (``fpm_block_range``), which the tests compare with this one.
 (1, 4)
 >>> peak_blocks(1_048_576, 8192, block=2176)    # full attention: the whole context
 482
+>>> block_range(300, 301, block=16, chunk=128)  # chunks of 128: tokens 256 … 300 are attended, blocks 16 … 18
+(16, 19)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def block_range(
     *,
     block: int,
     window: int | None = None,
+    chunk: int | None = None,
     state_blocks: int | None = None,
     label: str = "",
 ) -> tuple[int, int]:
@@ -38,7 +42,9 @@ def block_range(
 
     A state group (``state_blocks`` given) holds its ``state_blocks`` blocks
     once the request has a token; an attention or convolution group holds
-    ``[0, cdiv(target, block))`` less the blocks that slid out of its window.
+    ``[0, cdiv(target, block))`` less the blocks that slid out of its window,
+    a chunked-local group less the blocks before the chunk of ``computed``
+    (vLLM ``ChunkedLocalAttentionManager.get_num_skipped_tokens``).
     ``label`` names the group in the P-14 refusal of ``target < computed``.
     """
     if target < computed:
@@ -48,21 +54,32 @@ def block_range(
         )
     if state_blocks is not None:
         return 0, state_blocks if target > 0 else 0
+    if chunk is not None:
+        return computed // chunk * chunk // block, cdiv(target, block)
     first = 0 if window is None else max(0, computed - (window - 1)) // block
     return first, cdiv(target, block)
 
 
 def peak_blocks(
-    context: int, max_num_tokens: int, *, block: int, window: int | None = None, state_blocks: int | None = None
+    context: int,
+    max_num_tokens: int,
+    *,
+    block: int,
+    window: int | None = None,
+    chunk: int | None = None,
+    state_blocks: int | None = None,
 ) -> int:
     """01 P-16 in blocks: the most one request of ``context`` tokens holds (admission bound).
 
     A state group: ``state_blocks``; full attention: ``cdiv(context, block)``;
     a window ``W``: ``min(cdiv(context, B), cdiv(W − 1 + T + B − 1, B))`` with
-    ``T`` = ``max_num_tokens``.
+    ``T`` = ``max_num_tokens``; a chunk ``C``: ``cdiv(min(C + T, context), B)``
+    (vLLM ``ChunkedLocalAttentionSpec.max_admission_blocks_per_request``).
     """
     if state_blocks is not None:
         return state_blocks
+    if chunk is not None:
+        return cdiv(min(chunk + max_num_tokens, context), block)
     if window is None:
         return cdiv(context, block)
     return min(cdiv(context, block), cdiv(window - 1 + max_num_tokens + block - 1, block))

@@ -265,11 +265,18 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
                     ckpt += f" @ {g.prefill_checkpoint_alignment}"
             table.add_row(
                 escape(g.name), g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
-                "-" if g.sliding_window is None else f"{g.sliding_window:,}",
+                _retention(g),
                 "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
             )  # fmt: skip
         if res.cache_groups:
             print_table(ctx.out, table)
+
+
+def _retention(g: Any) -> str:
+    """The window column of a cache group: its sliding window, or its attention chunk (``chunk 8,192``)."""
+    if g.attention_chunk_size is not None:
+        return f"chunk {g.attention_chunk_size:,}"
+    return "-" if g.sliding_window is None else f"{g.sliding_window:,}"
 
 
 # ---------------------------------------------------------------------------

@@ -313,7 +313,7 @@ def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) ->
 
         >>> host.hooks.runtime("vllm==0.33.0").classify_spec(
         ...     spec_class="vllm.v1.kv_cache_interface.MambaSpec", spec={})
-        SpecClassification(kind='state', windowed=False, composite=False, reason=None)
+        SpecClassification(kind='state', windowed=False, composite=False, reason=None, chunked=False)
     """
 
 

@@ -82,7 +82,9 @@ class SpecClassification:
 
     ``kind`` is ``"attention"`` or ``"state"`` (02 §5), or ``"unsupported"``
     with ``reason`` saying why.  ``windowed`` is true for a class whose
-    layers keep a sliding window of tokens.  ``composite`` is true for a class
+    layers keep a sliding window of tokens; ``chunked`` for a class whose
+    layers attend only to the current chunk of ``attention_chunk_size``
+    tokens (chunked-local attention).  ``composite`` is true for a class
     that holds one spec per layer instead of describing the layers itself: a
     group of it takes the one kind of its per-layer specs (I-42), so the
     caller classifies those instead (vLLM's ``UniformTypeKVCacheSpecs`` is one).
@@ -92,6 +94,7 @@ class SpecClassification:
     windowed: bool = False
     composite: bool = False
     reason: str | None = None
+    chunked: bool = False
 
     def __attrs_post_init__(self) -> None:
         if (self.kind == "unsupported") != (self.reason is not None):

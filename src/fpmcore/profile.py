@@ -72,6 +72,9 @@ class FpmCacheGroup:
     block_size_tokens: int = field("u32")
     page_size_bytes: int = field("u64", description="bytes one block ID reserves")
     sliding_window: int | None = field("u32", required=False, nullable=True)
+    attention_chunk_size: int | None = field(
+        "u32", required=False, omit=True, description="chunked-local attention: tokens of one attention chunk"
+    )
     blocks_per_request: int | None = field("u32", required=False, omit=True)
     prefill_checkpoint_blocks: int | None = field("u32", required=False, omit=True)
     prefill_checkpoint_alignment: int | None = field("u32", required=False, omit=True)
@@ -81,7 +84,7 @@ class FpmCacheGroup:
         return quote(self.name)
 
     def problem(self) -> tuple[str, str] | None:
-        """The first failing rule of P-1 … P-13 as ``(rule, message)``, or ``None``."""
+        """The first failing rule of P-1 … P-13 and P-18 as ``(rule, message)``, or ``None``."""
         n = self.label
         if _blank(self.name):
             return "P-1", f"cache group name must be non-blank; got {n}"
@@ -128,6 +131,13 @@ class FpmCacheGroup:
                 "P-13",
                 f"cache group {n}: prefill_checkpoint_alignment requires prefill_checkpoint_blocks 1; got {a}",
             )
+        chunk = self.attention_chunk_size
+        if chunk is not None and (chunk == 0 or self.kind != "attention" or self.sliding_window is not None):
+            return (
+                "P-18",
+                f"cache group {n}: attention_chunk_size must be positive, on an attention group without a "
+                f"sliding_window; got {chunk} on kind {self.kind}, sliding_window {render_opt(self.sliding_window)}",
+            )
         return None
 
     # -- block arithmetic (01 §3.5) -------------------------------------------------
@@ -136,6 +146,8 @@ class FpmCacheGroup:
         """The group as :mod:`fpmcore.blocks` takes it."""
         if self.kind == "state":
             return {"block": self.block_size_tokens, "state_blocks": self.blocks_per_request or 0}
+        if self.attention_chunk_size is not None:
+            return {"block": self.block_size_tokens, "chunk": self.attention_chunk_size}
         return {"block": self.block_size_tokens, "window": self.sliding_window}
 
     def block_range(self, computed: int, target: int) -> range:

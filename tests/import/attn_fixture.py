@@ -1,7 +1,8 @@
 """Evidence of plain attention models: full-attention and sliding-window groups.
 
 ``AttnEvidence(groups=[("FullAttentionSpec", 12, None), ("SlidingWindowSpec", 12, 128)], ...)``
-builds the records vLLM would give for that layout:
+builds the records vLLM would give for that layout (the third value is the
+sliding window, or a ``ChunkedLocalAttentionSpec`` group's attention chunk):
 
 * ``hybrid=True``: a vLLM 0.33.0 record with hybrid evidence (02 §3), a
   block-outer (``BLHNC``) or layer-outer (``LBHNC``) pool;
@@ -103,6 +104,8 @@ class AttnEvidence(G.Evidence):
     def startup(self, cls: str, window: int | None) -> int:
         if cls == "FullAttentionSpec":
             return cdiv(self.L, self.B)
+        if cls == "ChunkedLocalAttentionSpec":
+            return cdiv(min(window + self.T, self.L), self.B)
         return cdiv(min(window - 1 + self.T, self.L), self.B) + 1
 
     @property
@@ -157,6 +160,8 @@ class AttnEvidence(G.Evidence):
         }
         if cls == "FullAttentionSpec":
             f.update(sliding_window=None, attention_chunk_size=None, non_causal=False)
+        elif cls == "ChunkedLocalAttentionSpec":
+            f.update(attention_chunk_size=window)
         else:
             f.update(sliding_window=window, extra_retained_tokens=0)
         return f
@@ -206,7 +211,7 @@ class AttnEvidence(G.Evidence):
                 "layer_names": list(layers),
                 "block_size_tokens": self.B,
                 "page_size_bytes": self.page,
-                "sliding_window": w,
+                "sliding_window": None if cls == "ChunkedLocalAttentionSpec" else w,
                 "prefix_cacheable": True,
                 "host_resident": False,
                 "role": "default",

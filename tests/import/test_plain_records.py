@@ -96,6 +96,39 @@ def test_v10_full_and_sliding_window(run_import):
     assert [g["sliding_window"] for g in groups] == [None, 128]
 
 
+def test_full_and_chunked_local_attention(run_import):
+    """A Llama 4-like layout: 12 full + 36 chunked-local layers (chunk 8,192, vLLM's
+    ChunkedLocalAttentionSpec): 2,048 + cdiv(min(8,192 + 8,192, 32,768), 16) = 1,024 blocks a request;
+    the draft's chunked group is an attention group with its attention_chunk_size."""
+    ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("ChunkedLocalAttentionSpec", 12, 8192)] + [
+        ("ChunkedLocalAttentionSpec", 12, 8192)] * 2, num_blocks=10000)  # fmt: skip
+    assert ev.blocks_per_request == [2048, 1024, 1024, 1024]
+    r = _complete(run_import(ev))
+    assert r.provenance["startup"][0]["blocks_per_request_by_group"] == [2048, 1024, 1024, 1024]
+    groups = r.draft["deployments"][0]["resources"]["cache_groups"]
+    assert [(g["kind"], g["sliding_window"], g.get("attention_chunk_size")) for g in groups] == [
+        ("attention", None, None)] + [("attention", None, 8192)] * 3  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "layer"),
+    [
+        (lambda f: f.update(attention_chunk_size=None), 12),  # a chunked-local layer without its chunk
+        (lambda f: f.update(attention_chunk_size=0), 12),
+        (lambda f: f.update(attention_chunk_size=4096), 13),  # two chunks in one group
+    ],
+)
+def test_a_chunk_that_does_not_match_its_class_is_refused(run_import, change, layer):
+    """I-46: a chunked-local group holds one positive chunk on every layer."""
+    ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("ChunkedLocalAttentionSpec", 12, 8192)], num_blocks=10000)
+    for r in ev.workers("prefill"):
+        change(r["cache"]["groups"][1]["layer_specs"][f"model.layers.{layer}.self_attn.attn"]["fields"])
+    assert (
+        "I-46",
+        f"unsupported or unresolved extra/chunk cache retention: model.layers.{layer}.self_attn.attn",
+    ) in _rules(run_import(ev))
+
+
 def test_sliding_window_concurrency_without_window_term_refused(run_import):
     """I-103 [beyond reference]: a concurrency that ignores the window's in-flight term is refused."""
     ev = A.AttnEvidence([("FullAttentionSpec", 12, None), ("SlidingWindowSpec", 12, 128)], num_blocks=10000)

@@ -21,7 +21,7 @@ from test_latency import TABLE, TABLE_SHARED
 from fpmcore.errors import FpmError
 from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.engine import ReplayRun
-from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
+from fpmcore.replay.model import KIND_CHUNK, KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec
 from fpmcore.replay.rules import ReplayRules
 from fpmcore.replay.trace import Trace, parse_trace_lines
 
@@ -83,6 +83,7 @@ def configs(draw):
                         GroupSpec("attn", KIND_FULL, b, page),
                         GroupSpec("swa", KIND_WINDOW, b, page, window=draw(st.integers(1, 40))),
                         GroupSpec("conv", KIND_CONV, b, page, window=draw(st.integers(1, 8))),
+                        GroupSpec("local", KIND_CHUNK, b, page, window=draw(st.integers(1, 40))),
                     ]
                 )
             )
@@ -109,10 +110,10 @@ def configs(draw):
         block_mode = draw(st.booleans())
         common = draw(st.sampled_from([1, 4, 512]))
         for i in range(draw(st.integers(1, 4))):
-            kind = draw(st.sampled_from([KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_RING, KIND_MAMBA]))
+            kind = draw(st.sampled_from([KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_CHUNK, KIND_RING, KIND_MAMBA]))
             page = common if block_mode else draw(st.integers(1, 16))
             gb = draw(st.sampled_from([1, 2, 4, 8]))
-            if kind in (KIND_WINDOW, KIND_CONV):
+            if kind in (KIND_WINDOW, KIND_CONV, KIND_CHUNK):
                 groups.append(GroupSpec(f"g{i}", kind, gb, page, window=draw(st.integers(1, 20))))
             elif kind == KIND_RING:
                 groups.append(GroupSpec(f"g{i}", kind, gb, page, blocks_per_request=draw(st.integers(1, 2))))
@@ -228,7 +229,11 @@ def pc_configs(draw):
     for i in range(draw(st.integers(0 if groups else 1, 2))):
         groups.append(
             GroupSpec(
-                f"w{i}", draw(st.sampled_from([KIND_WINDOW, KIND_CONV])), b, page, window=draw(st.integers(1, 24))
+                f"w{i}",
+                draw(st.sampled_from([KIND_WINDOW, KIND_CONV, KIND_CHUNK])),
+                b,
+                page,
+                window=draw(st.integers(1, 24)),
             )
         )
     for i in range(draw(st.integers(0, 2))):
@@ -392,6 +397,23 @@ def test_c_equals_python_hash_ids_any_deployment(cfg, tr):
         plain = Trace(tuple(attrs.evolve(r, hash_ids=None, hash_block_tokens=None) for r in tr.requests),
                       tr.arrival_field)  # fmt: skip
         assert _outcome(cfg, plain, "c") == c
+
+
+def _has_chunk(cfg) -> bool:
+    return any(g.kind == KIND_CHUNK for g in cfg.groups)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.one_of(configs(), pc_configs()).filter(_has_chunk), st.one_of(traces(), shared_traces()))
+def test_c_equals_python_chunked_local(cfg, tr):
+    """Chunked-local groups (vLLM ``ChunkedLocalAttentionManager``) with and without prefix caching:
+    C and Python agree, and the C engine's jumps over decode stretches give the stepped records."""
+    c = _outcome(cfg, tr, "c")
+    assert c == _outcome(cfg, tr, "python")
+    whole = run_replay(cfg, tr, backend="c")
+    _, reqs, summary, _ = _chunked(cfg, tr, "c", False, 50)
+    order = {r.request_id: i for i, r in enumerate(tr.requests)}
+    assert (sorted(reqs, key=lambda r: order[r["request_id"]]), summary) == (whole.requests, whole.summary)
 
 
 def test_invalid_config_is_refused_before_c():

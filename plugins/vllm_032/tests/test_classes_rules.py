@@ -37,12 +37,13 @@ def rules(runtime):
     ("CircularBufferSpec", "state", False, None),
     ("EncoderOnlyAttentionSpec", "unsupported", False, "vLLM 0.32.0 registers no cache manager for it"),
     ("KpoolTailSpec", "unsupported", False, "not a vLLM 0.32.0 class"),
-    ("ChunkedLocalAttentionSpec", "unsupported", False, "chunk-local retention is not a cache kind of the profile"),
+    ("ChunkedLocalAttentionSpec", "attention", False, None),
     ("NoSuchSpec", "unsupported", False, "class unknown to vLLM 0.32.0"),
 ])  # fmt: skip
 def test_class_table_names_its_release(runtime, name, kind, windowed, reason):
     c = runtime.classify_spec(spec_class=M + name, spec={})
     assert (c.kind, c.windowed, c.reason) == (kind, windowed, reason)
+    assert c.chunked == (name == "ChunkedLocalAttentionSpec")
 
 
 def test_the_plugin_is_selected_by_its_exact_pin_only():

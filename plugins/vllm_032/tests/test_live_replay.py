@@ -1,6 +1,7 @@
 """fpmcore's replay against the running vLLM 0.32.0 scheduler, step by step (06 R-40): the acceptance run.
 
-For the tiny plain model, the tiny sliding-window model and the tiny hybrid, prefix caching on and off, and
+For the tiny plain model, the tiny sliding-window model, the tiny chunked-local model and the tiny hybrid,
+prefix caching on and off, and
 the tiny Mamba2 hybrid without prefix caching (the only way the CPU engine runs it, README D-L12), the
 profile is what ``fpm probe --live`` and ``fpm import`` give (in this
 process, through the command line), and the replay is configured from it
@@ -66,6 +67,11 @@ CONFIGS = {
     # one attention group of two layers and two state groups: 8 + 2 blocks a request of 1,024 tokens
     ("zamba2", "off"): GRANITE,
     ("deepseek-v2", "off"): MLA,
+    # three chunked-local groups (chunk 256, two blocks) and a full one: a request of 1,024 tokens holds 8 blocks
+    # of the full group and at most cdiv(256 + 256, 128) = 4 of each chunked one, so 24 blocks hold one and a bit;
+    # the blocks before a request's current chunk are released as it grows, and a hit restarts at its chunk
+    ("llama4", "on"): WINDOW,
+    ("llama4", "off"): WINDOW,
 }
 
 

@@ -24,7 +24,7 @@ EXPECTED = {
     "falcon-h1": ("float32", ["FullAttentionSpec", "MambaSpec"], False),
     # the shared attention block runs twice (two layers of one group); two Mamba2 groups of two layers
     "zamba2": ("float32", ["FullAttentionSpec", "MambaSpec", "MambaSpec"], False),
-    # the engine runs chunked-local attention with prefix caching; fpm import refuses the spec (I-41, README §9)
+    # the engine runs chunked-local attention with prefix caching; fpm import gives attention groups with a chunk
     "llama4": ("float32", ["ChunkedLocalAttentionSpec"] * 3 + ["FullAttentionSpec"], True),
     # the CPU engine turns prefix caching off for MLA without AMX (platforms/cpu.py:516-530): four layers, one group
     "deepseek-v2": ("float32", ["MLAAttentionSpec"], False),

@@ -26,7 +26,7 @@ ROWS = [
         False,
         "its manager frees the blocks between the prompt and the decode window, which no cache kind models",
     ),
-    ("ChunkedLocalAttentionSpec", "unsupported", False, "chunk-local retention is not a cache kind of the profile"),
+    ("ChunkedLocalAttentionSpec", "attention", False, None),
     ("CrossAttentionSpec", "unsupported", False, "encoder-decoder cross-attention is not modelled"),
     ("EncoderOnlyAttentionSpec", "unsupported", False, "vLLM 0.33.0 registers no cache manager for it"),
     ("HiSparseHotSpec", "unsupported", False, "HiSparse placement uses a host pool that the profile does not model"),
@@ -53,6 +53,7 @@ def test_class_table(host, name, kind, windowed, reason):
     c = host.hooks.runtime(RUNTIME).classify_spec(spec_class=M + name, spec={})
     assert (c.kind, c.windowed, c.reason) == (kind, windowed, reason)
     assert not c.composite
+    assert c.chunked == (name == "ChunkedLocalAttentionSpec")
 
 
 def test_uniform_group_defers_to_its_inner_specs(host):

@@ -97,6 +97,18 @@ def spec_window(ctx: Context, cls: Any, fields: dict[str, Any]) -> Any:
     return fields.get("sliding_window") if c.windowed else None
 
 
+def group_chunk(ctx: Context, g: dict[str, Any]) -> int | None:
+    """The ``attention_chunk_size`` of a hybrid worker group whose layers are chunked-local, else ``None``.
+
+    I-46 has checked that every such layer holds one positive chunk.
+    """
+    for _name, spec in layer_entries(g):
+        f = fields_of(spec)
+        if classify(ctx, spec.get("class"), f).chunked and is_int(f.get("attention_chunk_size")):
+            return int(f["attention_chunk_size"])
+    return None
+
+
 def spec_cacheable(ctx: Context, cls: Any, fields: dict[str, Any]) -> bool:
     """The runtime's class rule of ``prefix_cacheable`` (I-44); a class that is not a string has none."""
     return ctx.runtime_rules.prefix_cacheable(cls, fields) if isinstance(cls, str) else True
@@ -313,14 +325,21 @@ def i45_windows(ctx: Context, rec: Record) -> None:
 
 
 def i46_retention(ctx: Context, rec: Record) -> None:
-    """I-46: no extra retained tokens, no chunked attention."""
+    """I-46: no extra retained tokens; an attention chunk exactly on chunked-local layers, one positive chunk per group.
+
+    A group's layers are all chunked-local (with one chunk) or none is.
+    """
     if not (rec.is_worker and rec.hybrid):
         return
     for g in rec.groups:
+        chunks: set[Any] = set()
         for name, spec in layer_entries(g):
             f = fields_of(spec)
+            chunk = f.get("attention_chunk_size")
+            chunked = classify(ctx, spec.get("class"), f).chunked
+            chunks.add(chunk if chunked else None)
             if ("extra_retained_tokens" in f and not same(f["extra_retained_tokens"], 0)) or (
-                f.get("attention_chunk_size") is not None
+                (chunk is not None) != chunked or (chunked and not (is_int(chunk) and chunk > 0)) or len(chunks) > 1
             ):
                 raise Refusal("I-46", f"unsupported or unresolved extra/chunk cache retention: {name}")
 

@@ -86,7 +86,13 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
                 str(g["num_layers"]),
                 str(g["block_size_tokens"]),
                 str(g["page_size_bytes"]),
-                "-" if g["sliding_window"] is None else str(g["sliding_window"]),
+                (
+                    f"chunk {g['attention_chunk_size']}"
+                    if g.get("attention_chunk_size") is not None
+                    else "-"
+                    if g["sliding_window"] is None
+                    else str(g["sliding_window"])
+                ),
                 str(g.get("blocks_per_request", "-")),
                 ckpt,
             )

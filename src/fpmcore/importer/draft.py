@@ -16,7 +16,7 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.importer.block_pool import pool_page
-from fpmcore.importer.cache_groups import mamba_group
+from fpmcore.importer.cache_groups import group_chunk, mamba_group
 from fpmcore.importer.model import Context
 from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
 from fpmcore.importer.values import canonical
@@ -115,6 +115,9 @@ def cache_groups(ctx: Context) -> list[dict[str, Any]]:
             "page_size_bytes": P,
             "sliding_window": None if kind == "state" else g.get("sliding_window"),
         }
+        chunk = group_chunk(ctx, g) if kind == "attention" and ctx.hybrid else None
+        if chunk is not None:
+            group["attention_chunk_size"] = chunk
         if kind == "state":
             st = g["state"]
             group["blocks_per_request"] = st["blocks_per_request"]

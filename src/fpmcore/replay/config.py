@@ -14,6 +14,7 @@ from typing import Any
 
 from fpmcore.errors import FpmError
 from fpmcore.replay.model import (
+    KIND_CHUNK,
     KIND_CONV,
     KIND_FULL,
     KIND_MAMBA,
@@ -38,7 +39,9 @@ def group_spec(g: Any) -> GroupSpec:
     A ``state`` group with checkpoint fields is a Mamba group, one without a
     ring group (R-4); a Mamba group's ``block_size_tokens`` is its Mamba block.
     """
-    if g.kind == "attention":
+    if g.kind == "attention" and g.attention_chunk_size is not None:
+        kind = KIND_CHUNK
+    elif g.kind == "attention":
         kind = KIND_FULL if g.sliding_window is None else KIND_WINDOW
     elif g.kind == "convolution":
         kind = KIND_CONV
@@ -49,7 +52,7 @@ def group_spec(g: Any) -> GroupSpec:
         kind=kind,
         block=g.block_size_tokens,
         page=g.page_size_bytes,
-        window=g.sliding_window or 0,
+        window=g.sliding_window or g.attention_chunk_size or 0,
         blocks_per_request=g.blocks_per_request or 0,
         checkpoint_blocks=g.prefill_checkpoint_blocks or 0,
         checkpoint_alignment=g.prefill_checkpoint_alignment or 0,
@@ -91,7 +94,7 @@ def check_config(cfg: ReplayConfig) -> ReplayConfig:
     if block_mode and cfg.capacity_bytes % cfg.page != 0:
         raise _r3(f"capacity_bytes {cfg.capacity_bytes} is not a whole number of {cfg.page}-byte pool blocks")
     if cfg.prefix_caching:
-        attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
+        attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_CHUNK)]
         mamba = [g for g in cfg.groups if g.kind == KIND_MAMBA]
         b = attn[0].block if attn else (mamba[0].block if mamba else 0)
         bad_a = next((g for g in attn if g.block != b), None)

@@ -30,6 +30,7 @@ KIND_WINDOW = 1  #: attention with a sliding window
 KIND_CONV = 2  #: convolution (always windowed)
 KIND_RING = 3  #: state group without checkpoint fields (ring buffer)
 KIND_MAMBA = 4  #: state group with checkpoint fields (Mamba / KDA)
+KIND_CHUNK = 5  #: chunked-local attention: only the current chunk of ``window`` tokens is attended
 
 # Arrival modes.
 ARRIVE_STEP = 0  #: step-exact arrivals (``arrival_step``, or timed with fixed step seconds)
@@ -79,7 +80,7 @@ class GroupSpec:
     kind: int
     block: int
     page: int
-    window: int = 0
+    window: int = 0  #: the sliding window of a windowed or convolution group, the chunk of a chunked-local one
     blocks_per_request: int = 0
     checkpoint_blocks: int = 0
     checkpoint_alignment: int = 0

@@ -13,19 +13,33 @@ from __future__ import annotations
 from typing import Any
 
 from fpmcore.replay.align import cdiv, checkpoint_valid, pos
-from fpmcore.replay.model import KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_WINDOW, GroupSpec, ReplayConfig
+from fpmcore.replay.model import KIND_CHUNK, KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_WINDOW, GroupSpec, ReplayConfig
 
-WINDOWED = (KIND_WINDOW, KIND_CONV)
-ATTENTION = (KIND_FULL, KIND_WINDOW, KIND_CONV)
+#: The groups that release the blocks their attention skips: a sliding window, a convolution, a chunk.
+WINDOWED = (KIND_WINDOW, KIND_CONV, KIND_CHUNK)
+ATTENTION = (KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_CHUNK)
 
 
 def window_first(g: GroupSpec, c: int) -> int:
-    """R-4: the first logical block of a windowed group still needed from computed ``c``."""
+    """R-4: the first logical block of a windowed group still needed from computed ``c``.
+
+    The window's (vLLM ``SlidingWindowManager.get_num_skipped_tokens``), or the
+    current chunk's (``ChunkedLocalAttentionManager.get_num_skipped_tokens``:
+    the chunks before the one of ``c`` are skipped).
+    """
+    if g.kind == KIND_CHUNK:
+        return c // g.window * g.window // g.block
     return max(0, c - (g.window - 1)) // g.block
 
 
 def window_admission_blocks(cfg: ReplayConfig, g: GroupSpec) -> int:
-    """R-20: vLLM's admission cap of a windowed group (``SlidingWindowSpec.max_admission_blocks_per_request``)."""
+    """R-20: vLLM's admission cap of a windowed group (``SlidingWindowSpec.max_admission_blocks_per_request``).
+
+    A chunked-local group's (``ChunkedLocalAttentionSpec.max_admission_blocks_per_request``)
+    is the chunk and the in-flight tokens, without an alignment block.
+    """
+    if g.kind == KIND_CHUNK:
+        return cdiv(min(g.window + cfg.max_num_batched_tokens, cfg.max_model_len), g.block)
     t = min(g.window - 1 + cfg.max_num_batched_tokens, cfg.max_model_len)
     return cdiv(t, g.block) + (0 if cfg.rules.window_cap_exact else 1)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from fpmcore.replay.align import cdiv
-from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, ReplayConfig, ReplayRequest
+from fpmcore.replay.model import KIND_CHUNK, KIND_FULL, KIND_MAMBA, ReplayConfig, ReplayRequest
 from fpmcore.replay.pool import ATTENTION, WINDOWED, mamba_checkpoint, window_admission_blocks, window_first
 
 Key = tuple[int, int]
@@ -189,6 +189,16 @@ class PrefixCachingPool:
 
     # ---- lookup (R-37) -------------------------------------------------------
 
+    def _chunk_hit(self, r: Any, gi: int, cap: int) -> int:
+        """The longest hit of a chunked-local group at most ``cap`` (vLLM
+        ``ChunkedLocalAttentionManager.find_longest_cache_hit``): the chunks before the one of
+        ``cap`` count as hit without a lookup, then the cached blocks of that chunk from its start."""
+        g = self.groups[gi]
+        i, end = window_first(g, cap), cap // g.block
+        while i < end and self._cached(r, gi, i):
+            i += 1
+        return i * g.block
+
     def _window_hit(self, r: Any, gi: int, cap: int) -> int:
         """The longest hit of a windowed group at most ``cap`` (vLLM ``SlidingWindowManager.find_longest_cache_hit``)."""
         g = self.groups[gi]
@@ -226,6 +236,8 @@ class PrefixCachingPool:
         self.hit_tab = [{} for _ in range(self.G)]
         cap = maxb * B
         longest = -1
+        # cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned
+        first_candidate = True
         if has_full:
             j = 0
             full = [gi for gi in range(self.G) if kinds[gi] == KIND_FULL]
@@ -238,12 +250,15 @@ class PrefixCachingPool:
                 j += 1
             cap = j * B
             longest = cap
+            first_candidate = False
         if has_other:
             changed = True
             while changed:
                 changed = False
                 for gi in range(self.G):
-                    if kinds[gi] in WINDOWED:
+                    if kinds[gi] == KIND_CHUNK:
+                        hg = self._chunk_hit(r, gi, r.len - 1 if first_candidate else cap)
+                    elif kinds[gi] in WINDOWED:
                         hg = self._window_hit(r, gi, cap)
                     elif gi == first_mamba:
                         hg = self._mamba_hit(r, cap)
@@ -254,6 +269,7 @@ class PrefixCachingPool:
                     if hg < cap:
                         cap = hg
                         changed = True
+                        first_candidate = False
         h = cap
         self.hit_h = h
         for gi, g in enumerate(self.groups):
@@ -384,9 +400,9 @@ class PrefixCachingPool:
     def _window_retained(self, r: Any, gi: int, j: int) -> bool:
         """Is block ``j`` of a windowed group kept in the cache?  vLLM ``reachable_block_mask`` with
         ``prefix_cache_retention_interval`` 0: the run a hit needs below ``r``'s replay boundary and its junction."""
-        if self.cfg.rules.dense_retention:
-            return True
         g = self.groups[gi]
+        if self.cfg.rules.dense_retention or g.kind == KIND_CHUNK:
+            return True  # a chunk's blocks: vLLM's base mask, every block
         need = cdiv(g.window - 1, g.block)
         ends = [(r.P - 1) // self.B * self.B // g.block]
         if r.junction > 0:

@@ -26,6 +26,7 @@ from fpmcore.replay.model import (
     EV_FINISHED,
     EV_PREEMPTED,
     EV_REJECTED,
+    KIND_CHUNK,
     KIND_CONV,
     KIND_FULL,
     KIND_MAMBA,
@@ -240,6 +241,8 @@ def _shape(g: Any) -> dict[str, Any]:
     """A replay group as :mod:`fpmcore.blocks` takes it: block, window, state blocks."""
     if g.kind in (KIND_RING, KIND_MAMBA):
         return {"block": g.block, "state_blocks": g.blocks_per_request}
+    if g.kind == KIND_CHUNK:
+        return {"block": g.block, "chunk": g.window}
     return {"block": g.block, "window": None if g.kind == KIND_FULL else g.window}
 
 
@@ -277,6 +280,8 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
             m = n
         elif g.kind in (KIND_WINDOW, KIND_CONV):
             m = cdiv(min(g.window - 1 + T, L), g.block) + 1
+        elif g.kind == KIND_CHUNK:
+            m = n
         else:
             m = n
             if g.kind == KIND_MAMBA and cfg.prefix_caching:

@@ -44,6 +44,7 @@ from fpmcore.replay.model import (
     EV_FINISHED,
     EV_PREEMPTED,
     EV_REJECTED,
+    KIND_CHUNK,
     KIND_CONV,
     KIND_FULL,
     KIND_MAMBA,
@@ -134,7 +135,7 @@ class ReferenceEngine:
         self.split_on = cfg.prefix_caching and bool(mambas)
         self.ckpt_all = bool(mambas) and all(g.checkpoint_blocks >= 1 for g in mambas)
         self.first_align = mambas[0].checkpoint_alignment if mambas else 0
-        attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV)]
+        attn = [g for g in cfg.groups if g.kind in (KIND_FULL, KIND_WINDOW, KIND_CONV, KIND_CHUNK)]
         self.sched_block = attn[0].block if attn else (mambas[0].block if mambas else 1)
         self.hash_block = cfg.hash_block_size or self.sched_block
         self.token_budget = cfg.token_budget

@@ -23,6 +23,7 @@ MODULE = "vllm.v1.kv_cache_interface"
 
 _ATTENTION = SpecClassification(kind="attention")
 _WINDOWED = SpecClassification(kind="attention", windowed=True)
+_CHUNKED = SpecClassification(kind="attention", chunked=True)
 _STATE = SpecClassification(kind="state")
 
 
@@ -60,6 +61,8 @@ def hybrid_class_table(version: str) -> ClassTable:
         # SlidingWindowManager
         "SlidingWindowSpec": _WINDOWED,
         "SlidingWindowMLASpec": _WINDOWED,
+        # ChunkedLocalAttentionManager: the blocks before the current chunk are released
+        "ChunkedLocalAttentionSpec": _CHUNKED,
         # MambaManager / CircularBufferManager: a fixed number of blocks per request
         "MambaSpec": _STATE,
         "CircularBufferSpec": _STATE,
@@ -68,7 +71,6 @@ def hybrid_class_table(version: str) -> ClassTable:
         "RSWASpec": _unsupported(
             "its manager frees the blocks between the prompt and the decode window, which no cache kind models"
         ),
-        "ChunkedLocalAttentionSpec": _unsupported("chunk-local retention is not a cache kind of the profile"),
         "CrossAttentionSpec": _unsupported("encoder-decoder cross-attention is not modelled"),
         "EncoderOnlyAttentionSpec": _unsupported(f"vLLM {version} registers no cache manager for it"),
         "HiSparseHotSpec": _unsupported("HiSparse placement uses a host pool that the profile does not model"),
