@@ -729,7 +729,7 @@ static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
         grow = min64(grow, (s->ncached + 1) * g->block - 1);
         if (is_attention(g->kind)) {
             grow = min64(grow, s->len * g->block);
-            if (is_windowed(g->kind)) shrink = min64(shrink, (s->lo + 1) * g->block + g->window - 1);
+            if (is_windowed(g->kind)) shrink = min64(shrink, window_drop_at(g, s->lo));
         } else {
             mamba = 1;
             grow = min64(grow, s->mcols * g->block);
