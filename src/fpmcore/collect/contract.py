@@ -53,7 +53,7 @@ from fpmcore.validate.values import (
     ABSENT,
     PRODUCER_REDUCTIONS,
     TRIMMED_MEAN,
-    UPPER_MEDIAN,
+    estimate_method,
     get,
     is_int,
     is_number,
@@ -227,7 +227,7 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
     method = get(get(bm, "estimate"), "method")
     prod = get(view.ranks[0].protocol, "producer") if view.ranks else ABSENT
-    want_method = next((m for m, r in PRODUCER_REDUCTIONS.items() if r == get(prod, "reduction")), UPPER_MEDIAN)
+    want_method = estimate_method(get(prod, "reduction"))
     n = len(raw) if isinstance(raw, list) else ABSENT
     want = {m}
     if counts is not None and counts.passes is not None:

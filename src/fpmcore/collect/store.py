@@ -41,7 +41,7 @@ import orjson
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
-from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
+from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
@@ -423,13 +423,6 @@ def sidecar_line(record: Mapping[str, Any]) -> bytes:
     return canonical_bytes(line) + b"\n"
 
 
-def estimate_method(protocol: Mapping[str, Any]) -> str:
-    """The estimate method of a run's protocol (its ``producer.reduction``; a run before the mean: the upper
-    median)."""
-    named = protocol.get("producer", {}).get("reduction")
-    return next((m for m, r in PRODUCER_REDUCTIONS.items() if r == named), UPPER_MEDIAN)
-
-
 def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
     """The artifact files of a finished run, by name (without the index)."""
     import bisect
@@ -441,10 +434,8 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
     recs = sorted(records, key=lambda r: r["benchmark_id"])
     grid = run["grid_digest"]
     protocol = run["measurement_protocol"]
-    method = estimate_method(protocol)
-    settings = ProtocolSettings.from_json(run["settings"])
-    if settings.reduction != method:
-        raise FpmError("collect", f"the run's settings reduce by {settings.reduction}, its protocol by {method}")
+    settings = ProtocolSettings.from_json(run["settings"])  # the protocol's producer.reduction is written from them
+    method = settings.reduction
     # the warm-up ledger in forward order (the passes of a multi-pass run interleave the points); a record
     # counts the points whose last forward ended before it began
     finished = sorted(r["forward_end"] for r in recs)

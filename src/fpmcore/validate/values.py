@@ -41,6 +41,7 @@ __all__ = [
     "upper_median",
     "trimmed_mean",
     "reduce_samples",
+    "estimate_method",
     "UPPER_MEDIAN",
     "TRIMMED_MEAN",
     "PRODUCER_REDUCTIONS",
@@ -182,6 +183,11 @@ UPPER_MEDIAN, TRIMMED_MEAN = "adjacent_upper_median", "adjacent_trimmed_mean"
 #: Each estimate method's name in a protocol's ``producer.reduction``.
 PRODUCER_REDUCTIONS = {UPPER_MEDIAN: "upper_median_after_first_repetition",
                        TRIMMED_MEAN: "trimmed_mean_after_first_repetition"}  # fmt: skip
+
+
+def estimate_method(reduction: Any) -> str:
+    """The estimate method a protocol's ``producer.reduction`` names (a run before the mean: the upper median)."""
+    return next((m for m, r in PRODUCER_REDUCTIONS.items() if r == reduction), UPPER_MEDIAN)
 
 
 def trimmed_mean(values: Sequence[float]) -> float:
