@@ -23,6 +23,30 @@ def test_only_the_working_threads_waiting_counts():
     assert not ContentionBound().contended(c, 0.1) and ContentionBound().contended(c, 0.05)
 
 
+def test_a_precise_sampler_judges_the_others_over_half_a_second():
+    """Others' CPU is their rate over the half second ending with the interval: a 5 ms kernel burst and one
+    10 ms steal tick inside a 9 ms forward, after 0.6 s of readings at 1 % of a CPU, are 4 % of a CPU over the
+    window, not 167 % of the forward; a neighbour running a whole CPU for the last half second is one CPU."""
+    s = Sampler(precise=True, canary=False)
+    ms = 1_000_000
+    for i in range(7):  # readings every 0.1 s, others at 1 % of a CPU
+        start = Reading({}, other_cpu_ns=i * ms, at=i * 0.1)
+        s._window_rate(start, Reading({}, other_cpu_ns=i * ms, at=i * 0.1 + 0.009))
+    start = Reading({}, other_cpu_ns=7 * ms, at=0.7)
+    burst = Reading({}, other_cpu_ns=12 * ms, steal_ticks=1, at=0.709)
+    rate = s._window_rate(start, burst)
+    assert rate == pytest.approx((12 * ms / 1e9 - 2 * ms / 1e9 + s.tick) / 0.509) and rate < 0.04
+    assert not ContentionBound().contended(Contention(0.009, 0.0, rate * 0.009), 0.009)
+    assert len(s.history) <= 7  # only what a window needs is kept
+    busy = Sampler(precise=True, canary=False)
+    for i in range(7):  # a neighbour at one CPU
+        busy._window_rate(Reading({}, other_cpu_ns=i * 100 * ms, at=i * 0.1),
+                          Reading({}, other_cpu_ns=i * 100 * ms + 9 * ms, at=i * 0.1 + 0.009))  # fmt: skip
+    rate = busy._window_rate(Reading({}, other_cpu_ns=700 * ms, at=0.7), Reading({}, other_cpu_ns=709 * ms, at=0.709))
+    assert rate == pytest.approx(1.0)
+    assert ContentionBound().contended(Contention(0.009, 0.0, rate * 0.009), 0.009)
+
+
 def test_a_serving_sampler_reads_one_thread_and_the_others_rate_per_window():
     """A serving sampler reads only the calling thread per interval; the others' CPU of an interval is their
     rate over the last window (here set by hand: 0.3 CPU) times the interval's length."""

@@ -81,7 +81,7 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
         "--retake-pause",
         type=float,
         metavar="SECONDS",
-        help="first pause before retaking a contended sample, doubled per retake up to 16 s (default 0.5)",
+        help="first pause before retaking a contended sample, doubled per contended sample in a row up to 16 s (default 0.5)",
     )
     p.add_argument(
         "--prefill-idle",

@@ -70,7 +70,7 @@ PREFILL_OUTPUT_TOKENS = 1
 #: a run collected before the lead-in existed (the measured decode was the second after the prefill).
 DEFAULT_DECODE_LEAD_IN, LEGACY_DECODE_LEAD_IN, MAX_DECODE_LEAD_IN = 16, 1, 256
 #: Contended samples a point's visit may retake before the point fails (A-43), and the first pause before a
-#: retake (doubled after each contended sample of the visit, at most :data:`MAX_RETAKE_PAUSE`).
+#: retake (doubled for each contended sample in a row, at most :data:`MAX_RETAKE_PAUSE`).
 DEFAULT_MAX_CONTENDED, DEFAULT_RETAKE_PAUSE, MAX_RETAKE_PAUSE = 20, 0.5, 16.0
 #: Passes whose values spread more than this fraction of the point's value disagree (A-44).
 PASS_DISAGREEMENT = 0.15
@@ -338,8 +338,9 @@ class Measurer:
         JSON-ready record of the visit a run keeps (:mod:`fpmcore.collect.store`).
 
         A repetition whose measured forward is contended under the settings' bound is kept as a
-        ``contended`` repetition and retaken after a pause (doubling from ``retake_pause``); more than
-        ``max_contended`` of them fail the point (A-43)."""
+        ``contended`` repetition and retaken after a pause (doubling from ``retake_pause`` for each contended
+        sample in a row, back to ``retake_pause`` after a clean one: the pause waits out a neighbour that stays,
+        not one that came and went); more than ``max_contended`` of them fail the point (A-43)."""
         s = self.settings
         want = s.repetitions if samples is None else samples
         t0 = time.monotonic()
@@ -352,7 +353,7 @@ class Measurer:
         reps: list[dict[str, Any]] = []
         raw: list[dict[str, Any]] = []
         prompts_evidence: list[dict[str, Any]] = []
-        rejected = warm = contended = 0
+        rejected = warm = contended = streak = 0
         worst = ""
         shape_kind = "real_prefix_shape" if point.kv_seed_regime() == "real_kv" else "eager_shape"
         max_tokens = PREFILL_OUTPUT_TOKENS if point.is_prefill else lead + 2
@@ -393,6 +394,7 @@ class Measurer:
             seen = measured.contention.as_json() if measured.contention is not None else None
             if s.bound.contended(measured.contention, wall):
                 contended += 1
+                streak += 1
                 worst = s.bound.describe(measured.contention, wall)
                 entry.update(role="contended", wall_time=wall, contention=seen, reason=worst)
                 ledger.append(_ledger_record(shape_kind, "failed", "contended", start, run, point.shape()))
@@ -406,8 +408,9 @@ class Measurer:
                         "sample's wall time): the machine is busy; stop other work on it, or raise --max-contended",
                     )
                 if s.retake_pause:
-                    time.sleep(min(MAX_RETAKE_PAUSE, s.retake_pause * 2 ** (contended - 1)))
+                    time.sleep(min(MAX_RETAKE_PAUSE, s.retake_pause * 2 ** (streak - 1)))
                 continue
+            streak = 0
             entry.update(role="measured", raw_sample_index=len(raw), wall_time=wall, contention=seen)
             if not raw:
                 prompts_evidence = [{"slot": i, "num_tokens": len(p), "sha256": prompt_sha256(p)}
