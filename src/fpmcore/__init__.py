@@ -27,12 +27,14 @@ from fpmcore.hooktypes import (
     StartupLimits,
 )
 from fpmcore.replay.trace import TraceRequest
+from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
 
 __version__ = "0.1.0"
 
 __all__ = [
     "API_VERSION",
+    "FRAMEWORK",
     "AlignStopQuery",
     "CliCommand",
     "Diagnostic",
@@ -47,6 +49,7 @@ __all__ = [
     "ProducerContract",
     "ReplayRules",
     "RuleEntry",
+    "RuntimePin",
     "ImportRules",
     "SpecClassification",
     "SkippedRow",

@@ -36,6 +36,7 @@ from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
 from fpmcore.collect.run import STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.runtime_pin import RuntimePin
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
@@ -127,7 +128,7 @@ def a22_runtime(view: CellView) -> Diagnostic | None:
     """A-22: ``producer.runtime`` is the collector provenance's runtime."""
     backend = view.provenance_value("runtime", "backend")
     version = view.provenance_value("runtime", "backend_version")
-    want = f"{plain(backend)}=={plain(version)}"
+    want = str(RuntimePin(plain(version), plain(backend)))
     for r in view.ranks:
         v = get(get(r.doc, "producer"), "runtime")
         if v != want:

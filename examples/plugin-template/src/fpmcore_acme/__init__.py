@@ -31,6 +31,7 @@ from fpmcore import (
     PluginInfo,
     PointPlan,
     ProducerContract,
+    RuntimePin,
     TraceFormat,
     hookimpl,
 )
@@ -58,7 +59,7 @@ def fpm_plugin_info() -> PluginInfo:
 
 
 #: The runtimes whose align split :func:`fpmcore_acme.rules.align_stop` models for this model.
-ALIGN_RUNTIMES = ("vllm==0.33.0",)
+ALIGN_RUNTIMES = (str(RuntimePin("0.33.0")),)
 
 
 @hookimpl

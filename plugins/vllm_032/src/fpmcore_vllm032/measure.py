@@ -56,6 +56,7 @@ from typing import Any
 
 import attrs
 
+from fpmcore import RuntimePin
 from fpmcore.contention import sampler
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import (
@@ -72,7 +73,7 @@ from fpmcore_vllm032.limits import explain_failure
 
 #: ``producer.name`` of artifacts this driver measured.
 PRODUCER_NAME = "vllm_032_cpu_engine_steps"
-RUNTIME = "vllm==0.32.0"
+RUNTIME = str(RuntimePin("0.32.0"))
 PLUGIN = "vllm_032"
 #: What the wall time of a step spans (``measurement_protocol.producer.timing_boundary``).
 TIMING_BOUNDARY = "vllm_032_admission_and_llm_engine_step"
