@@ -1,8 +1,11 @@
 """fpmcore: runtime-observed forward-pass-model (FPM) profiles for vLLM deployments.
 
-The public names a plugin needs are importable from here::
+A plugin imports what it uses of fpmcore from :mod:`fpmcore.plugin_api`, the
+declared plugin API (and its tests from :mod:`fpmcore.testing`)::
 
-    from fpmcore import hookimpl, PluginInfo, SpecClassification
+    from fpmcore.plugin_api import hookimpl, PluginInfo, SpecClassification
+
+The hook value types are importable from here too.
 """
 
 from fpmcore.hookspecs import hookimpl

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fpmcore import (
+from fpmcore.plugin_api import (
     API_VERSION,
     AlignStopQuery,
     PlanLimits,
@@ -37,7 +37,7 @@ from fpmcore import (
 )
 
 if TYPE_CHECKING:
-    from fpmcore.profile import FpmModelProfile
+    from fpmcore.plugin_api import FpmModelProfile
 
 #: The plugin id (the entry point's name) and the model ids it answers for.
 PLUGIN_ID = "acme"

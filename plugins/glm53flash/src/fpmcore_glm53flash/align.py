@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from fpmcore.blocks import cdiv
+from fpmcore.plugin_api import cdiv
 
 if TYPE_CHECKING:
-    from fpmcore.hooktypes import AlignStopQuery
+    from fpmcore.plugin_api import AlignStopQuery
 
 
 def checkpoint_position(num_tokens: int, unit: int) -> int:

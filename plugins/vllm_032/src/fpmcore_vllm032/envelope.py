@@ -50,8 +50,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore import RuntimePin
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules
+from fpmcore.plugin_api import SCHEDULER_SETTINGS, ReplayRules, RuntimePin
 
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
 REPLAY_RULES = ReplayRules(

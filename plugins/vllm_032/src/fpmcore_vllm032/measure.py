@@ -56,18 +56,18 @@ from typing import Any
 
 import attrs
 
-from fpmcore import RuntimePin
-from fpmcore.contention import sampler
-from fpmcore.errors import FpmError
-from fpmcore.hooktypes import (
+from fpmcore.plugin_api import (
     EngineFacts,
     EngineOptions,
     EngineRun,
     EngineStep,
+    FpmError,
     MeasurementDriver,
     ProducerFile,
     ProducerRecord,
+    RuntimePin,
     StepWorkload,
+    cpu_sampler,
 )
 from fpmcore_vllm032.limits import explain_failure
 
@@ -173,7 +173,7 @@ class VllmMeasurementEngine:
         self.live = live
         self.count = 0
         #: what the machine did to each step (fpmcore.contention: read around ``LLMEngine.step()``)
-        self.sampler = sampler(precise=True)
+        self.sampler = cpu_sampler(precise=True)
         vc = live.vllm_config
         sc, cc = vc.scheduler_config, vc.cache_config
         sched = live.scheduler

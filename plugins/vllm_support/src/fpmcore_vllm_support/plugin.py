@@ -30,8 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore import API_VERSION, ImportRules, PluginInfo, RuntimePin, SpecClassification, hookimpl
-from fpmcore.replay.rules import ReplayRules
+from fpmcore.plugin_api import (
+    API_VERSION,
+    ImportRules,
+    PluginInfo,
+    ReplayRules,
+    RuntimePin,
+    SpecClassification,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
     from fpmcore_vllm_support import observe
