@@ -196,6 +196,14 @@ Model plugins: points and profiles
     ceiling division (01 §1.1)
 ``block_range``
     the blocks a request holds of one cache group (01 P-14)
+``AlignSplit``
+    what the Mamba align split does to a chunk: tokens, internal checkpoint
+``mamba_align_split``
+    vLLM's Mamba align split of one chunk (04 G-2 … G-6), with its checkpoint
+``mamba_align_stop``
+    the tokens of one chunk the Mamba align split schedules
+``checkpoint_position``
+    04 G-3: the last multiple of a unit strictly before a position, floored at 0
 ``decode_tail``
     the uncached tail of a decode request at a context
 ``PrefillPoint``
@@ -422,6 +430,18 @@ if TYPE_CHECKING:
     from fpmcore.replay import (
         run_replay,
     )
+    from fpmcore.replay.align import (
+        AlignSplit,
+    )
+    from fpmcore.replay.align import (
+        align_split as mamba_align_split,
+    )
+    from fpmcore.replay.align import (
+        align_stop as mamba_align_stop,
+    )
+    from fpmcore.replay.align import (
+        pos as checkpoint_position,
+    )
     from fpmcore.replay.differential import (
         compare_steps as compare_replay_steps,
     )
@@ -588,6 +608,10 @@ EXPORTS: dict[str, str] = {
     "FpmModelProfile": "fpmcore.profile:FpmModelProfile",
     "cdiv": "fpmcore.blocks:cdiv",
     "block_range": "fpmcore.blocks:block_range",
+    "AlignSplit": "fpmcore.replay.align:AlignSplit",
+    "mamba_align_split": "fpmcore.replay.align:align_split",
+    "mamba_align_stop": "fpmcore.replay.align:align_stop",
+    "checkpoint_position": "fpmcore.replay.align:pos",
     "decode_tail": "fpmcore.point_grid:decode_tail",
     "PrefillPoint": "fpmcore.point_grid:PrefillPoint",
     "DecodePoint": "fpmcore.point_grid:DecodePoint",
@@ -631,6 +655,7 @@ EXPORTS: dict[str, str] = {
 __all__ = [
     "ABSENT",
     "API_VERSION",
+    "AlignSplit",
     "AlignStopQuery",
     "Allocation",
     "AttentionGroup",
@@ -715,6 +740,7 @@ __all__ = [
     "check_repetition_sidecar",
     "check_seeded_tokens_with_evidence",
     "check_warmup_recorded",
+    "checkpoint_position",
     "compare_replay_steps",
     "cpu_sampler",
     "decode_tail",
@@ -729,6 +755,8 @@ __all__ = [
     "json_digest",
     "launch_manifest",
     "load_json",
+    "mamba_align_split",
+    "mamba_align_stop",
     "manifest_digest",
     "merge_settings",
     "model_layer_specs",

@@ -24,11 +24,12 @@ from fpmcore.plugin_api import (
     PointPlan,
     PrefillPoint,
     block_range,
+    cdiv,
     decode_tail,
     manifest_digest,
     point_manifest,
 )
-from fpmcore_glm53flash.align import AlignSplit, align_split, cdiv
+from fpmcore_glm53flash.align import AlignSplit, align_split
 from fpmcore_glm53flash.plan_inputs import (
     DeploymentFacts,
     GroupFacts,
