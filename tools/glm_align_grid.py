@@ -14,8 +14,9 @@ disagreement.  Run it with the interpreter that has vLLM::
 through the oracle harness (``vllm_oracle.py`` and its GLM-like example) and
 checks that the flags this driver sets by hand are the ones vLLM derives.
 
-The align module needs only ``attrs``; when the plugin is not installed it is
-loaded from its file.  Exit status 0: no disagreement.
+The plugin's align module asks the host's rule (``fpmcore.replay.align``, the
+C engine's reference), so the interpreter needs fpmcore; when the plugin is not
+installed its module is loaded from its file.  Exit status 0: no disagreement.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """fpmcore: runtime-observed forward-pass-model (FPM) profiles for vLLM deployments.
 
-The public names a plugin needs are importable from here::
+A plugin imports what it uses of fpmcore from :mod:`fpmcore.plugin_api`, the
+declared plugin API (and its tests from :mod:`fpmcore.testing`)::
 
-    from fpmcore import hookimpl, PluginInfo, SpecClassification
+    from fpmcore.plugin_api import hookimpl, PluginInfo, SpecClassification
+
+The hook value types are importable from here too.
 """
 
 from fpmcore.hookspecs import hookimpl
@@ -27,12 +30,14 @@ from fpmcore.hooktypes import (
     StartupLimits,
 )
 from fpmcore.replay.trace import TraceRequest
+from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
 
 __version__ = "0.1.0"
 
 __all__ = [
     "API_VERSION",
+    "FRAMEWORK",
     "AlignStopQuery",
     "CliCommand",
     "Diagnostic",
@@ -47,6 +52,7 @@ __all__ = [
     "ProducerContract",
     "ReplayRules",
     "RuleEntry",
+    "RuntimePin",
     "ImportRules",
     "SpecClassification",
     "SkippedRow",

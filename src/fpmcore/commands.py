@@ -247,7 +247,7 @@ def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any
     for i, dep in enumerate(profile.deployments):
         res = dep.resources
         title = (
-            f"deployments[{i}]: {dep.system} vllm {dep.backend_version} tp={dep.tp} dp={dep.dp} "
+            f"deployments[{i}]: {dep.system} {dep.backend} {dep.backend_version} tp={dep.tp} dp={dep.dp} "
             f"moe_tp={dep.moe_tp} moe_ep={dep.moe_ep}, {res.cache_layout} cache, "
             f"max_num_tokens {res.max_num_tokens}, max_batch_size {res.max_batch_size}"
         )

@@ -62,6 +62,7 @@ from fpmcore.hooktypes import (
     PointPlan,
     ProducerContract,
 )
+from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 
 DATA = Path(__file__).parent / "data"
 
@@ -89,7 +90,6 @@ SPEC_CLASSES = tuple(f"vllm.v1.kv_cache_interface.{c}" for c in (
     "CrossAttentionSpec", "ConformanceUnknownSpec",
 ))  # fmt: skip
 
-_PIN = re.compile(r"^[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -126,7 +126,7 @@ def check_info(plugin: object, name: str = "") -> tuple[PluginInfo | None, list[
         problems.append(f"plugin info: targets must be non-blank strings, found {info.targets!r}")
     elif info.kind == "runtime":
         problems += [f"plugin info: runtime target {t!r} is not an exact pin name==version"
-                     for t in info.targets if not _PIN.match(t)]  # fmt: skip
+                     for t in info.targets if not RuntimePin.well_formed(t)]  # fmt: skip
     if not info.summary.strip():
         problems.append("plugin info: no summary (fpm plugins show prints it)")
     if info.api_version != API_VERSION:
@@ -146,16 +146,17 @@ def _names(value: str, name: str) -> bool:
 
 _NO_RUNTIME = r"""
 import importlib.abc, sys
+heavy = tuple(sys.argv[2:])
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("vllm", "torch"):
+        if name.split(".")[0] in heavy:
             raise ImportError(f"conformance: {name} must not be imported at module level")
         return None
 sys.meta_path.insert(0, Block())
 name, _, attribute = sys.argv[1].partition(":")
 module = __import__(name, fromlist=["*"])
 (getattr(module, attribute) if attribute else module).fpm_plugin_info()
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "torch"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
 if loaded:
     raise SystemExit("imported at module level: " + ", ".join(loaded))
 """
@@ -164,7 +165,7 @@ if loaded:
 def check_no_runtime_import(module_name: str) -> list[str]:
     """Clause 3: the module (``module[:attribute]``) imports and answers without vLLM or torch (in a fresh interpreter)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports from
-    r = subprocess.run([sys.executable, "-c", _NO_RUNTIME, module_name], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", _NO_RUNTIME, module_name, FRAMEWORK, "torch"], capture_output=True, text=True,
                        timeout=120, env=env, check=False)  # fmt: skip
     if r.returncode == 0:
         return []

@@ -63,6 +63,7 @@ from fpmcore.hooktypes import (
     SpecClassification,
 )
 from fpmcore.replay.rules import ReplayRules
+from fpmcore.runtime_pin import RuntimePin
 from fpmcore.traces.format import TraceFormat
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ def _align_range(n: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
 
 
 def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
-    version = kwargs["runtime"].rpartition("==")[2]
+    version = RuntimePin.version_of(kwargs["runtime"])
     if rules.version != version:
         return f"returned rules for version {rules.version} from {name}; expected {version}"
     for key, label in rules.kv_dtype_labels.items():
@@ -540,7 +541,7 @@ class RuntimeHooks:
     @property
     def version(self) -> str:
         """The pin's version (``0.33.0`` of ``vllm==0.33.0``)."""
-        return self.pin.rpartition("==")[2]
+        return RuntimePin.version_of(self.pin)
 
     def _call(self, name: str, **kwargs: Any) -> Any:
         return self._hooks.call(name, self.plugin, runtime=self.pin, **kwargs)

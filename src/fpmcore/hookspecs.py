@@ -477,11 +477,15 @@ def fpm_replay_rules(runtime: str) -> ReplayRules | None:
 def fpm_align_stop(model: str, runtime: str, query: AlignStopQuery) -> int | None:
     """*Align stop*: how many tokens of a proposed prefill chunk the runtime schedules.  *First-result*.
 
-    The runtime's align rule as the model meets it: the Mamba align split
-    (04 G-1) is the runtime's scheduler rule, applied to the model's groups,
-    so the answer depends on both.  Whoever stands in for the runtime's
-    scheduler (the replay engine, 06 R-§4; a planner that asks through the
-    host) calls it wherever the runtime would split a chunk.
+    The Mamba align split (04 G-1) is the runtime's scheduler rule, and the
+    host states it once: ``fpm plan``'s grid and ``fpm replay`` apply
+    :mod:`fpmcore.replay.align` (the C engine's reference; a model plugin's
+    planner asks it as ``fpmcore.plugin_api.mamba_align_split``), and neither
+    calls this hook.  A model plugin answers it to say for which runtimes its
+    points were checked against that rule (the GLM plugin answers with the
+    host's rule); ``run_replay(..., align_stop=...)`` runs the Python
+    reference with a plugin's answer in the host's place, and the conformance
+    suite asks every model plugin that implements it.
 
     :param model: the model id the deployment runs (``"glm53flash"``): one of your targets.
     :param runtime: the runtime pin the deployment runs (``"vllm==0.33.0"``,

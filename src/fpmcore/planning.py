@@ -32,6 +32,7 @@ from typing import Any, cast
 from fpmcore.context import print_table
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
+from fpmcore.runtime_pin import RuntimePin
 from fpmcore.schema import MAX_U32
 
 #: Version of the plan file.
@@ -205,7 +206,7 @@ def engine_settings(profile: Any, deployment: int) -> dict[str, Any]:
     launch = profile_launch(dep)
     collection: Mapping[str, Any] = launch["collection"] if isinstance(launch.get("collection"), Mapping) else {}
     return {
-        "runtime": f"{dep.backend}=={dep.backend_version}",
+        "runtime": str(RuntimePin(dep.backend_version, dep.backend)),
         "max_model_len": rm.max_model_len if rm is not None else profile.context_length,
         **res.runtime_settings(),
         "prefix_caching": bool(rm is not None and rm.enable_prefix_caching),

@@ -36,9 +36,7 @@ from typing import Any
 
 from fpmcore.context import print_table
 from fpmcore.hooktypes import CliCommand
-
-#: The runtime framework whose installed version selects the plugin.
-FRAMEWORK = "vllm"
+from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: ``fpm probe --live`` interrupted (Ctrl-C): the shell's 128 + SIGINT.
@@ -100,7 +98,7 @@ def refuse_engine_limits(
     if version is None:
         return
     try:
-        runtime = host.hooks.runtime(f"{FRAMEWORK}=={version}")
+        runtime = host.hooks.runtime(str(RuntimePin(version)))
     except FpmError:
         return
     engine_limits.refuse(runtime, model_dir, prefix_caching=prefix_caching, dtype=dtype, max_model_len=max_model_len)
@@ -206,7 +204,7 @@ def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
     version = installed_runtime()
     if version is None:
         raise FpmError("probe", f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), mode))
-    pin = f"{FRAMEWORK}=={version}"
+    pin = str(RuntimePin(version))
     return pin, ctx.host.hooks.runtime(pin)
 
 

@@ -30,6 +30,7 @@ import attrs
 from fpmcore import blocks, jsonio
 from fpmcore.blocks import cdiv
 from fpmcore.errors import FpmError
+from fpmcore.runtime_pin import FRAMEWORK
 from fpmcore.schema import (
     MAX_EXACT,
     check_structure,
@@ -338,7 +339,9 @@ class FpmDeploymentProfile:
     """One (system, backend version, topology, precision) of the model (01 §6)."""
 
     system: str = field("str")
-    backend: Literal["vllm"] = field("enum", values=("vllm",))
+    backend: Literal["vllm"] = field(
+        "enum", values=(FRAMEWORK,)
+    )  # the Literal is FRAMEWORK (tests/test_runtime_pin.py)
     backend_version: str = field("str")
     tp: int = field("u32", minimum=1)
     pp: int = field("u32")

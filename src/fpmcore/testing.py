@@ -15,6 +15,9 @@ with ``-p fpmcore.testing``.  It provides:
 :func:`check_plugin`
     the conformance suite every plugin runs against itself:
     ``assert check_plugin("fpmcore_mymodel") == []`` (see :mod:`fpmcore.conformance`).
+:data:`DATA`
+    the folder of the conformance suite's inputs: ``DATA / "conformance-hybrid.fpm-profile.json"``,
+    a hybrid profile (GLM-5.3-Flash TP 4) a model plugin can plan on.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import contextlib
 import io
 import os
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,6 +34,9 @@ import pytest
 
 from fpmcore.host import build_host
 from fpmcore.plugins import PluginHost
+
+#: The folder of the conformance suite's inputs (the profiles a plugin's tests can plan on).
+DATA = Path(__file__).parent / "data"
 
 
 @attrs.frozen

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import fpmcore_acme
-from fpmcore import AlignStopQuery, ExecutionIdentity
-from fpmcore.conformance import DATA
-from fpmcore.testing import check_plugin
+from fpmcore.plugin_api import AlignStopQuery, ExecutionIdentity
+from fpmcore.testing import DATA, check_plugin
 from fpmcore_acme.rules import align_stop
 
 #: A hybrid profile shipped with fpmcore (GLM-5.3-Flash TP 4: block 2,176, budget 8,192, max_model_len 1,048,576).

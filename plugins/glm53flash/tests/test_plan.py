@@ -20,10 +20,12 @@ from fpmcore_glm53flash.planner import (
     PrefillPoint,
     decode_candidates,
     decode_tail,
-    digest,
     plan_points,
     prefill_shapes,
     prefix_blocks,
+)
+from fpmcore_glm53flash.planner import (
+    manifest_digest as digest,
 )
 
 PROFILE = Path(__file__).parent / "data" / "plan" / "glm53flash-tp4.fpm-profile.json"

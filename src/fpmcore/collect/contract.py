@@ -36,10 +36,11 @@ from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
 from fpmcore.collect.run import STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.runtime_pin import RuntimePin
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
-from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
+from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded, producer_runtime_rule
 from fpmcore.validate.repetition_evidence import (
     RepetitionRules,
     a28_sidecar,
@@ -123,21 +124,15 @@ def a21_producer(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a22_runtime(view: CellView) -> Diagnostic | None:
-    """A-22: ``producer.runtime`` is the collector provenance's runtime."""
+def provenance_pin(view: CellView) -> str:
+    """The runtime pin the collector provenance records (``backend``, ``backend_version``)."""
     backend = view.provenance_value("runtime", "backend")
     version = view.provenance_value("runtime", "backend_version")
-    want = f"{plain(backend)}=={plain(version)}"
-    for r in view.ranks:
-        v = get(get(r.doc, "producer"), "runtime")
-        if v != want:
-            return Diagnostic(
-                "A-22",
-                f"{LABEL} producer.runtime differs from the collector provenance runtime: expected {want}, found "
-                f"{plain(v)}: {r.path}",
-                r.path,
-            )
-    return None
+    return str(RuntimePin(plain(version), plain(backend)))
+
+
+#: A-22: ``producer.runtime`` is the collector provenance's runtime.
+a22_runtime = producer_runtime_rule(LABEL, "runtime", provenance_pin)
 
 
 def protocol_counts(view: CellView) -> RepetitionRules | None:

@@ -41,6 +41,7 @@ import orjson
 
 from fpmcore.errors import FpmError
 from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
+from fpmcore.runtime_pin import RuntimePin
 from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
 RUN_SCHEMA = "fpmcore.collect/v1"
@@ -510,10 +511,11 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
         "results": results,
         "iteration_groups": groups,
     }  # fmt: skip
+    pin = RuntimePin.parse(run["runtime"])
     provenance = {
         "schema_name": "fpmcore_collector_provenance", "schema_version": 1, "cell_id": run["cell_id"],
         "plan_sha256": run["plan_sha256"], "attempt_id": run["attempt_id"],
-        "runtime": {"backend": run["runtime"].partition("==")[0], "backend_version": run["runtime"].partition("==")[2]},
+        "runtime": {"backend": pin.framework, "backend_version": pin.version},
     }  # fmt: skip
     return {
         MANIFEST: canonical_bytes(run["manifest"]),

@@ -21,6 +21,7 @@ from fpmcore.importer.model import Context
 from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
 from fpmcore.importer.values import canonical
 from fpmcore.profile import resources_of_runtime
+from fpmcore.runtime_pin import FRAMEWORK
 
 RESOURCES_PROVENANCE = (
     "Validated runtime shared-pool observations; minimum usable capacity across compatible phases and ranks, "
@@ -153,7 +154,7 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
     }
     deployment = {
         "system": identity["gpu"],
-        "backend": "vllm",
+        "backend": FRAMEWORK,
         "backend_version": ctx.version,
         **{k: topo[k] for k in ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp")},
         "gemm_quant_mode": precision["gemm_quant_mode"],

@@ -15,6 +15,7 @@ import attrs
 from fpmcore.hooktypes import ImportRules, SpecClassification
 from fpmcore.jsonio import one_line
 from fpmcore.record import SCHEMA_VERSION
+from fpmcore.runtime_pin import RuntimePin
 
 PHASES = ("prefill", "decode")
 RECORD_SCHEMA = SCHEMA_VERSION
@@ -187,7 +188,7 @@ class Record:
 
 def pin(version: object) -> str:
     """The runtime pin a record's ``runtime.version`` names (I-25 selects its plugin by it)."""
-    return f"vllm=={version}"
+    return str(RuntimePin(str(version)))
 
 
 def parse_record_name(file: str) -> tuple[str | None, tuple[int, int | None, int | None] | None]:

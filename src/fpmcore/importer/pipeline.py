@@ -32,6 +32,7 @@ from fpmcore.importer import (
 )
 from fpmcore.importer.model import Context, ImportDiagnostic, ImportNote, RuntimeServices, run_stage
 from fpmcore.jsonio import JsonError, load_path
+from fpmcore.runtime_pin import RuntimePin
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
 
@@ -117,7 +118,7 @@ class HostServices:
     def installed(self) -> str:
         parts = []
         for r in self.host.active("runtime"):
-            versions = ", ".join(t.split("==", 1)[1] if "==" in t else t for t in r.targets)
+            versions = ", ".join(RuntimePin.version_of(t) for t in r.targets)
             parts.append(f"{r.id} ({versions})")
         off = self.host.not_loaded()
         return (", ".join(parts) or "none") + (f"; not loaded: {off}" if off else "")

@@ -23,6 +23,7 @@ from typing import cast
 from fpmcore.hooktypes import ImportRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
 from fpmcore.importer.values import first_difference, same, show
+from fpmcore.runtime_pin import FRAMEWORK
 
 
 def holds_hybrid(rec: Record) -> bool:
@@ -34,7 +35,7 @@ def holds_hybrid(rec: Record) -> bool:
 def i21_framework(ctx: Context, rec: Record) -> None:
     """I-21: the framework is vLLM."""
     framework = rec.get("runtime", "framework")
-    if framework != "vllm":
+    if framework != FRAMEWORK:
         raise Refusal(
             "I-21", f"runtime observation currently requires a vLLM source mapping; got framework {show(framework)}"
         )

@@ -31,6 +31,7 @@ from fpmcore.replay.model import (
 )
 from fpmcore.replay.rules import ReplayRules, default_rules
 from fpmcore.replay.settings import DEFAULTS, SETTINGS
+from fpmcore.runtime_pin import RuntimePin
 
 
 def group_spec(g: Any) -> GroupSpec:
@@ -193,7 +194,7 @@ def profile_prefix_caching(profile: Any, deployment: int = 0) -> bool:
 def runtime_pin(profile: Any, deployment: int = 0) -> str:
     """The runtime pin of a profile's deployment (``vllm==0.33.0``): whose replay rules apply."""
     dep = profile.deployments[deployment]
-    return f"{dep.backend}=={dep.backend_version}"
+    return str(RuntimePin(dep.backend_version, dep.backend))
 
 
 def _settings(given: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ model plugin that owns the contract.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -288,3 +289,24 @@ def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
                 "A-25", f"warmup_evidence.status expected recorded, found {plain(st)}: rank {r.rank}: {r.path}", r.path
             )
     return None
+
+
+def producer_runtime_rule(label: str, key: str, expected: Callable[[CellView], Any]) -> ArtifactRule:
+    """A-22 for a contract: the rule that every rank's ``producer.<key>`` equals ``expected(view)``, the runtime
+    the collector provenance records (the engine-steps contract reads ``producer.runtime``, a pin; the GLM
+    contract ``producer.vllm_package_version``, the version).  ``label`` names the contract in the diagnostic."""
+
+    def a22_runtime(view: CellView) -> Diagnostic | None:
+        want = expected(view)
+        for r in view.ranks:
+            v = get(get(r.doc, "producer"), key)
+            if v != want:
+                return Diagnostic(
+                    "A-22",
+                    f"{label} producer.{key} differs from the collector provenance runtime: expected {plain(want)}, "
+                    f"found {plain(v)}: {r.path}",
+                    r.path,
+                )
+        return None
+
+    return a22_runtime

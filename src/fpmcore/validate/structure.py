@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.runtime_pin import FRAMEWORK
 from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points, plan_digest
 from fpmcore.validate.integers import a2_integers
 from fpmcore.validate.values import (
@@ -471,7 +472,7 @@ def a12_merged(view: CellView) -> Diagnostic | None:
 PROVENANCE_CONSTANTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("schema_name",), "fpmcore_collector_provenance"),
     (("schema_version",), 1),
-    (("runtime", "backend"), "vllm"),
+    (("runtime", "backend"), FRAMEWORK),
 )
 #: The string fields of a collector provenance file besides ``cell_id`` (05 §6.1), in check order.
 PROVENANCE_STRINGS: tuple[tuple[str, ...], ...] = (("attempt_id",), ("runtime", "backend_version"))

@@ -24,19 +24,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fpmcore import (
+from fpmcore.plugin_api import (
     API_VERSION,
     AlignStopQuery,
     PlanLimits,
     PluginInfo,
     PointPlan,
     ProducerContract,
+    RuntimePin,
     TraceFormat,
     hookimpl,
 )
 
 if TYPE_CHECKING:
-    from fpmcore.profile import FpmModelProfile
+    from fpmcore.plugin_api import FpmModelProfile
 
 #: The plugin id (the entry point's name) and the model ids it answers for.
 PLUGIN_ID = "acme"
@@ -58,7 +59,7 @@ def fpm_plugin_info() -> PluginInfo:
 
 
 #: The runtimes whose align split :func:`fpmcore_acme.rules.align_stop` models for this model.
-ALIGN_RUNTIMES = ("vllm==0.33.0",)
+ALIGN_RUNTIMES = (str(RuntimePin("0.33.0")),)
 
 
 @hookimpl

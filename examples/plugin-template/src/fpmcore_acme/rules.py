@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fpmcore import AlignStopQuery, PlanLimits, PointPlan
+from fpmcore.plugin_api import AlignStopQuery, PlanLimits, PointPlan
 
 
 def align_stop(q: AlignStopQuery) -> int:
@@ -50,7 +50,7 @@ def _powers(first: int, last: int) -> list[int]:
 
 def generate_points(limits: PlanLimits) -> PointPlan:
     """The point plan for ``limits`` (see the module docstring)."""
-    from fpmcore.jsonio import digest
+    from fpmcore.plugin_api import json_digest
 
     budget, max_len, block = limits.token_budget, limits.max_model_len, limits.block_size
     dropped = {"align_split": 0, "token_budget": 0}
@@ -88,6 +88,6 @@ def generate_points(limits: PlanLimits) -> PointPlan:
         points=points,
         counts={"prefill": len(prefill), "decode": len(decode)},
         dropped=dropped,
-        digest=digest(points),
+        digest=json_digest(points),
         smoke=smoke,
     )

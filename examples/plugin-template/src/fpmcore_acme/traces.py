@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fpmcore import SkippedRow, TraceFormat, TraceRequest, TraceSource
-from fpmcore.errors import FpmError
+from fpmcore.plugin_api import FpmError, SkippedRow, TraceFormat, TraceRequest, TraceSource
 
 HEADER = b"# acme-log v1"
 

@@ -6,8 +6,7 @@ measured eagerly: their producer contract is ``dsv41_eager`` (05 §6.3, §6.4).
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl
-from fpmcore.validate.contract_hooks import producer_contract_hooks
+from fpmcore.plugin_api import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl, producer_contract_hooks
 
 SUMMARY = "DeepSeek V4.1: eager producer contract"
 MODEL_IDS = ("dsv41", "deepseek-ai/DeepSeek-V4.1")

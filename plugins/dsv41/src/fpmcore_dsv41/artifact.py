@@ -20,11 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fpmcore.hooktypes import Diagnostic
-from fpmcore.validate.cell import CellView
-from fpmcore.validate.evaluation import ContractRules
-from fpmcore.validate.rows import A37_KV_SEED_REGIME
-from fpmcore.validate.values import get, is_int, js, plain
+from fpmcore.plugin_api import KV_SEED_REGIME, CellView, ContractRules, Diagnostic, get, is_int, js, plain
 from fpmcore_dsv41 import CONTRACT
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -68,5 +64,5 @@ def input_provenance(view: CellView) -> Diagnostic | None:
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(("§6.4", input_provenance),),
-    rows=(A37_KV_SEED_REGIME,),
+    rows=(KV_SEED_REGIME,),
 )

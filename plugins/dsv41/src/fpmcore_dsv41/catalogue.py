@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fpmcore import RuleEntry
+from fpmcore.plugin_api import RuleEntry
 
 ENTRIES: tuple[RuleEntry, ...] = (
     RuleEntry(

@@ -9,8 +9,15 @@ producer contract of its collection cells (05 §6.3, §7), the align-stop rule
 
 from __future__ import annotations
 
-from fpmcore import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl
-from fpmcore.validate.contract_hooks import producer_contract_hooks
+from fpmcore.plugin_api import (
+    API_VERSION,
+    PluginInfo,
+    ProducerContract,
+    RuleEntry,
+    RuntimePin,
+    hookimpl,
+    producer_contract_hooks,
+)
 
 SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
@@ -36,15 +43,15 @@ def fpm_plugin_info() -> PluginInfo:
 
 from typing import TYPE_CHECKING  # noqa: E402
 
-from fpmcore import AlignStopQuery, PlanLimits, PointPlan  # noqa: E402
+from fpmcore.plugin_api import AlignStopQuery, PlanLimits, PointPlan  # noqa: E402
 
 if TYPE_CHECKING:
-    from fpmcore.profile import FpmModelProfile
+    from fpmcore.plugin_api import FpmModelProfile
 
 
 #: The runtimes whose Mamba align rule :mod:`fpmcore_glm53flash.align` implements
 #: for this model (04 G-1 … G-7: vLLM 0.33.0's scheduler in align mode).
-ALIGN_RUNTIMES = ("vllm==0.33.0",)
+ALIGN_RUNTIMES = (str(RuntimePin("0.33.0")),)
 
 
 @hookimpl

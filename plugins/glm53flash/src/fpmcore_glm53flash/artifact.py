@@ -22,19 +22,29 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fpmcore.hooktypes import Diagnostic
-from fpmcore.validate.cell import CellView, RankView, benchmark_points
-from fpmcore.validate.evaluation import ContractRules
-from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded
-from fpmcore.validate.repetition_evidence import RepetitionRules, a28_sidecar, a38_bind, a38_unbound, a39_rule
-from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement, raw_fpms
-from fpmcore.validate.values import (
+from fpmcore.plugin_api import (
     ABSENT,
+    KV_SEED_REGIME,
+    CellView,
+    ContractRules,
+    Diagnostic,
+    RankView,
+    RepetitionRules,
+    bind_repetition_line,
+    check_no_unbound_repetition_lines,
+    check_repetition_sidecar,
+    check_seeded_tokens_with_evidence,
+    check_warmup_recorded,
     get,
     is_int,
     is_number,
     js,
     plain,
+    plan_benchmark_points,
+    producer_runtime_rule,
+    repetition_line_rule,
+    row_measurement,
+    row_raw_fpms,
 )
 from fpmcore_glm53flash import CONTRACT
 from fpmcore_glm53flash.artifact_producer import (
@@ -125,19 +135,10 @@ def a21_producer(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a22_runtime(view: CellView) -> Diagnostic | None:
-    """A-22 (GLM): ``producer.vllm_package_version`` equals the collector provenance runtime."""
-    want = view.provenance_value("runtime", "backend_version")
-    for r in view.ranks:
-        v = get(get(r.doc, "producer"), "vllm_package_version")
-        if v != want:
-            return Diagnostic(
-                "A-22",
-                f"{LABEL} producer.vllm_package_version differs from the collector provenance runtime: expected "
-                f"{plain(want)}, found {plain(v)}: {r.path}",
-                r.path,
-            )
-    return None
+#: A-22 (GLM): ``producer.vllm_package_version`` equals the collector provenance runtime.
+a22_runtime = producer_runtime_rule(
+    LABEL, "vllm_package_version", lambda view: view.provenance_value("runtime", "backend_version")
+)
 
 
 def a23_protocol(view: CellView) -> Diagnostic | None:
@@ -148,7 +149,7 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
             return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
 
-        opening = a23_seeded_with_evidence(r)
+        opening = check_seeded_tokens_with_evidence(r)
         if opening is not None:
             return opening
         prod = get(p, "producer")
@@ -188,7 +189,7 @@ def a26_checkpoint_ranks(view: CellView) -> Diagnostic | None:
 
 def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
     """A-27 (GLM) [BEYOND]: a recorded checkpoint equals the plan's checkpoint record (04 G-25)."""
-    want = benchmark_points(view.plan).get("checkpoint", ABSENT)
+    want = plan_benchmark_points(view.plan).get("checkpoint", ABSENT)
     if want is ABSENT:
         return None
     for r in view.ranks:
@@ -208,7 +209,7 @@ def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
 
 def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-32 (GLM): ten raw samples, ``expected_internal_samples`` 10, ``adjacent_upper_median``."""
-    bm = measurement(row)
+    bm = row_measurement(row)
     raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
     method = get(get(bm, "estimate"), "method")
     n = len(raw) if isinstance(raw, list) else ABSENT
@@ -228,7 +229,7 @@ def a36_sample_evidence(view: CellView, rank: RankView, k: int, row: Any) -> Dia
     """A-36 (GLM): every raw sample has a numeric start time and an observed CUDA graph dispatch."""
     if rank.scratch.get("started_and_observed") == k:  # A-33's fast path saw a start and "observed" on each
         return None
-    raw = raw_fpms(row)
+    raw = row_raw_fpms(row)
     try:  # fast path
         if all(
             s["benchmark_sample"]["cudagraph"]["status"] == "observed"
@@ -268,20 +269,20 @@ def line_problem(line: bytes, row: Any, rank: RankView) -> str | None:
     return REPETITIONS.line_problem(line, row, rank)
 
 
-a39_line = a39_rule(lambda view: REPETITIONS)
+a39_line = repetition_line_rule(lambda view: REPETITIONS)
 
 
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(
         ("A-18", a18_requires_protocol), ("A-21", a21_producer), ("A-22", a22_runtime), ("A-23", a23_protocol),
-        ("A-25", a25_warmup_recorded), ("A-26", a26_checkpoint_ranks), ("A-27", a27_checkpoint_plan),
-        ("A-28", a28_sidecar),
+        ("A-25", check_warmup_recorded), ("A-26", a26_checkpoint_ranks), ("A-27", a27_checkpoint_plan),
+        ("A-28", check_repetition_sidecar),
     ),
     rows=(
-        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), A37_KV_SEED_REGIME,
-        ("A-38", a38_bind), ("A-39", a39_line),
+        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), KV_SEED_REGIME,
+        ("A-38", bind_repetition_line), ("A-39", a39_line),
     ),
-    rank_end=(("A-38", a38_unbound),),
+    rank_end=(("A-38", check_no_unbound_repetition_lines),),
     owns_protocol_producer=True,
 )  # fmt: skip

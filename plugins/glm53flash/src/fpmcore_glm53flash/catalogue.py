@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fpmcore import RuleEntry
+from fpmcore.plugin_api import RuleEntry
 
 #: The planner's refusals (G-8, G-12) and the producer contract's own artifact checks (A-26, A-27, A-36).
 ENTRIES: tuple[RuleEntry, ...] = (

@@ -14,9 +14,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
-from fpmcore.hooktypes import PlanLimits
-from fpmcore.jsonio import JsonError, loads
+from fpmcore.plugin_api import FpmError, JsonError, PlanLimits, load_json
 
 _REVISION = re.compile(r"[0-9a-f]{40}")
 _PREFIX = "glm-5.3-flash collection"
@@ -123,7 +121,7 @@ class DeploymentFacts:
 
 def _label(runtime_memory: Any, index: int) -> str:
     try:
-        provenance = loads(runtime_memory.provenance)  # the host's one strict reader
+        provenance = load_json(runtime_memory.provenance)  # the host's one strict reader
         label = provenance.get("configuration")
     except (AttributeError, TypeError, JsonError):
         label = None

@@ -12,18 +12,24 @@ digested (G-21 … G-23); the smoke subset is G-24 and the plan record G-25.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import orjson
 
-from fpmcore.blocks import block_range
-from fpmcore.errors import FpmError
-from fpmcore.hooktypes import PlanLimits, PointPlan
-from fpmcore.point_grid import decode_tail
-from fpmcore_glm53flash.align import AlignSplit, align_split, cdiv
+from fpmcore.plugin_api import (
+    DecodePoint,
+    FpmError,
+    PlanLimits,
+    PointPlan,
+    PrefillPoint,
+    block_range,
+    cdiv,
+    decode_tail,
+    manifest_digest,
+    point_manifest,
+)
+from fpmcore_glm53flash.align import AlignSplit, align_split
 from fpmcore_glm53flash.plan_inputs import (
     DeploymentFacts,
     GroupFacts,
@@ -50,67 +56,8 @@ LOG_PREFIX = "glm-5.3-flash point list"
 SplitFn = Callable[[int, int], int]
 
 
-@attrs.frozen(order=True)
-class PrefillPoint:
-    """``b`` requests, each with ``P`` cached prefix tokens and ``n`` new tokens.
-
-    Ordered by ``(P, n, b)``, the canonical prefill order of G-21.
-    """
-
-    prefix_tokens: int
-    new_tokens: int
-    batch_size: int
-
-    def manifest_entry(self) -> dict[str, Any]:
-        """G-22 prefill entry."""
-        b, n, p = self.batch_size, self.new_tokens, self.prefix_tokens
-        return {
-            "batch_size": b,
-            "total_prefill_tokens": b * n,
-            "total_kv_read_tokens": b * p,
-            "rows": [[n, p] for _ in range(b)],
-        }
-
-    def as_point(self, benchmark_id: int) -> dict[str, Any]:
-        return {
-            "benchmark_id": benchmark_id,
-            "phase": "prefill",
-            "batch_size": self.batch_size,
-            "new_tokens": self.new_tokens,
-            "prefix_tokens": self.prefix_tokens,
-        }
-
-
-@attrs.frozen(order=True)
-class DecodePoint:
-    """``b`` requests decoding at context ``c``; ordered by ``(c, b)`` (G-21)."""
-
-    context_tokens: int
-    batch_size: int
-
-    def manifest_entry(self) -> dict[str, Any]:
-        """G-22 decode entry."""
-        return {"batch_size": self.batch_size, "total_kv_read_tokens": self.batch_size * self.context_tokens}
-
-    def as_point(self, benchmark_id: int) -> dict[str, Any]:
-        return {
-            "benchmark_id": benchmark_id,
-            "phase": "decode",
-            "batch_size": self.batch_size,
-            "context_tokens": self.context_tokens,
-        }
-
-
+#: A benchmark point: the host's point types (04 G-21, G-22), shared with the model-agnostic grid.
 Point = PrefillPoint | DecodePoint
-
-
-def digest(manifest: Mapping[str, Any]) -> str:
-    """G-23 ``digest(v)``: SHA-256 of the canonical JSON (keys sorted, no whitespace, UTF-8).
-
-    A manifest holds ASCII keys and integers only, for which orjson's sorted
-    compact bytes are exactly ``fpmcore.jsonio.canonical_bytes`` (01 §9.2).
-    """
-    return hashlib.sha256(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 # ---------------------------------------------------------------------------
@@ -310,15 +257,6 @@ def settings_for(deployments: Sequence[DeploymentFacts], limits: PlanLimits) -> 
     )
 
 
-def manifest(prefill: Sequence[PrefillPoint], decode: Sequence[DecodePoint]) -> dict[str, Any]:
-    """G-22: the Dynamo benchmark-point manifest, ``schema_version`` 3."""
-    return {
-        "schema_version": 3,
-        "prefill": [p.manifest_entry() for p in prefill],
-        "decode": [d.manifest_entry() for d in decode],
-    }
-
-
 def smoke_template(hash_block: int) -> tuple[Point, ...]:
     """G-24: the five template points, in template order."""
     H = hash_block
@@ -353,11 +291,11 @@ class GlmPlan:
 
     @property
     def manifest(self) -> dict[str, Any]:
-        return manifest(self.prefill, self.decode)
+        return point_manifest(self.prefill, self.decode)
 
     @property
     def smoke_manifest(self) -> dict[str, Any]:
-        return manifest(self.smoke_prefill, self.smoke_decode)
+        return point_manifest(self.smoke_prefill, self.smoke_decode)
 
     @property
     def checkpoint_record(self) -> dict[str, Any]:
@@ -385,8 +323,8 @@ class GlmPlan:
             "checkpoint": self.checkpoint_record,
             "candidates": dict(self.candidates),
             "dropped": dict(self.dropped),
-            "manifest_sha256": digest(man),
-            "smoke_manifest_sha256": digest(self.smoke_manifest),
+            "manifest_sha256": manifest_digest(man),
+            "smoke_manifest_sha256": manifest_digest(self.smoke_manifest),
             "planned_point_count": len(self.prefill) + len(self.decode),
             "manifest": man,
         }

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.record import Allocation, LayerView, WorkerCache
+from fpmcore.plugin_api import Allocation, LayerView, WorkerCache
 from fpmcore_vllm_support import observe
 
 #: vLLM 0.27.0 (commit 4bdc8a78): the files the observer reads, with the

@@ -32,12 +32,12 @@ Where 0.27.0 differs from vLLM 0.33.0, the engine's reference runtime
 
 from __future__ import annotations
 
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules
+from fpmcore.plugin_api import SCHEDULER_SETTINGS, ReplayRules, RuntimePin
 from fpmcore_vllm027.rules import VERSION
 
 #: vLLM 0.27.0's scheduler.
 REPLAY_RULES = ReplayRules(
-    runtime=f"vllm=={VERSION}",
+    runtime=str(RuntimePin(VERSION)),
     long_prefill_cap_always=True,
     budget_scheduled_only=True,
     priority_self_preemption_stops=True,

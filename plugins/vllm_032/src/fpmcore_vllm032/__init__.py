@@ -34,8 +34,15 @@ from typing import Any
 
 import attrs
 
-from fpmcore import LiveProbeOptions, hookimpl
-from fpmcore.hooktypes import EngineLimit, EngineRequest, MeasurementDriver, RuleEntry, ServingDriver
+from fpmcore.plugin_api import (
+    EngineLimit,
+    EngineRequest,
+    LiveProbeOptions,
+    MeasurementDriver,
+    RuleEntry,
+    ServingDriver,
+    hookimpl,
+)
 from fpmcore_vllm032.classes import classify
 from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES

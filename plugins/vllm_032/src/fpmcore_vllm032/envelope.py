@@ -50,11 +50,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.replay.rules import SCHEDULER_SETTINGS, ReplayRules
+from fpmcore.plugin_api import SCHEDULER_SETTINGS, ReplayRules, RuntimePin
 
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
 REPLAY_RULES = ReplayRules(
-    runtime="vllm==0.32.0",
+    runtime=str(RuntimePin("0.32.0")),
     priority_self_preemption_stops=True,
     mamba_boundary_recached=True,
     settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval"},  # type: ignore[arg-type]

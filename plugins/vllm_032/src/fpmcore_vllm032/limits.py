@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.hooktypes import EngineLimit, EngineRequest
+from fpmcore.plugin_api import EngineLimit, EngineRequest
 
 #: Architectures whose Mamba layers are ``MambaMixer2`` (vllm/model_executor/models/{falcon_h1,granitemoehybrid,
 #: mamba2,nemotron_h,zamba2}.py import it; registry.py:105, :127, :159, :180-181, :210).

@@ -64,9 +64,15 @@ from typing import Any
 
 import attrs
 
-from fpmcore.dryprobe import PHASES, dumps, evidence_files, launch_manifest
-from fpmcore.errors import FpmError
-from fpmcore.hooktypes import EngineRequest, LiveProbeOptions
+from fpmcore.plugin_api import (
+    PROBE_PHASES,
+    EngineRequest,
+    FpmError,
+    LiveProbeOptions,
+    evidence_files,
+    evidence_json_bytes,
+    launch_manifest,
+)
 from fpmcore_vllm032.engine import (
     GIB,
     VERSION,
@@ -418,22 +424,22 @@ def probe_engine(
     phases: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     extras: dict[str, list[tuple[str, bytes, str]]] = {}
     summary: dict[str, Any] = {"configuration": configuration, "attempt_id": attempt, "phases": {}}
-    for phase in PHASES:
+    for phase in PROBE_PHASES:
         report = run_phase(engine, phase)
         manifest = launch_manifest(attempt, configuration, phase, launch, 1)
         worker, scheduler = sources(engine, manifest, common)
         records = [observer(worker, phase=phase, rank=0), observer(scheduler, phase=phase, rank=0)]
         phases[phase] = (manifest, records)
         report["engine"] = jsonable(engine_summary(engine))
-        extras[phase] = [(f"{attempt}/{phase}/{REPORT_FILE}", dumps(report), REPORT_KIND)]
+        extras[phase] = [(f"{attempt}/{phase}/{REPORT_FILE}", evidence_json_bytes(report), REPORT_KIND)]
         summary["phases"][phase] = report["engine"]
     engine.llm.reset_prefix_cache()
     description = model_description(engine, {**summary["phases"]["prefill"], "configuration": configuration})
-    extras[PHASES[0]].append((DESCRIPTION_FILE, dumps(description), DESCRIPTION_KIND))
+    extras[PROBE_PHASES[0]].append((DESCRIPTION_FILE, evidence_json_bytes(description), DESCRIPTION_KIND))
     files = evidence_files(configuration=configuration, attempt=attempt, launch=launch, model_config=config_bytes,
                            phases=phases, extras=extras)  # fmt: skip
     publish(out, files)
-    summary["records"] = {phase: [r["binding"]["kind"] for r in phases[phase][1]] for phase in PHASES}
+    summary["records"] = {phase: [r["binding"]["kind"] for r in phases[phase][1]] for phase in PROBE_PHASES}
     return summary
 
 

@@ -56,23 +56,24 @@ from typing import Any
 
 import attrs
 
-from fpmcore.contention import sampler
-from fpmcore.errors import FpmError
-from fpmcore.hooktypes import (
+from fpmcore.plugin_api import (
     EngineFacts,
     EngineOptions,
     EngineRun,
     EngineStep,
+    FpmError,
     MeasurementDriver,
     ProducerFile,
     ProducerRecord,
+    RuntimePin,
     StepWorkload,
+    cpu_sampler,
 )
 from fpmcore_vllm032.limits import explain_failure
 
 #: ``producer.name`` of artifacts this driver measured.
 PRODUCER_NAME = "vllm_032_cpu_engine_steps"
-RUNTIME = "vllm==0.32.0"
+RUNTIME = str(RuntimePin("0.32.0"))
 PLUGIN = "vllm_032"
 #: What the wall time of a step spans (``measurement_protocol.producer.timing_boundary``).
 TIMING_BOUNDARY = "vllm_032_admission_and_llm_engine_step"
@@ -172,7 +173,7 @@ class VllmMeasurementEngine:
         self.live = live
         self.count = 0
         #: what the machine did to each step (fpmcore.contention: read around ``LLMEngine.step()``)
-        self.sampler = sampler(precise=True)
+        self.sampler = cpu_sampler(precise=True)
         vc = live.vllm_config
         sc, cc = vc.scheduler_config, vc.cache_config
         sched = live.scheduler

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.plugin_api import FpmError
 from fpmcore_vllm032.engine import VERSION, LiveEngine
 from fpmcore_vllm032.envelope import REPLAY_RULES, engine_outside_envelope
 from fpmcore_vllm032.steps import TraceRequest, run_trace, trace_lines, trace_stats
@@ -36,8 +36,7 @@ from fpmcore_vllm032.steps import TraceRequest, run_trace, trace_lines, trace_st
 
 def import_folder(folder: str | os.PathLike[str]) -> Any:
     """``fpm import``'s result of an evidence folder (one configuration), with the installed plugins."""
-    from fpmcore.host import build_host
-    from fpmcore.importer.pipeline import HostServices, import_evidence
+    from fpmcore.plugin_api import HostServices, build_host, import_evidence
 
     run = import_evidence(Path(folder), HostServices(build_host(environ={})))
     if len(run.results) != 1:
@@ -61,7 +60,7 @@ def replay_config(profile: Any, engine: LiveEngine) -> Any:
     engine, or when the engine's settings leave the envelope both
     schedulers share.
     """
-    from fpmcore.replay import config_from_profile
+    from fpmcore.plugin_api import replay_config_from_profile
 
     dep = profile.deployments[0]
     if dep.backend_version != VERSION:
@@ -71,7 +70,7 @@ def replay_config(profile: Any, engine: LiveEngine) -> Any:
         raise FpmError("R-40", "the replay does not model vLLM 0.32.0's scheduler here: " + "; ".join(reasons))
     rm = dep.resources.runtime_memory
     sc = engine.vllm_config.scheduler_config
-    return config_from_profile(
+    return replay_config_from_profile(
         profile, prefix_caching=bool(rm.enable_prefix_caching), reserve_full_isl=bool(sc.scheduler_reserve_full_isl),
         enable_chunked_prefill=bool(sc.enable_chunked_prefill), watermark=float(sc.watermark or 0.0),
         max_num_scheduled_tokens=sc.max_num_scheduled_tokens, max_num_active_seqs=sc.max_num_active_seqs,
@@ -84,11 +83,11 @@ def replay_config(profile: Any, engine: LiveEngine) -> Any:
 
 def check_trace(engine: LiveEngine, config: Any, requests: Sequence[TraceRequest], *, seed: int = 0) -> dict[str, Any]:
     """Step ``requests`` through the engine and the replay; the trace's counts and the first difference (``None``)."""
-    from fpmcore.replay import run_replay
-    from fpmcore.replay.differential import compare_steps
-    from fpmcore.replay.trace import parse_trace_lines
+    from fpmcore.plugin_api import compare_replay_steps, parse_trace_lines, run_replay
 
     run = run_trace(engine, requests, seed=seed)
     out = run_replay(config, parse_trace_lines(trace_lines(requests)))
-    difference = f"the replay stopped: {out.error}" if out.error is not None else compare_steps(out.steps, run["steps"])
+    difference = (
+        f"the replay stopped: {out.error}" if out.error is not None else compare_replay_steps(out.steps, run["steps"])
+    )
     return {**trace_stats(run), "difference": difference, "run": run}

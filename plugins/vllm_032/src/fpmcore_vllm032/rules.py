@@ -39,7 +39,7 @@ vLLM is never imported here.
 
 from __future__ import annotations
 
-from fpmcore.hooktypes import MODEL_DTYPE_LABELS
+from fpmcore.plugin_api import MODEL_DTYPE_LABELS
 from fpmcore_vllm_support.rules import hybrid_rules
 
 VERSION = "0.32.0"

@@ -37,8 +37,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from fpmcore.contention import sampler
-from fpmcore.hooktypes import EngineOptions, EngineStep, ServedRequest, ServeRequest, Serving, ServingDriver
+from fpmcore.plugin_api import (
+    EngineOptions,
+    EngineStep,
+    ServedRequest,
+    ServeRequest,
+    Serving,
+    ServingDriver,
+    cpu_sampler,
+)
 from fpmcore_vllm032.measure import VllmMeasurementEngine, scheduled_workload
 
 
@@ -48,7 +55,7 @@ class VllmServingEngine:
     def __init__(self, engine: VllmMeasurementEngine) -> None:
         self.engine = engine
         self.facts = engine.facts
-        self.sampler = sampler(precise=False)
+        self.sampler = cpu_sampler(precise=False)
 
     def serve(self, requests: Sequence[ServeRequest]) -> Serving:
         """Serve ``requests`` open loop (module docstring)."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from fpmcore import SpecClassification
+from fpmcore.plugin_api import SpecClassification
 
 #: The module every vLLM spec class lives in.
 MODULE = "vllm.v1.kv_cache_interface"

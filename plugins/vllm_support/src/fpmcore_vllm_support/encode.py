@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from fpmcore.blocks import cdiv as cdiv  # the host's one cdiv (01 §1.1), re-exported for the runtime plugins
+from fpmcore.plugin_api import cdiv as cdiv  # the host's one cdiv (01 §1.1), re-exported for the runtime plugins
 
 
 def encode_value(value: Any) -> Any:

@@ -74,10 +74,9 @@ from typing import Any
 
 import attrs
 
-from fpmcore.hooktypes import SpecClassification
-from fpmcore.record import (
-    ABSENT,
-    SCHEMA_VERSION,
+from fpmcore.plugin_api import (
+    OMITTED,
+    RECORD_SCHEMA_VERSION,
     Allocation,
     AttentionGroup,
     Binding,
@@ -94,6 +93,7 @@ from fpmcore.record import (
     SchedulerGroup,
     SchedulerLifecycle,
     SchedulerRecord,
+    SpecClassification,
     Startup,
     Storage,
     WorkerCache,
@@ -480,7 +480,7 @@ def worker_group(gid: int, group: Any, vllm_config: Any, unresolved: Unresolved,
     extra: dict[str, Any] = {}
     if release.hybrid:
         found = state(layer_spec(group, group.layer_names[0])) if kind == "state" else None
-        extra["state"] = ABSENT if found is None else found
+        extra["state"] = OMITTED if found is None else found
         extra["layer_specs"] = {
             name: LayerSpec(spec_class=class_name(layer), block_size=layer.block_size,
                             page_size_bytes=layer.page_size_bytes, fields=spec_fields(layer))
@@ -505,7 +505,7 @@ def scheduler_group(gid: int, group: Any, vllm_config: Any, unresolved: Unresolv
         layer_names=list(group.layer_names),
         spec_class=class_name(spec),
         **_geometry(gid, group, spec, vllm_config, unresolved, hybrid),
-        spec_fields=spec_fields(spec) if hybrid else ABSENT,
+        spec_fields=spec_fields(spec) if hybrid else OMITTED,
     )
 
 
@@ -765,7 +765,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int, release: R
     vc = source["vllm_config"]
     unresolved = Unresolved()
     common: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": RECORD_SCHEMA_VERSION,
         "binding": binding(manifest, phase=phase, kind=kind, dp=int(source.get("dp_rank", 0)), rank=rank),
         "runtime": runtime_identity(source, release.source_files, unresolved),
         "observer": observer_identity(release.distribution, (release.observer, *SHARED_MODULES)),
@@ -777,7 +777,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int, release: R
         hash_block = getattr(source["kv_cache_config"], "hash_block_size", None)
         record: WorkerRecord | SchedulerRecord = WorkerRecord(
             **common,
-            prefix_caching=prefix_caching(vc, hash_block, unresolved) if release.hybrid else ABSENT,
+            prefix_caching=prefix_caching(vc, hash_block, unresolved) if release.hybrid else OMITTED,
             lifecycle=worker_lifecycle(source),
             hardware=hardware(source, unresolved, release.absent_hardware),
             cache=release.worker_cache(source, unresolved, release),
@@ -787,7 +787,7 @@ def build_record(source: Mapping[str, Any], *, phase: str, rank: int, release: R
     else:
         record = SchedulerRecord(
             **common,
-            prefix_caching=prefix_caching(vc, source["scheduler"].hash_block_size, unresolved) if release.hybrid else ABSENT,
+            prefix_caching=prefix_caching(vc, source["scheduler"].hash_block_size, unresolved) if release.hybrid else OMITTED,
             lifecycle=scheduler_lifecycle(source),
             cache=scheduler_cache(source, unresolved, hybrid=release.hybrid),
             unresolved_fields=[],

@@ -30,8 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore import API_VERSION, ImportRules, PluginInfo, SpecClassification, hookimpl
-from fpmcore.replay.rules import ReplayRules
+from fpmcore.plugin_api import (
+    API_VERSION,
+    ImportRules,
+    PluginInfo,
+    ReplayRules,
+    RuntimePin,
+    SpecClassification,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
     from fpmcore_vllm_support import observe
@@ -67,7 +74,7 @@ class VllmRuntimePlugin:
     @property
     def pin(self) -> str:
         """The exact runtime pin the plugin targets (``vllm==0.33.0``)."""
-        return f"vllm=={self.rules.version}"
+        return str(RuntimePin(self.rules.version))
 
     def release(self) -> observe.Release:
         """What the release's observer adds to the shared building blocks (imports ``<package>.observe``)."""

@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.hooktypes import HashBlockQuery, ImportRules, SpecClassification, StartupLimits, StateFamily
+from fpmcore.plugin_api import HashBlockQuery, ImportRules, SpecClassification, StartupLimits, StateFamily
 from fpmcore_vllm_support.encode import cdiv
 
 #: 02 I-32: ``cache.kv_cache_dtype`` → profile KV label (vLLM 0.33.0's
