@@ -94,3 +94,28 @@ def test_live_engine_prompts_copy_prefixes_and_differ_elsewhere():
     for r in trace:
         assert r.prefix_of is None or r.prefix_of in seen
         seen.add(r.request_id)
+
+
+def test_live_engine_prompts_of_content_block_ids_agree_exactly_where_the_ids_agree(tmp_path):
+    """A prompt given as ``hash_ids`` is one draw per distinct block id, a partial last block its block's
+    first tokens (the Mooncake trace's meaning); the trace line keeps the ids, and reads back."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import live_engine as le
+    finally:
+        sys.path.pop(0)
+    reqs = [
+        le.TraceRequest("a", 0, 40, 4, hash_ids=(0, 1, 2), hash_block_tokens=16),
+        le.TraceRequest("b", 0, 36, 4, hash_ids=(0, 1, 7), hash_block_tokens=16),
+        le.TraceRequest("c", 2, 20, 4, hash_ids=(0, 2), hash_block_tokens=16),
+    ]
+    p = le.make_prompts(reqs, vocab=512, seed=0, exclude={511})
+    assert [len(p[r]) for r in "abc"] == [40, 36, 20]
+    assert p["b"][:32] == p["a"][:32] and p["b"][32:] != p["a"][32:36]
+    assert p["c"][:16] == p["a"][:16]
+    assert p["c"][16:] == p["a"][32:36]  # block 2 holds the same tokens wherever it stands
+    assert 511 not in p["a"] + p["b"] + p["c"]
+    lines = [json.dumps(r.to_json()) for r in reqs]
+    assert json.loads(lines[1])["hash_ids"] == [0, 1, 7] and json.loads(lines[1])["hash_block_tokens"] == 16
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    assert le.read_trace(tmp_path / "t.jsonl") == reqs

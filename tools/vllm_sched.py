@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Drive the real vLLM 0.33.0 Scheduler with step-exact traces (06 R-40).
+"""Drive a real vLLM release's own Scheduler (0.33.0, 0.32.0 or 0.27.0) with step-exact traces (06 R-40).
 
 Runs in the vLLM oracle's venv (it imports the oracle harness
 ``vllm_oracle.py``, whose directory is ``$FPM_ORACLE_DIR``, default

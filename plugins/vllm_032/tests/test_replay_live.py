@@ -6,6 +6,10 @@ and the replay with the rules this plugin gives (``fpm_replay_rules``) over
 random plain, sliding-window, GDN/Mamba and GLM-like models, prefix caching on
 and off, with every scheduler setting 0.32.0 has drawn at random; every step
 must be identical.  The full run (300 traces) is in the plugin's README.
+
+Two windows of the shipped Mooncake conversation excerpt run the same way on the plain and
+GLM-like models, prefix caching off and on (``replay_vs_vllm.py --windows``); the counts of
+these and of four windows of the whole trace are in ``docs/guides/replaying.md``.
 """
 
 from __future__ import annotations
@@ -47,3 +51,25 @@ def test_sixteen_hash_id_traces_match_vllm_0_32_0_step_by_step():
     assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
     assert rep["matched"] == rep["compared"] == 16
     assert rep["prefix_hit_requests"] > 0
+
+
+def test_windows_of_the_mooncake_excerpt_match_vllm_0_32_0_step_by_step():
+    """Two windows of the shipped Mooncake conversation excerpt (lines 0–19 and 20–39), read by fpm's own
+    reader (prompts clipped at 16,384 tokens with their block ids, one step to 10 ms of the trace), on the
+    plain and GLM-like models with prefix caching off and on and pools that hold one long request: every
+    step identical to vLLM 0.32.0's."""
+    from replay_vs_vllm import compare_jobs, oracle_features, oracle_rules, trace_windows, window_jobs
+
+    excerpt = Path(__file__).resolve().parents[3] / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
+    windows = trace_windows(excerpt, [0, 20], 20)
+    assert [label for label, _t in windows] == ["0-19", "20-39"]
+    features = oracle_features()
+    rules = oracle_rules(features)
+    assert rules.runtime == "vllm==0.32.0"
+    rep = compare_jobs(window_jobs(windows, 32, rules, features), features, rules, backend="c")
+    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
+    assert rep["matched"] == rep["compared"] == 8
+    assert set(rep["by_kind"]) == {f"{k}/{c}/window" for k in ("plain", "glm") for c in ("on", "off")}
+    assert rep["preemptions"] > 0  # the pools hold one long request
+    assert rep["by_kind"]["plain/on/window"]["prefix_hit_tokens"] > 0  # the shared first block (id 0)
+    assert rep["by_kind"]["glm/on/window"]["prefix_hit_tokens"] > 0

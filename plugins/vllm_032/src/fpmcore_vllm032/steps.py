@@ -46,6 +46,9 @@ class TraceRequest:
     prefix_of_len: int | None = None
     shared_prefix_id: str | None = None
     shared_prefix_len: int | None = None
+    #: The prompt as content-block ids, one per ``hash_block_tokens`` tokens (the last block possibly partial).
+    hash_ids: tuple[int, ...] | None = None
+    hash_block_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The trace line (06 R-32), without absent keys."""
@@ -55,6 +58,8 @@ class TraceRequest:
             d.update(prefix_of=self.prefix_of, prefix_of_len=self.prefix_of_len)
         if self.shared_prefix_id is not None:
             d.update(shared_prefix_id=self.shared_prefix_id, shared_prefix_len=self.shared_prefix_len)
+        if self.hash_ids is not None:
+            d.update(hash_ids=list(self.hash_ids), hash_block_tokens=self.hash_block_tokens)
         return d
 
 
@@ -77,6 +82,8 @@ def read_trace(path: str | os.PathLike[str]) -> list[TraceRequest]:
                 prompt_len=int(d["prompt_len"]), output_len=int(d["output_len"]),
                 prefix_of=d.get("prefix_of"), prefix_of_len=d.get("prefix_of_len"),
                 shared_prefix_id=d.get("shared_prefix_id"), shared_prefix_len=d.get("shared_prefix_len"),
+                hash_ids=None if d.get("hash_ids") is None else tuple(int(i) for i in d["hash_ids"]),
+                hash_block_tokens=d.get("hash_block_tokens"),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}:{n}: not a step-exact trace line ({exc})") from None
@@ -113,13 +120,28 @@ def make_prompts(requests: Sequence[TraceRequest], vocab: int, seed: int = 0,
     """Real token ids for every request (06 R-40): prefixes copied, every other token unique to its request.
 
     Token ids are drawn from ``[0, vocab)`` minus ``exclude`` (the special
-    tokens), seeded by ``seed`` and the request id.
+    tokens), seeded by ``seed`` and the request id.  A prompt given as
+    content-block ids (``hash_ids``) is made of one draw per distinct (block
+    size, id), block ``k`` covering tokens ``[k·H, min((k+1)·H, prompt_len))``,
+    so two prompts hold the same tokens exactly where their ids agree (a partial
+    last block holds its block's first tokens).
     """
     excluded = set(exclude)
     allowed = [t for t in range(vocab) if t not in excluded]
     shared: dict[str, list[int]] = {}
+    blocks: dict[tuple[int, int], list[int]] = {}
     prompts: dict[str, list[int]] = {}
     for r in requests:
+        if r.hash_ids is not None:
+            size = int(r.hash_block_tokens or 0)
+            tokens: list[int] = []
+            for k, block_id in enumerate(r.hash_ids):
+                if (size, block_id) not in blocks:
+                    brng = random.Random(f"{seed}:block:{size}:{block_id}")
+                    blocks[size, block_id] = [brng.choice(allowed) for _ in range(size)]
+                tokens += blocks[size, block_id][: r.prompt_len - k * size]
+            prompts[r.request_id] = tokens
+            continue
         rng = random.Random(f"{seed}:{r.request_id}")
         prefix: list[int] = []
         if r.prefix_of is not None:
