@@ -132,9 +132,8 @@ static void ht_delete_at(struct pc_pool *p, uint64_t i) {
     }
 }
 
-/* drop block b's key (eviction): b leaves its key's chain, a doubly linked list in caching order */
-static void pc_evict(struct pc_pool *p, int32_t b) {
-    if (p->bka[b] == EMPTY) return;
+/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching order */
+static __attribute__((noinline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
     int32_t prev = p->bprev[b], next = p->bnext[b];
     if (prev) p->bnext[prev] = next;
     if (next) p->bprev[next] = prev;
@@ -149,6 +148,11 @@ static void pc_evict(struct pc_pool *p, int32_t b) {
     }
     p->bnext[b] = p->bprev[b] = 0;
     p->bka[b] = EMPTY;
+}
+
+/* drop block b's key (eviction), if it has one */
+static inline void pc_evict(struct pc_pool *p, int32_t b) {
+    if (p->bka[b] != EMPTY) pc_evict_key(p, b);
 }
 
 /* cache block b under key (a, kb); a Mamba state records the step */
