@@ -233,5 +233,10 @@ def test_origin_pairs_out_of_order_are_read_as_the_reference_reads_them():
             ReplayRequest("c", 20, 2, 8, 0.0, second[:2], 2),
         )
         c, ref = run_c(cfg, reqs, ARRIVE_STEP), run_reference(cfg, reqs, ARRIVE_STEP)
-        assert (tuple(c.steps), c.requests, c.error, c.totals) == (tuple(ref.steps), ref.requests, ref.error, ref.totals)
+        assert (tuple(c.steps), c.requests, c.error, c.totals) == (
+            tuple(ref.steps),
+            ref.requests,
+            ref.error,
+            ref.totals,
+        )
         assert sum(r.prefix_hit_tokens for r in c.requests) > 0
