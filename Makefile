@@ -92,7 +92,8 @@ PEER_TRACE ?= ../shared/traces/mooncake-conversation.jsonl.gz
 
 # make bench: ns per scheduled request-step of fpm replay and the ratio against
 # the reference's Rust replay on the anchor workload (one run, the same machine),
-# the scaling from 10**3 to 10**6 requests with peak RSS, then the pytest benchmarks.
+# the scaling table (generated conversations of 10**3 to 10**6 requests, prefix caching on and off:
+# wall and CPU time, peak RSS; --scaling-max 7 adds 10**7), then the pytest benchmarks.
 bench: env bench-env
 	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling \
 		--peer-trace $(PEER_TRACE) --mocker-python $(MOCKER_VENV)/bin/python

@@ -38,7 +38,7 @@ struct pc_pool {
     int64_t U;             /* usable blocks, ids 1 ... U */
     int64_t fresh;         /* next never-used id (fresh ids fresh ... U are free, in order) */
     int64_t nblk;          /* per-block arrays cover ids 0 ... nblk - 1 */
-    int32_t *qn, *qp, *ref, *bnext;
+    int32_t *qn, *qp, *ref, *bnext, *bprev; /* bnext, bprev: the chain of blocks cached under one key */
     int64_t *bka, *bkb;
     int32_t mark_next, mark_prev; /* links of the fresh range's place */
     int64_t qlen;          /* free queue length, fresh blocks included */
@@ -56,6 +56,7 @@ struct pc_pool {
     int32_t *hit_tab;
     int32_t *hit_m;
     int32_t *batch;
+    int origins_sorted; /* every request's origin pairs in order of upto */
 };
 
 /* ------------------------------------------------------------ storage */
@@ -69,6 +70,7 @@ static int pc_grow_blocks(struct pc_pool *p, int64_t id) {
     if (!fpm_grow((void **)&p->qn, old, n, sizeof(int32_t)) || !fpm_grow((void **)&p->qp, old, n, sizeof(int32_t)) ||
         !fpm_grow((void **)&p->ref, old, n, sizeof(int32_t)) ||
         !fpm_grow((void **)&p->bnext, old, n, sizeof(int32_t)) ||
+        !fpm_grow((void **)&p->bprev, old, n, sizeof(int32_t)) ||
         !fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) || !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t))) {
         p->oom = 1;
         return 0;
@@ -130,28 +132,27 @@ static void ht_delete_at(struct pc_pool *p, uint64_t i) {
     }
 }
 
-/* drop block b's key (eviction) */
-static void pc_evict(struct pc_pool *p, int32_t b) {
-    if (p->bka[b] == EMPTY) return;
-    int64_t i = ht_find(p, p->bka[b], p->bkb[b]);
-    if (i >= 0) {
-        ht_entry *en = &p->ht[i];
-        int32_t prev = 0, cur = en->head;
-        while (cur && cur != b) {
-            prev = cur;
-            cur = p->bnext[cur];
-        }
-        if (cur == b) {
-            if (prev)
-                p->bnext[prev] = p->bnext[b];
-            else
-                en->head = p->bnext[b];
-            if (en->tail == b) en->tail = prev;
-            p->bnext[b] = 0;
+/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching order */
+static __attribute__((noinline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
+    int32_t prev = p->bprev[b], next = p->bnext[b];
+    if (prev) p->bnext[prev] = next;
+    if (next) p->bprev[next] = prev;
+    if (!prev || !next) { /* the chain's head or tail: its entry changes */
+        int64_t i = ht_find(p, p->bka[b], p->bkb[b]);
+        if (i >= 0) {
+            ht_entry *en = &p->ht[i];
+            if (!prev) en->head = next;
+            if (!next) en->tail = prev;
             if (en->head == 0) ht_delete_at(p, (uint64_t)i);
         }
     }
+    p->bnext[b] = p->bprev[b] = 0;
     p->bka[b] = EMPTY;
+}
+
+/* drop block b's key (eviction), if it has one */
+static inline void pc_evict(struct pc_pool *p, int32_t b) {
+    if (p->bka[b] != EMPTY) pc_evict_key(p, b);
 }
 
 /* cache block b under key (a, kb); a Mamba state records the step */
@@ -162,18 +163,20 @@ static void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int 
     if ((p->hcount + 1) * 4 > (int64_t)(p->hmask + 1) * 3) return; /* out of memory: the key is not cached */
     p->bka[b] = a;
     p->bkb[b] = kb;
-    int64_t i = ht_find(p, a, kb);
+    uint64_t j = pc_hash(a, kb) & p->hmask; /* the key's entry, or the free slot that ends its probe */
+    while (p->ht[j].ka != EMPTY && (p->ht[j].ka != a || p->ht[j].kb != kb)) j = (j + 1) & p->hmask;
+    int64_t i = p->ht[j].ka == EMPTY ? -1 : (int64_t)j;
     if (i < 0) {
-        uint64_t j = pc_hash(a, kb) & p->hmask;
-        while (p->ht[j].ka != EMPTY) j = (j + 1) & p->hmask;
         p->ht[j].ka = a;
         p->ht[j].kb = kb;
         p->ht[j].head = p->ht[j].tail = b;
         p->ht[j].stamp = 0;
         p->hcount++;
         i = (int64_t)j;
+        p->bprev[b] = 0;
     } else {
         p->bnext[p->ht[i].tail] = b;
+        p->bprev[b] = p->ht[i].tail;
         p->ht[i].tail = b;
     }
     p->bnext[b] = 0;
@@ -276,6 +279,7 @@ void pc_free(struct pc_pool *p) {
     free(p->qp);
     free(p->ref);
     free(p->bnext);
+    free(p->bprev);
     free(p->bka);
     free(p->bkb);
     free(p->ht);
@@ -303,6 +307,7 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->qp = fpm_calloc(first, sizeof(int32_t));
     p->ref = fpm_calloc(first, sizeof(int32_t));
     p->bnext = fpm_calloc(first, sizeof(int32_t));
+    p->bprev = fpm_calloc(first, sizeof(int32_t));
     p->bka = fpm_calloc(first, sizeof(int64_t));
     p->bkb = fpm_calloc(first, sizeof(int64_t));
     int64_t ns = 0;
@@ -315,8 +320,8 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_tab = (maxc > INT64_MAX / e->G) ? NULL : fpm_calloc(e->G * maxc, sizeof(int32_t));
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
-    if (!p->qn || !p->qp || !p->ref || !p->bnext || !p->bka || !p->bkb || !p->hold || !p->tab || !p->hit_lo ||
-        !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
+    if (!p->qn || !p->qp || !p->ref || !p->bnext || !p->bprev || !p->bka || !p->bkb || !p->hold || !p->tab ||
+        !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
         goto fail;
     p->nblk = first;
     for (int64_t b = 0; b < first; b++) p->bka[b] = EMPTY;
@@ -328,6 +333,13 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
         p->mark_prev = 0;
     }
     p->qlen = p->U;
+    p->origins_sorted = 1;
+    for (int64_t i = 0; i < e->n && p->origins_sorted; i++) {
+        if (e->in[i].origin_len < 2) continue;
+        const int64_t *upto = &e->cfg.origin_upto[e->in[i].origin_off];
+        for (int64_t k = 1; k < e->in[i].origin_len; k++)
+            if (upto[k] < upto[k - 1]) p->origins_sorted = 0;
+    }
     return p;
 fail:
     pc_free(p);
@@ -343,12 +355,55 @@ static int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
     return &e->pool->tab[((int64_t)r->slot * e->G + gi) * e->pool->maxc];
 }
 
-/* the origin key of r's tokens [0, q) */
+/* R-36: the origin key of r's tokens [0, q): the key of the first pair with q <= upto, else r's own.
+ * Pairs in order of upto (the trace readers' breakpoints) are searched by bisection. */
 static int64_t pc_origin(const engine_t *e, const request_t *r, int64_t q) {
     const fpm_replay_request *in = &e->in[r - e->req];
-    for (int64_t i = 0; i < in->origin_len; i++)
-        if (q <= e->cfg.origin_upto[in->origin_off + i]) return e->cfg.origin_key[in->origin_off + i];
+    int64_t n = in->origin_len;
+    if (n == 0) return in->own_key;
+    const int64_t *upto = &e->cfg.origin_upto[in->origin_off];
+    if (e->pool->origins_sorted) {
+        int64_t lo = 0, hi = n; /* the first i with q <= upto[i] */
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (q <= upto[mid])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        return lo < n ? e->cfg.origin_key[in->origin_off + lo] : in->own_key;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (q <= upto[i]) return e->cfg.origin_key[in->origin_off + i];
     return in->own_key;
+}
+
+/* The origin keys of r's blocks in increasing order (q never decreases between calls): a cursor
+ * over r's pairs, one step per breakpoint passed; pairs out of order are searched as pc_origin does. */
+typedef struct {
+    const engine_t *e;
+    const request_t *r;
+    const int64_t *upto, *key;
+    int64_t n, i, own;
+    int sorted;
+} origin_cursor;
+
+static void origin_start(const engine_t *e, const request_t *r, origin_cursor *oc) {
+    const fpm_replay_request *in = &e->in[r - e->req];
+    oc->e = e;
+    oc->r = r;
+    oc->n = in->origin_len;
+    oc->upto = oc->n ? &e->cfg.origin_upto[in->origin_off] : NULL;
+    oc->key = oc->n ? &e->cfg.origin_key[in->origin_off] : NULL;
+    oc->i = 0;
+    oc->own = in->own_key;
+    oc->sorted = e->pool->origins_sorted;
+}
+
+static int64_t origin_next(origin_cursor *oc, int64_t q) {
+    if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
+    while (oc->i < oc->n && q > oc->upto[oc->i]) oc->i++;
+    return oc->i < oc->n ? oc->key[oc->i] : oc->own;
 }
 
 static void pc_key(const engine_t *e, const request_t *r, int gi, int64_t j, int64_t *ka, int64_t *kb) {
@@ -440,11 +495,14 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     int first_candidate = 1; /* cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned */
     if (has_full) {
         int64_t j = 0;
+        origin_cursor oc;
+        origin_start(e, r, &oc);
         for (; j < maxb; j++) {
             int all = 1;
+            int64_t ka = origin_next(&oc, (j + 1) * B);
             for (int gi = 0; gi < e->G && all; gi++) {
                 if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
-                int32_t b = pc_cached(e, r, gi, j);
+                int32_t b = pc_lookup_key(p, ka, j * e->G + gi);
                 if (!b) all = 0;
                 p->hit_tab[gi * p->maxc + j] = b;
             }
@@ -676,11 +734,11 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         if (start >= nfull) continue;
         if (is_attention(g->kind)) {
             int32_t *t = tab_at(e, r, gi);
+            origin_cursor oc;
+            origin_start(e, r, &oc);
             for (int64_t j = max64(start, s->lo); j < nfull; j++) {
                 if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
-                int64_t ka, kb;
-                pc_key(e, r, gi, j, &ka, &kb);
-                pc_set_key(p, t[j], ka, kb, 0);
+                pc_set_key(p, t[j], origin_next(&oc, (j + 1) * e->sched_block), j * e->G + gi, 0);
             }
         } else {
             int64_t bcols[2];

@@ -25,12 +25,15 @@ Dynamo's mocker (``ai-dynamo-runtime==1.6.1``, installed by ``make
 bench-mocker-env`` in ``.venv-mocker``: ``run_mocker_trace_replay`` offline
 with the same pool and settings), each as whole-process CPU time of a fresh
 process; the bench fails when the mocker's interpreter is missing or cannot
-import it.  ``--scaling`` adds 10**3 … 10**6 requests (each in its
-own process, streamed through :class:`fpmcore.replay.ReplayRun` without step
-records) with its time, ns per request-step and peak RSS.
+import it.  ``--scaling`` adds the scaling table: generated conversations
+(:func:`write_conversations`) of 10**3 … 10**6 requests (10**7 with
+``--scaling-max 7``), each replayed by ``fpm replay`` in its own process with
+prefix caching on and off, with its wall time, CPU time and peak RSS
+(``--scaling-only``: the table alone).
 
-    .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling]
+    .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling [--scaling-max 7]]
         [--peer-trace TRACE --mocker-python .venv-mocker/bin/python]
+    .venv/bin/python tools/bench_replay.py --scaling-only [--scaling-max 7]
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -189,27 +194,80 @@ def peer_table(trace: str, mocker_python: str) -> int:
     return 0
 
 
-def scaling_point(n: int) -> dict:
-    """One size of the scaling table, streamed without step records (run in its own process for its peak RSS)."""
-    from fpmcore.replay import ReplayRun
-
-    cfg, trace = anchor(n)
-    t, c = time.perf_counter(), time.process_time()
-    run = ReplayRun(cfg, trace, steps=False)
-    while not run.ended:
-        run.advance(1 << 40)
-    dt, dc = time.perf_counter() - t, time.process_time() - c
-    s = run.summary()
-    assert s["finished"] == n
-    return {"requests": n, "seconds": dt, "cpu_seconds": dc, "steps": s["steps"], "peak_rss_mb": peak_rss_mb()}
+#: Arrivals of the scaling table's generated conversations, per second (one second per step without a table).
+SCALING_RATE = 1.0
+#: The scaling table's sizes: 10**3 ... 10**6, and 10**7 with --scaling-max 7.
+SCALING_SIZES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident set (``VmHWM``: getrusage's maximum is inherited across fork)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def write_conversations(path: Path, n: int, seed: int = 25) -> None:
+    """``n`` requests of generated conversations in the Mooncake format (seeded).
+
+    Poisson arrivals at :data:`SCALING_RATE` per second; each request opens a
+    conversation (40 %) or continues one of the last 64 open ones: a turn repeats
+    the conversation's prompt and adds 1-3 content blocks of 512 tokens (the last
+    one partial), every conversation starts with block 0 (a system prompt shared
+    by all) and ends past 16 blocks; outputs of 16-512 tokens.  Prefix caching
+    finds the earlier turns' blocks.
+    """
+    rng = random.Random(seed)
+    t, next_id = 0.0, 1
+    open_: list[list[int]] = []
+    with open(path, "w") as f:
+        for _ in range(n):
+            t += rng.expovariate(SCALING_RATE)
+            if open_ and rng.random() < 0.6:
+                k = rng.randrange(len(open_))
+            else:
+                open_.append([0])
+                if len(open_) > 64:
+                    open_.pop(0)
+                k = len(open_) - 1
+            ids = open_[k]
+            add = rng.randint(1, 3)
+            ids.extend(range(next_id, next_id + add))
+            next_id += add
+            prompt = (len(ids) - 1) * 512 + rng.randint(1, 512)
+            f.write(f'{{"timestamp": {int(t * 1000)}, "input_length": {prompt}, '
+                    f'"output_length": {rng.randint(16, 512)}, "hash_ids": {ids}}}\n')  # fmt: skip
+            if len(ids) > 16:
+                open_.pop(k)
+
+
+def scaling_point(trace: Path, caching: bool) -> dict:
+    """``fpm replay`` of a generated trace on PLAIN70B in its own process: wall, CPU (user + system) and peak RSS."""
+    cmd = [str(Path(sys.executable).parent / "fpm"), "replay", str(PLAIN70B), "--trace", str(trace),
+           "--max-num-seqs", "256", "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off",
+           "--json"]  # fmt: skip
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
+        _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU and peak RSS
+        wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            se.seek(0)
+            raise SystemExit(f"bench: {' '.join(cmd)} failed: {se.read().decode()[-600:]}")
+        so.seek(0)
+        summary = json.loads(so.read())["summary"]
+    return {"steps": summary["steps"], "hit_tokens": summary["prefix_hit_tokens"], "seconds": wall,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}  # fmt: skip
+
+
+def scaling_table(max_exp: int) -> None:
+    """The scaling table: generated conversations of 10**3 ... 10**max_exp requests, prefix caching on and off."""
+    print(f"\nscaling: generated conversations (Mooncake format, {SCALING_RATE:g} request/s, shared prefixes) on "
+          f"{PLAIN70B.name}, max_num_seqs 256, budget 8,192; whole-process fpm replay --json, one run each")  # fmt: skip
+    print(f"{'requests':>10} {'caching':>8} {'steps':>11} {'hit tokens':>13} {'wall s':>9} {'CPU s':>9} "
+          f"{'peak RSS MB':>12}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (n for n in SCALING_SIZES if n <= 10**max_exp):
+            trace = Path(tmp) / f"conversations-{n}.jsonl"
+            write_conversations(trace, n)
+            for caching in (True, False):
+                p = scaling_point(trace, caching)
+                print(f"{n:>10,} {'on' if caching else 'off':>8} {p['steps']:>11,} {p['hit_tokens']:>13,} "
+                      f"{p['seconds']:>9.2f} {p['cpu_seconds']:>9.2f} {p['peak_rss_mb']:>12.0f}", flush=True)  # fmt: skip
+            trace.unlink()
 
 
 def main() -> int:
@@ -220,9 +278,11 @@ def main() -> int:
         help="the interpreter with the reference's wheel (make bench-env)",
     )
     ap.add_argument("--sizes", default="2000,20000")
-    ap.add_argument("--scaling", action="store_true", help="also 10**3 ... 10**6 requests with peak RSS")
+    ap.add_argument("--scaling", action="store_true", help="also the scaling table: 10**3 ... 10**6 requests")
+    ap.add_argument("--scaling-max", type=int, default=6, choices=range(3, 8), metavar="E",
+                    help="the scaling table's largest size, 10**E requests (3 ... 7; default 6)")  # fmt: skip
+    ap.add_argument("--scaling-only", action="store_true", help="the scaling table alone (no peer runs)")
     ap.add_argument("--rust", type=int, metavar="N", help=argparse.SUPPRESS)
-    ap.add_argument("--point", type=int, metavar="N", help=argparse.SUPPRESS)
     ap.add_argument("--peer-trace", metavar="TRACE", help="a Mooncake trace (.jsonl or .jsonl.gz) for the mocker table")
     ap.add_argument(
         "--mocker-python",
@@ -238,8 +298,8 @@ def main() -> int:
         wall, cpu = time_rust(args.rust)
         print(json.dumps({"seconds": wall, "cpu_seconds": cpu}))
         return 0
-    if args.point is not None:
-        print(json.dumps(scaling_point(args.point)))
+    if args.scaling_only:
+        scaling_table(args.scaling_max)
         return 0
     if not Path(args.rust_python).exists():
         print(f"bench: {args.rust_python} does not exist; run make bench-env", file=sys.stderr)
@@ -264,17 +324,7 @@ def main() -> int:
             f"{rust['cpu_seconds'] / cpu:>6.1f}x"
         )
     if args.scaling:
-        per = request_steps(2000) / 2000
-        print("\nscaling (ReplayRun without step records, one process per size; CPU time)")
-        print(f"{'requests':>10} {'steps':>10} {'CPU s':>9} {'wall s':>9} {'ns/req-step':>12} {'peak RSS MB':>12}")
-        for n in (1_000, 10_000, 100_000, 1_000_000):
-            proc = subprocess.run([sys.executable, __file__, "--point", str(n)], capture_output=True, text=True,
-                                  check=True)  # fmt: skip
-            p = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(
-                f"{n:>10,} {p['steps']:>10,} {p['cpu_seconds']:>9.3f} {p['seconds']:>9.3f} "
-                f"{p['cpu_seconds'] / (per * n) * 1e9:>12.1f} {p['peak_rss_mb']:>12.0f}"
-            )
+        scaling_table(args.scaling_max)
     if args.peer_trace:
         return peer_table(args.peer_trace, args.mocker_python)
     return 0

@@ -17,6 +17,7 @@ from helpers import full, run, trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fpmcore.replay import make_config
 from fpmcore.replay.engine import origins
 from fpmcore.replay.trace import from_sched_json, hash_id_count, parse_trace, parse_trace_lines, to_sched_json
 from fpmcore.verify.traces import prompts
@@ -211,3 +212,31 @@ def test_keys_are_as_many_as_the_distinct_chains_not_the_blocks():
     origin, own = origins(parse_trace_lines(lines))
     assert sum(len(o) for o in origin) > 60_000
     assert len({k for o in origin for _, k in o}) == 64 * 3
+
+
+def test_origin_pairs_out_of_order_are_read_as_the_reference_reads_them():
+    """The C engine finds a block's origin by bisection when every request's pairs are in order of
+    ``upto`` (the trace readers' breakpoints) and by the reference's scan otherwise: the first pair
+    with ``q <= upto`` either way, so both orders replay as the reference does."""
+    from fpmcore.replay.cengine import run_c
+    from fpmcore.replay.model import ARRIVE_STEP, KIND_FULL, GroupSpec, ReplayRequest
+    from fpmcore.replay.reference import run_reference
+
+    cfg = make_config([GroupSpec("full", KIND_FULL, 4, 64)], 40 * 64, prefix_caching=True, max_num_seqs=4,
+                      max_num_batched_tokens=16, max_model_len=256, fixed_step_seconds=1.0)  # fmt: skip
+    in_order = ((8, 100), (16, 101), (30, 102))
+    shuffled = ((16, 101), (8, 100), (30, 102), (4, 103))  # (8, 100) and (4, 103) are never the first match
+    for second in (in_order, shuffled):
+        reqs = (
+            ReplayRequest("a", 30, 3, 0, 0.0, in_order, 0),
+            ReplayRequest("b", 30, 3, 4, 0.0, second, 1),
+            ReplayRequest("c", 20, 2, 8, 0.0, second[:2], 2),
+        )
+        c, ref = run_c(cfg, reqs, ARRIVE_STEP), run_reference(cfg, reqs, ARRIVE_STEP)
+        assert (tuple(c.steps), c.requests, c.error, c.totals) == (
+            tuple(ref.steps),
+            ref.requests,
+            ref.error,
+            ref.totals,
+        )
+        assert sum(r.prefix_hit_tokens for r in c.requests) > 0

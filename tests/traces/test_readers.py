@@ -295,3 +295,37 @@ def test_a_mooncake_replay_equals_the_replay_of_its_conversion(host, tmp_path):
     assert again.json()["summary"] == summary
     # 38 finished (2 prompts exceed the profile's max_model_len), 18,944 prompt tokens hit the cache through the ids
     assert (summary["finished"], summary["prefix_hit_tokens"]) == (38, 18944)
+
+
+@pytest.mark.parametrize("line", [
+    '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0]}',
+    '{"timestamp":27000,"input_length":1100,"output_length":7,"hash_ids":[3,999999999999999999,5]}',
+    '{"timestamp": 1, "input_length": 0, "output_length": 1, "hash_ids": []}',
+    '{"timestamp": 01, "input_length": 1, "output_length": 1, "hash_ids": [0]}',
+    '{"timestamp": 1.5, "input_length": 1, "output_length": 1, "hash_ids": [0]}',
+    '{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1000000000000000000]}',
+    '{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1,,2]}',
+    '{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1], "timestamp": 2}',
+    '{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1]} ',
+])  # fmt: skip
+def test_a_mooncake_line_of_the_releases_shape_reads_as_the_json_reader_reads_it(line):
+    """The release's own line shape is read without the JSON reader; any other line goes through it."""
+    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.traces.mooncake import _plain
+
+    plain = _plain(line)
+    try:
+        strict = loads(line)
+    except JsonError:
+        strict = None
+    if plain is not None:
+        assert plain == strict and [type(v) for v in plain.values()] == [type(v) for v in strict.values()]
+        assert all(type(h) is int for h in plain["hash_ids"])
+
+
+def test_the_real_mooncake_excerpt_is_read_without_the_json_reader_as_with_it():
+    from fpmcore.jsonio import loads
+    from fpmcore.traces.mooncake import _plain
+
+    lines = (DATA / "mooncake-conversation-40.jsonl").read_text().splitlines()
+    assert all(_plain(line) == loads(line) for line in lines) and all(_plain(line) is not None for line in lines)

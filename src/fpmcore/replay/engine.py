@@ -126,33 +126,52 @@ def arrival_step_for(t: float, s: float) -> int:
     return k
 
 
-def hash_breakpoints(
-    r: TraceRequest, chains: dict[tuple[int, int, int], int], base: int
-) -> tuple[tuple[int, int], ...]:
+class HashChains:
+    """The keys of the chains of content-block ids seen so far: a trie per block size.
+
+    ``tries[H][parent][id]`` is the key of the chain ``parent`` extended by ``id`` at
+    block size ``H`` (the root's parent is ``-1``); keys are numbered from ``base`` in
+    order of appearance.
+    """
+
+    __slots__ = ("base", "count", "tries")
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.count = 0
+        self.tries: dict[int, dict[int, dict[int, int]]] = {}
+
+
+def hash_breakpoints(r: TraceRequest, chains: HashChains) -> tuple[tuple[int, int], ...]:
     """R-36 origin breakpoints of a request given as content-block ids (``hash_ids``).
 
     Block ``k`` of the request's ``hash_block_tokens`` ``H`` covers tokens
     ``[k·H, min((k+1)·H, prompt_len))``; its breakpoint is
     ``(min((k+1)·H, prompt_len), key)`` where the key names the chain of ids
     ``hash_ids[0..k]`` at block size ``H`` (vLLM's hash chain: a block's hash
-    covers every block before it).  ``chains`` maps ``(H, parent key, id)`` to
-    the key of that chain, one entry per distinct chain prefix of the trace,
-    new keys numbered from ``base``.  So two requests share tokens ``[0, q)``
+    covers every block before it).  ``chains`` holds one key per distinct chain
+    prefix of the trace (:class:`HashChains`).  So two requests share tokens ``[0, q)``
     exactly when their ids agree up to the block that holds token ``q − 1``
     and ``q`` is within both prompts (:func:`fpmcore.replay.trace.hash_id_count`).
     """
     assert r.hash_ids is not None and r.hash_block_tokens is not None
     H, p = r.hash_block_tokens, r.prompt_len
+    trie = chains.tries.get(H)
+    if trie is None:
+        trie = chains.tries[H] = {}
     parent = -1
-    bps: list[tuple[int, int]] = []
-    for k, block_id in enumerate(r.hash_ids):
-        node = (H, parent, block_id)
-        key = chains.get(node)
+    keys: list[int] = []
+    for block_id in r.hash_ids:
+        kids = trie.get(parent)
+        if kids is None:
+            kids = trie[parent] = {}
+        key = kids.get(block_id)
         if key is None:
-            key = chains[node] = base + len(chains)
-        bps.append((min((k + 1) * H, p), key))
+            key = kids[block_id] = chains.base + chains.count
+            chains.count += 1
+        keys.append(key)
         parent = key
-    return tuple(bps)
+    return tuple(zip([min(u, p) for u in range(H, (len(keys) + 1) * H, H)], keys))
 
 
 def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]:
@@ -176,13 +195,13 @@ def origins(trace: Trace) -> tuple[list[tuple[tuple[int, int], ...]], list[int]]
     if not shared and not any_prefix_of and not any_hash:
         return [()] * n, list(range(base, base + n))
     index = {r.request_id: i for i, r in enumerate(trace.requests)} if any_prefix_of else {}
-    chains: dict[tuple[int, int, int], int] = {}
+    chains = HashChains(base + n)
     out: list[tuple[tuple[int, int], ...]] = []
     for r in trace.requests:
         if r.shared_prefix_id is not None:
             out.append(((int(r.shared_prefix_len or 0), shared[r.shared_prefix_id]),))
         elif r.hash_ids is not None:
-            out.append(hash_breakpoints(r, chains, base + n))
+            out.append(hash_breakpoints(r, chains))
         elif r.prefix_of is not None:
             lim = int(r.prefix_of_len or 0)
             src = index[r.prefix_of]
@@ -216,7 +235,10 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
     Refuses (rule ``R-32``) lengths above :data:`~fpmcore.replay.model.MAX_TOKENS`
     (the engine's integers) and arrivals after step :data:`MAX_ARRIVAL_STEP`.
     """
-    origin, own = origins(trace)
+    if cfg.prefix_caching:
+        origin, own = origins(trace)
+    else:  # the engine reads no content origin without prefix caching (R-36)
+        origin, own = [()] * len(trace.requests), list(range(len(trace.requests)))
     mode = arrival_mode(cfg, trace)
     for i, r in enumerate(trace.requests):
         if trace.step_exact:

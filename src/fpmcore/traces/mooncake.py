@@ -23,6 +23,7 @@ refused at the first line), and timestamps that never go back.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,24 @@ from fpmcore.traces.format import (
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
+_INT = r"(?:0|[1-9][0-9]{0,17})"  # a JSON integer below 10**18
+#: The release's own line shape: the four fields in order, integers only.  A line of this shape
+#: is read without the JSON reader (what it would return is evident); any other goes through it.
+_PLAIN_LINE = re.compile(
+    rf'\{{"timestamp": ?({_INT}), ?"input_length": ?({_INT}), ?"output_length": ?({_INT}), ?'
+    rf'"hash_ids": ?\[((?:{_INT}(?:, ?{_INT})*)?)\]\}}'
+)
+
+
+def _plain(text: str) -> dict[str, Any] | None:
+    """The object of a line of the release's own shape (:data:`_PLAIN_LINE`), else None."""
+    m = _PLAIN_LINE.fullmatch(text)
+    if m is None:
+        return None
+    ts, prompt, output, ids = m.groups()
+    return {"timestamp": int(ts), "input_length": int(prompt), "output_length": int(output),
+            "hash_ids": [int(h) for h in ids.split(",")] if ids else []}  # fmt: skip
+
 
 def sniff(head: bytes) -> bool:
     """The first line is a JSON object with ``timestamp``, ``input_length`` and ``output_length``."""
@@ -56,6 +75,10 @@ def sniff(head: bytes) -> bool:
 def _hash_ids(value: Any, line: int, where: str) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise FpmError("T-2", f"line {line}: hash_ids must be a list of integers, found {type(value).__name__}", where)
+    ids = tuple(value)
+    # every id an int (bool is a subclass, not the type) within 0..MAX_HASH_ID: checked at C speed, else located below
+    if not ids or (set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) <= MAX_HASH_ID):
+        return ids
     for i, h in enumerate(value):
         if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
             shown = repr(h) if len(repr(h)) <= 30 else repr(h)[:27] + "…"
@@ -69,8 +92,10 @@ def read(source: TraceSource) -> Iterator[TraceRequest]:
     for n, text in source.lines():
         if not text.strip():
             continue
+        obj = _plain(text)
         try:
-            obj = loads(text)
+            if obj is None:
+                obj = loads(text)
         except JsonError as exc:
             raise FpmError("T-2", f"line {n}: not a JSON object: {exc.reason}", where) from None
         if not isinstance(obj, dict):
