@@ -560,7 +560,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
         help="write the plan file (its folder must exist; never a special file or the profile)",
     )
     p.add_argument(
-        "-v", "--verbose", action="store_true", help="also print the model plugin's log on stderr (04 G-20 lines)"
+        "-v", "--verbose", action="store_true", help="also print the model plugin's log lines on stderr"
     )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 

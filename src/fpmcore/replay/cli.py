@@ -354,7 +354,7 @@ def replay_command() -> CliCommand:
     """The ``replay`` subcommand (registered by the host's built-in plugin)."""
     return CliCommand(
         name="replay",
-        help="replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency (06)",
+        help="replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency",
         configure=configure,
         run=run,
     )
