@@ -559,9 +559,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="PLAN",
         help="write the plan file (its folder must exist; never a special file or the profile)",
     )
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="also print the model plugin's log lines on stderr"
-    )
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the model plugin's log lines on stderr")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
