@@ -70,7 +70,13 @@ def _int(v: Any) -> bool:
 
 
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite number: an integer beyond a double (``10**400``) is not one, as it has no float to compute with."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def _bad(msg: str, where: str) -> FpmError:
