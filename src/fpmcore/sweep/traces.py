@@ -71,12 +71,9 @@ def _int(v: Any) -> bool:
 
 def _num(v: Any) -> bool:
     """A finite number: an integer beyond a double (``10**400``) is not one, as it has no float to compute with."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return False
-    try:
-        return math.isfinite(v)
-    except OverflowError:
-        return False
+    from fpmcore.jsonio import is_finite_number
+
+    return is_finite_number(v)
 
 
 def _bad(msg: str, where: str) -> FpmError:
