@@ -172,6 +172,18 @@ def test_the_syntax_error_example_of_the_issue(tmp_path, host):
     }
 
 
+@pytest.mark.parametrize("content, message", [
+    (b'{\n"a": 1,\n"b": "abc\n}\n', "invalid JSON: Invalid control character at line 3 column 10"),
+    (b'{\n"a": 1,\n"b": "abc', "invalid JSON: Unterminated string starting at line 3 column 6"),
+])  # fmt: skip
+def test_a_json_syntax_error_says_at_once(tmp_path, host, content, message):
+    """Python's own "... starting at" and "... character at" read with the place once, never "at at line 34"."""
+    bad = tmp_path / "p.json"
+    bad.write_bytes(content)
+    res = run_fpm("profile", "check", str(bad), host=host)
+    assert (res.exit_code, res.stderr) == (2, f"fpm: {bad}: {message} [JSON]\n")
+
+
 # --------------------------------------------------------------------------
 # §8 a subcommand's own usage
 # --------------------------------------------------------------------------
