@@ -415,7 +415,7 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert (res.exit_code, res.stdout) == (2, "")
     last = res.stderr.splitlines()[-1]  # after the no-table note
-    assert last.startswith("fpm: trace line 1: arrival at step ")
+    assert last.startswith(f"fpm: {trace}: trace line 1: arrival at step ")  # the file, as every refusal names it
     assert last.endswith(
         " is beyond the last arrival step a trace may have, 50,000,000 (a limit of arrivals, apart "
         "from --max-steps, which bounds the steps run) [R-32]"
