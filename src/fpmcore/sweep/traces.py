@@ -90,7 +90,7 @@ def check_length(spec: Any, field: str, where: str) -> Any:
         raise _bad(f"{field} must be an integer or a distribution object, found {json.dumps(spec)}", where)
     dist = spec.get("dist")
     allowed = DISTRIBUTIONS
-    if dist not in allowed:
+    if not isinstance(dist, str) or dist not in allowed:  # a list is no name (and no key of a dict)
         raise _bad(f"{field}: dist must be uniform, lognormal or choice, found {json.dumps(dist)}", where)
     unknown = sorted(set(spec) - set(allowed[dist]))
     if unknown:
