@@ -661,7 +661,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         return EXIT_NEGATIVE
     if document is None:
         ctx.err.print(
-            "the plan was not saved (give -o PLAN to write the plan file)",
+            "fpm: note: the plan was not saved (give -o PLAN to write the plan file)",
             markup=False,
             highlight=False,
             soft_wrap=True,
