@@ -172,6 +172,18 @@ def test_the_syntax_error_example_of_the_issue(tmp_path, host):
     }
 
 
+@pytest.mark.parametrize("content, message", [
+    (b'{\n"a": 1,\n"b": "abc\n}\n', "invalid JSON: Invalid control character at line 3 column 10"),
+    (b'{\n"a": 1,\n"b": "abc', "invalid JSON: Unterminated string starting at line 3 column 6"),
+])  # fmt: skip
+def test_a_json_syntax_error_says_at_once(tmp_path, host, content, message):
+    """Python's own "... starting at" and "... character at" read with the place once, never "at at line 34"."""
+    bad = tmp_path / "p.json"
+    bad.write_bytes(content)
+    res = run_fpm("profile", "check", str(bad), host=host)
+    assert (res.exit_code, res.stderr) == (2, f"fpm: {bad}: {message} [JSON]\n")
+
+
 # --------------------------------------------------------------------------
 # §8 a subcommand's own usage
 # --------------------------------------------------------------------------
@@ -403,7 +415,7 @@ def test_an_arrival_far_beyond_the_limit_is_refused_at_once(tmp_path, host, arri
     res = run_fpm("replay", str(PROFILE), "--trace", str(trace), host=host)
     assert (res.exit_code, res.stdout) == (2, "")
     last = res.stderr.splitlines()[-1]  # after the no-table note
-    assert last.startswith("fpm: trace line 1: arrival at step ")
+    assert last.startswith(f"fpm: {trace}: trace line 1: arrival at step ")  # the file, as every refusal names it
     assert last.endswith(
         " is beyond the last arrival step a trace may have, 50,000,000 (a limit of arrivals, apart "
         "from --max-steps, which bounds the steps run) [R-32]"

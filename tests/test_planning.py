@@ -235,7 +235,7 @@ def test_summary(glm_host) -> None:
     assert text.splitlines()[0] == "plan zai-org/GLM-5.3-Flash @ 04c4e9e95c5d, deployment 0, origin glm53flash_grid_v1"
     assert text.count("16 of 593") == 0 and text.count("│      16 │") == 1  # the drop counts once
     assert "glm-5.3-flash point list" not in text + result.stderr
-    assert result.stderr == "the plan was not saved (give -o PLAN to write the plan file)\n"
+    assert result.stderr == "fpm: note: the plan was not saved (give -o PLAN to write the plan file)\n"
     verbose = run_fpm("plan", str(PROFILE), "--verbose", host=glm_host)
     assert verbose.exit_code == 0 and verbose.stdout == run_fpm("plan", str(PROFILE), host=glm_host).stdout
     assert verbose.stderr.splitlines()[:3] == [

@@ -87,6 +87,11 @@ def test_running_fpm_after_make_demo(tmp_path):
     args[args.index("--trace") + 1] = str(root / args[args.index("--trace") + 1])
     res = run_fpm(*args, host=host)
     assert res.exit_code == 0, res.stderr
+    others = [line.split()[1:] for line in block.splitlines() if line.startswith(".venv/bin/fpm ") and line != replay]
+    assert others  # every other line of the block runs as written
+    for argv in others:
+        res = run_fpm(*argv, host=host)
+        assert res.exit_code == 0 and res.stdout, (argv, res.stderr)
 
 
 def test_make_test_is_described_alike_everywhere():

@@ -280,3 +280,34 @@ def test_the_docs_rules_page_lists_every_entry(catalogue):
     headings = re.findall(r"^### (.+)$", page, re.M)
     assert headings == list(catalogue)
     assert "2\\*\\*53" in page  # prose is Markdown-safe
+
+
+# ---------------------------------------------------------------------------
+# (f) what a user reads names no document the repository does not hold
+# ---------------------------------------------------------------------------
+
+#: A citation of a chapter of outside documents: a chapter file, ``(02)``, ``04 G-20``, ``05 §7.3``.
+OUTSIDE = re.compile(r"\b\d\d-[a-z-]+\.md\b|\(0\d\)|\b0\d\s+(?:§|[A-Z]-)")
+
+
+def test_the_help_and_the_guides_cite_no_chapter_of_outside_documents():
+    """``fpm --help`` said "(02)", "(05)", "(06)" and the guides cited ``01-profile.md`` §10, documents the
+    repository does not hold: the help of every command, the README and the user's pages name none (a rule id is
+    looked up with ``fpm explain``)."""
+    import argparse
+
+    from fpmcore.cli import build_parser
+
+    host = make_host(entry_points=PLUGINS)
+    parser = build_parser(host)
+    texts = {"fpm --help": parser.format_help()}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name in action.choices:  # each command configured as it is when it runs
+                texts[f"fpm {name} --help"] = run_fpm(name, "--help", host=host).stdout
+    pages = [ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "live-engine.md",
+             *sorted((ROOT / "docs" / "guides").glob("*.md"))]  # fmt: skip
+    texts |= {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in pages}
+    assert len(texts) > 20
+    cited = {where: OUTSIDE.findall(text) for where, text in texts.items()}
+    assert {where: found for where, found in cited.items() if found} == {}

@@ -28,11 +28,11 @@ from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContr
 PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("probe", "observe a runtime's KV cache (a dry run of its planning, or a live engine) and write observation "
               "records", "fpmcore.probe", "probe_command"),
-    ("import", "import runtime observation records into an FPM profile (02)", "fpmcore.importer", "import_command"),
+    ("import", "import runtime observation records into an FPM profile", "fpmcore.importer", "import_command"),
     ("plan", "generate the benchmark points of a model from an accepted profile", "fpmcore.planning", "plan_command"),
-    ("validate", "validate the measurement artifacts of a collected run against its plan (05)",
+    ("validate", "validate the measurement artifacts of a collected run against its plan",
                  "fpmcore.validate.command", "validate_command"),
-    ("replay", "replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency (06)",
+    ("replay", "replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency",
                "fpmcore.replay.cli", "replay_command"),
     ("sweep", "replay a grid of profiles, traces, tables and settings, locally or on Ray",
               "fpmcore.sweep.command", "sweep_command"),

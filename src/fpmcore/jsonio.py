@@ -374,8 +374,9 @@ def loads(data: bytes | str, where: str = "") -> Any:
             raise _located(exc.kind, exc.detail, text) from None
         except json.JSONDecodeError as exc:
             reason = f"invalid JSON: {exc.msg}"
+            at = " " if reason.endswith(" at") else " at "  # json's "Unterminated string starting at", never "at at"
             raise JsonError(
-                f"{reason} at line {exc.lineno} column {exc.colno}",
+                f"{reason}{at}line {exc.lineno} column {exc.colno}",
                 reason=reason,
                 line=exc.lineno,
                 column=exc.colno,

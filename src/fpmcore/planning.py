@@ -560,9 +560,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="PLAN",
         help="write the plan file (its folder must exist; never a special file or the profile)",
     )
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="also print the model plugin's log on stderr (04 G-20 lines)"
-    )
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the model plugin's log lines on stderr")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
@@ -664,7 +662,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         return EXIT_NEGATIVE
     if document is None:
         ctx.err.print(
-            "the plan was not saved (give -o PLAN to write the plan file)",
+            "fpm: note: the plan was not saved (give -o PLAN to write the plan file)",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -449,9 +449,54 @@ def test_validate_and_publish_read_a_plan_the_same_way(collected, small_plan, en
     assert not table.exists()
 
 
-def test_a_table_source_records_only_strings_of_the_plan(collected, small_plan, engine):
+@pytest.mark.parametrize("edit", [lambda p: p.__setitem__("model", "someone/Other-Model"),
+                                  lambda p: p["cells"][0].__setitem__("execution_profile", "edited")])  # fmt: skip
+def test_a_plan_edited_after_it_was_written_is_refused_by_validate_and_publish(collected, small_plan, engine,
+                                                                               tmp_path, edit):  # fmt: skip
+    """A plan whose ``model`` (or any field) was edited by hand keeps the hash of the plan it was: fpm validate and
+    fpm publish refuse it (exit 2, ``input``), so no table carries the edited model under the original hash."""
+    import json
+
     plan = plan_of(small_plan)
-    plan["model"] = 2**64
+    edit(plan)
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps(plan))
+    table = tmp_path / "table.json"
+    v = run_fpm("validate", str(collected), "--plan", str(bad), host=standin_host(engine))
+    p = run_fpm("publish", str(collected), "--plan", str(bad), "-o", str(table), host=standin_host(engine))
+    assert v.exit_code == p.exit_code == 2 and v.stderr == p.stderr, (v.stderr, p.stderr)
+    assert v.stderr.startswith(f"fpm: {bad}: not a frozen collection plan: plan_sha256 {plan['plan_sha256'][:12]}… "
+                               "is not the digest of its content (")  # fmt: skip
+    assert v.stderr.endswith("the plan was edited after it was written; plan again, or collect with the plan as "
+                             "written [input]\n")  # fmt: skip
+    assert not table.exists()
+
+
+def test_the_example_frozen_plan_edited_is_refused_and_a_reference_plan_is_read_as_it_is(tmp_path):
+    """fpmcore's frozen plan (``sha256`` over every other field) is checked; the reference's plan, whose hash covers
+    what its producer chose, is read as it is."""
+    import json
+
+    from fpmcore.validate.reader import plan_problem
+
+    root = Path(__file__).resolve().parents[2]
+    plan = json.loads((root / "examples" / "artifacts" / "glm53flash" / "plan.json").read_text())
+    assert plan_problem(plan) is None
+    plan["model"] = "someone/Other-Model"
+    assert "sha256 6ea660072219… is not the digest of its content" in str(plan_problem(plan))
+    reference = json.loads((root / "tests" / "validate" / "data" / "fpm_collection_plan_v10.json").read_text())
+    assert plan_problem(reference) is None
+
+
+def test_a_table_source_records_only_strings_of_the_plan(collected, small_plan, engine):
+    """The table's source takes a string of the plan or ``null`` (a plan of 2**64 as its model publishes nothing:
+    its hash no longer covers it; the document is built here from the results of the plan as written)."""
+    from fpmcore.collect.publish import table_document
+
+    plan = plan_of(small_plan)
     doc, results = publish_run(standin_host(engine), collected, plan)
-    assert doc is not None and doc["source"]["model"] is None
+    assert doc is not None
+    plan["model"] = 2**64
+    doc = table_document(collected, plan, results)
+    assert doc["source"]["model"] is None
     assert doc["source"]["plan_sha256"] == plan["plan_sha256"]

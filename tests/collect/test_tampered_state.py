@@ -134,6 +134,7 @@ def test_a_run_file_value_beyond_64_bits_reaches_the_artifacts_whole_and_validat
     (lambda r: r.pop("point"), "point must be an object, found nothing"),
     (lambda r: r.__setitem__("raw", []), "raw must be a non-empty list, found []"),
     (lambda r: r["raw"][0].__setitem__("wall_time", "x"), "raw[0].wall_time must be a number, found \"x\""),
+    (lambda r: r["raw"][0].__setitem__("wall_time", 10**400), "raw[0].wall_time must be a number, found 1" + "0" * 79),  # shown to 80 digits
     (lambda r: r["repetitions"][1].__setitem__("raw_sample_index", 99),
      "repetitions[1].raw_sample_index must be the index of a raw sample, found 99"),
     (lambda r: r["warmups"][0].pop("forward_index_end"),

@@ -253,6 +253,34 @@ def _same_change(base: Any, mutated: Any, other: Any) -> Any:
     return out
 
 
+def repin_plan(raw: bytes, run: Path) -> bytes:
+    """A mutated plan with its hash made the digest of its new content, and the run's collector provenance
+    recording that hash, so that the rules past the plan's digest are reached; ``raw`` as it is when it is not
+    a plan whose hash fpmcore can compute."""
+    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.validate.reader import plan_content_digest
+
+    try:
+        doc = loads(raw)
+    except JsonError:
+        return raw
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        return raw
+    digest = plan_content_digest(doc)
+    if digest is None:
+        return raw
+    doc["sha256" if "sha256" in doc else "plan_sha256"] = digest
+    for prov in sorted(run.rglob("provenance*.json")):
+        try:
+            record = json.loads(prov.read_bytes())
+        except (ValueError, OSError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("plan_sha256"), str):
+            record["plan_sha256"] = digest
+            prov.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    return json.dumps(doc).encode("utf-8")
+
+
 def snapshot(root: Path, skip: Path | None = None) -> dict[str, tuple[int, int]]:
     """``{relative path: (mode, size)}`` of everything below ``root`` but ``skip``."""
     out = {}

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from fpmcore.sweep import traces as generated
 from fpmcore.testing import make_host
 from tests.fuzz.conftest import count, work_dir
-from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, snapshot
+from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, repin_plan, snapshot
 from tests.fuzz.running import BATCH, SEED, campaign, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,8 @@ def test_mutated_generated_grids(host, data):
             count("generated grids")
 
 
-def _mutated_file(data, target: Path) -> bytes:
+def _mutated_file(data, target: Path, run: Path | None = None) -> bytes:
+    """``target`` mutated; a plan (``run`` given) re-pinned to its new content three times in four."""
     raw = target.read_bytes()
     if target.suffix == ".jsonl":
         lines = raw.decode("utf-8").splitlines()
@@ -147,6 +148,8 @@ def _mutated_file(data, target: Path) -> bytes:
         new = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
     else:
         new = encode(mutate_document(data, json.loads(raw))).encode("utf-8", "surrogatepass")
+        if run is not None and data.draw(st.integers(0, 3), label="repin") > 0:
+            new = repin_plan(new, run)
     return mutate_bytes(data, new)
 
 
@@ -169,7 +172,7 @@ def test_mutated_plans_through_publish(host, data, what):
         else:
             files = sorted(p for p in run.rglob("*") if p.is_file())
             target = files[data.draw(st.integers(0, len(files) - 1), label="file")]
-        target.write_bytes(_mutated_file(data, target))
+        target.write_bytes(_mutated_file(data, target, run if what == "plan" else None))
         (root / "out").mkdir()
         table = root / "out" / "table.json"
         before = snapshot(root, skip=table)

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from fpmcore.testing import make_host
 from tests.fuzz.conftest import count, work_dir
-from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, snapshot
+from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, repin_plan, snapshot
 from tests.fuzz.running import BATCH, SEED, campaign, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,6 +247,8 @@ def test_mutated_plans_and_runs(host, data, what):
             new = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
         else:
             new = encode(mutate_document(data, json.loads(raw))).encode("utf-8", "surrogatepass")
+            if what == "plan" and data.draw(st.integers(0, 3), label="repin") > 0:
+                new = repin_plan(new, run)  # its hash follows the edit: the rules past the digest are reached
         target.write_bytes(mutate_bytes(data, new))
         before = snapshot(root)
         res, doc = run_json("validate", str(run), "--plan", str(plan), "--json", host=host,

@@ -132,3 +132,48 @@ def test_plot_of_a_long_replay_is_drawn_from_bounded_series(tmp_path, monkeypatc
     ((width, points, seen),) = drawn
     assert width == 4 and points <= MAX_BUCKETS and points == -(-steps // width) and seen == steps
     assert png_size(out.read_bytes())[0] > 800
+
+
+def _drawn_figures(monkeypatch) -> list:
+    """The figures ``fpm`` saves, kept for reading their axes."""
+    from matplotlib.figure import Figure
+
+    drawn: list = []
+    save = Figure.savefig
+
+    def keep(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        drawn.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return drawn
+
+
+def test_the_replay_plot_reads_as_the_newcomer_asked(tmp_path, monkeypatch):
+    """The plot of ``make demo``'s replay: p99 drawn as markers (visible where it equals p90), whole counts on the
+    request axis, the latency intervals' length stated, one time axis under every panel, and more than two labelled
+    ticks on the log axis."""
+    glm = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
+    trace = ROOT / "examples" / "traces" / "glm-mixed-120.jsonl"
+    table = ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json"
+    drawn = _drawn_figures(monkeypatch)
+    png = tmp_path / "r.png"
+    r = run_fpm("replay", str(glm), "--trace", str(trace), "--fpm-table", str(table), "--plot", str(png))
+    assert r.exit_code == 0 and png.stat().st_size > 0, r.stderr
+    fig = drawn[0]
+    pool, requests, latency = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    labels = {ax.get_xlabel() for ax in (pool, requests, latency)}
+    assert len(labels) == 1 and labels.pop().startswith("replayed time (s) — "), labels  # one time axis, below each
+    one = ROOT / "examples" / "traces" / "glm-one-request.jsonl"  # a count of 0 or 1: ticks of 0.2 by default
+    assert run_fpm("replay", str(glm), "--trace", str(one), "--plot", str(tmp_path / "one.png")).exit_code == 0
+    counted = [ax for ax in drawn[1].axes if ax.get_ylabel().endswith("requests")]  # running, and waiting
+    assert len(counted) == 2 and all(float(t).is_integer() for ax in counted for t in ax.get_yticks())
+    assert counted[0].get_xlabel() == "step" and all(float(t).is_integer() for t in counted[0].get_xticks())
+    title = latency.get_title(loc="left")
+    assert " s of replayed time (" in title and " intervals; p99 as markers" in title, title
+    p99 = [line for line in latency.get_lines() if line.get_label().endswith("p99")]
+    assert len(p99) == 2 and all(line.get_marker() == "v" and line.get_linestyle() == "None" for line in p99)
+    fig.canvas.draw()
+    low, high = latency.get_ylim()
+    shown = [t for t in latency.yaxis.get_major_ticks() if t.label1.get_text() and low <= t.get_loc() <= high]
+    assert len(shown) > 2, [t.label1.get_text() for t in shown]

@@ -222,6 +222,31 @@ def test_generator_refusals(change, message):
     assert exc.value.message.startswith(message) and exc.value.rule == "sweep"
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"rate": 10**400}, "generated trace: rate must be a positive number or a list of them, found 1000"),
+    ({"rate": [1, 10**400]}, "generated trace: rate must be a positive number or a list of them, found [1, 1000"),
+    ({"prompt_len": {"dist": ["lognormal"], "median": 100, "sigma": 1}},
+     'prompt_len: dist must be uniform, lognormal or choice, found ["lognormal"]'),
+    ({"prompt_len": {"dist": {"a": 1}, "median": 100, "sigma": 1}},
+     'prompt_len: dist must be uniform, lognormal or choice, found {"a": 1}'),
+    ({"prompt_len": {"dist": "lognormal", "median": 10**400, "sigma": 1}},
+     "prompt_len: median must be a number > 0 and <= 2**40, found 1000"),
+    ({"prompt_len": {"dist": "lognormal", "median": 4000, "sigma": 10**400}},
+     "prompt_len: sigma must be a number from 0 to 10, found 1000"),
+])  # fmt: skip
+def test_a_generator_value_of_another_kind_is_refused_not_an_internal_error(tmp_path, change, message):
+    """A rate, median or sigma of 10**400 (an integer no double holds), a distribution named by a list or an object:
+    exit 2, one ``sweep`` line naming the field, never ``internal error`` (OverflowError, TypeError: found by the
+    mutation campaign)."""
+    profile = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"profiles": [str(profile)], "traces": [{**SPEC, **change}]}))
+    r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith(f"fpm: {grid}: traces[0]: {message}") and r.stderr.endswith("[sweep]\n"), r.stderr
+    assert "internal error" not in r.stderr and not (tmp_path / "r.jsonl").exists()
+
+
 def test_a_lognormal_draw_is_clamped_to_the_replay_bound():
     spec = {**SPEC, "rate": 1.0, "requests": 200, "prompt_len": {"dist": "lognormal", "median": 2**40, "sigma": 10}}
     (one,) = gen.check_generator(spec, "g")

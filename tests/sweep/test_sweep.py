@@ -325,3 +325,34 @@ def test_json_prints_only_the_rows_document(acceptance, tmp_path):
     doc = json.loads(r.stdout)
     assert list(doc) == ["schema", "rows"] and doc == {"schema": 1, "rows": serial}
     assert r.stdout.count("\n") == 1
+
+
+def test_the_sweep_plot_keeps_traces_of_different_rates_apart(tmp_path, monkeypatch):
+    """Generated traces at two rates: each is its own series (colour and best line, named in the legend), never
+    mixed into one cloud of points; the title says so."""
+    from matplotlib.figure import Figure
+
+    drawn: list = []
+    save = Figure.savefig
+
+    def keep(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        drawn.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    generated = {"generate": "poisson", "rate": [0.5, 2.0], "requests": 20, "seed": 3, "prompt_len": 500,
+                 "output_len": 20}  # fmt: skip
+    grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [generated], "tables": [str(GLM_TABLE)],
+                                            "settings": {"max_num_seqs": [1, 8]}})  # fmt: skip
+    png = tmp_path / "s.png"
+    r = run_fpm("sweep", str(grid), "-o", str(tmp_path / "r.jsonl"), "--plot", str(png), "--engine", "serial")
+    assert r.exit_code == 0 and png.stat().st_size > 0, r.stderr
+    (fig,) = drawn
+    assert "one colour per trace" in fig.get_suptitle()
+    (legend,) = fig.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    rates = [n for n in names if n.startswith("trace poisson(")]
+    assert len(rates) == 2 and {"rate=0.5" in rates[0], "rate=2" in rates[1]} == {True}, names
+    (panel,) = [ax for ax in fig.axes if ax.get_xlabel() == "max_num_seqs"]
+    colours = {tuple(c.get_facecolors()[0]) for c in panel.collections if len(c.get_offsets())}
+    assert len(colours) == 2  # one per trace

@@ -37,7 +37,11 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="RUN_DIR",
         help="the run folder to write (new or empty; with --resume the folder of an earlier run of this plan)",
     )
-    p.add_argument("--smoke", action="store_true", help="collect the smoke subset (04 G-24)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="collect the smoke subset of the plan (its few points, staged under the same plan hash)",
+    )
     add_protocol_options(p)
     p.add_argument(
         "--spacing",

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, canonical_bytes, digest, loads, one_line
+from fpmcore.jsonio import JsonError, canonical_bytes, digest, is_finite_number, loads, one_line
 from fpmcore.runtime_pin import RuntimePin
 from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
@@ -219,7 +219,8 @@ class RunFolder:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (an integer beyond a double is not one: :func:`fpmcore.jsonio.is_finite_number`)."""
+    return is_finite_number(value)
 
 
 def _integer(value: Any) -> bool:

@@ -232,7 +232,7 @@ def import_command() -> CliCommand:
     """The ``import`` subcommand, for the built-in command plugin to register."""
     return CliCommand(
         name="import",
-        help="import runtime observation records into an FPM profile (02)",
+        help="import runtime observation records into an FPM profile",
         configure=configure,
         run=run,
     )

@@ -272,7 +272,12 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         _note(ctx, "no --fpm-table: every step takes 1 s, so the times and latencies are in steps, not seconds")
     keep_steps = bool(args.steps and ctx.json)
     with_steps = bool(out or plot_path or keep_steps)
-    run = ReplayRun(cfg, trace, steps=with_steps)
+    try:
+        run = ReplayRun(cfg, trace, steps=with_steps)
+    except FpmError as exc:  # the engine's bounds of a request (R-32): named in the trace's file
+        if not exc.where:
+            exc.where = args.trace
+        raise
     files = RecordFiles(out, args.out_format, groups=len(cfg.groups)) if out is not None else None
     plot = PlotData([g.name for g in cfg.groups], cfg.usable_blocks if cfg.block_mode else cfg.capacity_bytes,
                     cfg.block_mode) if plot_path is not None else None  # fmt: skip
@@ -354,7 +359,7 @@ def replay_command() -> CliCommand:
     """The ``replay`` subcommand (registered by the host's built-in plugin)."""
     return CliCommand(
         name="replay",
-        help="replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency (06)",
+        help="replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency",
         configure=configure,
         run=run,
     )

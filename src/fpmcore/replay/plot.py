@@ -178,6 +178,11 @@ class PlotData:
             self._latency_panel(axes[2])
             if timed:
                 axes[2].set_xlim(axes[0].get_xlim())
+        if not timed:  # steps are counted whole
+            from matplotlib.ticker import MaxNLocator
+
+            for ax in axes:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.suptitle(title, fontsize=10)
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=110, bbox_inches="tight")
@@ -221,6 +226,9 @@ class PlotData:
         ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.plot(x, self.waiting, color="tab:orange", drawstyle="steps-post", label="waiting")
         ax2.set_ylabel("waiting requests", color="tab:orange")
+        for counts in (ax, ax2):  # a count that never leaves 0 still spans 0 and 1: whole ticks need two integers
+            low, high = counts.get_ylim()
+            counts.set_ylim(min(low, -0.05), max(high, 1.05))
         pre = [(xi, r) for xi, r, p in zip(x, self.running, self.preempted) if p]
         total = sum(self.preempted)
         if pre:

@@ -70,7 +70,10 @@ def _int(v: Any) -> bool:
 
 
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite number: an integer beyond a double (``10**400``) is not one, as it has no float to compute with."""
+    from fpmcore.jsonio import is_finite_number
+
+    return is_finite_number(v)
 
 
 def _bad(msg: str, where: str) -> FpmError:
@@ -87,7 +90,7 @@ def check_length(spec: Any, field: str, where: str) -> Any:
         raise _bad(f"{field} must be an integer or a distribution object, found {json.dumps(spec)}", where)
     dist = spec.get("dist")
     allowed = DISTRIBUTIONS
-    if dist not in allowed:
+    if not isinstance(dist, str) or dist not in allowed:  # a list is no name (and no key of a dict)
         raise _bad(f"{field}: dist must be uniform, lognormal or choice, found {json.dumps(dist)}", where)
     unknown = sorted(set(spec) - set(allowed[dist]))
     if unknown:

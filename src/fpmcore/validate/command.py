@@ -117,7 +117,7 @@ def validate_command() -> CliCommand:
     """``fpm validate ARTIFACT_DIR --plan PLAN [--json]`` (exit 0 all accepted, 1 some refused, 2 unreadable input)."""
     return CliCommand(
         name="validate",
-        help="validate the measurement artifacts of a collected run against its plan (05)",
+        help="validate the measurement artifacts of a collected run against its plan",
         configure=_configure,
         run=_run,
     )

@@ -258,7 +258,9 @@ def plan_problem(plan: Any) -> str | None:
     ``plan_sha256`` of a plan ``fpm plan`` writes, :func:`~fpmcore.validate.cell.plan_digest`) and a
     non-empty list ``cells`` of objects, each with a unique non-empty string
     ``cell_id`` (05 §6.2: the identity of a cell is covered by its id and the
-    plan hash).  A cell's execution identity is read per cell (A-14).
+    plan hash).  The hash is the digest of the plan's content where fpmcore wrote the plan
+    (:func:`plan_content_digest`): a plan edited by hand is refused, not published under the hash of another
+    plan.  A cell's execution identity is read per cell (A-14).
     ``options`` and its ``benchmark_points`` (04 G-25), when present, are
     objects, and the staged lists' ``manifest_sha256`` and
     ``smoke_manifest_sha256`` are 64-hex digests or ``null``.
@@ -279,9 +281,9 @@ def plan_problem(plan: Any) -> str | None:
             return f"cells[{i}].cell_id {cid} is not unique"
         seen.add(cid)
     sha = plan_digest(plan)
+    hash_key = "plan_sha256" if "sha256" not in plan and "plan_sha256" in plan else "sha256"
     if not (isinstance(sha, str) and HEX64.match(sha)):
-        key = "plan_sha256" if "sha256" not in plan and "plan_sha256" in plan else "sha256"
-        return f"{key} expected the 64-hex plan hash, found {_brief(sha)}"
+        return f"{hash_key} expected the 64-hex plan hash, found {_brief(sha)}"
     options = plan.get("options")
     if options is not None and not isinstance(options, dict):
         return f"options expected an object, found {_brief(options)}"
@@ -292,6 +294,28 @@ def plan_problem(plan: Any) -> str | None:
         digest = (bp or {}).get(key)
         if digest is not None and not (isinstance(digest, str) and HEX64.match(digest)):
             return f"options.benchmark_points.{key} expected a 64-hex digest, found {_brief(digest)}"
+    content = plan_content_digest(plan)
+    if content is not None and content != sha:
+        return (f"{hash_key} {sha[:12]}… is not the digest of its content ({content[:12]}…): the plan was edited after it "
+                "was written; plan again, or collect with the plan as written")  # fmt: skip
+    return None
+
+
+#: The frozen plans fpmcore writes (``tools/make_artifacts.py``): ``sha256`` is the digest of every other field.
+OWN_FROZEN_PLAN = "fpmcore_collection_plan_excerpt"
+
+
+def plan_content_digest(plan: Mapping[str, Any]) -> str | None:
+    """The digest the plan's hash must equal, where fpmcore knows what it covers: every field but ``plan_sha256``
+    and ``stage`` of a plan ``fpm plan`` writes, every field but ``sha256`` of a frozen plan fpmcore writes
+    (:data:`OWN_FROZEN_PLAN`); ``None`` for another producer's frozen plan, whose hash covers what that producer
+    chose (the collection records it as it is, A-13)."""
+    from fpmcore.validate.values import canonical_digest
+
+    if "sha256" not in plan:
+        return canonical_digest({k: v for k, v in plan.items() if k not in ("plan_sha256", "stage")})
+    if plan.get("schema_name") == OWN_FROZEN_PLAN:
+        return canonical_digest({k: v for k, v in plan.items() if k != "sha256"})
     return None
 
 
