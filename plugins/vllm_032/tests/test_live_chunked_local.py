@@ -124,7 +124,13 @@ def test_onboard_smoke_plans_collects_and_publishes_with_the_engines_blocks(onbo
     plan = load_path(camp / "plan.json")
     assert (plan["limits"]["block_size"], plan["limits"]["hash_block_size"]) == (BLOCK, BLOCK)
     assert (plan["engine"]["cache_block_sizes"], plan["engine"]["scheduler_block_size"]) == ([BLOCK] * 4, BLOCK)
-    assert [(p["phase"], p["batch_size"]) for p in plan["smoke"]] == [("prefill", 1), ("decode", 1), ("decode", 2)]
+    # with prefix caching the smoke prefills also start after one cached hash block (point_grid.smoke_template)
+    prefixes = [0, BLOCK, BLOCK] if onboarded["caching"] == "on" else [0]
+    assert [(p["phase"], p["batch_size"], p.get("prefix_tokens")) for p in plan["smoke"]] == [
+        *(("prefill", 1, prefix) for prefix in prefixes),
+        ("decode", 1, None),
+        ("decode", 2, None),
+    ]
     # the campaign's profile is the probed one: the same groups and pool
     imported = load_path(onboarded["root"] / "profile.json")["deployments"][0]["resources"]
     resources = load_path(camp / "profile.json")["deployments"][0]["resources"]
