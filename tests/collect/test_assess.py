@@ -67,6 +67,25 @@ def test_a_quiet_run_is_repeatable(quiet_run, small_plan, tmp_path):
     assert (src["repeatable"], src["accepted_unrepeatable"]) == (True, False)
 
 
+def test_a_machine_that_changed_speed_shows_as_a_shift_not_as_scatter(quiet_run, small_plan, tmp_path):
+    """A fresh engine 12 % slower on every step (a machine state the counters cannot see): every point moves
+    by about +12 %, so the median deviation is the shift and the points stay a few per cent around it; the run
+    is not repeatable (its knots are 12 % from what this machine does now), and the message says how."""
+    slower = StandinRuntime(StandinConfig(silent_bursts=((0, 10**9),), burst_slowdown=1.12))
+    report = tmp_path / "assessment.json"
+    r = _fpm(slower, "assess", str(quiet_run), "--plan", str(small_plan), "-o", str(report), "--points", "24",
+             "--seed", "5")  # fmt: skip
+    assert r.exit_code == 1, r.stderr
+    s = load_path(report)["summary"]
+    assert s["shift"] == pytest.approx(0.12, abs=0.03) and s["scatter"] < 0.04
+    assert s["median"] == pytest.approx(abs(s["shift"]), abs=0.02)
+    assert "every point moved a median +1" in r.stdout and "around that" in r.stdout
+    quiet = _fpm(StandinRuntime(), "assess", str(quiet_run), "--plan", str(small_plan), "-o",
+                 str(tmp_path / "quiet.json"), "--points", "24", "--seed", "5")  # fmt: skip
+    q = load_path(tmp_path / "quiet.json")["summary"]
+    assert quiet.exit_code == 0 and abs(q["shift"]) < 0.03 and q["scatter"] < 0.04
+
+
 def test_a_corrupted_knot_is_found_and_its_run_is_not_published(small_plan, model_dir, tmp_path):
     """A one-pass run whose point 2 ran entirely during a slowdown the counters could not see: the assessment
     finds point 2 off by about −43 % (1 / 1.75 − 1) and calls the run not repeatable (exit 1); fpm publish

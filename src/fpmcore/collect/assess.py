@@ -27,7 +27,19 @@ than a contended burst's typical distortion; and a single knot off by more
 than a third is a corrupted knot — every replayed step that interpolates it
 moves with it (one such decode knot once moved a replayed makespan by 45 %),
 which a median or a P90 over a hundred knots never shows.  The report lists
-the points beyond 15 %.  ``fpm publish --assessment REPORT``
+the points beyond 15 %.
+
+**Shift and scatter.**  Beside the verdict the summary says *how* the run and
+the assessment differ: ``shift``, the median signed deviation (every point
+moved together: the machine ran at another speed, e.g. +5.7 % for every knot
+of a tiny hybrid between an evening run and its assessment), and ``scatter``,
+the median absolute distance of the deviations from that shift (what moves
+point by point: noise, or a knot of its own).  A run with a median of 6 % made
+of a 6 % shift and a 2 % scatter measured a machine that changed speed; one
+with a 1 % shift and a 6 % scatter, an engine that did not repeat itself.
+The verdict stays on the absolute deviations: a table measured at another
+speed than the one it is used at predicts that much slower or faster, however
+evenly.  ``fpm publish --assessment REPORT``
 refuses a run whose report says not repeatable (exit 1, the report named)
 unless ``--accept-unrepeatable``, which the table then records.
 
@@ -37,7 +49,7 @@ the full table's knots; assess the full collection.
 The report (``schema`` 1, ``kind`` :data:`KIND`) holds the run (its path, the
 SHA-256 of its artifact index, its id), the plan digest, the seed, per point
 the run's and the assessment's value and the deviation, the summary
-(``median``, ``p90``, ``worst``, ``points``, ``over_bound``), the bounds, the
+(``median``, ``p90``, ``worst``, ``points``, ``over_bound``, ``shift``, ``scatter``), the bounds, the
 verdict ``repeatable``, the contention the assessment met (samples retaken),
 the machine's speed in both (:func:`machine_speed`: whether a systematic
 deviation is the machine's or the engine's) and the load average.  It is written atomically (a kill leaves the old report
@@ -95,6 +107,10 @@ class Verdict:
     worst: float
     points: int
     over_bound: tuple[int, ...]
+    #: the median signed deviation: how far every point moved together (module docstring, "Shift and scatter")
+    shift: float = 0.0
+    #: the median absolute distance of the deviations from ``shift``: how far points moved on their own
+    scatter: float = 0.0
 
     @property
     def repeatable(self) -> bool:
@@ -102,7 +118,7 @@ class Verdict:
 
     def as_json(self) -> dict[str, Any]:
         return {"median": self.median, "p90": self.p90, "worst": self.worst, "points": self.points,
-                "over_bound": list(self.over_bound)}  # fmt: skip
+                "over_bound": list(self.over_bound), "shift": self.shift, "scatter": self.scatter}  # fmt: skip
 
 
 def verdict(deviations: Mapping[int, float]) -> Verdict:
@@ -111,8 +127,10 @@ def verdict(deviations: Mapping[int, float]) -> Verdict:
     values = list(absolute.values())
     from fpmcore.replay.records import nearest_rank
 
+    shift = statistics.median(deviations.values())
+    scatter = statistics.median(abs(d - shift) for d in deviations.values())
     return Verdict(statistics.median(values), nearest_rank(values, 0.9), max(values), len(values),
-                   tuple(sorted(b for b, d in absolute.items() if d > P90_BOUND)))  # fmt: skip
+                   tuple(sorted(b for b, d in absolute.items() if d > P90_BOUND)), shift, scatter)  # fmt: skip
 
 
 def _remeasure(
@@ -263,7 +281,16 @@ def read_assessment(path: str | os.PathLike[str], run_dir: str | os.PathLike[str
 def describe(report: Mapping[str, Any]) -> str:
     s = report["summary"]
     return (f"median deviation {s['median']:.1%}, P90 {s['p90']:.1%}, worst {s['worst']:.1%} over {s['points']} "
-            f"points (bounds {MEDIAN_BOUND:.0%} / {P90_BOUND:.0%} / {WORST_BOUND:.0%})")  # fmt: skip
+            f"points (bounds {MEDIAN_BOUND:.0%} / {P90_BOUND:.0%} / {WORST_BOUND:.0%}){_shape(s)}")  # fmt: skip
+
+
+def _shape(summary: Mapping[str, Any]) -> str:
+    """``; every point moved a median +5.7 %, the points 2.1 % around that`` (a report from before the shift was
+    recorded: nothing)."""
+    shift, scatter = summary.get("shift"), summary.get("scatter")
+    if not isinstance(shift, (int, float)) or not isinstance(scatter, (int, float)):
+        return ""
+    return f"; every point moved a median {shift:+.1%}, the points {scatter:.1%} around that"
 
 
 # ---------------------------------------------------------------------------
