@@ -5,14 +5,31 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fpmcore import RuleEntry, hookimpl
+from fpmcore.collect import contract as engine_steps
 from fpmcore.errors import PluginError
-from fpmcore.rules_catalogue import FIELDS, build, closest, family_of, host_entries
+from fpmcore.importer import (
+    block_pool,
+    cache_groups,
+    launch_settings,
+    layer_views,
+    prefix_and_capacity,
+    record_envelope,
+    runtime_identity,
+)
+from fpmcore.importer.model import guarded, per_record, rule_id
+from fpmcore.rules_catalogue import FIELDS, build, checked_rule, checks, closest, family_of, host_entries
 from fpmcore.testing import make_host, run_fpm
+from fpmcore.validate.evaluation import ContractRules
+from fpmcore.validate.protocol import GENERAL_ARTIFACT_RULES
+from fpmcore.validate.rows import GENERAL_ROW_RULES
+from fpmcore.validate.structure import STRUCTURE_RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST_SRC = ROOT / "src" / "fpmcore"
@@ -311,3 +328,101 @@ def test_the_help_and_the_guides_cite_no_chapter_of_outside_documents():
     assert len(texts) > 20
     cited = {where: OUTSIDE.findall(text) for where, text in texts.items()}
     assert {where: found for where, found in cited.items() if found} == {}
+
+
+# ---------------------------------------------------------------------------
+# (g) every check carries its rule id explicitly (``@checks("I-62")``) and is named by what it checks
+# ---------------------------------------------------------------------------
+
+#: A name that is a rule id and then words: ``i62_blocks``, ``a33_raw_samples``, ``A37_KV_SEED_REGIME``.
+RULE_NAMED = re.compile(r"[A-Za-z]\d+_")
+#: Names of that shape that are no rule id: a percentile's bound, a model type vLLM names.
+NOT_RULE_IDS = {"P90_BOUND", "k3_dspark"}
+
+#: The importer's stages, in the order the pipeline runs them.
+IMPORT_STAGES = {
+    "record_envelope.RULES": record_envelope.RULES,
+    "runtime_identity.RULES": runtime_identity.RULES,
+    "launch_settings.RULES": launch_settings.RULES,
+    "cache_groups.STAGE_E": cache_groups.STAGE_E,
+    "cache_groups.STAGE_F": cache_groups.STAGE_F,
+    "block_pool.STAGE_G": block_pool.STAGE_G,
+    "block_pool.STAGE_H_PLANNED": block_pool.STAGE_H_PLANNED,
+    "block_pool.STAGE_H": block_pool.STAGE_H,
+    "layer_views.STAGE_I": layer_views.STAGE_I,
+    "prefix_and_capacity.STAGE_J": prefix_and_capacity.STAGE_J,
+    "prefix_and_capacity.STAGE_K": prefix_and_capacity.STAGE_K,
+    "prefix_and_capacity.STAGE_L": prefix_and_capacity.STAGE_L,
+}
+
+
+def _names(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every name a module defines or reads as an attribute or a key: functions, classes, assignments."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.lineno, node.name
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, ast.alias):
+            yield node.lineno, node.asname or node.name.rpartition(".")[2]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            yield node.lineno, node.value  # a key: "check_warmup_recorded": "fpmcore.validate.protocol:…"
+
+
+def test_no_name_is_a_rule_id():
+    found = []
+    for root in (HOST_SRC, *PLUGIN_SRCS):
+        for path in sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            found += [f"{path}:{line}: {name}" for line, name in _names(tree)
+                      if RULE_NAMED.match(name) and name not in NOT_RULE_IDS]  # fmt: skip
+    assert found == []
+
+
+def test_the_scan_finds_a_name_that_is_a_rule_id():
+    tree = ast.parse("def i62_blocks(): pass\nA37_KV = 1\nx.a3_ranks\nP90_BOUND = 0.15\n")
+    assert [n for _, n in _names(tree) if RULE_NAMED.match(n) and n not in NOT_RULE_IDS] == [
+        "i62_blocks", "A37_KV", "a3_ranks"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("stage", sorted(IMPORT_STAGES))
+def test_every_import_check_carries_a_catalogued_id(stage, catalogue):
+    for rule in IMPORT_STAGES[stage]:
+        rule_of = checked_rule(rule)
+        assert rule_of is not None, f"{stage}: {rule.__name__} carries no @checks id"
+        assert rule_of.startswith("I-") and rule_of in catalogue, (stage, rule.__name__, rule_of)
+
+
+def _contract_rules() -> Iterator[tuple[str, tuple[tuple[str, Any], ...]]]:
+    yield "structure", STRUCTURE_RULES
+    yield "protocol", GENERAL_ARTIFACT_RULES
+    yield "rows", GENERAL_ROW_RULES
+    contracts: list[ContractRules] = [engine_steps.RULES]
+    for plugin in ("fpmcore_glm53flash.artifact", "fpmcore_dsv41.artifact"):
+        contracts.append(__import__(plugin, fromlist=["RULES"]).RULES)
+    for rules in contracts:
+        for part in ("artifact", "rows", "rank_end"):
+            yield f"{rules.name}.{part}", getattr(rules, part)
+
+
+@pytest.mark.parametrize("table", [name for name, _ in _contract_rules()])
+def test_every_artifact_check_carries_the_id_it_is_registered_under(table, catalogue):
+    rules = dict(_contract_rules())[table]
+    for rule, check in rules:
+        assert checked_rule(check) == rule, (table, check.__name__, rule)
+        assert rule in catalogue, (table, rule)
+
+
+def test_the_id_of_a_check_is_its_mark_and_not_its_name():
+    @checks("I-62")
+    def i14_binding(ctx: Any, rec: Any) -> None:
+        raise TypeError
+
+    def unmarked(ctx: Any) -> Iterator[Any]:
+        yield from ()
+
+    assert rule_id(i14_binding) == "I-62" and checked_rule(per_record(i14_binding)) == "I-62"
+    assert rule_id(unmarked) == "I-0" and checked_rule(guarded(unmarked)) is None

@@ -22,6 +22,8 @@ Plugin identity and hooks
     what a plugin is and what it serves (fpm_plugin_info)
 ``RuleEntry``
     one rule id a plugin raises, for fpm explain (fpm_rule_catalogue)
+``checks``
+    marks a check with the catalogued rule id it reports
 ``CliCommand``
     a subcommand a plugin adds (fpm_cli_commands)
 ``Diagnostic``
@@ -453,6 +455,9 @@ if TYPE_CHECKING:
         TraceRequest,
         parse_trace_lines,
     )
+    from fpmcore.rules_catalogue import (
+        checks,
+    )
     from fpmcore.runtime_pin import (
         FRAMEWORK,
         RuntimePin,
@@ -476,31 +481,19 @@ if TYPE_CHECKING:
         ContractRules,
     )
     from fpmcore.validate.protocol import (
-        a23_seeded_with_evidence as check_seeded_tokens_with_evidence,
-    )
-    from fpmcore.validate.protocol import (
-        a25_warmup_recorded as check_warmup_recorded,
-    )
-    from fpmcore.validate.protocol import (
+        check_seeded_tokens_with_evidence,
+        check_warmup_recorded,
         producer_runtime_rule,
     )
     from fpmcore.validate.repetition_evidence import (
         RepetitionRules,
-    )
-    from fpmcore.validate.repetition_evidence import (
-        a28_sidecar as check_repetition_sidecar,
-    )
-    from fpmcore.validate.repetition_evidence import (
-        a38_bind as bind_repetition_line,
-    )
-    from fpmcore.validate.repetition_evidence import (
-        a38_unbound as check_no_unbound_repetition_lines,
-    )
-    from fpmcore.validate.repetition_evidence import (
-        a39_rule as repetition_line_rule,
+        bind_repetition_line,
+        check_no_unbound_repetition_lines,
+        check_repetition_sidecar,
+        repetition_line_rule,
     )
     from fpmcore.validate.rows import (
-        A37_KV_SEED_REGIME as KV_SEED_REGIME,
+        KV_SEED_REGIME,
     )
     from fpmcore.validate.rows import (
         measurement as row_measurement,
@@ -524,6 +517,7 @@ EXPORTS: dict[str, str] = {
     "API_VERSION": "fpmcore.hooktypes:API_VERSION",
     "PluginInfo": "fpmcore.hooktypes:PluginInfo",
     "RuleEntry": "fpmcore.hooktypes:RuleEntry",
+    "checks": "fpmcore.rules_catalogue:checks",
     "CliCommand": "fpmcore.hooktypes:CliCommand",
     "Diagnostic": "fpmcore.hooktypes:Diagnostic",
     "FpmError": "fpmcore.errors:FpmError",
@@ -630,15 +624,15 @@ EXPORTS: dict[str, str] = {
     "plan_benchmark_points": "fpmcore.validate.cell:benchmark_points",
     "row_measurement": "fpmcore.validate.rows:measurement",
     "row_raw_fpms": "fpmcore.validate.rows:raw_fpms",
-    "KV_SEED_REGIME": "fpmcore.validate.rows:A37_KV_SEED_REGIME",
-    "check_seeded_tokens_with_evidence": "fpmcore.validate.protocol:a23_seeded_with_evidence",
+    "KV_SEED_REGIME": "fpmcore.validate.rows:KV_SEED_REGIME",
+    "check_seeded_tokens_with_evidence": "fpmcore.validate.protocol:check_seeded_tokens_with_evidence",
     "producer_runtime_rule": "fpmcore.validate.protocol:producer_runtime_rule",
-    "check_warmup_recorded": "fpmcore.validate.protocol:a25_warmup_recorded",
+    "check_warmup_recorded": "fpmcore.validate.protocol:check_warmup_recorded",
     "RepetitionRules": "fpmcore.validate.repetition_evidence:RepetitionRules",
-    "check_repetition_sidecar": "fpmcore.validate.repetition_evidence:a28_sidecar",
-    "bind_repetition_line": "fpmcore.validate.repetition_evidence:a38_bind",
-    "check_no_unbound_repetition_lines": "fpmcore.validate.repetition_evidence:a38_unbound",
-    "repetition_line_rule": "fpmcore.validate.repetition_evidence:a39_rule",
+    "check_repetition_sidecar": "fpmcore.validate.repetition_evidence:check_repetition_sidecar",
+    "bind_repetition_line": "fpmcore.validate.repetition_evidence:bind_repetition_line",
+    "check_no_unbound_repetition_lines": "fpmcore.validate.repetition_evidence:check_no_unbound_repetition_lines",
+    "repetition_line_rule": "fpmcore.validate.repetition_evidence:repetition_line_rule",
     "ABSENT": "fpmcore.validate.values:ABSENT",
     "get": "fpmcore.validate.values:get",
     "is_int": "fpmcore.validate.values:is_int",
@@ -741,6 +735,7 @@ __all__ = [
     "check_seeded_tokens_with_evidence",
     "check_warmup_recorded",
     "checkpoint_position",
+    "checks",
     "compare_replay_steps",
     "cpu_sampler",
     "decode_tail",

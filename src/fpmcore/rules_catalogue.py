@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -100,6 +100,33 @@ def sort_key(rule: str) -> tuple[int, int, str]:
     return keys.index(family) if family in keys else len(keys), number, rule
 
 
+#: The attribute :func:`checks` sets on a check: the rule id it reports.
+CHECKED_RULE_ATTRIBUTE = "checked_rule"
+
+_Check = TypeVar("_Check", bound=Callable[..., Any])
+
+
+def checks(rule: str) -> Callable[[_Check], _Check]:
+    """Mark a check with the catalogued rule id it reports (``@checks("I-62")``).
+
+    The id is the check's own, not its name's: the importer reports it when the
+    check meets a value of another JSON type, and the catalogue test holds every
+    marked id to an entry.
+    """
+
+    def mark(check: _Check) -> _Check:
+        setattr(check, CHECKED_RULE_ATTRIBUTE, rule)
+        return check
+
+    return mark
+
+
+def checked_rule(check: Callable[..., Any]) -> str | None:
+    """The rule id :func:`checks` gave ``check``, or ``None`` when it has none."""
+    rule = getattr(check, CHECKED_RULE_ATTRIBUTE, None)
+    return rule if isinstance(rule, str) else None
+
+
 @functools.cache
 def host_entries() -> tuple[RuleEntry, ...]:
     """The host's entries, read once from :data:`DATA_FILE`, in catalogue order."""
@@ -159,4 +186,7 @@ def closest(catalogue: dict[str, Catalogued], asked: str, n: int = 3) -> list[st
     return list(dict.fromkeys(near))[:n]
 
 
-__all__ = ["FAMILIES", "FIELDS", "Catalogued", "RuleEntry", "build", "closest", "family_of", "host_entries", "lookup"]
+__all__ = [
+    "FAMILIES", "FIELDS", "Catalogued", "RuleEntry", "build", "checked_rule", "checks", "closest", "family_of",
+    "host_entries", "lookup",
+]  # fmt: skip

@@ -12,7 +12,7 @@ from fpmcore.validate.integers import (
     RANK_INT_SCHEMA,
     RANK_INTEGERS,
     SIDECAR_INT_SCHEMA,
-    a2_integers,
+    integer_fields_are_integers,
 )
 from fpmcore.validate.reader import validate_files
 from fpmcore.validate.values import canonical_bytes, js
@@ -29,7 +29,7 @@ def test_a2_visits_results_before_iteration_groups():
     reordered["results"][4]["point"]["batch_size"] = "2"
     files["r0.json"] = reordered
     view = CellView(cell=cell, files=files, plan=plan)
-    d = a2_integers(view)
+    d = integer_fields_are_integers(view)
     assert (d.rule, d.message) == ("A-2", 'results[4].point.batch_size must be an integer, found "2": r0.json')
 
 
@@ -49,11 +49,11 @@ def test_a2_finds_every_wrong_integer_field_with_its_path():
         for seg in path[:-1]:
             parent = parent[seg]
         old, parent[path[-1]] = parent[path[-1]], bad[n % len(bad)]
-        d = a2_integers(view)
+        d = integer_fields_are_integers(view)
         parent[path[-1]] = old
         found = js(bad[n % len(bad)])
         assert d is not None and d.message == f"{dotted(path)} must be an integer, found {found}: r0.json", path
-    assert a2_integers(view) is None
+    assert integer_fields_are_integers(view) is None
     lines = files["repetitions.jsonl"]
     for k, line in enumerate(lines):
         obj = json.loads(line)
@@ -64,7 +64,7 @@ def test_a2_finds_every_wrong_integer_field_with_its_path():
                 parent = parent[seg]
             parent[path[-1]] = 1.0
             lines[k] = canonical_bytes(changed) + b"\n"
-            d = a2_integers(view)
+            d = integer_fields_are_integers(view)
             assert d.message == f"lines[{k}].{dotted(path)} must be an integer, found 1.0: repetitions.jsonl"
         lines[k] = line
 

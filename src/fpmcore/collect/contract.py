@@ -36,20 +36,21 @@ from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
 from fpmcore.collect.run import STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.rules_catalogue import checks
 from fpmcore.runtime_pin import RuntimePin
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
-from fpmcore.validate.protocol import a23_seeded_with_evidence, a25_warmup_recorded, producer_runtime_rule
+from fpmcore.validate.protocol import check_seeded_tokens_with_evidence, check_warmup_recorded, producer_runtime_rule
 from fpmcore.validate.repetition_evidence import (
     RepetitionRules,
-    a28_sidecar,
-    a38_bind,
-    a38_unbound,
-    a39_rule,
+    bind_repetition_line,
+    check_no_unbound_repetition_lines,
+    check_repetition_sidecar,
     reduced_indices,
+    repetition_line_rule,
 )
-from fpmcore.validate.rows import A37_KV_SEED_REGIME, measurement
+from fpmcore.validate.rows import KV_SEED_REGIME, measurement
 from fpmcore.validate.values import (
     ABSENT,
     PRODUCER_REDUCTIONS,
@@ -67,7 +68,8 @@ PRODUCER_FIELDS = ("name", "runtime", "plugin", "timing_boundary", "files")
 MIN_MEASURED = 3
 
 
-def a18_requires_protocol(view: CellView) -> Diagnostic | None:
+@checks("A-18")
+def cell_has_measurement_protocol(view: CellView) -> Diagnostic | None:
     """A-18: an engine-steps cell requires ``measurement_protocol``."""
     for r in view.ranks:
         if r.protocol is ABSENT:
@@ -91,7 +93,8 @@ def _file_difference(want: Any, found: Any) -> tuple[str, Any, Any] | None:
     return None
 
 
-def a21_producer(view: CellView) -> Diagnostic | None:
+@checks("A-21")
+def producer_is_installed_runtime_plugin(view: CellView) -> Diagnostic | None:
     """A-21: the producer record is the installed runtime plugin's, and it measured the cell's model."""
     expected = view.producer
     for r in view.ranks:
@@ -132,7 +135,7 @@ def provenance_pin(view: CellView) -> str:
 
 
 #: A-22: ``producer.runtime`` is the collector provenance's runtime.
-a22_runtime = producer_runtime_rule(LABEL, "runtime", provenance_pin)
+producer_runs_collector_runtime = producer_runtime_rule(LABEL, "runtime", provenance_pin)
 
 
 def protocol_counts(view: CellView) -> RepetitionRules | None:
@@ -152,7 +155,8 @@ def protocol_bound(view: CellView) -> ContentionBound | None:
     return ContentionBound.from_json(get(prod, "contention_bound"))
 
 
-def a23_protocol(view: CellView) -> Diagnostic | None:
+@checks("A-23")
+def protocol_is_seeded_with_evidence_and_producer(view: CellView) -> Diagnostic | None:
     """A-23: seeded tokens, execution evidence present, this contract's protocol producer field by field."""
     for r in view.ranks:
         p = r.protocol
@@ -160,7 +164,7 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
         def bad(field: str, want: str, v: Any, r: RankView = r) -> Diagnostic:
             return Diagnostic("A-23", f"measurement_protocol.{field} expected {want}, found {v}: {r.path}", r.path)
 
-        opening = a23_seeded_with_evidence(r)
+        opening = check_seeded_tokens_with_evidence(r)
         if opening is not None:
             return opening
         prod = get(p, "producer")
@@ -212,7 +216,8 @@ def a23_protocol(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-32")
+def measured_repetitions_recorded(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-32: the protocol's measured repetitions as raw samples, expected as many, ``adjacent_upper_median``
     (a point whose passes disagreed was re-measured once: its re-measuring visit's samples come on top,
     A-39 checks the visit)."""
@@ -249,7 +254,8 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     return None
 
 
-def a43_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-43")
+def repetitions_clean_under_bound(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-43: every measured repetition of the row's sidecar line records what the machine did to it
     (:mod:`fpmcore.contention`) and was clean under the protocol's bound; every ``contended`` one was
     contended under it (it was retaken, and it is not a raw sample)."""
@@ -285,14 +291,14 @@ def a43_clean_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagn
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(
-        ("A-18", a18_requires_protocol), ("A-21", a21_producer), ("A-22", a22_runtime), ("A-23", a23_protocol),
-        ("A-25", a25_warmup_recorded), ("A-28", a28_sidecar),
+        ("A-18", cell_has_measurement_protocol), ("A-21", producer_is_installed_runtime_plugin), ("A-22", producer_runs_collector_runtime), ("A-23", protocol_is_seeded_with_evidence_and_producer),
+        ("A-25", check_warmup_recorded), ("A-28", check_repetition_sidecar),
     ),
     rows=(
-        ("A-32", a32_measurement_record), A37_KV_SEED_REGIME, ("A-38", a38_bind),
-        ("A-39", a39_rule(protocol_counts)), ("A-43", a43_clean_samples),
+        ("A-32", measured_repetitions_recorded), KV_SEED_REGIME, ("A-38", bind_repetition_line),
+        ("A-39", repetition_line_rule(protocol_counts)), ("A-43", repetitions_clean_under_bound),
     ),
-    rank_end=(("A-38", a38_unbound),),
+    rank_end=(("A-38", check_no_unbound_repetition_lines),),
     owns_protocol_producer=True,
     interleaved_passes=True,
 )  # fmt: skip

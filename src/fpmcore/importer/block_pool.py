@@ -18,6 +18,7 @@ import attrs
 
 from fpmcore.importer.model import LAYOUT, Context, Record, Refusal, per_record
 from fpmcore.importer.values import canonical, is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.rules_catalogue import checks
 
 BLOCK_OUTER = ("BLHNC", "BLNHC")
 LAYER_OUTER = ("LBHNC", "LBNHC")
@@ -33,7 +34,8 @@ def workers(ctx: Context) -> list[Record]:
 # ==========================================================================
 
 
-def i62_blocks(ctx: Context, rec: Record) -> None:
+@checks("I-62")
+def worker_blocks_match_scheduler(ctx: Context, rec: Record) -> None:
     """I-62: a worker's pool has as many blocks as its scheduler's."""
     s = ctx.scheduler_for(rec)
     if s is None:
@@ -43,7 +45,8 @@ def i62_blocks(ctx: Context, rec: Record) -> None:
         raise Refusal("I-62", f"worker and scheduler block counts disagree: worker {show(n)}, scheduler {show(m)}")
 
 
-def i63_pool(ctx: Context, rec: Record) -> None:
+@checks("I-63")
+def one_device_pool_with_reservations(ctx: Context, rec: Record) -> None:
     """I-63: one device pool, no watermark, the null block and the other permanent reservations."""
     if rec.is_worker:
         return
@@ -103,7 +106,8 @@ def cache_bytes(rec: Record) -> Any:
     return rec.cache.get("allocated_cache_bytes")
 
 
-def i64_storages(ctx: Context, rec: Record) -> None:
+@checks("I-64")
+def storages_sum_to_allocation(ctx: Context, rec: Record) -> None:
     """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence).
 
     The runtime's platform may keep them on another device (``ImportRules.storage_devices``,
@@ -150,7 +154,8 @@ def i64_storages(ctx: Context, rec: Record) -> None:
         raise Refusal("I-64", msg + f"storages sum to {total}, allocated_cache_bytes {show(allocated)}")
 
 
-def i65_budget(ctx: Context, rec: Record) -> None:
+@checks("I-65")
+def allocation_fits_budget(ctx: Context, rec: Record) -> None:
     """I-65: the allocation (a dry run: the planned bytes) fits the profiled budget and divides into whole pool pages."""
     if not rec.is_worker:
         return
@@ -164,7 +169,8 @@ def i65_budget(ctx: Context, rec: Record) -> None:
         )
 
 
-def i66_one_storage(ctx: Context, rec: Record) -> None:
+@checks("I-66")
+def hybrid_allocations_on_one_storage(ctx: Context, rec: Record) -> None:
     """I-66: hybrid records: every allocation on one storage of exactly the allocated bytes (a dry run: one planned size)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -185,11 +191,11 @@ def i66_one_storage(ctx: Context, rec: Record) -> None:
 
 
 STAGE_G = [
-    per_record(i62_blocks),
-    per_record(i63_pool),
-    per_record(i64_storages),
-    per_record(i65_budget),
-    per_record(i66_one_storage),
+    per_record(worker_blocks_match_scheduler),
+    per_record(one_device_pool_with_reservations),
+    per_record(storages_sum_to_allocation),
+    per_record(allocation_fits_budget),
+    per_record(hybrid_allocations_on_one_storage),
 ]
 
 
@@ -244,7 +250,8 @@ def alloc_page(a: dict[str, Any], page_of: dict[str, int]) -> int:
     return max((page_of.get(l, 0) or 0) for l in a["layers"])
 
 
-def i67_allocations(ctx: Context, rec: Record) -> None:
+@checks("I-67")
+def allocations_name_known_storage_and_layers(ctx: Context, rec: Record) -> None:
     """I-67: each allocation names a known storage of its size, known layers of one group and one spec.
 
     For layout-level evidence (a dry run: no storage exists) the checks of what
@@ -300,7 +307,7 @@ def i67_allocations(ctx: Context, rec: Record) -> None:
 
 
 def _planned_allocations(rec: Record) -> None:
-    """I-67 for a dry worker (see :func:`i67_allocations`)."""
+    """I-67 for a dry worker (see :func:`allocations_name_known_storage_and_layers`)."""
     group_of, _page_of, spec_of = layer_maps(rec, with_specs=True)
     allocs = rec.cache.get("allocations")
     if not isinstance(allocs, list):
@@ -333,10 +340,11 @@ def _planned_allocations(rec: Record) -> None:
 
 
 #: What stage H checks of layout-level evidence: the allocations as planned (I-67).
-STAGE_H_PLANNED = [per_record(i67_allocations)]
+STAGE_H_PLANNED = [per_record(allocations_name_known_storage_and_layers)]
 
 
-def i68_accounting(ctx: Context, rec: Record) -> None:
+@checks("I-68")
+def layers_and_storages_accounted(ctx: Context, rec: Record) -> None:
     """I-68: every layer in exactly one allocation; every storage used."""
     if not rec.is_worker:
         return
@@ -357,7 +365,8 @@ def i68_accounting(ctx: Context, rec: Record) -> None:
             )
 
 
-def i69_layout(ctx: Context, rec: Record) -> None:
+@checks("I-69")
+def bound_layout_is_resolved(ctx: Context, rec: Record) -> None:
     """I-69 [beyond reference]: the bound layout is the resolved one, and pages are contiguous."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -374,7 +383,8 @@ def i69_layout(ctx: Context, rec: Record) -> None:
         )
 
 
-def i70_strides(ctx: Context, rec: Record) -> None:
+@checks("I-70")
+def strides_follow_layout(ctx: Context, rec: Record) -> None:
     """I-70 [beyond reference]: strides follow the layout (block-outer or layer-outer)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -399,7 +409,8 @@ def i70_strides(ctx: Context, rec: Record) -> None:
             )
 
 
-def i71_page_stride(ctx: Context, rec: Record) -> None:
+@checks("I-71")
+def page_fits_block_stride(ctx: Context, rec: Record) -> None:
     """I-71: a page fits its block stride."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -417,7 +428,8 @@ def region_end(a: dict[str, Any], n: int, page: int) -> int:
     return cast(int, a["offset"] + (len(a["layers"]) - 1) * a["layer_stride"] + (n - 1) * a["block_stride"] + page)
 
 
-def i72_region(ctx: Context, rec: Record) -> None:
+@checks("I-72")
+def pages_within_storage(ctx: Context, rec: Record) -> None:
     """I-72: every allocation's pages lie within its storage."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -433,7 +445,8 @@ def i72_region(ctx: Context, rec: Record) -> None:
             )
 
 
-def i73_strides(ctx: Context, rec: Record) -> None:
+@checks("I-73")
+def aliased_tensors_share_block_stride(ctx: Context, rec: Record) -> None:
     """I-73: aliased tensors (intersecting regions on one storage) share one block stride."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -474,7 +487,8 @@ def overlap_interval(x: Page, y: Page, n: int) -> tuple[int, int] | None:
     return (lo, hi) if lo <= hi else None
 
 
-def i74_i75_ownership(ctx: Context, rec: Record) -> None:
+@checks("I-74")
+def blocks_owned_consistently(ctx: Context, rec: Record) -> None:
     """I-74 (one group, same block) and I-75 (different blocks) without enumerating blocks."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -504,7 +518,8 @@ def i74_i75_ownership(ctx: Context, rec: Record) -> None:
                 )
 
 
-def i76_plain(ctx: Context, rec: Record) -> None:
+@checks("I-76")
+def strideless_allocations_packed_or_whole(ctx: Context, rec: Record) -> None:
     """I-76: records without layer strides (vLLM 0.27.0, 02 §3.14): packed or whole allocations."""
     if not rec.is_worker or rec.hybrid:
         return
@@ -545,13 +560,13 @@ def i76_plain(ctx: Context, rec: Record) -> None:
 
 
 STAGE_H = [
-    per_record(i67_allocations),
-    per_record(i68_accounting),
-    per_record(i69_layout),
-    per_record(i70_strides),
-    per_record(i71_page_stride),
-    per_record(i72_region),
-    per_record(i73_strides),
-    per_record(i74_i75_ownership),
-    per_record(i76_plain),
+    per_record(allocations_name_known_storage_and_layers),
+    per_record(layers_and_storages_accounted),
+    per_record(bound_layout_is_resolved),
+    per_record(strides_follow_layout),
+    per_record(page_fits_block_stride),
+    per_record(pages_within_storage),
+    per_record(aliased_tensors_share_block_stride),
+    per_record(blocks_owned_consistently),
+    per_record(strideless_allocations_packed_or_whole),
 ]

@@ -20,6 +20,7 @@ from fpmcore.importer import capacity
 from fpmcore.importer.launch_settings import rule_label
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
+from fpmcore.rules_catalogue import checks
 
 _EMPTY: dict[str, Any] = {}
 
@@ -168,7 +169,8 @@ def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int
 # ==========================================================================
 
 
-def i40_malformed(ctx: Context, rec: Record) -> None:
+@checks("I-40")
+def groups_well_formed(ctx: Context, rec: Record) -> None:
     """I-40: groups present, numbered by position, each with layers, no layer twice."""
     groups = rec.cache.get("groups")
     if not isinstance(groups, list) or not groups:
@@ -200,7 +202,8 @@ def _unsupported(c: SpecClassification, cls: Any, where: str) -> Refusal:
     return Refusal("I-41", f"unsupported runtime cache spec: {cls} ({c.reason}): {where}")
 
 
-def i41_classes(ctx: Context, rec: Record) -> None:
+@checks("I-41")
+def classes_supported(ctx: Context, rec: Record) -> None:
     """I-41: every group class and, with hybrid evidence, every layer class is supported."""
     for i, g in enumerate(rec.groups):
         fields = g.get("spec_fields") if not rec.is_worker else {}
@@ -232,7 +235,8 @@ def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[
     return c.kind, kinds
 
 
-def i42_mixed(ctx: Context, rec: Record) -> None:
+@checks("I-42")
+def uniform_group_of_one_kind(ctx: Context, rec: Record) -> None:
     """I-42: a uniform group holds inner specs of one kind."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -248,7 +252,8 @@ def i42_mixed(ctx: Context, rec: Record) -> None:
                 )
 
 
-def i43_kind(ctx: Context, rec: Record) -> None:
+@checks("I-43")
+def kind_matches_class_table(ctx: Context, rec: Record) -> None:
     """I-43: the recorded kind is the class table's."""
     if not rec.is_worker:
         return
@@ -280,7 +285,8 @@ def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
     return {"page_size_bytes": page, "sliding_window": window, "prefix_cacheable": cacheable}
 
 
-def i44_geometry(ctx: Context, rec: Record) -> None:
+@checks("I-44")
+def hybrid_group_matches_layer_specs(ctx: Context, rec: Record) -> None:
     """I-44: a hybrid group record agrees with its layer specs."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -311,7 +317,8 @@ def _layer_windows(ctx: Context, rec: Record) -> Iterator[tuple[str, SpecClassif
             yield names[0], classify(ctx, g.get("spec_class"), {}), {"sliding_window": g.get("sliding_window")}
 
 
-def i45_windows(ctx: Context, rec: Record) -> None:
+@checks("I-45")
+def windows_match_class(ctx: Context, rec: Record) -> None:
     """I-45: full attention declares no window; a window class has a positive window."""
     for name, c, f in _layer_windows(ctx, rec):
         if c.kind != "attention":
@@ -324,7 +331,8 @@ def i45_windows(ctx: Context, rec: Record) -> None:
             raise Refusal("I-45", f"full-attention cache cannot declare sliding retention: {name}")
 
 
-def i46_retention(ctx: Context, rec: Record) -> None:
+@checks("I-46")
+def retention_and_chunks_valid(ctx: Context, rec: Record) -> None:
     """I-46: no extra retained tokens; an attention chunk exactly on chunked-local layers, one positive chunk per group.
 
     A group's layers are all chunked-local (with one chunk) or none is.
@@ -348,7 +356,8 @@ def is_indexer(fields: dict[str, Any]) -> bool:
     return fields.get("cache_role") == "INDEXER"
 
 
-def i47_dtypes(ctx: Context, rec: Record) -> None:
+@checks("I-47")
+def attention_layers_store_kv_precision(ctx: Context, rec: Record) -> None:
     """I-47: attention layers store the requested KV precision (the sparse indexer is exempt)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -405,7 +414,8 @@ def group_difference(a: Any, b: Any) -> str | None:
     return None
 
 
-def i49_ranks(ctx: Context) -> Iterator[Finding]:
+@checks("I-49")
+def worker_groups_agree_across_ranks(ctx: Context) -> Iterator[Finding]:
     """I-49: the worker groups of one phase agree across TP ranks."""
     for phase in ("prefill", "decode"):
         workers = [w for w in ctx.workers(phase) if id(w) not in ctx.failed]
@@ -436,7 +446,8 @@ def _first_worker(ctx: Context, s: Record) -> Record | None:
     return None
 
 
-def i50_counts(ctx: Context, rec: Record) -> None:
+@checks("I-50")
+def scheduler_group_count_matches_workers(ctx: Context, rec: Record) -> None:
     """I-50: the scheduler holds as many groups as its workers."""
     if rec.is_worker:
         return
@@ -491,7 +502,8 @@ _COPY_ORDER = (
 )
 
 
-def i51_copy(ctx: Context, rec: Record) -> None:
+@checks("I-51")
+def scheduler_groups_copy_worker_groups(ctx: Context, rec: Record) -> None:
     """I-51: each scheduler group is the engine core's copy of the worker group."""
     if rec.is_worker:
         return
@@ -544,7 +556,8 @@ def value_at(obj: Any, path: str) -> str:
     return show(cur)
 
 
-def i52_placement(ctx: Context, rec: Record) -> None:
+@checks("I-52")
+def shared_pool_placement_only(ctx: Context, rec: Record) -> None:
     """I-52: shared-pool placement only (no host-resident group, default roles)."""
     for i, g in enumerate(rec.groups):
         if g.get("host_resident") is not False or g.get("role") != "default":
@@ -561,18 +574,18 @@ def i52_placement(ctx: Context, rec: Record) -> None:
 
 
 STAGE_E = [
-    per_record(i40_malformed),
-    per_record(i41_classes),
-    per_record(i42_mixed),
-    per_record(i43_kind),
-    per_record(i44_geometry),
-    per_record(i45_windows),
-    per_record(i46_retention),
-    per_record(i47_dtypes),
-    guarded(i49_ranks),
-    per_record(i50_counts),
-    per_record(i51_copy),
-    per_record(i52_placement),
+    per_record(groups_well_formed),
+    per_record(classes_supported),
+    per_record(uniform_group_of_one_kind),
+    per_record(kind_matches_class_table),
+    per_record(hybrid_group_matches_layer_specs),
+    per_record(windows_match_class),
+    per_record(retention_and_chunks_valid),
+    per_record(attention_layers_store_kv_precision),
+    guarded(worker_groups_agree_across_ranks),
+    per_record(scheduler_group_count_matches_workers),
+    per_record(scheduler_groups_copy_worker_groups),
+    per_record(shared_pool_placement_only),
 ]
 
 
@@ -604,7 +617,8 @@ def mamba_group(ctx: Context, g: dict[str, Any]) -> bool:
     return bool(entries) and all(is_mamba(ctx, spec.get("class")) for _n, spec in entries)
 
 
-def i53_state(ctx: Context, rec: Record) -> None:
+@checks("I-53")
+def only_state_groups_hold_state(ctx: Context, rec: Record) -> None:
     """I-53: exactly the state groups hold a ``state`` object."""
     if not rec.is_worker:
         return
@@ -622,7 +636,8 @@ def _mamba_groups(ctx: Context, rec: Record) -> Iterator[tuple[int, dict[str, An
             yield i, g, g["state"]
 
 
-def i54_checkpoint_keys(ctx: Context, rec: Record) -> None:
+@checks("I-54")
+def mamba_state_has_checkpoint_keys(ctx: Context, rec: Record) -> None:
     """I-54: a Mamba group's state holds both checkpoint keys."""
     if not rec.is_worker:
         return
@@ -631,7 +646,8 @@ def i54_checkpoint_keys(ctx: Context, rec: Record) -> None:
             raise Refusal("I-54", f"runtime state cache group lacks prefill checkpoint evidence: {_label(g, i)}")
 
 
-def i55_checkpoint_count(ctx: Context, rec: Record) -> None:
+@checks("I-55")
+def checkpoint_count_zero_or_one(ctx: Context, rec: Record) -> None:
     """I-55: the checkpoint count is the integer 0 or 1."""
     if not rec.is_worker:
         return
@@ -641,7 +657,8 @@ def i55_checkpoint_count(ctx: Context, rec: Record) -> None:
             raise Refusal("I-55", f"mamba prefill checkpoint blocks must be 0 or 1: {_label(g, i)}")
 
 
-def i56_checkpoint_pair(ctx: Context, rec: Record) -> None:
+@checks("I-56")
+def checkpoint_count_and_alignment_paired(ctx: Context, rec: Record) -> None:
     """I-56: (0, null) or (1, a positive alignment)."""
     if not rec.is_worker:
         return
@@ -651,7 +668,8 @@ def i56_checkpoint_pair(ctx: Context, rec: Record) -> None:
             raise Refusal("I-56", f"mamba prefill checkpoint evidence is inconsistent: {_label(g, i)}")
 
 
-def i57_speculative(ctx: Context, rec: Record) -> None:
+@checks("I-57")
+def no_speculative_mamba_blocks(ctx: Context, rec: Record) -> None:
     """I-57: no speculative Mamba blocks."""
     if not rec.is_worker:
         return
@@ -664,7 +682,8 @@ def i57_speculative(ctx: Context, rec: Record) -> None:
             )
 
 
-def i58_mode_all(ctx: Context, rec: Record) -> None:
+@checks("I-58")
+def mamba_mode_all_refused(ctx: Context, rec: Record) -> None:
     """I-58: Mamba cache mode ``all`` is refused (layer specs, state, settings)."""
     if not rec.is_worker:
         return
@@ -678,7 +697,8 @@ def i58_mode_all(ctx: Context, rec: Record) -> None:
         raise Refusal("I-58", f"runtime Mamba cache mode 'all' is not supported: {_label(g, i)}")
 
 
-def i59_state_vs_specs(ctx: Context, rec: Record) -> None:
+@checks("I-59")
+def state_summary_matches_mamba_specs(ctx: Context, rec: Record) -> None:
     """I-59: the state summary agrees with every Mamba layer spec and the resolved mode."""
     if not rec.is_worker:
         return
@@ -704,7 +724,8 @@ def i59_state_vs_specs(ctx: Context, rec: Record) -> None:
             )
 
 
-def i60_steady(ctx: Context, rec: Record) -> None:
+@checks("I-60")
+def steady_block_count_as_resolved(ctx: Context, rec: Record) -> None:
     """I-60: the steady count is ``1 + k`` (Mamba) or 1 (ring) (03 C-12)."""
     if not rec.is_worker:
         return
@@ -720,7 +741,8 @@ def i60_steady(ctx: Context, rec: Record) -> None:
             )
 
 
-def i61_startup(ctx: Context, rec: Record) -> None:
+@checks("I-61")
+def startup_block_count_as_resolved(ctx: Context, rec: Record) -> None:
     """I-61 [beyond reference]: every group's startup count is C-1 for its spec (workers and schedulers)."""
     if not rec.hybrid:
         return
@@ -737,13 +759,13 @@ def i61_startup(ctx: Context, rec: Record) -> None:
 
 
 STAGE_F = [
-    per_record(i53_state),
-    per_record(i54_checkpoint_keys),
-    per_record(i55_checkpoint_count),
-    per_record(i56_checkpoint_pair),
-    per_record(i57_speculative),
-    per_record(i58_mode_all),
-    per_record(i59_state_vs_specs),
-    per_record(i60_steady),
-    per_record(i61_startup),
+    per_record(only_state_groups_hold_state),
+    per_record(mamba_state_has_checkpoint_keys),
+    per_record(checkpoint_count_zero_or_one),
+    per_record(checkpoint_count_and_alignment_paired),
+    per_record(no_speculative_mamba_blocks),
+    per_record(mamba_mode_all_refused),
+    per_record(state_summary_matches_mamba_specs),
+    per_record(steady_block_count_as_resolved),
+    per_record(startup_block_count_as_resolved),
 ]

@@ -8,6 +8,7 @@ from typing import Any
 from fpmcore.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, same, show
+from fpmcore.rules_catalogue import checks
 
 # -- §3.4: section -> key -> (type check, null allowed in a record without hybrid evidence) --
 # A runtime may leave more settings null than §3.4 allows: its ``ImportRules.nullable_settings``.
@@ -145,7 +146,8 @@ def settings_difference(a: dict[str, Any], b: dict[str, Any], excluded: tuple[st
 # -- rules ----------------------------------------------------------------------
 
 
-def i27_topology(ctx: Context) -> Iterator[Finding]:
+@checks("I-27")
+def moe_topology_consistent(ctx: Context) -> Iterator[Finding]:
     """I-27: MoE topology sizes agree; a dense launch runs DP1, MoE TP1/EP1."""
     topo = ctx.launch["topology"]
     if ctx.launch["identity"]["num_experts"] > 0:
@@ -155,7 +157,8 @@ def i27_topology(ctx: Context) -> Iterator[Finding]:
         yield None, "I-27", "dense runtime observations require DP1 and MoE TP1/EP1"
 
 
-def i28_settings(ctx: Context, rec: Record) -> None:
+@checks("I-28")
+def settings_keys_and_types(ctx: Context, rec: Record) -> None:
     """I-28: every key of §3.4, no other, each of its type.
 
     ``null`` is accepted for the ⁰ keys of a record without hybrid evidence,
@@ -189,7 +192,8 @@ def i28_settings(ctx: Context, rec: Record) -> None:
             raise Refusal("I-28", f"runtime settings hold an unknown key: {key}")
 
 
-def i29_launch(ctx: Context, rec: Record) -> None:
+@checks("I-29")
+def settings_equal_launch(ctx: Context, rec: Record) -> None:
     """I-29: the settings that must equal the launch (or a fixed value)."""
     col, topo = ctx.launch["collection"], ctx.launch["topology"]
     expected = [
@@ -226,7 +230,8 @@ def _layer_specs(rec: Record) -> Iterator[tuple[str, dict[str, Any]]]:
             yield str(g.get("group_id")), g["spec_fields"]
 
 
-def i30_speculative(ctx: Context, rec: Record) -> None:
+@checks("I-30")
+def no_speculative_or_transferred_cache(ctx: Context, rec: Record) -> None:
     """I-30: no speculative or transferred cache (settings, or a draft layer spec)."""
     s = rec.settings
     if s.get("speculative") is not None or s.get("kv_transfer") is not None:
@@ -235,7 +240,8 @@ def i30_speculative(ctx: Context, rec: Record) -> None:
         raise Refusal("I-30", "speculative or transferred cache semantics are unsupported")
 
 
-def i31_offload(ctx: Context, rec: Record) -> None:
+@checks("I-31")
+def no_overrides_or_offload(ctx: Context, rec: Record) -> None:
     """I-31: no block override, no KV memory override, no CPU offload.
 
     A setting through which the runtime's platform sizes its KV cache itself
@@ -265,7 +271,8 @@ def i31_offload(ctx: Context, rec: Record) -> None:
         )
 
 
-def i32_kv_dtype(ctx: Context, rec: Record) -> None:
+@checks("I-32")
+def kv_dtype_matches_launch(ctx: Context, rec: Record) -> None:
     """I-32: the KV cache dtype has a label, equal to the launch's ``kvcache_quant_mode``."""
     kv = rec.setting("cache", "kv_cache_dtype")
     label = rule_label(ctx, rec, "I-32")
@@ -276,7 +283,8 @@ def i32_kv_dtype(ctx: Context, rec: Record) -> None:
         raise Refusal("I-32", f"observed KV cache dtype '{kv}' maps to '{label}', expected '{want}'")
 
 
-def i33_fmha(ctx: Context, rec: Record) -> None:
+@checks("I-33")
+def fmha_label_matches_kv_dtype(ctx: Context, rec: Record) -> None:
     """I-33: the FMHA label is the label of the observed KV cache dtype."""
     native = rule_label(ctx, rec, "I-33")
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
@@ -291,7 +299,8 @@ def _is_commit(v: Any) -> bool:
     return isinstance(v, str) and len(v) == 40 and all(c in "0123456789abcdef" for c in v)
 
 
-def i34_model(ctx: Context, rec: Record) -> None:
+@checks("I-34")
+def loaded_model_is_staged(ctx: Context, rec: Record) -> None:
     """I-34: the loaded model is the staged, selected one."""
     model, identity = rec.data["model"], ctx.launch["identity"]
     if not same(model.get("config_sha256"), ctx.launch["model_config"]["sha256"]):
@@ -305,7 +314,8 @@ def i34_model(ctx: Context, rec: Record) -> None:
         raise Refusal("I-34", "observed model revision differs from the selected model")
 
 
-def i35_hardware(ctx: Context, rec: Record) -> None:
+@checks("I-35")
+def worker_hardware_as_launched(ctx: Context, rec: Record) -> None:
     """I-35: worker hardware as launched, complete, and the cache allowance within device memory.
 
     Not for layout-level evidence (a dry run names no device; stage B, I-113).
@@ -344,7 +354,8 @@ def graph_ok(observed: Any, launched: Any) -> bool:
     return observed == launched or observed in DOWNGRADES.get(launched, set())
 
 
-def i36_graphs(ctx: Context, rec: Record) -> None:
+@checks("I-36")
+def graph_mode_as_launched(ctx: Context, rec: Record) -> None:
     """I-36: eager mode as launched; graph mode and capture sizes as launched, beyond audited downgrades."""
     col = ctx.launch["collection"]
     if not same(rec.setting("compilation", "enforce_eager"), col["enforce_eager"]):
@@ -357,7 +368,8 @@ def i36_graphs(ctx: Context, rec: Record) -> None:
         raise Refusal("I-36", "runtime graph settings differ from the reviewed launch: cudagraph_capture_sizes")
 
 
-def i37_rank_settings(ctx: Context) -> Iterator[Finding]:
+@checks("I-37")
+def workers_resolve_same_settings(ctx: Context) -> Iterator[Finding]:
     """I-37: the workers of one phase resolve the same settings (prefix-caching trio excluded)."""
     for phase in ("prefill", "decode"):
         workers = [w for w in ctx.workers(phase) if id(w) not in ctx.failed]
@@ -367,7 +379,8 @@ def i37_rank_settings(ctx: Context) -> Iterator[Finding]:
                 yield w, "I-37", f"effective runtime settings differ across ranks of {phase}: {key}"
 
 
-def i38_scheduler_settings(ctx: Context) -> Iterator[Finding]:
+@checks("I-38")
+def scheduler_resolves_worker_settings(ctx: Context) -> Iterator[Finding]:
     """I-38: a scheduler resolves its workers' settings (block sizes, trio and graph downgrades excluded)."""
     excluded = TRIO + ("cache.block_size", "cache.mamba_block_size")
     for s in ctx.schedulers():
@@ -387,24 +400,25 @@ def i38_scheduler_settings(ctx: Context) -> Iterator[Finding]:
             yield s, "I-38", f"runtime launch settings differ between scheduler and worker: {key}"
 
 
-def i39_override(ctx: Context) -> Iterator[Finding]:
+@checks("I-39")
+def launch_leaves_mamba_mode_alone(ctx: Context) -> Iterator[Finding]:
     """I-39: a launch never selects the Mamba cache mode."""
     if ctx.launch["collection"]["mamba_cache_mode_override"] is not None:
         yield None, "I-39", "backend policy cannot select the Mamba cache mode for runtime memory observation"
 
 
 RULES = [
-    guarded(i27_topology),
-    per_record(i28_settings),
-    per_record(i29_launch),
-    per_record(i30_speculative),
-    per_record(i31_offload),
-    per_record(i32_kv_dtype),
-    per_record(i33_fmha),
-    per_record(i34_model),
-    per_record(i35_hardware),
-    per_record(i36_graphs),
-    guarded(i37_rank_settings),
-    guarded(i38_scheduler_settings),
-    guarded(i39_override),
+    guarded(moe_topology_consistent),
+    per_record(settings_keys_and_types),
+    per_record(settings_equal_launch),
+    per_record(no_speculative_or_transferred_cache),
+    per_record(no_overrides_or_offload),
+    per_record(kv_dtype_matches_launch),
+    per_record(fmha_label_matches_kv_dtype),
+    per_record(loaded_model_is_staged),
+    per_record(worker_hardware_as_launched),
+    per_record(graph_mode_as_launched),
+    guarded(workers_resolve_same_settings),
+    guarded(scheduler_resolves_worker_settings),
+    guarded(launch_leaves_mamba_mode_alone),
 ]

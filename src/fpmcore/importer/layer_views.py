@@ -15,6 +15,7 @@ import attrs
 from fpmcore.importer.cache_groups import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.model import Context, Record, Refusal, per_record
 from fpmcore.importer.values import is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.rules_catalogue import checks
 
 DTYPE_BYTES = {
     "torch.bool": 1,
@@ -94,7 +95,8 @@ def attention_family(ctx: Context, spec: dict[str, Any]) -> bool:
     return bool(spec) and not is_mamba(ctx, spec.get("class"))
 
 
-def i77_views(ctx: Context, rec: Record) -> None:
+@checks("I-77")
+def every_layer_binds_a_view(ctx: Context, rec: Record) -> None:
     """I-77: every layer binds at least one view."""
     if not rec.is_worker:
         return
@@ -104,7 +106,8 @@ def i77_views(ctx: Context, rec: Record) -> None:
             raise Refusal("I-77", f"layer has no tensor views: {layer.name}")
 
 
-def i78_inside(ctx: Context, rec: Record) -> None:
+@checks("I-78")
+def view_starts_inside_layer_page(ctx: Context, rec: Record) -> None:
     """I-78: a view lies on its allocation's storage, starting inside its layer page."""
     if not rec.is_worker:
         return
@@ -119,7 +122,8 @@ def i78_inside(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-78", f"layer view lies outside its layer page: {layer.name}")
 
 
-def i79_shape(ctx: Context, rec: Record) -> None:
+@checks("I-79")
+def view_shape_and_strides_valid(ctx: Context, rec: Record) -> None:
     """I-79: shape and strides non-empty, of one rank, positive; element-aligned strides; a valid block axis."""
     if not rec.is_worker:
         return
@@ -148,7 +152,8 @@ def i79_shape(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-79", f"layer view shape or strides are malformed: {layer.name}")
 
 
-def i80_kernel_stride(ctx: Context, rec: Record) -> None:
+@checks("I-80")
+def hybrid_views_carry_kernel_stride(ctx: Context, rec: Record) -> None:
     """I-80: hybrid views carry a non-negative integer ``kernel_block_stride``."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -160,7 +165,8 @@ def i80_kernel_stride(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-80", f"layer view shape or strides are malformed: {layer.name}")
 
 
-def i81_kernel_block(ctx: Context, rec: Record) -> None:
+@checks("I-81")
+def kernel_block_divides_group_block(ctx: Context, rec: Record) -> None:
     """I-81: the kernel block divides the group block, and holds whole states of the spec."""
     if not rec.is_worker:
         return
@@ -188,7 +194,8 @@ def i81_kernel_block(ctx: Context, rec: Record) -> None:
                     )
 
 
-def i82_coverage(ctx: Context, rec: Record) -> None:
+@checks("I-82")
+def block_axis_covers_pool(ctx: Context, rec: Record) -> None:
     """I-82: the block axis covers every pool block (direct, or remapped with a kernel stride)."""
     if not rec.is_worker:
         return
@@ -207,7 +214,8 @@ def i82_coverage(ctx: Context, rec: Record) -> None:
                 )
 
 
-def i83_block_stride(ctx: Context, rec: Record) -> None:
+@checks("I-83")
+def view_block_stride_matches_allocation(ctx: Context, rec: Record) -> None:
     """I-83: the view's block stride times ``r`` (or the kernel stride) is the allocation's block stride."""
     for layer, v in packed_views(rec):
         s = _stride(v, rec)
@@ -231,7 +239,8 @@ def _span(v: dict[str, Any]) -> int | None:
     return sigma
 
 
-def i84_axes(ctx: Context, rec: Record) -> None:
+@checks("I-84")
+def view_axes_disjoint(ctx: Context, rec: Record) -> None:
     """I-84: the view's axes do not overlap."""
     for layer, v in packed_views(rec):
         sigma = _span(v)
@@ -239,7 +248,8 @@ def i84_axes(ctx: Context, rec: Record) -> None:
             raise Refusal("I-84", f"physical tensor dimensions overlap: {layer.name}")
 
 
-def i85_extent(ctx: Context, rec: Record) -> None:
+@checks("I-85")
+def block_slice_inside_layer_page(ctx: Context, rec: Record) -> None:
     """I-85: one pool block's slice of the view stays inside the layer page."""
     for layer, v in packed_views(rec):
         ba = v["block_axis"]
@@ -253,7 +263,8 @@ def i85_extent(ctx: Context, rec: Record) -> None:
             raise Refusal("I-85", f"tensor view extent exceeds its cache spec page: {layer.name}")
 
 
-def i86_dtype(ctx: Context, rec: Record) -> None:
+@checks("I-86")
+def view_dtype_matches(ctx: Context, rec: Record) -> None:
     """I-86: element size matches the dtype; attention views hold the spec dtype (indexer exempt)."""
     if not rec.is_worker:
         return
@@ -267,7 +278,8 @@ def i86_dtype(ctx: Context, rec: Record) -> None:
                     raise Refusal("I-86", f"layer view element size contradicts its dtype: {layer.name}")
 
 
-def i87_kernel_sizes(ctx: Context, rec: Record) -> None:
+@checks("I-87")
+def one_kernel_block_size_per_group(ctx: Context, rec: Record) -> None:
     """I-87 [beyond reference]: one kernel block size per group, each dividing its group block."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -283,7 +295,8 @@ def i87_kernel_sizes(ctx: Context, rec: Record) -> None:
             raise Refusal("I-87", msg + f"entry {i} is {show(k)} for block size {g['block_size_tokens']}")
 
 
-def i88_attention_groups(ctx: Context, rec: Record) -> None:
+@checks("I-88")
+def attention_groups_partition_layers(ctx: Context, rec: Record) -> None:
     """I-88 [beyond reference]: the attention groups partition the layers of the cache groups."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -322,7 +335,8 @@ def i88_attention_groups(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-88", msg + f"{l} is in no attention group")
 
 
-def i89_views_vs_groups(ctx: Context, rec: Record) -> None:
+@checks("I-89")
+def views_use_attention_group_kernel_block(ctx: Context, rec: Record) -> None:
     """I-89 [beyond reference]: each view uses its attention group's kernel block and stride."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -341,17 +355,17 @@ def i89_views_vs_groups(ctx: Context, rec: Record) -> None:
 
 
 STAGE_I = [
-    per_record(i77_views),
-    per_record(i78_inside),
-    per_record(i79_shape),
-    per_record(i80_kernel_stride),
-    per_record(i81_kernel_block),
-    per_record(i82_coverage),
-    per_record(i83_block_stride),
-    per_record(i84_axes),
-    per_record(i85_extent),
-    per_record(i86_dtype),
-    per_record(i87_kernel_sizes),
-    per_record(i88_attention_groups),
-    per_record(i89_views_vs_groups),
+    per_record(every_layer_binds_a_view),
+    per_record(view_starts_inside_layer_page),
+    per_record(view_shape_and_strides_valid),
+    per_record(hybrid_views_carry_kernel_stride),
+    per_record(kernel_block_divides_group_block),
+    per_record(block_axis_covers_pool),
+    per_record(view_block_stride_matches_allocation),
+    per_record(view_axes_disjoint),
+    per_record(block_slice_inside_layer_page),
+    per_record(view_dtype_matches),
+    per_record(one_kernel_block_size_per_group),
+    per_record(attention_groups_partition_layers),
+    per_record(views_use_attention_group_kernel_block),
 ]

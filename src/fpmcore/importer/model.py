@@ -15,6 +15,7 @@ import attrs
 from fpmcore.hooktypes import ImportRules, SpecClassification
 from fpmcore.jsonio import one_line
 from fpmcore.record import SCHEMA_VERSION
+from fpmcore.rules_catalogue import CHECKED_RULE_ATTRIBUTE, checked_rule
 from fpmcore.runtime_pin import RuntimePin
 
 PHASES = ("prefill", "decode")
@@ -327,13 +328,8 @@ TYPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, Zero
 
 
 def rule_id(check: Callable[..., Any]) -> str:
-    """``i14_binding`` → ``I-14``."""
-    digits = ""
-    for ch in check.__name__[1:]:
-        if not ch.isdigit():
-            break
-        digits += ch
-    return f"I-{digits}" if digits else "I-0"
+    """The rule id a check was marked with (``@checks("I-14")`` → ``I-14``); ``I-0`` when it has none."""
+    return checked_rule(check) or "I-0"
 
 
 def type_message(rec: Record | None) -> str:
@@ -364,6 +360,7 @@ def per_record(
 
     rule.__name__ = getattr(check, "__name__", "rule")
     rule.__doc__ = check.__doc__
+    setattr(rule, CHECKED_RULE_ATTRIBUTE, checked_rule(check))
     return rule
 
 
@@ -378,6 +375,7 @@ def guarded(gen: Callable[[Context], Iterable[Finding]]) -> Rule:
 
     rule.__name__ = gen.__name__
     rule.__doc__ = gen.__doc__
+    setattr(rule, CHECKED_RULE_ATTRIBUTE, checked_rule(gen))
     return rule
 
 

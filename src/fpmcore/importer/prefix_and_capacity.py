@@ -31,6 +31,7 @@ from fpmcore.importer.cache_groups import (
 from fpmcore.importer.launch_settings import TRIO, settings_difference
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, is_pos_int, same, show
+from fpmcore.rules_catalogue import checks
 
 PC_KEYS = {"enable_prefix_caching", "mamba_cache_mode", "hash_block_size"}
 
@@ -47,7 +48,8 @@ def _worker_of(ctx: Context, rec: Record) -> Record | None:
 # ==========================================================================
 
 
-def i90_present(ctx: Context, rec: Record) -> None:
+@checks("I-90")
+def prefix_caching_evidence_complete(ctx: Context, rec: Record) -> None:
     """I-90: complete prefix-caching evidence on every record."""
     pc = rec.data.get("prefix_caching")
     ok = (
@@ -61,7 +63,8 @@ def i90_present(ctx: Context, rec: Record) -> None:
         raise Refusal("I-90", f"runtime observation requires complete prefix-caching evidence: {rec.subject}")
 
 
-def i91_agree(ctx: Context, rec: Record) -> None:
+@checks("I-91")
+def worker_prefix_evidence_matches_scheduler(ctx: Context, rec: Record) -> None:
     """I-91: a worker's evidence equals its scheduler's (the scheduler is authoritative)."""
     if not rec.is_worker:
         return
@@ -73,7 +76,8 @@ def i91_agree(ctx: Context, rec: Record) -> None:
         )
 
 
-def i92_settings(ctx: Context, rec: Record) -> None:
+@checks("I-92")
+def prefix_evidence_matches_settings(ctx: Context, rec: Record) -> None:
     """I-92: the evidence equals the resolved cache settings.
 
     A scheduler's ``cache.mamba_cache_mode`` (the engine core's mode, 02 §3.11) is held to the same
@@ -89,7 +93,8 @@ def i92_settings(ctx: Context, rec: Record) -> None:
         )
 
 
-def i93_align(ctx: Context, rec: Record) -> None:
+@checks("I-93")
+def align_mode_needs_prefix_caching(ctx: Context, rec: Record) -> None:
     """I-93: align mode needs prefix caching (checked before I-94)."""
     pc = rec.data["prefix_caching"]
     if pc["mamba_cache_mode"] == "align" and not pc["enable_prefix_caching"]:
@@ -101,7 +106,8 @@ def has_mamba(ctx: Context) -> bool:
     return any(ctx.kinds[i] == "state" and mamba_group(ctx, g) for i, g in enumerate(first.groups))
 
 
-def i94_derived_mode(ctx: Context, rec: Record) -> None:
+@checks("I-94")
+def mamba_mode_derived_from_prefix_caching(ctx: Context, rec: Record) -> None:
     """I-94: with Mamba groups, vLLM derives align from prefix caching and none without it."""
     if not has_mamba(ctx):
         return
@@ -119,7 +125,8 @@ def _groups(ctx: Context, s: Record) -> list[dict[str, Any]]:
     return w.groups if w is not None else s.groups
 
 
-def i95_setting_block(ctx: Context, rec: Record) -> None:
+@checks("I-95")
+def block_size_setting_is_smallest_cacheable(ctx: Context, rec: Record) -> None:
     """I-95 [beyond reference]: the scheduler's ``cache.block_size`` setting is the smallest prefix-cacheable block."""
     if rec.is_worker:
         return
@@ -146,7 +153,8 @@ def scheduler_block(ctx: Context, s: Record) -> tuple[int, str]:
     return math.lcm(*sizes), f"lcm({', '.join(str(x) for x in sizes)})"
 
 
-def i96_scheduler_block(ctx: Context, rec: Record) -> None:
+@checks("I-96")
+def scheduler_block_size_resolved(ctx: Context, rec: Record) -> None:
     """I-96: the scheduler block size is the setting (one group) or the lcm of the group blocks."""
     if rec.is_worker:
         return
@@ -159,7 +167,8 @@ def i96_scheduler_block(ctx: Context, rec: Record) -> None:
         )
 
 
-def i97_hash_block(ctx: Context, rec: Record) -> None:
+@checks("I-97")
+def hash_block_size_resolved(ctx: Context, rec: Record) -> None:
     """I-97: the hash block size is the one the runtime resolves for the scheduler's groups.
 
     The resolution is the runtime's (``ImportRules.hash_block_size``, asked
@@ -187,14 +196,16 @@ def i97_hash_block(ctx: Context, rec: Record) -> None:
         raise Refusal("I-97", msg + f"hash block size {show(got)}, expected {want}")
 
 
-def i98_hash_evidence(ctx: Context, rec: Record) -> None:
+@checks("I-98")
+def evidence_hash_block_is_schedulers(ctx: Context, rec: Record) -> None:
     """I-98: the evidence's hash block size is the scheduler's."""
     s = rec if not rec.is_worker else ctx.scheduler_for(rec)
     if s is not None and not same(rec.data["prefix_caching"]["hash_block_size"], s.cache.get("hash_block_size")):
         raise Refusal("I-98", "runtime prefix-caching evidence contradicts the scheduler block sizes")
 
 
-def i99_alignment(ctx: Context, rec: Record) -> None:
+@checks("I-99")
+def cache_hits_aligned(ctx: Context, rec: Record) -> None:
     """I-99: cache hits align with every prefix-cacheable compressed spec; the alignment is H or the scheduler block."""
     if rec.is_worker:
         return
@@ -218,16 +229,16 @@ def i99_alignment(ctx: Context, rec: Record) -> None:
 
 
 STAGE_J = [
-    per_record(i90_present),
-    per_record(i91_agree),
-    per_record(i92_settings),
-    per_record(i93_align),
-    per_record(i94_derived_mode),
-    per_record(i95_setting_block),
-    per_record(i96_scheduler_block),
-    per_record(i97_hash_block),
-    per_record(i98_hash_evidence),
-    per_record(i99_alignment),
+    per_record(prefix_caching_evidence_complete),
+    per_record(worker_prefix_evidence_matches_scheduler),
+    per_record(prefix_evidence_matches_settings),
+    per_record(align_mode_needs_prefix_caching),
+    per_record(mamba_mode_derived_from_prefix_caching),
+    per_record(block_size_setting_is_smallest_cacheable),
+    per_record(scheduler_block_size_resolved),
+    per_record(hash_block_size_resolved),
+    per_record(evidence_hash_block_is_schedulers),
+    per_record(cache_hits_aligned),
 ]
 
 
@@ -249,7 +260,8 @@ def _head(s: Record) -> str:
     return f"{s.phase} scheduler dp{s.dp}"
 
 
-def i100_concurrency(ctx: Context, rec: Record) -> None:
+@checks("I-100")
+def concurrency_recorded(ctx: Context, rec: Record) -> None:
     """I-100: a positive, finite concurrency is recorded."""
     if rec.is_worker:
         return
@@ -258,7 +270,8 @@ def i100_concurrency(ctx: Context, rec: Record) -> None:
         raise Refusal("I-100", f"{_head(rec)} lacks a positive kv_cache_max_concurrency")
 
 
-def i101_inflight(ctx: Context, rec: Record) -> None:
+@checks("I-101")
+def max_model_len_and_inflight_tokens_resolved(ctx: Context, rec: Record) -> None:
     """I-101: startup ``max_model_len`` and in-flight tokens (C-2) as resolved."""
     if rec.is_worker:
         return
@@ -278,7 +291,8 @@ def i101_inflight(ctx: Context, rec: Record) -> None:
         )
 
 
-def i102_one_request(ctx: Context, rec: Record) -> None:
+@checks("I-102")
+def one_full_request_fits(ctx: Context, rec: Record) -> None:
     """I-102 [beyond reference]: one request at ``max_model_len`` fits beside the null block (C-10)."""
     if rec.is_worker:
         return
@@ -290,7 +304,8 @@ def i102_one_request(ctx: Context, rec: Record) -> None:
         )
 
 
-def i103_exact(ctx: Context, rec: Record) -> None:
+@checks("I-103")
+def max_concurrency_exact(ctx: Context, rec: Record) -> None:
     """I-103: ``kv_cache_max_concurrency == n / M`` exactly (C-5, C-6), sliding windows included."""
     if rec.is_worker:
         return
@@ -303,7 +318,8 @@ def i103_exact(ctx: Context, rec: Record) -> None:
         )
 
 
-def i104_size_tokens(ctx: Context, rec: Record) -> None:
+@checks("I-104")
+def cache_size_tokens_exact(ctx: Context, rec: Record) -> None:
     """I-104 [beyond reference]: ``kv_cache_size_tokens == int(c × L)`` (C-7)."""
     if rec.is_worker:
         return
@@ -317,11 +333,11 @@ def i104_size_tokens(ctx: Context, rec: Record) -> None:
 
 
 STAGE_K = [
-    per_record(i100_concurrency),
-    per_record(i101_inflight),
-    per_record(i102_one_request),
-    per_record(i103_exact),
-    per_record(i104_size_tokens),
+    per_record(concurrency_recorded),
+    per_record(max_model_len_and_inflight_tokens_resolved),
+    per_record(one_full_request_fits),
+    per_record(max_concurrency_exact),
+    per_record(cache_size_tokens_exact),
 ]
 
 
@@ -333,7 +349,8 @@ STAGE_K = [
 STATE_PHASE_KEYS = ("block_size_tokens", "state.mamba_cache_mode", "startup_blocks_per_request")
 
 
-def i105_hardware(ctx: Context) -> Iterator[Finding]:
+@checks("I-105")
+def one_hardware_across_phases(ctx: Context) -> Iterator[Finding]:
     """I-105: one hardware across phases and ranks (not for layout-level evidence, which names none)."""
     if ctx.layout:
         return
@@ -343,7 +360,8 @@ def i105_hardware(ctx: Context) -> Iterator[Finding]:
             yield w, "I-105", f"observed hardware differs across phases or ranks: {ws[0].subject} and {w.subject}"
 
 
-def i106_settings(ctx: Context) -> Iterator[Finding]:
+@checks("I-106")
+def one_worker_setting_across_phases(ctx: Context) -> Iterator[Finding]:
     """I-106: one worker setting across phases (trio and block sizes excluded)."""
     a, b = ctx.workers("prefill")[0], ctx.workers("decode")[0]
     key = settings_difference(a.settings, b.settings, TRIO + ("cache.mamba_block_size", "cache.block_size"))
@@ -358,7 +376,8 @@ def i106_settings(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def i107_page(ctx: Context) -> Iterator[Finding]:
+@checks("I-107")
+def one_pool_page_across_phases(ctx: Context) -> Iterator[Finding]:
     """I-107: one pool page across phases and ranks."""
     ws = ctx.workers()
     P = pool_page(ws[0])
@@ -385,7 +404,8 @@ def strip_state_differences(g: dict[str, Any]) -> dict[str, Any]:
     return g
 
 
-def i108_i109_phases(ctx: Context) -> Iterator[Finding]:
+@checks("I-108")
+def group_geometry_agrees_across_phases(ctx: Context) -> Iterator[Finding]:
     """I-108 (attention groups) and I-109 (state groups): group geometry agrees across phases."""
     a, b = ctx.workers("prefill")[0], ctx.workers("decode")[0]
     kb = kinds_of(ctx, b)
@@ -442,4 +462,9 @@ def phase_geometry_differences(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
-STAGE_L = [guarded(i105_hardware), guarded(i106_settings), guarded(i107_page), guarded(i108_i109_phases)]
+STAGE_L = [
+    guarded(one_hardware_across_phases),
+    guarded(one_worker_setting_across_phases),
+    guarded(one_pool_page_across_phases),
+    guarded(group_geometry_agrees_across_phases),
+]

@@ -38,6 +38,7 @@ from fpmcore.importer.model import (
 )
 from fpmcore.importer.values import first_difference, is_int, show
 from fpmcore.record import KEY_SETS
+from fpmcore.rules_catalogue import checks
 
 # -- §3.13 key sets, from :data:`fpmcore.record.KEY_SETS` (the one table of them) --------------
 
@@ -139,14 +140,16 @@ def key_problems(data: Any, kind: str) -> tuple[list[str], list[str]]:
 # -- the rules ------------------------------------------------------------------
 
 
-def i12_schema(ctx: Context, rec: Record) -> None:
+@checks("I-12")
+def record_schema_valid(ctx: Context, rec: Record) -> None:
     """I-12: the record schema."""
     if not isinstance(rec.data, dict) or rec.data.get("schema_version") != RECORD_SCHEMA:
         value = rec.data.get("schema_version") if isinstance(rec.data, dict) else None
         raise Refusal("I-12", f"unsupported runtime observation schema: {show(value)}")
 
 
-def i13_keys(ctx: Context, rec: Record) -> None:
+@checks("I-13")
+def record_keys_closed(ctx: Context, rec: Record) -> None:
     """I-13: the closed key sets of §3.13, for the record's kind."""
     kind = rec.kind or "worker"
     missing, unknown = key_problems(rec.data, kind)
@@ -158,7 +161,8 @@ def i13_keys(ctx: Context, rec: Record) -> None:
         )
 
 
-def i14_binding(ctx: Context, rec: Record) -> None:
+@checks("I-14")
+def binding_matches_index(ctx: Context, rec: Record) -> None:
     """I-14: the binding matches the artifact's place in the index; the launch equals the index's."""
     binding = rec.data["binding"]
     expected = {"configuration": ctx.label, "phase": rec.phase, "attempt_id": ctx.attempt_id}
@@ -175,7 +179,8 @@ def _p(v: Any) -> str:
     return "null" if v is None else str(v) if is_int(v) else show(v)
 
 
-def i15_rank(ctx: Context, rec: Record) -> None:
+@checks("I-15")
+def kind_and_rank_valid(ctx: Context, rec: Record) -> None:
     """I-15: a valid kind and a rank inside the launch topology."""
     binding = rec.data["binding"]
     kind = binding.get("kind")
@@ -200,13 +205,15 @@ def expected_name(rec: Record) -> str:
     return f"runtime-observation-worker-dp{d}-tp{t}-pp{p}.json"
 
 
-def i16_name(ctx: Context, rec: Record) -> None:
+@checks("I-16")
+def file_name_matches_binding(ctx: Context, rec: Record) -> None:
     """I-16: the file name names the binding's kind and rank (§2.3)."""
     if rec.file != expected_name(rec):
         raise Refusal("I-16", f"runtime artifact name does not match its binding: {rec.file} holds {rec.subject}")
 
 
-def i17_duplicates(ctx: Context) -> Iterator[Finding]:
+@checks("I-17")
+def no_rank_bound_twice(ctx: Context) -> Iterator[Finding]:
     """I-17: two records of one phase bind the same rank (reported on the later)."""
     seen: set[tuple[Any, ...]] = set()
     for rec in ctx.ordered():
@@ -218,7 +225,8 @@ def i17_duplicates(ctx: Context) -> Iterator[Finding]:
         seen.add(key)
 
 
-def i18_coverage(ctx: Context) -> Iterator[Finding]:
+@checks("I-18")
+def phases_cover_topology(ctx: Context) -> Iterator[Finding]:
     """I-18: each phase covers the workers and schedulers the topology implies."""
     topo = ctx.launch["topology"]
     for phase in ("prefill", "decode"):
@@ -265,7 +273,8 @@ def tensor_level(path: Any) -> bool:
     return isinstance(path, str) and bool(_TENSOR_LEVEL.match(path))
 
 
-def i113_evidence_level(ctx: Context) -> Iterator[Finding]:
+@checks("I-113")
+def one_evidence_level_per_attempt(ctx: Context) -> Iterator[Finding]:
     """I-113 [beyond reference]: one evidence level per attempt (dry or live workers, not both).
 
     Fixes ``ctx.evidence`` to the level of the first worker in record order.
@@ -293,7 +302,8 @@ def _level_text(rec: Record) -> str:
     return f"{what} (measurement {show(m)})"
 
 
-def i19_unresolved(ctx: Context, rec: Record) -> None:
+@checks("I-19")
+def nothing_unresolved(ctx: Context, rec: Record) -> None:
     """I-19: nothing unresolved, no observer error (a dry worker: tensor-level paths only)."""
     fields = rec.data["unresolved_fields"]
     error = rec.data["error"]
@@ -312,7 +322,8 @@ def i19_unresolved(ctx: Context, rec: Record) -> None:
         raise Refusal("I-19", f"runtime observation has unresolved fields: {text}: {err}")
 
 
-def i20_lifecycle(ctx: Context, rec: Record) -> None:
+@checks("I-20")
+def lifecycle_complete(ctx: Context, rec: Record) -> None:
     """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized.
 
     A dry worker (layout-level attempt): ``cache_planned`` with every flag false.
@@ -347,14 +358,14 @@ def i20_lifecycle(ctx: Context, rec: Record) -> None:
 
 
 RULES = [
-    per_record(i12_schema),
-    per_record(i13_keys),
-    per_record(i14_binding),
-    per_record(i15_rank),
-    per_record(i16_name),
-    guarded(i17_duplicates),
-    guarded(i18_coverage),
-    guarded(i113_evidence_level),
-    per_record(i19_unresolved),
-    per_record(i20_lifecycle),
+    per_record(record_schema_valid),
+    per_record(record_keys_closed),
+    per_record(binding_matches_index),
+    per_record(kind_and_rank_valid),
+    per_record(file_name_matches_binding),
+    guarded(no_rank_bound_twice),
+    guarded(phases_cover_topology),
+    guarded(one_evidence_level_per_attempt),
+    per_record(nothing_unresolved),
+    per_record(lifecycle_complete),
 ]

@@ -23,6 +23,7 @@ from typing import cast
 from fpmcore.hooktypes import ImportRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
 from fpmcore.importer.values import first_difference, same, show
+from fpmcore.rules_catalogue import checks
 from fpmcore.runtime_pin import FRAMEWORK
 
 
@@ -32,7 +33,8 @@ def holds_hybrid(rec: Record) -> bool:
     return any(isinstance(g, dict) and key in g for g in rec.groups)
 
 
-def i21_framework(ctx: Context, rec: Record) -> None:
+@checks("I-21")
+def framework_is_vllm(ctx: Context, rec: Record) -> None:
     """I-21: the framework is vLLM."""
     framework = rec.get("runtime", "framework")
     if framework != FRAMEWORK:
@@ -48,7 +50,8 @@ def hybrid_versions(ctx: Context) -> list[str]:
     return cast(list[str], ctx.extra["hybrid_versions"])
 
 
-def i22_hybrid_gate(ctx: Context, rec: Record) -> None:
+@checks("I-22")
+def hybrid_evidence_version_supported(ctx: Context, rec: Record) -> None:
     """I-22: hybrid evidence only from a version whose plugin imports it, compared exactly (checked before I-26 on purpose).
 
     The message names those versions, joined with ``or``; with the installed
@@ -67,7 +70,8 @@ def i22_hybrid_gate(ctx: Context, rec: Record) -> None:
         raise Refusal("I-22", f"hybrid cache evidence requires {need}; the record names vLLM {shown}{tail}")
 
 
-def i23_versions(ctx: Context) -> Iterator[Finding]:
+@checks("I-23")
+def one_version_across_records(ctx: Context) -> Iterator[Finding]:
     """I-23: every record names the same version."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     for rec in recs[1:]:
@@ -77,7 +81,8 @@ def i23_versions(ctx: Context) -> Iterator[Finding]:
             return
 
 
-def i24_hybrid_agreement(ctx: Context) -> Iterator[Finding]:
+@checks("I-24")
+def hybrid_evidence_all_or_none(ctx: Context) -> Iterator[Finding]:
     """I-24: all records hold hybrid evidence, or none does."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     with_ = [r for r in recs if r.hybrid]
@@ -92,7 +97,8 @@ def i24_hybrid_agreement(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def i25_plugin_gate(ctx: Context, rec: Record) -> None:
+@checks("I-25")
+def runtime_plugin_declares_version(ctx: Context, rec: Record) -> None:
     """I-25: an installed runtime plugin declares the record's exact version."""
     version = rec.get("runtime", "version")
     if not isinstance(version, str) or not ctx.services.has_runtime(pin(version)):
@@ -103,7 +109,8 @@ def i25_plugin_gate(ctx: Context, rec: Record) -> None:
         )
 
 
-def i26_source(ctx: Context) -> Iterator[Finding]:
+@checks("I-26")
+def one_observer_and_source(ctx: Context) -> Iterator[Finding]:
     """I-26: one observer and one vLLM source per attempt; runtime version and image as launched."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     if not recs:
@@ -148,12 +155,12 @@ def i26_source(ctx: Context) -> Iterator[Finding]:
 
 
 RULES = [
-    per_record(i21_framework),
-    per_record(i22_hybrid_gate),
-    guarded(i23_versions),
-    guarded(i24_hybrid_agreement),
-    per_record(i25_plugin_gate),
-    guarded(i26_source),
+    per_record(framework_is_vllm),
+    per_record(hybrid_evidence_version_supported),
+    guarded(one_version_across_records),
+    guarded(hybrid_evidence_all_or_none),
+    per_record(runtime_plugin_declares_version),
+    guarded(one_observer_and_source),
 ]
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import CellView
 from fpmcore.validate.values import ABSENT, js
 
@@ -310,7 +311,8 @@ def parse_line(line: bytes) -> Any:
         return ABSENT
 
 
-def a2_integers(view: CellView) -> Diagnostic | None:
+@checks("A-2")
+def integer_fields_are_integers(view: CellView) -> Diagnostic | None:
     """A-2 [BEYOND]: every integer field is a JSON integer (not a bool, a float or a string).
 
     Rank by rank, the artifact's fields are visited in document order,

@@ -14,11 +14,13 @@ from operator import itemgetter
 from typing import Any
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import IDENTITY_COLUMNS, ArtifactRule, CellView, RankView
 from fpmcore.validate.values import ABSENT, first_difference, get, is_int, js, plain
 
 
-def a15_identity(view: CellView) -> Diagnostic | None:
+@checks("A-15")
+def execution_identity_is_cells(view: CellView) -> Diagnostic | None:
     """A-15: the artifact's ``execution_identity`` equals the cell's (contract cells only)."""
     if view.contract is None:
         return None
@@ -36,7 +38,8 @@ def a15_identity(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a16_execution_mode(view: CellView) -> Diagnostic | None:
+@checks("A-16")
+def execution_mode_is_contracts(view: CellView) -> Diagnostic | None:
     """A-16: the artifact's ``execution_mode`` is the contract's mode (contract cells only)."""
     if view.contract is None:
         return None
@@ -52,7 +55,8 @@ def a16_execution_mode(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a17_protocol_producer(view: CellView) -> Diagnostic | None:
+@checks("A-17")
+def no_foreign_protocol_producer(view: CellView) -> Diagnostic | None:
     """A-17: a cell whose contract does not own ``measurement_protocol.producer`` carries none.
 
     The contract rules being run (``view.rules``) say whether they own it.
@@ -74,7 +78,8 @@ def a17_protocol_producer(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a18_protocol_presence(view: CellView) -> Diagnostic | None:
+@checks("A-18")
+def protocol_on_all_ranks_or_none(view: CellView) -> Diagnostic | None:
     """A-18: every rank has ``measurement_protocol`` or none does, and all are equal."""
     ref = view.ranks[0]
     for r in view.ranks[1:]:
@@ -104,7 +109,8 @@ EXECUTION_EVIDENCE = {
 }
 
 
-def a19_protocol_fields(view: CellView) -> Diagnostic | None:
+@checks("A-19")
+def protocol_fields_have_contract_values(view: CellView) -> Diagnostic | None:
     """A-19: the field values of 05 §4.1."""
     for r in view.ranks:
         p = r.protocol
@@ -143,7 +149,8 @@ def a19_protocol_fields(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a20_execution_evidence(view: CellView) -> Diagnostic | None:
+@checks("A-20")
+def execution_evidence_is_exact(view: CellView) -> Diagnostic | None:
     """A-20: ``execution_evidence``, when present, is the exact object of 05 §4.1."""
     for r in view.ranks:
         ev = get(r.protocol, "execution_evidence")
@@ -244,7 +251,8 @@ def warmup_problem(ev: Any) -> str | None:
     return None
 
 
-def a24_warmup(view: CellView) -> Diagnostic | None:
+@checks("A-24")
+def warmup_ledger_well_formed(view: CellView) -> Diagnostic | None:
     """A-24: the warm-up ledger is well formed when the protocol declares execution evidence."""
     for r in view.ranks:
         if get(r.protocol, "execution_evidence") is ABSENT:
@@ -256,13 +264,14 @@ def a24_warmup(view: CellView) -> Diagnostic | None:
 
 
 GENERAL_ARTIFACT_RULES: tuple[tuple[str, ArtifactRule], ...] = (
-    ("A-15", a15_identity), ("A-16", a16_execution_mode), ("A-17", a17_protocol_producer),
-    ("A-18", a18_protocol_presence), ("A-19", a19_protocol_fields), ("A-20", a20_execution_evidence),
-    ("A-24", a24_warmup),
+    ("A-15", execution_identity_is_cells), ("A-16", execution_mode_is_contracts), ("A-17", no_foreign_protocol_producer),
+    ("A-18", protocol_on_all_ranks_or_none), ("A-19", protocol_fields_have_contract_values), ("A-20", execution_evidence_is_exact),
+    ("A-24", warmup_ledger_well_formed),
 )  # fmt: skip
 
 
-def a23_seeded_with_evidence(rank: RankView) -> Diagnostic | None:
+@checks("A-23")
+def check_seeded_tokens_with_evidence(rank: RankView) -> Diagnostic | None:
     """A-23's opening for a contract whose protocol feeds seeded real tokens: ``synthetic_content`` is
     ``seeded_tokens`` and ``execution_evidence`` is present (the contract checks its producer after)."""
     p, path = rank.protocol, rank.path
@@ -280,7 +289,8 @@ def a23_seeded_with_evidence(rank: RankView) -> Diagnostic | None:
     return None
 
 
-def a25_warmup_recorded(view: CellView) -> Diagnostic | None:
+@checks("A-25")
+def check_warmup_recorded(view: CellView) -> Diagnostic | None:
     """A-25: ``warmup_evidence.status`` is ``recorded`` (every contract whose protocol records its warm-ups)."""
     for r in view.ranks:
         st = get(get(r.doc, "warmup_evidence"), "status")
@@ -296,7 +306,8 @@ def producer_runtime_rule(label: str, key: str, expected: Callable[[CellView], A
     the collector provenance records (the engine-steps contract reads ``producer.runtime``, a pin; the GLM
     contract ``producer.vllm_package_version``, the version).  ``label`` names the contract in the diagnostic."""
 
-    def a22_runtime(view: CellView) -> Diagnostic | None:
+    @checks("A-22")
+    def producer_runs_collector_runtime(view: CellView) -> Diagnostic | None:
         want = expected(view)
         for r in view.ranks:
             v = get(get(r.doc, "producer"), key)
@@ -309,4 +320,4 @@ def producer_runtime_rule(label: str, key: str, expected: Callable[[CellView], A
                 )
         return None
 
-    return a22_runtime
+    return producer_runs_collector_runtime

@@ -33,7 +33,7 @@ from fpmcore.validate.evaluation import (
     safe,
 )
 from fpmcore.validate.rows import expected_regime, measurement
-from fpmcore.validate.structure import STRUCTURE_RULES, a3_ranks
+from fpmcore.validate.structure import STRUCTURE_RULES, one_artifact_per_dp_rank
 from fpmcore.validate.values import ABSENT, get, js, plain, shown
 
 
@@ -173,7 +173,7 @@ def validate_files(
     owners = protocol_owners(host) if owners is None else owners
     view = CellView(cell=cell, files=files, plan=plan, attempt=attempt, owners=owners)
     if not view.ranks:
-        return CellResult(cell_id, GENERAL, (a3_ranks(view),))  # type: ignore[arg-type]
+        return CellResult(cell_id, GENERAL, (one_artifact_per_dp_rank(view),))  # type: ignore[arg-type]
     d = run_artifact_rules(view, STRUCTURE_RULES)
     if d is not None:
         return CellResult(cell_id, GENERAL, (d,))

@@ -32,6 +32,7 @@ import attrs
 import orjson
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.integers import parse_line
 from fpmcore.validate.rows import raw_fpms
@@ -52,7 +53,8 @@ def pass_share(measured: int, passes: int, visit: int) -> int:
     return base + (1 if visit < extra else 0)
 
 
-def a28_sidecar(view: CellView) -> Diagnostic | None:
+@checks("A-28")
+def check_repetition_sidecar(view: CellView) -> Diagnostic | None:
     """A-28 [BEYOND]: the sidecar's digest, its final newline and its line count."""
     for r in view.ranks:
         ev = get(r.doc, "repetition_evidence")
@@ -99,7 +101,8 @@ def _line_pool(rank: RankView) -> dict[str, list[int]]:
     return rank.line_pool
 
 
-def a38_bind(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-38")
+def bind_repetition_line(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-38 [BEYOND]: the row's ``repetition_evidence_sha256`` takes one unbound sidecar line."""
     sha = get(row, "repetition_evidence_sha256")
     lines = _line_pool(rank).get(sha) if isinstance(sha, str) else None
@@ -115,7 +118,8 @@ def a38_bind(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | N
     return None
 
 
-def a38_unbound(view: CellView, rank: RankView) -> Diagnostic | None:
+@checks("A-38")
+def check_no_unbound_repetition_lines(view: CellView, rank: RankView) -> Diagnostic | None:
     """A-38 [BEYOND]: after the rank's last row, no sidecar line is left unbound."""
     left = sorted((i, sha) for sha, idx in _line_pool(rank).items() for i in idx)
     if left:
@@ -268,10 +272,13 @@ class RepetitionRules:
         return None
 
 
-def a39_rule(rules: Callable[[CellView], RepetitionRules | None]) -> Callable[[CellView, RankView, int, Any], Any]:
+def repetition_line_rule(
+    rules: Callable[[CellView], RepetitionRules | None],
+) -> Callable[[CellView, RankView, int, Any], Any]:
     """A-39 [BEYOND] with the counts ``rules(view)`` gives (``None``: an earlier rule refused the counts)."""
 
-    def a39_line(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+    @checks("A-39")
+    def sidecar_line_agrees_with_row(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
         i = rank.bound.get(k)
         counts = rules(view)
         if i is None or rank.sidecar is None or counts is None:
@@ -287,7 +294,7 @@ def a39_rule(rules: Callable[[CellView], RepetitionRules | None]) -> Callable[[C
             )
         return None
 
-    return a39_line
+    return sidecar_line_agrees_with_row
 
 
 def reduced_indices(walls: Sequence[float], measured: int, passes: int, reduction: str) -> list[int]:

@@ -3,7 +3,7 @@
 They run rank by rank (ascending) and, within a rank, row by row in
 ``results`` order, all row rules of a row before the next row (05 §8).  A-37
 (``kv_seed_regime`` follows its point, 05 §7.4) is not a general rule: a
-contract that publishes cached rows ``real_kv`` adds :data:`A37_KV_SEED_REGIME`
+contract that publishes cached rows ``real_kv`` adds :data:`KV_SEED_REGIME`
 to its rules; A-41 (publication) labels rows by the same table.
 """
 
@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import HEX64, CellView, RankView, RowRule, RowSuffix
 from fpmcore.validate.values import (
     ABSENT,
@@ -68,7 +69,8 @@ def _row_point_key(view: CellView, point: dict[str, Any]) -> str:
     return key
 
 
-def a29_identity(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-29")
+def measurement_identity_matches(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-29: ``benchmark_measurement`` identity (``schema_version``, ``dp_rank``, ``point_key``)."""
     bm = measurement(row)
     if rank.protocol is ABSENT:
@@ -98,7 +100,8 @@ def a29_identity(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic
     return None
 
 
-def a30_preparation(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-30")
+def preparation_matches_grid(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-30: ``preparation``: the artifact's grid digest, the row's position and regime."""
     bm = measurement(row)
     if bm is ABSENT:
@@ -128,7 +131,8 @@ def a30_preparation(view: CellView, rank: RankView, k: int, row: Any) -> Diagnos
     return None
 
 
-def a31_prompts(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-31")
+def prompt_evidence_well_formed(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-31: prompt evidence well formed; ``unavailable`` is a reported gap, not a refusal."""
     bm = measurement(row)
     if bm is ABSENT:
@@ -164,7 +168,8 @@ def a31_prompts(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic 
     return None
 
 
-def a33_raw_samples(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-33")
+def raw_samples_well_formed(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-33: raw samples: count, identity, sample and forward indices, timing, graph status, wall time."""
     bm = measurement(row)
     if bm is ABSENT:
@@ -360,7 +365,8 @@ def _some_of(idx: Any, want: tuple[int, ...]) -> bool:
     return all(i in allowed for i in idx) and all(a < b for a, b in zip(idx, idx[1:], strict=False))
 
 
-def a34_reduction(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-34")
+def reduction_retains_its_sample(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-34: the reduction method, its indices and the retained wall time (the upper median, or the trimmed
     mean of :func:`fpmcore.validate.values.trimmed_mean`)."""
     bm = measurement(row)
@@ -423,7 +429,8 @@ def _warmup_prefix(rank: RankView, records: list[Any]) -> tuple[list[int], list[
     return cached
 
 
-def a35_warmup_reference(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-35")
+def warmups_counted_before_first_sample(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-35: ``warmup_records_before`` counts finished warm-up records that end before the first raw sample."""
     bm = measurement(row)
     if bm is ABSENT:
@@ -483,7 +490,8 @@ def _workloads_match(fpms: list[Any], want: list[tuple[str, Any]]) -> bool:
     return True
 
 
-def a40_workload(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-40")
+def workloads_equal_point(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-40 [BEYOND]: every raw sample's workload, and the retained FPM's, equals its point."""
     want = expected_workload(get(row, "point"))
     raw = raw_fpms(row)
@@ -521,7 +529,8 @@ def expected_regime(point: Any) -> str:
     return "real_kv" if is_int(kv) and kv > 0 else "not_applicable"
 
 
-def a37_kv_seed_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-37")
+def kv_seed_regime_follows_point(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-37: the row's ``kv_seed_regime`` follows its point (05 §7.4)."""
     want, v = expected_regime(get(row, "point")), get(row, "kv_seed_regime")
     if v != want:
@@ -533,10 +542,10 @@ def a37_kv_seed_regime(view: CellView, rank: RankView, k: int, row: Any) -> Diag
     return None
 
 
-#: A-37 as a contract adds it to its row rules (``ContractRules(rows=(A37_KV_SEED_REGIME, …))``).
-A37_KV_SEED_REGIME: tuple[str, RowRule] = ("A-37", a37_kv_seed_regime)
+#: A-37 as a contract adds it to its row rules (``ContractRules(rows=(KV_SEED_REGIME, …))``).
+KV_SEED_REGIME: tuple[str, RowRule] = ("A-37", kv_seed_regime_follows_point)
 
 GENERAL_ROW_RULES: tuple[tuple[str, RowRule], ...] = (
-    ("A-29", a29_identity), ("A-30", a30_preparation), ("A-31", a31_prompts), ("A-33", a33_raw_samples),
-    ("A-34", a34_reduction), ("A-35", a35_warmup_reference), ("A-40", a40_workload),
+    ("A-29", measurement_identity_matches), ("A-30", preparation_matches_grid), ("A-31", prompt_evidence_well_formed), ("A-33", raw_samples_well_formed),
+    ("A-34", reduction_retains_its_sample), ("A-35", warmups_counted_before_first_sample), ("A-40", workloads_equal_point),
 )  # fmt: skip

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fpmcore.hooktypes import Diagnostic
+from fpmcore.rules_catalogue import checks
 from fpmcore.runtime_pin import FRAMEWORK
 from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points, plan_digest
-from fpmcore.validate.integers import a2_integers
+from fpmcore.validate.integers import integer_fields_are_integers
 from fpmcore.validate.values import (
     ABSENT,
     canonical_digest,
@@ -29,7 +30,8 @@ from fpmcore.validate.values import (
 )
 
 
-def a1_schema(view: CellView) -> Diagnostic | None:
+@checks("A-1")
+def rank_artifacts_have_schema(view: CellView) -> Diagnostic | None:
     """A-1: every rank artifact is an object with ``schema_version`` 2 and ``artifact_type`` ``rank``."""
     for r in view.ranks:
         sv, at = get(r.doc, "schema_version"), get(r.doc, "artifact_type")
@@ -44,7 +46,8 @@ def a1_schema(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a3_ranks(view: CellView) -> Diagnostic | None:
+@checks("A-3")
+def one_artifact_per_dp_rank(view: CellView) -> Diagnostic | None:
     """A-3: one rank artifact per DP rank ``0 … dp.size−1``, ``dp.size`` equal on all ranks."""
     sizes = [get(get(r.doc, "dp"), "size") for r in view.ranks]
     ranks = [get(get(r.doc, "dp"), "rank") for r in view.ranks]
@@ -66,7 +69,8 @@ def a3_ranks(view: CellView) -> Diagnostic | None:
     )
 
 
-def a4_status(view: CellView) -> Diagnostic | None:
+@checks("A-4")
+def artifacts_complete_and_usable(view: CellView) -> Diagnostic | None:
     """A-4: a complete, valid, usable artifact without stop reason or error; then ``timing_valid``."""
     for r in view.ranks:
         d = r.doc
@@ -95,7 +99,8 @@ def a4_status(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a5_coverage(view: CellView) -> Diagnostic | None:
+@checks("A-5")
+def every_point_completed_once(view: CellView) -> Diagnostic | None:
     """A-5: completed = expected, nothing skipped, one result row and one group per point.
 
     Nothing skipped: the counter ``coverage.skipped_points`` is 0 and the
@@ -161,7 +166,8 @@ def _row_matches(rank: int, row: Any, group: Any) -> bool:
         return False
 
 
-def a6_cross_rank(view: CellView) -> Diagnostic | None:
+@checks("A-6")
+def ranks_agree(view: CellView) -> Diagnostic | None:
     """A-6: §3.3 cross-rank equalities (``measurement_protocol`` is left to A-18).
 
     The first differing sub-field is named, so that a difference deep inside
@@ -193,7 +199,8 @@ def a6_cross_rank(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a7_groups(view: CellView) -> Diagnostic | None:
+@checks("A-7")
+def groups_complete_in_order(view: CellView) -> Diagnostic | None:
     """A-7: benchmark ids 1…N in order; every group complete for DP ranks 0…size−1 in order."""
     for r in view.ranks:
         groups = get(r.doc, "iteration_groups")
@@ -242,7 +249,8 @@ def _rows_in_group_order(rank: int, rows: list[Any], groups: list[Any], compared
     return True
 
 
-def a8_rows(view: CellView) -> Diagnostic | None:
+@checks("A-8")
+def rows_equal_their_groups(view: CellView) -> Diagnostic | None:
     """A-8: one FPM per rank-point with the point's counter and the rank; each row equals its group."""
     for r in view.ranks:
         compared = r.rank in view.rows_match_groups
@@ -289,7 +297,8 @@ def a8_rows(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a9_wall_times(view: CellView) -> Diagnostic | None:
+@checks("A-9")
+def wall_times_add_up(view: CellView) -> Diagnostic | None:
     """A-9: group wall time = slowest retained wall time; Σ group wall times = measured ≤ elapsed."""
     for r in view.ranks:
         total = 0.0
@@ -317,7 +326,8 @@ def a9_wall_times(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a10_staged_points(view: CellView) -> Diagnostic | None:
+@checks("A-10")
+def points_match_staged_digest(view: CellView) -> Diagnostic | None:
     """A-10: the points of the groups, encoded as 04 G-22, have the digest the plan staged for the cell.
 
     The staged list is the full list or the smoke subset of the plan's
@@ -375,7 +385,8 @@ def engine_identity(engine: Any) -> Any:
     return out
 
 
-def a11_engine(view: CellView) -> Diagnostic | None:
+@checks("A-11")
+def engine_blocks_equal(view: CellView) -> Diagnostic | None:
     """A-11: the ``engine`` blocks of all ranks without a capture error are equal (05 §3.4)."""
     if not any(get(r.doc, "engine") is not ABSENT for r in view.ranks):
         return None
@@ -446,7 +457,8 @@ def merge_ranks(
     return out
 
 
-def a12_merged(view: CellView) -> Diagnostic | None:
+@checks("A-12")
+def merged_artifact_is_the_merge(view: CellView) -> Diagnostic | None:
     """A-12: a present merged artifact equals the merge of the rank artifacts (05 §5)."""
     if view.merged is None:
         return None
@@ -478,7 +490,8 @@ PROVENANCE_CONSTANTS: tuple[tuple[tuple[str, ...], Any], ...] = (
 PROVENANCE_STRINGS: tuple[tuple[str, ...], ...] = (("attempt_id",), ("runtime", "backend_version"))
 
 
-def a13_provenance(view: CellView) -> Diagnostic | None:
+@checks("A-13")
+def provenance_matches_plan(view: CellView) -> Diagnostic | None:
     """A-13: collector provenance identical across pods and equal to the frozen cell and plan (05 §6.1).
 
     The files are compared exactly (``schema_version`` is the integer 1, not
@@ -529,7 +542,7 @@ def a13_provenance(view: CellView) -> Diagnostic | None:
 
 
 STRUCTURE_RULES: tuple[tuple[str, ArtifactRule], ...] = (
-    ("A-1", a1_schema), ("A-2", a2_integers), ("A-3", a3_ranks), ("A-4", a4_status), ("A-5", a5_coverage),
-    ("A-6", a6_cross_rank), ("A-7", a7_groups), ("A-8", a8_rows), ("A-9", a9_wall_times),
-    ("A-10", a10_staged_points), ("A-11", a11_engine), ("A-12", a12_merged), ("A-13", a13_provenance),
+    ("A-1", rank_artifacts_have_schema), ("A-2", integer_fields_are_integers), ("A-3", one_artifact_per_dp_rank), ("A-4", artifacts_complete_and_usable), ("A-5", every_point_completed_once),
+    ("A-6", ranks_agree), ("A-7", groups_complete_in_order), ("A-8", rows_equal_their_groups), ("A-9", wall_times_add_up),
+    ("A-10", points_match_staged_digest), ("A-11", engine_blocks_equal), ("A-12", merged_artifact_is_the_merge), ("A-13", provenance_matches_plan),
 )  # fmt: skip

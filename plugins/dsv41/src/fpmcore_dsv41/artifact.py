@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fpmcore.plugin_api import KV_SEED_REGIME, CellView, ContractRules, Diagnostic, get, is_int, js, plain
+from fpmcore.plugin_api import KV_SEED_REGIME, CellView, ContractRules, Diagnostic, checks, get, is_int, js, plain
 from fpmcore_dsv41 import CONTRACT
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -48,6 +48,7 @@ def input_provenance_problem(ip: Any) -> str | None:
     return None
 
 
+@checks("§6.4")
 def input_provenance(view: CellView) -> Diagnostic | None:
     """05 §6.4: tokenizer-text input provenance and the ``kvwarm_real_kv`` stamp on every rank."""
     for r in view.ranks:

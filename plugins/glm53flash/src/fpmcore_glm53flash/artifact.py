@@ -35,6 +35,7 @@ from fpmcore.plugin_api import (
     check_repetition_sidecar,
     check_seeded_tokens_with_evidence,
     check_warmup_recorded,
+    checks,
     get,
     is_int,
     is_number,
@@ -67,7 +68,8 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 # -- artifact level -------------------------------------------------------------
 
 
-def a18_requires_protocol(view: CellView) -> Diagnostic | None:
+@checks("A-18")
+def cell_has_measurement_protocol(view: CellView) -> Diagnostic | None:
     """A-18 (GLM): a GLM cell requires ``measurement_protocol``."""
     for r in view.ranks:
         if r.protocol is ABSENT:
@@ -80,7 +82,8 @@ def _cell_value(view: CellView, key: str) -> Any:
     return v if v is not ABSENT else get(view.plan, key)
 
 
-def a21_producer(view: CellView) -> Diagnostic | None:
+@checks("A-21")
+def producer_record_is_expected(view: CellView) -> Diagnostic | None:
     """A-21 (GLM): the producer record equals the expected one; model and revision equal the cell's.
 
     The expected digests come from the producer files of this installation
@@ -136,12 +139,13 @@ def a21_producer(view: CellView) -> Diagnostic | None:
 
 
 #: A-22 (GLM): ``producer.vllm_package_version`` equals the collector provenance runtime.
-a22_runtime = producer_runtime_rule(
+producer_runs_collector_runtime = producer_runtime_rule(
     LABEL, "vllm_package_version", lambda view: view.provenance_value("runtime", "backend_version")
 )
 
 
-def a23_protocol(view: CellView) -> Diagnostic | None:
+@checks("A-23")
+def protocol_is_seeded_with_evidence_and_producer(view: CellView) -> Diagnostic | None:
     """A-23 (GLM): seeded tokens, execution evidence present, the exact protocol producer."""
     for r in view.ranks:
         p = r.protocol
@@ -171,7 +175,8 @@ def _checkpoint(r: RankView) -> Any:
     return get(get(r.doc, "serving_config"), "mamba_prefill_checkpoint")
 
 
-def a26_checkpoint_ranks(view: CellView) -> Diagnostic | None:
+@checks("A-26")
+def ranks_agree_on_checkpoint(view: CellView) -> Diagnostic | None:
     """A-26 (GLM): all ranks agree on ``serving_config.mamba_prefill_checkpoint``, presence included."""
     ref = view.ranks[0]
     a = _checkpoint(ref)
@@ -187,7 +192,8 @@ def a26_checkpoint_ranks(view: CellView) -> Diagnostic | None:
     return None
 
 
-def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
+@checks("A-27")
+def checkpoint_matches_plan(view: CellView) -> Diagnostic | None:
     """A-27 (GLM) [BEYOND]: a recorded checkpoint equals the plan's checkpoint record (04 G-25)."""
     want = plan_benchmark_points(view.plan).get("checkpoint", ABSENT)
     if want is ABSENT:
@@ -207,7 +213,8 @@ def a27_checkpoint_plan(view: CellView) -> Diagnostic | None:
 # -- row level --------------------------------------------------------------------
 
 
-def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-32")
+def ten_measured_repetitions(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-32 (GLM): ten raw samples, ``expected_internal_samples`` 10, ``adjacent_upper_median``."""
     bm = row_measurement(row)
     raw, exp = get(bm, "raw_fpms"), get(bm, "expected_internal_samples")
@@ -225,7 +232,8 @@ def a32_measurement_record(view: CellView, rank: RankView, k: int, row: Any) -> 
     return None
 
 
-def a36_sample_evidence(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
+@checks("A-36")
+def samples_have_start_and_graph_dispatch(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-36 (GLM): every raw sample has a numeric start time and an observed CUDA graph dispatch."""
     if rank.scratch.get("started_and_observed") == k:  # A-33's fast path saw a start and "observed" on each
         return None
@@ -269,19 +277,19 @@ def line_problem(line: bytes, row: Any, rank: RankView) -> str | None:
     return REPETITIONS.line_problem(line, row, rank)
 
 
-a39_line = repetition_line_rule(lambda view: REPETITIONS)
+sidecar_line_agrees_with_row = repetition_line_rule(lambda view: REPETITIONS)
 
 
 RULES = ContractRules(
     name=CONTRACT.name,
     artifact=(
-        ("A-18", a18_requires_protocol), ("A-21", a21_producer), ("A-22", a22_runtime), ("A-23", a23_protocol),
-        ("A-25", check_warmup_recorded), ("A-26", a26_checkpoint_ranks), ("A-27", a27_checkpoint_plan),
+        ("A-18", cell_has_measurement_protocol), ("A-21", producer_record_is_expected), ("A-22", producer_runs_collector_runtime), ("A-23", protocol_is_seeded_with_evidence_and_producer),
+        ("A-25", check_warmup_recorded), ("A-26", ranks_agree_on_checkpoint), ("A-27", checkpoint_matches_plan),
         ("A-28", check_repetition_sidecar),
     ),
     rows=(
-        ("A-32", a32_measurement_record), ("A-36", a36_sample_evidence), KV_SEED_REGIME,
-        ("A-38", bind_repetition_line), ("A-39", a39_line),
+        ("A-32", ten_measured_repetitions), ("A-36", samples_have_start_and_graph_dispatch), KV_SEED_REGIME,
+        ("A-38", bind_repetition_line), ("A-39", sidecar_line_agrees_with_row),
     ),
     rank_end=(("A-38", check_no_unbound_repetition_lines),),
     owns_protocol_producer=True,
