@@ -330,16 +330,9 @@ def test_json_prints_only_the_rows_document(acceptance, tmp_path):
 def test_the_sweep_plot_keeps_traces_of_different_rates_apart(tmp_path, monkeypatch):
     """Generated traces at two rates: each is its own series (colour and best line, named in the legend), never
     mixed into one cloud of points; the title says so."""
-    from matplotlib.figure import Figure
+    from tests.replay.test_replay_plot import _drawn_figures
 
-    drawn: list = []
-    save = Figure.savefig
-
-    def keep(self, *args, **kwargs):  # noqa: ANN001, ANN202
-        drawn.append(self)
-        return save(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
+    drawn = _drawn_figures(monkeypatch)
     generated = {"generate": "poisson", "rate": [0.5, 2.0], "requests": 20, "seed": 3, "prompt_len": 500,
                  "output_len": 20}  # fmt: skip
     grid = write_grid(tmp_path / "g.json", {"profiles": [str(GLM)], "traces": [generated], "tables": [str(GLM_TABLE)],
