@@ -577,6 +577,18 @@ def differential(
     return compare_jobs(build_jobs(n, seed, kinds, rules, features, hash_traces), features, rules, backend)
 
 
+def excerpt_windows(seed: int) -> tuple[list[str], ReplayRules, dict[str, Any]]:
+    """The shipped Mooncake excerpt's two windows (lines 0–19 and 20–39) compared with the installed vLLM's
+    Scheduler (C engine): the windows' labels, the oracle's rules and the report — what each release's test
+    asserts on."""
+    excerpt = ROOT / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
+    windows = trace_windows(excerpt, [0, 20], 20)
+    features = oracle_features()
+    rules = oracle_rules(features)
+    report = compare_jobs(window_jobs(windows, seed, rules, features), features, rules, backend="c")
+    return [label for label, _t in windows], rules, report
+
+
 def compare_jobs(
     jobs: list[dict[str, Any]], features: dict[str, Any], rules: ReplayRules, backend: str | None = None
 ) -> dict[str, Any]:

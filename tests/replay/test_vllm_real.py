@@ -89,14 +89,10 @@ def test_windows_of_the_mooncake_excerpt_match_vllm_step_by_step(oracle):
     """Two windows of the shipped Mooncake conversation excerpt, read by fpm's own reader (prompts clipped at
     16,384 tokens with their block ids, one step to 10 ms of the trace), on the plain and GLM-like models with
     prefix caching off and on and pools that hold one long request: every step identical to vLLM's."""
-    from replay_vs_vllm import compare_jobs, oracle_features, oracle_rules, trace_windows, window_jobs
+    from replay_vs_vllm import excerpt_windows
 
-    excerpt = ROOT / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
-    windows = trace_windows(excerpt, [0, 20], 20)
-    assert [label for label, _t in windows] == ["0-19", "20-39"]
-    features = oracle_features()
-    rules = oracle_rules(features)
-    rep = compare_jobs(window_jobs(windows, 33, rules, features), features, rules, backend="c")
+    labels, _rules, rep = excerpt_windows(33)
+    assert labels == ["0-19", "20-39"]
     assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
     assert rep["matched"] == rep["compared"] == 8
     assert set(rep["by_kind"]) == {f"{k}/{c}/window" for k in ("plain", "glm") for c in ("on", "off")}

@@ -58,15 +58,11 @@ def test_windows_of_the_mooncake_excerpt_match_vllm_0_32_0_step_by_step():
     reader (prompts clipped at 16,384 tokens with their block ids, one step to 10 ms of the trace), on the
     plain and GLM-like models with prefix caching off and on and pools that hold one long request: every
     step identical to vLLM 0.32.0's."""
-    from replay_vs_vllm import compare_jobs, oracle_features, oracle_rules, trace_windows, window_jobs
+    from replay_vs_vllm import excerpt_windows
 
-    excerpt = Path(__file__).resolve().parents[3] / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
-    windows = trace_windows(excerpt, [0, 20], 20)
-    assert [label for label, _t in windows] == ["0-19", "20-39"]
-    features = oracle_features()
-    rules = oracle_rules(features)
+    labels, rules, rep = excerpt_windows(32)
+    assert labels == ["0-19", "20-39"]
     assert rules.runtime == "vllm==0.32.0"
-    rep = compare_jobs(window_jobs(windows, 32, rules, features), features, rules, backend="c")
     assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
     assert rep["matched"] == rep["compared"] == 8
     assert set(rep["by_kind"]) == {f"{k}/{c}/window" for k in ("plain", "glm") for c in ("on", "off")}
