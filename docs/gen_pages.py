@@ -6,7 +6,7 @@
   fpmcore's built-in commands only (every command and every option);
 * ``reference/schemas.md`` from the declarations the readers use (the profile
   and record JSON Schemas, the trace reader's fields, the sweep row);
-* ``reference/rules.md`` from the rule catalogue (:mod:`fpmcore.rules_catalogue`
+* ``reference/rules.md`` from the rule catalogue (:mod:`fpmcore.documents.rules_catalogue`
   and the ``fpm_rule_catalogue`` answers of the plugins shipped here).
 
 ``pages()`` returns them as ``{path: markdown}``; ``tests/test_docs.py`` checks
@@ -161,7 +161,7 @@ def _slug(title: str) -> str:
 
 
 def schemas_page() -> str:
-    from fpmcore.schema import SCHEMAS
+    from fpmcore.documents.schema import SCHEMAS
     from fpmcore.sweep.results import ROW_KEYS
 
     def block(schema: Any) -> list[str]:
@@ -193,7 +193,7 @@ def _prose(text: str) -> str:
 
 
 def rules_page() -> str:
-    from fpmcore.rules_catalogue import FAMILIES, build, family_of
+    from fpmcore.documents.rules_catalogue import FAMILIES, build, family_of
     from fpmcore.testing import make_host
 
     catalogue = build(make_host(entry_points=RULE_PLUGINS).hooks.rule_catalogue())

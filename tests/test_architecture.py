@@ -120,8 +120,8 @@ def test_the_host_imports_no_command_line():
     graph = import_graph()
     for host in ("fpmcore.plugins", "fpmcore.hooks"):
         assert not graph[host] & {"fpmcore.cli", "fpmcore.commands"}, host
-    assert "fpmcore.hooktypes" not in graph["fpmcore.errors"]
-    assert graph["fpmcore.errors"] == {"fpmcore.diagnostics"}
+    assert "fpmcore.hooktypes" not in graph["fpmcore.documents.errors"]
+    assert graph["fpmcore.documents.errors"] == {"fpmcore.documents.diagnostics"}
 
 
 def test_only_the_entry_points_import_the_command_line():

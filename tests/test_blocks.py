@@ -1,4 +1,4 @@
-"""``fpmcore.blocks``: the one ``cdiv``, ``block_range`` and P-16 peak, used by the profile, the replay and the plugins."""
+"""``fpmcore.documents.blocks``: the one ``cdiv``, ``block_range`` and P-16 peak, used by the profile, the replay and the plugins."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fpmcore import blocks
-from fpmcore.blocks import block_range, cdiv, peak_blocks
-from fpmcore.errors import FpmError
-from fpmcore.profile import FpmCacheGroup
+from fpmcore.documents import blocks
+from fpmcore.documents.blocks import block_range, cdiv, peak_blocks
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import FpmCacheGroup
 from fpmcore.replay.model import KIND_FULL, KIND_MAMBA, KIND_WINDOW
 from fpmcore.replay.records import block_range as replay_block_range
 from fpmcore.replay.records import peak_request_blocks

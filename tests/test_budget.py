@@ -7,9 +7,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fpmcore.budget import BudgetRequest, cache_budget
-from fpmcore.errors import FpmError
-from fpmcore.profile import FpmCacheGroup, from_data, load_profile
+from fpmcore.documents.budget import BudgetRequest, cache_budget
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import FpmCacheGroup, from_data, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 GLM = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"

@@ -86,7 +86,7 @@ def test_profile_check_unreadable_exits_2(run_fpm, tmp_path, content, message):
 
 
 def test_debug_shows_the_traceback(run_fpm, tmp_path):
-    with pytest.raises(fpmcore.errors.FpmError):
+    with pytest.raises(fpmcore.documents.errors.FpmError):
         run_fpm("--debug", "profile", "check", str(tmp_path / "missing.json"))
 
 

@@ -55,7 +55,7 @@ def _started(tmp_path: Path, *argv: str) -> dict:
 #: Imported by no command of the three: the plugins' observers and dry probes, the record classes and
 #: their converter, the validation rules, the planner, the sweep, the campaign finalization.
 NEVER = (
-    "fpmcore.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.dryprobe",
+    "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.dryprobe",
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.planning", "fpmcore.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.explain", "fpmcore.verify.compare", "tomllib", "numpy",
@@ -63,7 +63,7 @@ NEVER = (
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
-    "fpmcore.replay.cli", "fpmcore.replay.model", "fpmcore.profile", "fpmcore.schema", "cattrs",
+    "fpmcore.replay.cli", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
     "fpmcore.native", "cffi", "fpmcore.collect.finalize", "fpmcore.validate.command",
 )  # fmt: skip
 
@@ -93,7 +93,7 @@ def test_the_replay_runs_on_what_it_imports(tmp_path):
     assert started["code"] == 0
     summary = json.loads(started["stdout"])["summary"]
     assert (summary["requests"], summary["finished"], summary["steps"]) == (1, 1, 4)
-    assert {"fpmcore.replay.model", "fpmcore.profile", "fpmcore.native"} <= set(started["modules"])
+    assert {"fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.native"} <= set(started["modules"])
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("plugins",)], ids=["help", "plugins"])
@@ -106,13 +106,13 @@ def test_no_converter_code_is_generated_before_a_document_is_read(tmp_path, argv
 def test_reading_a_profile_generates_its_converter_code_then(tmp_path):
     """The other side of the guard above: the converter's code is generated when a profile is read."""
     generated = _started(tmp_path, "profile", "check", PROFILE)["generated"]
-    assert any(k.startswith("<cattrs generated structure fpmcore.profile.") for k in generated)
+    assert any(k.startswith("<cattrs generated structure fpmcore.documents.profile.") for k in generated)
 
 
 def test_the_record_converter_and_the_integer_checks_wait_for_their_first_use():
     code = """
 import linecache
-import fpmcore.record, fpmcore.validate.integers as integers
+import fpmcore.documents.record, fpmcore.validate.integers as integers
 generated = [k for k in linecache.cache if k.startswith("<cattrs generated")]
 print(len(generated), "_checks" in vars(integers.RANK_INTEGERS))
 """
@@ -123,8 +123,8 @@ print(len(generated), "_checks" in vars(integers.RANK_INTEGERS))
 def test_the_record_converter_and_the_integer_checks_built_on_first_use_are_as_strict():
     from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
-    from fpmcore.record import Rank
-    from fpmcore.schema import converter
+    from fpmcore.documents.record import Rank
+    from fpmcore.documents.schema import converter
     from fpmcore.validate.integers import RANK_INTEGERS, IntegerSchema
 
     assert converter.structure({"dp": 0, "tp": 1, "pp": None}, Rank) == Rank(dp=0, tp=1, pp=None)

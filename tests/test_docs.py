@@ -94,7 +94,7 @@ def test_the_schemas_page_has_every_schema(site):
     import json
     import re
 
-    from fpmcore.schema import SCHEMAS
+    from fpmcore.documents.schema import SCHEMAS
 
     html = (site / "reference" / "schemas" / "index.html").read_text(encoding="utf-8")
     titles = re.findall(r"<h2 id=\"([^\"]+)\">([^<]+)</h2>", html)

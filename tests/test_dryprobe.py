@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fpmcore import dryprobe
+from fpmcore.documents.output_files import OutputError
 from fpmcore.dryprobe import ModelJsonError
-from fpmcore.outputs import OutputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "probes"
@@ -144,7 +144,7 @@ def test_dumps_form():
 
 
 def test_write_files_publishes_the_folder_at_once_and_never_overwrites(tmp_path):
-    """The evidence folder is published whole (fpmcore.outputs.publish_folder); an occupied folder is refused
+    """The evidence folder is published whole (fpmcore.documents.output_files.publish_folder); an occupied folder is refused
     before anything is written, and the old files stay (02 §2.3: a probe never overwrites evidence)."""
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "second").write_bytes(b"old")

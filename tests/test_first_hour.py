@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fpmcore.jsonio import loads
+from fpmcore.documents.jsonio import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "first-hour.md"

@@ -25,8 +25,8 @@ from fpmcore import (
     hookimpl,
     hookspecs,
 )
-from fpmcore.errors import FpmError, PluginError
-from fpmcore.profile import load_profile
+from fpmcore.documents.errors import FpmError, PluginError
+from fpmcore.documents.profile import load_profile
 from fpmcore.testing import run_fpm
 
 SPECS = sorted(n for n, f in vars(hookspecs).items() if n.startswith("fpm_") and callable(f))

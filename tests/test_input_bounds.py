@@ -1,8 +1,8 @@
-"""Inputs that never end or block: every input file is read by :func:`fpmcore.jsonio.read_input`.
+"""Inputs that never end or block: every input file is read by :func:`fpmcore.documents.jsonio.read_input`.
 
 A FIFO, a device or a directory given where a trace, a table, a profile, a
 plan or a sweep grid is read is refused before it is opened (exit 2, one
-line); a file above :data:`fpmcore.jsonio.MAX_INPUT_BYTES` is refused with
+line); a file above :data:`fpmcore.documents.jsonio.MAX_INPUT_BYTES` is refused with
 the limit in the message.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore import jsonio
+from fpmcore.documents import jsonio
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parent.parent

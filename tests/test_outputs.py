@@ -1,4 +1,4 @@
-"""``fpmcore.outputs``: the one output-path rule (O-1 … O-6) and the atomic writers of every command.
+"""``fpmcore.documents.output_files``: the one output-path rule (O-1 … O-6) and the atomic writers of every command.
 
 fpmcore issue 13 §1, §10, §11: an output path is checked before any work
 (exit 2, one line naming it), a missing folder is never created, a special
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore import outputs
-from fpmcore.outputs import MANIFEST, OutputError
+from fpmcore.documents import output_files as outputs
+from fpmcore.documents.output_files import MANIFEST, OutputError
 
 
 def _refused(rule: str, fn, *args, **kwargs) -> OutputError:
@@ -134,7 +134,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
 
 _WRITER = """
 import sys
-from fpmcore import outputs
+from fpmcore.documents import output_files as outputs
 target, size = sys.argv[1], int(sys.argv[2])
 print("ready", flush=True)
 n = 0
@@ -270,7 +270,7 @@ def test_concurrent_writers_leave_one_complete_output(tmp_path):
 
 _FOLDER_WRITER = """
 import sys
-from fpmcore import outputs
+from fpmcore.documents import output_files as outputs
 out = sys.argv[1]
 print("ready", flush=True)
 n = 0
@@ -345,7 +345,7 @@ def test_onboard_refuses_an_output_that_is_no_real_folder(tmp_path):
 
 
 def test_outputs_of_one_command_are_apart(tmp_path):
-    from fpmcore.outputs import OutputError, check_outputs_apart
+    from fpmcore.documents.output_files import OutputError, check_outputs_apart
 
     folder, plot, report = tmp_path / "out", tmp_path / "p.png", tmp_path / "r.json"
     check_outputs_apart([("report", report), ("plot", plot), ("none", None)])

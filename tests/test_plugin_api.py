@@ -58,11 +58,11 @@ def test_plugins_import_only_the_plugin_api():
 
 def test_the_check_finds_an_internal_import():
     code = (
-        "from fpmcore import hookimpl\nfrom fpmcore.plugin_api import PluginInfo\nimport fpmcore.record\n"
+        "from fpmcore import hookimpl\nfrom fpmcore.plugin_api import PluginInfo\nimport fpmcore.documents.record\n"
         "def f():\n    from fpmcore.validate.values import get\n"
     )
     assert sorted(fpmcore_imports(code)) == [
-        (1, "fpmcore.hookimpl"), (2, "fpmcore.plugin_api"), (3, "fpmcore.record"), (5, "fpmcore.validate.values")
+        (1, "fpmcore.hookimpl"), (2, "fpmcore.plugin_api"), (3, "fpmcore.documents.record"), (5, "fpmcore.validate.values")
     ]  # fmt: skip
 
 

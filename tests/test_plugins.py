@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.testing import make_host, run_fpm
 
 INSTALLED = {"vllm_027", "vllm_032", "vllm_033", "glm53flash", "dsv41"}

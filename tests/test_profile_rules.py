@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.errors import FpmError
-from fpmcore.profile import (
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import (
     FpmCacheGroup,
     FpmResourceProfile,
     from_data,
@@ -362,7 +362,7 @@ def test_mode_none_with_prefix_caching_is_valid(glm):
 
 def test_gpu_memory_utilization_1_is_written_as_float(glm):
     _set(glm, f"{RM}.gpu_memory_utilization", 1)
-    from fpmcore.profile import dumps_profile
+    from fpmcore.documents.profile import dumps_profile
 
     assert b'"gpu_memory_utilization": 1.0,' in dumps_profile(from_data(glm))
 
@@ -445,7 +445,7 @@ def test_p39_duplicate_group_names(glm):
 
 
 def test_p40_pending_and_p41_breakdown(glm):
-    from fpmcore.budget import non_kv_breakdown
+    from fpmcore.documents.budget import non_kv_breakdown
 
     _set(glm, f"{RES}.runtime_memory", ...)
     _set(glm, f"{RES}.weights_bytes", 100)

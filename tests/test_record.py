@@ -9,8 +9,8 @@ import attrs
 import pytest
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
-from fpmcore import record as R
-from fpmcore.schema import converter
+from fpmcore.documents import record as R
+from fpmcore.documents.schema import converter
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_RECORDS = sorted((ROOT / "examples" / "probes").glob("*/*/*/runtime-observation-*.json"))

@@ -1,7 +1,7 @@
 """The command line under mistakes and abuse (fpmcore issue 13): each finding, its exit code and message class.
 
-Inputs go through the one strict reader (:mod:`fpmcore.jsonio`), outputs
-through the one output rule (:mod:`fpmcore.outputs`): every refusal below is
+Inputs go through the one strict reader (:mod:`fpmcore.documents.jsonio`), outputs
+through the one output rule (:mod:`fpmcore.documents.output_files`): every refusal below is
 one line naming its rule, the file and the value; never ``internal error``,
 never a traceback, never a file written where it should not be.
 """

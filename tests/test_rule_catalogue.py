@@ -13,7 +13,8 @@ import pytest
 
 from fpmcore import RuleEntry, hookimpl
 from fpmcore.collect import contract as engine_steps
-from fpmcore.errors import PluginError
+from fpmcore.documents.errors import PluginError
+from fpmcore.documents.rules_catalogue import FIELDS, build, checked_rule, checks, closest, family_of, host_entries
 from fpmcore.importer import (
     block_pool,
     cache_groups,
@@ -24,7 +25,6 @@ from fpmcore.importer import (
     runtime_identity,
 )
 from fpmcore.importer.model import guarded, per_record, rule_id
-from fpmcore.rules_catalogue import FIELDS, build, checked_rule, checks, closest, family_of, host_entries
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.evaluation import ContractRules
 from fpmcore.validate.protocol import GENERAL_ARTIFACT_RULES

@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fpmcore.profile import FpmDeploymentProfile
-from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
+from fpmcore.documents.profile import FpmDeploymentProfile
+from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fpmcore"
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fpmcore.errors import FpmError
-from fpmcore.schema import DIALECT, SCHEMAS, schema_named
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.schema import DIALECT, SCHEMAS, schema_named
 from fpmcore.testing import run_fpm
 from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
 

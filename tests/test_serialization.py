@@ -10,9 +10,9 @@ import cattrs
 import jsonschema
 import pytest
 
-from fpmcore import jsonio
-from fpmcore.errors import FpmError
-from fpmcore.profile import (
+from fpmcore.documents import jsonio
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import (
     FpmCacheGroup,
     FpmResourceProfile,
     dumps_profile,
@@ -23,7 +23,7 @@ from fpmcore.profile import (
     profile_json_schema,
     to_data,
 )
-from fpmcore.schema import converter
+from fpmcore.documents.schema import converter
 
 ROOT = Path(__file__).resolve().parents[1]
 GLM = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
@@ -136,7 +136,7 @@ def test_converter_is_strict():
     # a float field takes an integer and keeps it a float (01 §1.2)
     rm = {"kv_cache_bytes": 1, "gpu_memory_utilization": 1, "max_model_len": 1, "provenance": "p",
           "enable_prefix_caching": True}  # fmt: skip
-    from fpmcore.profile import FpmRuntimeMemory
+    from fpmcore.documents.profile import FpmRuntimeMemory
 
     out = converter.structure(rm, FpmRuntimeMemory)
     assert isinstance(out.gpu_memory_utilization, float)

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _replay_config(engine: Any, args: argparse.Namespace, report: dict[str, Any]) -> Any:
     """The replay configuration of the engine's imported profile, or ``None`` (the reason in the report)."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
     from fpmcore_vllm032.replay_check import engine_profile, replay_config
 
     with tempfile.TemporaryDirectory(prefix="fpm-live-") as tmp:

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.jsonio import canonical_bytes
+from fpmcore.documents.jsonio import canonical_bytes
 from fpmcore.validate.structure import merge_ranks
 from fpmcore.validate.values import canonical_digest, point_key, upper_median
 

@@ -8,6 +8,7 @@ declared plugin API (and its tests from :mod:`fpmcore.testing`)::
 The hook value types are importable from here too.
 """
 
+from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.hookspecs import hookimpl
 from fpmcore.hooktypes import (
     API_VERSION,
@@ -30,7 +31,6 @@ from fpmcore.hooktypes import (
     StartupLimits,
 )
 from fpmcore.replay.trace import TraceRequest
-from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
 
 __version__ = "0.1.0"

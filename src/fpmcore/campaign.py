@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fpmcore.collect import store
-from fpmcore.jsonio import one_line
+from fpmcore.documents.jsonio import one_line
 
 #: The manifest of ``fpm onboard`` and its schema.
 MANIFEST = "onboard.json"

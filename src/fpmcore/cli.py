@@ -28,7 +28,7 @@ from typing import Any
 
 import fpmcore
 from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.host import build_host
 from fpmcore.options import integer, number
 from fpmcore.plugins import PluginHost
@@ -143,7 +143,7 @@ _WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _internal_error(ctx: Context, exc: BaseException) -> int:
-    from fpmcore.jsonio import one_line
+    from fpmcore.documents.jsonio import one_line
 
     message = one_line(f"internal error: {type(exc).__name__}: {exc}")
     print(f"fpm: {message} (run with --debug for the traceback)", file=sys.stderr)
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     ``--json``, one document ``{"schema": 1, "status": "error",
     "diagnostics": [...]}`` on stdout (unless the command printed its own).
     """
-    from fpmcore.jsonio import one_line  # a value from the input never breaks the line
+    from fpmcore.documents.jsonio import one_line  # a value from the input never breaks the line
 
     argv = list(sys.argv[1:] if argv is None else argv)
     json_wanted = "--json" in argv

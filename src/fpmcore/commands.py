@@ -17,7 +17,7 @@ import importlib
 from typing import Any
 
 from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hookspecs import hookimpl
 from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
 
@@ -190,7 +190,7 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
 
 
 def _profile_summary(profile: Any) -> dict[str, Any]:
-    from fpmcore.profile import profile_digest
+    from fpmcore.documents.profile import profile_digest
 
     return {
         "model": profile.model,
@@ -202,8 +202,8 @@ def _profile_summary(profile: Any) -> dict[str, Any]:
 
 
 def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
-    from fpmcore.jsonio import JsonError, read_input
-    from fpmcore.profile import parse_profile
+    from fpmcore.documents.jsonio import JsonError, read_input
+    from fpmcore.documents.profile import parse_profile
 
     path = args.file
     try:
@@ -285,7 +285,7 @@ def _retention(g: Any) -> str:
 
 
 def _configure_schema(p: argparse.ArgumentParser) -> None:
-    from fpmcore.schema import SCHEMAS
+    from fpmcore.documents.schema import SCHEMAS
 
     p.add_argument(
         "name",
@@ -303,7 +303,7 @@ def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
     import json
     import sys
 
-    from fpmcore.schema import SCHEMAS, schema_named
+    from fpmcore.documents.schema import SCHEMAS, schema_named
 
     if args.name is None:
         listing = [{"name": e.name, "title": e.title, "summary": e.summary} for e in SCHEMAS]

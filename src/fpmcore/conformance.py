@@ -19,7 +19,7 @@ or given as that module or object.  It checks, in order:
 4. **Well-typed hooks on shared cases.**  Each hook the plugin implements is
    called through the host's typed facade (which selects the plugin and checks
    the return types) on the shared cases below; a value of the wrong type or an
-   exception other than a refusal (:class:`~fpmcore.errors.FpmError`) is a problem.  Besides
+   exception other than a refusal (:class:`~fpmcore.documents.errors.FpmError`) is a problem.  Besides
    the facade's checks: an align stop stays in ``0 … num_new_tokens``; a point
    plan's points are JSON values whose count matches ``counts``, its digest is
    64 lowercase hex digits; a chosen producer contract is one the plugin
@@ -52,7 +52,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.hooktypes import (
     API_VERSION,
     AlignStopQuery,
@@ -62,7 +63,6 @@ from fpmcore.hooktypes import (
     PointPlan,
     ProducerContract,
 )
-from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 
 DATA = Path(__file__).parent / "data"
 
@@ -186,7 +186,7 @@ def _call(problems: list[str], what: str, fn: Callable[..., Any], *args: Any, **
 
 
 def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: list[str]) -> None:
-    from fpmcore.jsonio import canonical_bytes
+    from fpmcore.documents.jsonio import canonical_bytes
 
     if "fpm_align_stop" in hooks:
         before = len(problems)
@@ -198,8 +198,8 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
             if len(problems) > before:  # one wrong answer says enough
                 break
     if "fpm_generate_points" in hooks:
+        from fpmcore.documents.profile import load_profile
         from fpmcore.planning import resolve_limits
-        from fpmcore.profile import load_profile
 
         for path in sorted(DATA.glob("conformance-*.fpm-profile.json")):
             profile = load_profile(path)

@@ -117,7 +117,7 @@ class Context:
 
     def emit_json(self, document: dict[str, Any]) -> None:
         """Write one JSON document to stdout (``"schema": 1`` first)."""
-        from fpmcore.jsonio import dumps_output
+        from fpmcore.documents.jsonio import dumps_output
 
         self.emitted_json = True
         sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))

@@ -21,7 +21,7 @@ the same whichever runtime plans, and live here:
   02 §2.3 name (:func:`record_file_name`), each file listed with its
   SHA-256 (:func:`evidence_files`), the whole folder published at once and
   never over an existing one (:func:`write_files`, through
-  :func:`fpmcore.outputs.publish_folder`: a kill leaves no folder or the
+  :func:`fpmcore.documents.output_files.publish_folder`: a kill leaves no folder or the
   complete one).
 
 This module imports no runtime.
@@ -36,8 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.jsonio import loads
-from fpmcore.outputs import publish_folder
+from fpmcore.documents.jsonio import loads
+from fpmcore.documents.output_files import publish_folder
 
 #: ``schema_version`` of the index ``observations.json`` (02 §2.1).
 INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
@@ -65,7 +65,7 @@ class ModelJsonError(ValueError):
 def read_model(model_path: Path, raw: bytes) -> dict[str, Any]:
     """The MODEL.json object of ``raw`` (the bytes of ``model_path``), checked for what every plan reads.
 
-    Refuses what is not strict JSON (:class:`fpmcore.jsonio.JsonError`, the one
+    Refuses what is not strict JSON (:class:`fpmcore.documents.jsonio.JsonError`, the one
     reader) and (:class:`ModelJsonError`) anything but an object with a
     ``layers`` list and integer ``max_model_len`` / ``available_memory_bytes``
     (a boolean is not an integer).
@@ -184,10 +184,10 @@ def record_file_name(record: Mapping[str, Any]) -> str:
 def write_files(out: Path, files: Mapping[Path, bytes]) -> None:
     """Publish ``files`` (relative path → bytes) as the evidence folder ``out``, all at once.
 
-    Through :func:`fpmcore.outputs.publish_folder`: the files are written into
+    Through :func:`fpmcore.documents.output_files.publish_folder`: the files are written into
     a temporary sibling folder and renamed into place together, so a kill
     leaves no folder or the complete one.  ``out`` must be new or empty (a
-    probe never overwrites evidence: :class:`fpmcore.outputs.OutputError`
+    probe never overwrites evidence: :class:`fpmcore.documents.output_files.OutputError`
     ``O-2``) and its parent must exist (``O-1``).
     """
     publish_folder(out, {Path(rel).as_posix(): data for rel, data in files.items()}, refusal=NEVER_OVERWRITES)

@@ -1,7 +1,7 @@
 """``fpm explain [RULE]``: what a rule id means, what it protects, an example refusal and the fix.
 
 Without RULE it lists every id with its one-line meaning.  The entries come
-from :mod:`fpmcore.rules_catalogue` (the host's) and from the installed
+from :mod:`fpmcore.documents.rules_catalogue` (the host's) and from the installed
 plugins' ``fpm_rule_catalogue``.  An unknown id is refused (exit 2) with the
 closest known ids.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 
 from fpmcore.context import EXIT_OK, Context, print_table
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.rules_catalogue import FAMILIES, FIELDS, Catalogued, build, closest, family_of, lookup
 from fpmcore.hooktypes import CliCommand
-from fpmcore.rules_catalogue import FAMILIES, FIELDS, Catalogued, build, closest, family_of, lookup
 
 #: The rule id of ``fpm explain``'s own refusal (an id the catalogue does not hold).
 RULE = "explain"

@@ -21,8 +21,8 @@ that only wrap it stay in.  Who is called:
 So the plugin that answered is always known, and one checker
 (:func:`check`, driven by the table :data:`RETURNS`) validates every answer:
 a wrong type or value, or an exception other than
-:class:`~fpmcore.errors.FpmError` (a legitimate refusal, passed through),
-becomes a :class:`~fpmcore.errors.PluginError` that names the plugin and the
+:class:`~fpmcore.documents.errors.FpmError` (a legitimate refusal, passed through),
+becomes a :class:`~fpmcore.documents.errors.PluginError` that names the plugin and the
 hook.  An exception raised by another plugin's wrapper is reported under the
 plugin the call was bound to.
 
@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from fpmcore.errors import FpmError, PluginError
+from fpmcore.documents.errors import FpmError, PluginError
+from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.hooktypes import (
     HARDWARE_KEYS,
     AlignStopQuery,
@@ -63,13 +64,12 @@ from fpmcore.hooktypes import (
     SpecClassification,
 )
 from fpmcore.replay.rules import ReplayRules
-from fpmcore.runtime_pin import RuntimePin
 from fpmcore.traces.format import TraceFormat
 
 if TYPE_CHECKING:
     import pluggy
 
-    from fpmcore.profile import FpmModelProfile
+    from fpmcore.documents.profile import FpmModelProfile
 
 
 class _Selected(Protocol):
@@ -348,7 +348,7 @@ class Hooks:
     def runtime(self, pin: str) -> RuntimeHooks:
         """The runtime hooks of ``pin`` (``vllm==0.33.0``), bound to the one runtime plugin that targets it.
 
-        Raises :class:`~fpmcore.errors.FpmError` when no plugin, or more than
+        Raises :class:`~fpmcore.documents.errors.FpmError` when no plugin, or more than
         one, targets ``pin``.
         """
         return RuntimeHooks(self, self._host.select_runtime(pin).id, pin)
@@ -382,7 +382,7 @@ class Hooks:
     def replay_rules(self, pin: str) -> ReplayRules:
         """The replay rules of runtime ``pin``, from the runtime plugin that targets it (R-1).
 
-        Raises :class:`~fpmcore.errors.FpmError` (R-1) when no installed
+        Raises :class:`~fpmcore.documents.errors.FpmError` (R-1) when no installed
         runtime plugin gives replay rules for ``pin``, naming the runtimes
         that have them: the replay never assumes another release's scheduler.
         """
@@ -402,7 +402,7 @@ class Hooks:
         """The model hooks of ``model``, bound to the one model plugin whose id or targets name it.
 
         When no plugin (or more than one) claims ``model``, each hook of the
-        answer raises :class:`~fpmcore.errors.FpmError` saying what it lacks and why.
+        answer raises :class:`~fpmcore.documents.errors.FpmError` saying what it lacks and why.
         """
         try:
             return ModelHooks(self, self._host.select_model(model).id, model)

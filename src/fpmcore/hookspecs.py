@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from fpmcore.documents.profile import FpmModelProfile
     from fpmcore.hooktypes import (
         AlignStopQuery,
         CliCommand,
@@ -69,7 +70,6 @@ if TYPE_CHECKING:
         ServingDriver,
         SpecClassification,
     )
-    from fpmcore.profile import FpmModelProfile
     from fpmcore.replay.rules import ReplayRules
     from fpmcore.traces.format import TraceFormat
 
@@ -133,8 +133,8 @@ def fpm_observe_cache_groups(runtime: str, source: Mapping[str, Any], phase: str
     :param phase: ``"prefill"`` or ``"decode"``.
     :param rank: the TP rank the record describes.
     :returns: the ``fpmcore-runtime-observation/v1`` record (02 §3) as a
-        JSON-ready dict: the attrs record of :mod:`fpmcore.record`, unstructured
-        with :func:`fpmcore.record.record_to_json`.
+        JSON-ready dict: the attrs record of :mod:`fpmcore.documents.record`, unstructured
+        with :func:`fpmcore.documents.record.record_to_json`.
 
     A real observer reads ``source["kv_cache_config"]`` and the other live
     objects, importing vLLM inside the function.
@@ -200,7 +200,7 @@ def fpm_live_probe(
     observer (:func:`fpm_observe_cache_groups`), writes the evidence folder of
     02 §2 with tensor-level records for both phases, and shuts the engine
     down, also when it fails or is interrupted (an interrupt, ``KeyboardInterrupt``
-    or the :class:`~fpmcore.errors.Interrupted` the host raises on Ctrl-C, goes
+    or the :class:`~fpmcore.documents.errors.Interrupted` the host raises on Ctrl-C, goes
     on after the shutdown).  The folder appears whole or not at all.
     The plugin says what its phases are.  **Optional**: a runtime that cannot
     run an engine here leaves it out, and ``fpm probe --live`` says so.
@@ -217,7 +217,7 @@ def fpm_live_probe(
         per phase, what the engine itself reports (``num_blocks``, groups,
         block and page sizes, ``kv_cache_max_concurrency``, …).  A refusal
         (not a model folder, settings the engine does not start with) is an
-        :class:`~fpmcore.errors.FpmError` whose message is one line.
+        :class:`~fpmcore.documents.errors.FpmError` whose message is one line.
 
     Example::
 
@@ -227,7 +227,7 @@ def fpm_live_probe(
         ...     options=LiveProbeOptions(max_model_len=2048), progress=lambda message: contextlib.nullcontext())
         Traceback (most recent call last):
         ...
-        fpmcore.errors.FpmError: examples is not a model folder: it holds no config.json
+        fpmcore.documents.errors.FpmError: examples is not a model folder: it holds no config.json
 
     On a model folder it returns the engine's numbers:
     ``summary["phases"]["prefill"]["num_blocks"]`` is 512 for
@@ -511,11 +511,11 @@ def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, l
     """*Point generation*: the benchmark points to measure for a model.  *First-result*.
 
     :param model: the model id asked for (``fpm plan --model glm53flash``): one of your targets.
-    :param profile: the accepted :class:`~fpmcore.profile.FpmModelProfile`.
+    :param profile: the accepted :class:`~fpmcore.documents.profile.FpmModelProfile`.
     :param deployment: index of the deployment in ``profile.deployments``.
     :param limits: the resolved :class:`~fpmcore.hooktypes.PlanLimits`.
     :returns: a :class:`~fpmcore.hooktypes.PointPlan`.  A refusal is raised
-        as :class:`fpmcore.errors.FpmError` with its rule and message.
+        as :class:`fpmcore.documents.errors.FpmError` with its rule and message.
 
     Example::
 
@@ -679,7 +679,7 @@ def fpm_trace_formats() -> list[TraceFormat]:
     → the trace's :class:`~fpmcore.replay.trace.TraceRequest` s in file order,
     and :class:`~fpmcore.traces.format.SkippedRow` s for rows that are not
     requests).  ``read`` reads ``source.lines()`` one at a time and raises
-    :class:`~fpmcore.errors.FpmError` naming the line of a malformed row.
+    :class:`~fpmcore.documents.errors.FpmError` naming the line of a malformed row.
     fpmcore's own formats (``fpmcore``, ``sched-json``, ``mooncake``,
     ``burstgpt``, ``azure``) are registered through this hook by the host's
     built-in plugin, first; a name given twice keeps the first registration.
@@ -727,7 +727,7 @@ def fpm_rule_catalogue() -> list[RuleEntry]:
     """Describe the rule ids only this plugin raises.  *Collecting*.
 
     ``fpm explain RULE`` and the docs site's rules page read the host's
-    catalogue (:mod:`fpmcore.rules_catalogue`) and then every plugin's
+    catalogue (:mod:`fpmcore.documents.rules_catalogue`) and then every plugin's
     answer.  A plugin that raises ids of its own (an engine limit's id, a
     contract section, a refusal of its planner) describes each one here:
     its one-line meaning, what it protects, a refusal as ``fpm`` prints it

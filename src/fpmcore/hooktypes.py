@@ -16,9 +16,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fpmcore.contention import Contention
-from fpmcore.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+from fpmcore.documents.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
-from fpmcore.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.

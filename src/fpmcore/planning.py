@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from fpmcore.context import print_table
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.runtime_pin import RuntimePin
+from fpmcore.documents.schema import MAX_U32
 from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
-from fpmcore.runtime_pin import RuntimePin
-from fpmcore.schema import MAX_U32
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
@@ -177,7 +177,7 @@ def check_model_named(host: Any, model: str) -> None:
 def profile_launch(dep: Any) -> dict[str, Any]:
     """The launch the deployment was probed with (02 §2.2), as the import recorded it in
     ``runtime_memory.provenance``; ``{}`` when the profile does not carry one."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.documents.jsonio import JsonError, loads
 
     rm = dep.resources.runtime_memory
     try:
@@ -266,8 +266,8 @@ def plan_document(
     *, model: str, profile: Any, deployment: int, limits: PlanLimits, plan: PointPlan, smoke: bool = False
 ) -> dict[str, Any]:
     """The plan file content (see the module docstring), ``plan_sha256`` included."""
-    from fpmcore.jsonio import digest
-    from fpmcore.profile import profile_digest
+    from fpmcore.documents.jsonio import digest
+    from fpmcore.documents.profile import profile_digest
 
     doc: dict[str, Any] = {
         "schema": PLAN_SCHEMA,
@@ -299,12 +299,12 @@ def plan_document(
 
 
 def write_plan(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
-    """Write the plan file atomically (:func:`fpmcore.outputs.write_file`): keys in the
+    """Write the plan file atomically (:func:`fpmcore.documents.output_files.write_file`): keys in the
     order built, two-space indentation, non-ASCII as UTF-8, one trailing newline (the
     file form of 01 §9.1; the plan holds no floats, so orjson's bytes are that form)."""
     import orjson
 
-    from fpmcore.outputs import write_file
+    from fpmcore.documents.output_files import write_file
 
     write_file(path, orjson.dumps(dict(document), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
@@ -315,7 +315,7 @@ STAGES = ("full", "smoke")
 
 def _identity_schema() -> dict[str, Any]:
     """A cell's execution identity column values (05 §6.2, :func:`fpmcore.validate.cell.cell_identity`)."""
-    from fpmcore.schema import HEX64_PATTERN
+    from fpmcore.documents.schema import HEX64_PATTERN
     from fpmcore.validate.cell import IDENTITY_COLUMNS
 
     columns: dict[str, Any] = {c: {"type": "string", "minLength": 1} for c in IDENTITY_COLUMNS}
@@ -327,7 +327,7 @@ def _identity_schema() -> dict[str, Any]:
 def _cell_schema() -> dict[str, Any]:
     """A frozen collection cell: its unique id and its execution identity, as an object of the four columns
     or as the columns on the cell itself (the reader's :func:`~fpmcore.validate.reader.plan_problem`)."""
-    from fpmcore.schema import obj
+    from fpmcore.documents.schema import obj
     from fpmcore.validate.cell import IDENTITY_COLUMNS
 
     columns = _identity_schema()
@@ -356,9 +356,9 @@ def plan_json_schema() -> dict[str, Any]:
     """
     import attrs
 
+    from fpmcore.documents.schema import HEX64_PATTERN, array, enum, obj, schema_document
     from fpmcore.hooktypes import PlanLimits
     from fpmcore.point_grid import PlanPoint
-    from fpmcore.schema import HEX64_PATTERN, array, enum, obj, schema_document
     from fpmcore.validate.schemas import manifest_schema
 
     hex64 = {"type": "string", "pattern": HEX64_PATTERN}
@@ -611,8 +611,8 @@ def _limits_text(limits: PlanLimits) -> str:
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.outputs import check_output_path
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.output_files import check_output_path
+    from fpmcore.documents.profile import load_profile
 
     output = check_output_path(args.output, inputs=[args.profile]) if args.output else None  # before any work
     profile = load_profile(args.profile)

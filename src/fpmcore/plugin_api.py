@@ -292,12 +292,65 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fpmcore.blocks import (
+    from fpmcore.contention import (
+        sampler as cpu_sampler,
+    )
+    from fpmcore.documents.blocks import (
         block_range,
         cdiv,
     )
-    from fpmcore.contention import (
-        sampler as cpu_sampler,
+    from fpmcore.documents.errors import (
+        FpmError,
+    )
+    from fpmcore.documents.jsonio import (
+        JsonError,
+    )
+    from fpmcore.documents.jsonio import (
+        digest as json_digest,
+    )
+    from fpmcore.documents.jsonio import (
+        loads as load_json,
+    )
+    from fpmcore.documents.profile import (
+        FpmModelProfile,
+    )
+    from fpmcore.documents.record import (
+        ABSENT as OMITTED,
+    )
+    from fpmcore.documents.record import (
+        SCHEMA_VERSION as RECORD_SCHEMA_VERSION,
+    )
+    from fpmcore.documents.record import (
+        Allocation,
+        AttentionGroup,
+        Binding,
+        GroupState,
+        Hardware,
+        LayerSpec,
+        LayerView,
+        ModelIdentity,
+        ModelRunner,
+        ObserverIdentity,
+        Rank,
+        RuntimeIdentity,
+        SchedulerCache,
+        SchedulerGroup,
+        SchedulerLifecycle,
+        SchedulerRecord,
+        Startup,
+        Storage,
+        WorkerCache,
+        WorkerGroup,
+        WorkerLifecycle,
+        WorkerRecord,
+        record_to_json,
+    )
+    from fpmcore.documents.rules_catalogue import (
+        checks,
+    )
+    from fpmcore.documents.runtime_pin import (
+        FRAMEWORK,
+        RuntimePin,
     )
     from fpmcore.dryprobe import (
         MODEL_CONFIG as MODEL_CONFIG_FILE,
@@ -324,9 +377,6 @@ if TYPE_CHECKING:
     )
     from fpmcore.dryprobe import (
         write_files as write_evidence_folder,
-    )
-    from fpmcore.errors import (
-        FpmError,
     )
     from fpmcore.hookspecs import (
         hookimpl,
@@ -371,15 +421,6 @@ if TYPE_CHECKING:
         HostServices,
         import_evidence,
     )
-    from fpmcore.jsonio import (
-        JsonError,
-    )
-    from fpmcore.jsonio import (
-        digest as json_digest,
-    )
-    from fpmcore.jsonio import (
-        loads as load_json,
-    )
     from fpmcore.point_grid import (
         DecodePoint,
         PrefillPoint,
@@ -391,40 +432,6 @@ if TYPE_CHECKING:
     )
     from fpmcore.probe import (
         runtime_distribution,
-    )
-    from fpmcore.profile import (
-        FpmModelProfile,
-    )
-    from fpmcore.record import (
-        ABSENT as OMITTED,
-    )
-    from fpmcore.record import (
-        SCHEMA_VERSION as RECORD_SCHEMA_VERSION,
-    )
-    from fpmcore.record import (
-        Allocation,
-        AttentionGroup,
-        Binding,
-        GroupState,
-        Hardware,
-        LayerSpec,
-        LayerView,
-        ModelIdentity,
-        ModelRunner,
-        ObserverIdentity,
-        Rank,
-        RuntimeIdentity,
-        SchedulerCache,
-        SchedulerGroup,
-        SchedulerLifecycle,
-        SchedulerRecord,
-        Startup,
-        Storage,
-        WorkerCache,
-        WorkerGroup,
-        WorkerLifecycle,
-        WorkerRecord,
-        record_to_json,
     )
     from fpmcore.replay import (
         config_from_profile as replay_config_from_profile,
@@ -454,13 +461,6 @@ if TYPE_CHECKING:
     from fpmcore.replay.trace import (
         TraceRequest,
         parse_trace_lines,
-    )
-    from fpmcore.rules_catalogue import (
-        checks,
-    )
-    from fpmcore.runtime_pin import (
-        FRAMEWORK,
-        RuntimePin,
     )
     from fpmcore.traces.format import (
         SkippedRow,
@@ -517,14 +517,14 @@ EXPORTS: dict[str, str] = {
     "API_VERSION": "fpmcore.hooktypes:API_VERSION",
     "PluginInfo": "fpmcore.hooktypes:PluginInfo",
     "RuleEntry": "fpmcore.hooktypes:RuleEntry",
-    "checks": "fpmcore.rules_catalogue:checks",
+    "checks": "fpmcore.documents.rules_catalogue:checks",
     "CliCommand": "fpmcore.hooktypes:CliCommand",
     "Diagnostic": "fpmcore.hooktypes:Diagnostic",
-    "FpmError": "fpmcore.errors:FpmError",
+    "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host:build_host",
     # Runtime pins
-    "RuntimePin": "fpmcore.runtime_pin:RuntimePin",
-    "FRAMEWORK": "fpmcore.runtime_pin:FRAMEWORK",
+    "RuntimePin": "fpmcore.documents.runtime_pin:RuntimePin",
+    "FRAMEWORK": "fpmcore.documents.runtime_pin:FRAMEWORK",
     # Runtime plugins: import rules and the observation record
     "SpecClassification": "fpmcore.hooktypes:SpecClassification",
     "ImportRules": "fpmcore.hooktypes:ImportRules",
@@ -532,31 +532,31 @@ EXPORTS: dict[str, str] = {
     "HashBlockQuery": "fpmcore.hooktypes:HashBlockQuery",
     "StateFamily": "fpmcore.hooktypes:StateFamily",
     "MODEL_DTYPE_LABELS": "fpmcore.hooktypes:MODEL_DTYPE_LABELS",
-    "RECORD_SCHEMA_VERSION": "fpmcore.record:SCHEMA_VERSION",
-    "OMITTED": "fpmcore.record:ABSENT",
-    "record_to_json": "fpmcore.record:record_to_json",
-    "Allocation": "fpmcore.record:Allocation",
-    "AttentionGroup": "fpmcore.record:AttentionGroup",
-    "Binding": "fpmcore.record:Binding",
-    "GroupState": "fpmcore.record:GroupState",
-    "Hardware": "fpmcore.record:Hardware",
-    "LayerSpec": "fpmcore.record:LayerSpec",
-    "LayerView": "fpmcore.record:LayerView",
-    "ModelIdentity": "fpmcore.record:ModelIdentity",
-    "ModelRunner": "fpmcore.record:ModelRunner",
-    "ObserverIdentity": "fpmcore.record:ObserverIdentity",
-    "Rank": "fpmcore.record:Rank",
-    "RuntimeIdentity": "fpmcore.record:RuntimeIdentity",
-    "SchedulerCache": "fpmcore.record:SchedulerCache",
-    "SchedulerGroup": "fpmcore.record:SchedulerGroup",
-    "SchedulerLifecycle": "fpmcore.record:SchedulerLifecycle",
-    "SchedulerRecord": "fpmcore.record:SchedulerRecord",
-    "Startup": "fpmcore.record:Startup",
-    "Storage": "fpmcore.record:Storage",
-    "WorkerCache": "fpmcore.record:WorkerCache",
-    "WorkerGroup": "fpmcore.record:WorkerGroup",
-    "WorkerLifecycle": "fpmcore.record:WorkerLifecycle",
-    "WorkerRecord": "fpmcore.record:WorkerRecord",
+    "RECORD_SCHEMA_VERSION": "fpmcore.documents.record:SCHEMA_VERSION",
+    "OMITTED": "fpmcore.documents.record:ABSENT",
+    "record_to_json": "fpmcore.documents.record:record_to_json",
+    "Allocation": "fpmcore.documents.record:Allocation",
+    "AttentionGroup": "fpmcore.documents.record:AttentionGroup",
+    "Binding": "fpmcore.documents.record:Binding",
+    "GroupState": "fpmcore.documents.record:GroupState",
+    "Hardware": "fpmcore.documents.record:Hardware",
+    "LayerSpec": "fpmcore.documents.record:LayerSpec",
+    "LayerView": "fpmcore.documents.record:LayerView",
+    "ModelIdentity": "fpmcore.documents.record:ModelIdentity",
+    "ModelRunner": "fpmcore.documents.record:ModelRunner",
+    "ObserverIdentity": "fpmcore.documents.record:ObserverIdentity",
+    "Rank": "fpmcore.documents.record:Rank",
+    "RuntimeIdentity": "fpmcore.documents.record:RuntimeIdentity",
+    "SchedulerCache": "fpmcore.documents.record:SchedulerCache",
+    "SchedulerGroup": "fpmcore.documents.record:SchedulerGroup",
+    "SchedulerLifecycle": "fpmcore.documents.record:SchedulerLifecycle",
+    "SchedulerRecord": "fpmcore.documents.record:SchedulerRecord",
+    "Startup": "fpmcore.documents.record:Startup",
+    "Storage": "fpmcore.documents.record:Storage",
+    "WorkerCache": "fpmcore.documents.record:WorkerCache",
+    "WorkerGroup": "fpmcore.documents.record:WorkerGroup",
+    "WorkerLifecycle": "fpmcore.documents.record:WorkerLifecycle",
+    "WorkerRecord": "fpmcore.documents.record:WorkerRecord",
     # Runtime plugins: the dry probe's evidence folder
     "runtime_distribution": "fpmcore.probe:runtime_distribution",
     "ModelJsonError": "fpmcore.dryprobe:ModelJsonError",
@@ -599,9 +599,9 @@ EXPORTS: dict[str, str] = {
     "AlignStopQuery": "fpmcore.hooktypes:AlignStopQuery",
     "PlanLimits": "fpmcore.hooktypes:PlanLimits",
     "PointPlan": "fpmcore.hooktypes:PointPlan",
-    "FpmModelProfile": "fpmcore.profile:FpmModelProfile",
-    "cdiv": "fpmcore.blocks:cdiv",
-    "block_range": "fpmcore.blocks:block_range",
+    "FpmModelProfile": "fpmcore.documents.profile:FpmModelProfile",
+    "cdiv": "fpmcore.documents.blocks:cdiv",
+    "block_range": "fpmcore.documents.blocks:block_range",
     "AlignSplit": "fpmcore.replay.align:AlignSplit",
     "mamba_align_split": "fpmcore.replay.align:align_split",
     "mamba_align_stop": "fpmcore.replay.align:align_stop",
@@ -611,9 +611,9 @@ EXPORTS: dict[str, str] = {
     "DecodePoint": "fpmcore.point_grid:DecodePoint",
     "point_manifest": "fpmcore.point_grid:manifest",
     "manifest_digest": "fpmcore.point_grid:manifest_digest",
-    "json_digest": "fpmcore.jsonio:digest",
-    "load_json": "fpmcore.jsonio:loads",
-    "JsonError": "fpmcore.jsonio:JsonError",
+    "json_digest": "fpmcore.documents.jsonio:digest",
+    "load_json": "fpmcore.documents.jsonio:loads",
+    "JsonError": "fpmcore.documents.jsonio:JsonError",
     # Model plugins: producer contracts and artifact rules
     "ProducerContract": "fpmcore.hooktypes:ProducerContract",
     "ExecutionIdentity": "fpmcore.hooktypes:ExecutionIdentity",

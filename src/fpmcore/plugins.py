@@ -37,7 +37,7 @@ import attrs
 import pluggy
 
 from fpmcore import hookspecs
-from fpmcore.errors import FpmError, PluginError
+from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.hooks import Hooks
 from fpmcore.hooktypes import API_VERSION, PluginInfo
 

@@ -76,7 +76,7 @@ from typing import Any
 import attrs
 import orjson
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery, PlanLimits, PointPlan
 
 #: The execution identity of every cell the grid plans (05 §6.2), but the model configuration digest.

@@ -35,8 +35,8 @@ from importlib import metadata
 from typing import Any
 
 from fpmcore.context import print_table
+from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.hooktypes import CliCommand
-from fpmcore.runtime_pin import FRAMEWORK, RuntimePin
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: ``fpm probe --live`` interrupted (Ctrl-C): the shell's 128 + SIGINT.
@@ -92,7 +92,7 @@ def refuse_engine_limits(
     that will start its engine (``fpm onboard``); nothing is checked when no runtime is installed or no plugin
     targets it (``fpm probe --live`` says so in its own words)."""
     from fpmcore import engine_limits
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     version = installed_runtime()
     if version is None:
@@ -199,7 +199,7 @@ def _say(ctx: Any, message: str) -> None:
 def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
     """``(pin, runtime hooks)`` of the installed runtime: the one plugin that targets the installed pin; a
     refusal (:func:`refusal_line` says it) when there is no runtime or no such plugin."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     version = installed_runtime()
     if version is None:
@@ -210,7 +210,7 @@ def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
 
 def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
     """:func:`_find_runtime`, or the exit code after saying why there is none."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     try:
         return _find_runtime(ctx, mode)
@@ -238,10 +238,10 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
     if args.tp < 1:
         _say(ctx, f"--tp must be at least 1; got {args.tp}")
         return EXIT_USAGE
+    from fpmcore.documents.errors import FpmError, PluginError
+    from fpmcore.documents.jsonio import load_path
+    from fpmcore.documents.output_files import check_output_folder
     from fpmcore.dryprobe import NEVER_OVERWRITES
-    from fpmcore.errors import FpmError, PluginError
-    from fpmcore.jsonio import load_path
-    from fpmcore.outputs import check_output_folder
 
     # the inputs and the output first, before the runtime is looked for (exit 2, one line naming the file)
     load_path(args.model)  # missing, unreadable or not strict JSON
@@ -257,7 +257,9 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
         )  # fmt: skip
     except PluginError as exc:
         cause = exc.__cause__
-        if isinstance(cause, FpmError):  # an output refused or not written (fpmcore.outputs), a bad MODEL.json
+        if isinstance(
+            cause, FpmError
+        ):  # an output refused or not written (fpmcore.documents.output_files), a bad MODEL.json
             raise cause from None
         if isinstance(cause, ImportError):
             _say(ctx, f"the {pin} runtime cannot be imported: {cause}. " + _install_hint([pin]))
@@ -331,14 +333,14 @@ def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[st
     (:mod:`fpmcore.engine_limits`), then runs ``fpm_live_probe`` with
     ``options`` (:class:`~fpmcore.hooktypes.LiveProbeOptions`) and a progress
     line on ``ctx``'s stderr.  Returns ``(runtime pin, plugin id, summary)``.
-    Every refusal is an :class:`~fpmcore.errors.FpmError` (:func:`refusal_line`
+    Every refusal is an :class:`~fpmcore.documents.errors.FpmError` (:func:`refusal_line`
     says it as ``fpm probe`` does); Ctrl-C raises
-    :class:`~fpmcore.errors.Interrupted` after the plugin shut its engine down.
+    :class:`~fpmcore.documents.errors.Interrupted` after the plugin shut its engine down.
     """
     from fpmcore import engine_limits
+    from fpmcore.documents.errors import FpmError, Interrupted, PluginError
+    from fpmcore.documents.output_files import check_output_folder
     from fpmcore.dryprobe import NEVER_OVERWRITES
-    from fpmcore.errors import FpmError, Interrupted, PluginError
-    from fpmcore.outputs import check_output_folder
 
     check_output_folder(out_dir, inputs=[model_dir], refusal=NEVER_OVERWRITES)  # before the engine starts
     pin, runtime = _find_runtime(ctx, "--live")
@@ -364,12 +366,12 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence
     (:func:`probe_live`, ``fpm_live_probe``).
 
-    Ctrl-C raises :class:`~fpmcore.errors.Interrupted` while the plugin works,
+    Ctrl-C raises :class:`~fpmcore.documents.errors.Interrupted` while the plugin works,
     so that its engine is shut down and the command ends with its message and
     exit code 130.
     """
-    from fpmcore.errors import FpmError, Interrupted
-    from fpmcore.outputs import OutputError
+    from fpmcore.documents.errors import FpmError, Interrupted
+    from fpmcore.documents.output_files import OutputError
 
     options = _live_options(args)
     if isinstance(options, str):

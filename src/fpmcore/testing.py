@@ -49,7 +49,7 @@ class FpmResult:
 
     def json(self) -> Any:
         """stdout parsed as strict JSON (one document)."""
-        from fpmcore.jsonio import loads
+        from fpmcore.documents.jsonio import loads
 
         return loads(self.stdout)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 from tests.collect.standin import StandinRuntime, fake_model_dir
 

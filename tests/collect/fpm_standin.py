@@ -42,7 +42,7 @@ def run(argv: list[str]) -> int:
         onboard.Campaign.record = slow_record  # type: ignore[method-assign]
     write_pause = float(os.environ.get("FPM_STANDIN_WRITE_SLEEP", "0"))
     if write_pause:  # widen the window between the whole temporary file and its rename
-        from fpmcore import outputs
+        from fpmcore.documents import output_files as outputs
 
         write_new = outputs._write_new
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore.collect import assess, store
-from fpmcore.jsonio import load_path, loads
+from fpmcore.documents.jsonio import load_path, loads
 from fpmcore.testing import run_fpm
 from tests.collect.conftest import standin_host
 from tests.collect.standin import StandinConfig, StandinRuntime

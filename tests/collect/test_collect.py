@@ -11,8 +11,8 @@ import pytest
 from fpmcore.collect import run as collect_run
 from fpmcore.collect import store
 from fpmcore.collect.publish import publish_run
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import load_path, loads
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import load_path, loads
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host

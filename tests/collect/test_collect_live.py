@@ -19,7 +19,7 @@ from fpmcore.collect import onboard
 from fpmcore.collect.content import TokenSource
 from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.collect.run import engine_options
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 
 pytestmark = pytest.mark.live

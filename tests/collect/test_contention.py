@@ -20,7 +20,7 @@ from fpmcore.collect import run as collect_run
 from fpmcore.collect import store
 from fpmcore.collect.measure import PointFailed
 from fpmcore.contention import Contention, ContentionBound
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host
@@ -161,7 +161,7 @@ def test_validate_refuses_a_retained_sample_taken_under_contention(small_plan, m
     its digests re-pinned), and one with no contention recorded."""
     import hashlib
 
-    from fpmcore.jsonio import canonical_bytes, loads
+    from fpmcore.documents.jsonio import canonical_bytes, loads
 
     out = tmp_path / "run"
     _collect(small_plan, model_dir, out)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore.collect import store
-from fpmcore.jsonio import canonical_bytes, load_path
+from fpmcore.documents.jsonio import canonical_bytes, load_path
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host
@@ -73,7 +73,7 @@ def mutate(run_and_engine, small_plan, tmp_path):
 
 
 def load_path_line(line: bytes) -> dict:
-    from fpmcore.jsonio import loads
+    from fpmcore.documents.jsonio import loads
 
     return loads(line)
 

@@ -24,8 +24,8 @@ import pytest
 
 from fpmcore import campaign as layout
 from fpmcore.collect import finalize, onboard
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import load_path, loads
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import load_path, loads
 from fpmcore.testing import make_host, run_fpm
 from tests.collect.conftest import PROBE, standin_host
 from tests.collect.standin import StandinRuntime, recorded_probe
@@ -42,8 +42,8 @@ VERIFICATION = {"schema": 1, "verdict": "pass", "summary": {"runs": 2}, "runs": 
 
 def _small_plan_stage(ctx: Any, c: Any, o: Any) -> None:
     """onboard's plan stage on a small grid (max_model_len 1,200, token budget 600)."""
+    from fpmcore.documents.profile import load_profile
     from fpmcore.planning import generate, plan_document, resolve_limits, write_plan
-    from fpmcore.profile import load_profile
 
     profile = load_profile(c.path(layout.PROFILE))
     limits = resolve_limits(profile, 0, token_budget=600, max_model_len=1200)

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from fpmcore.collect import run as collect_run
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import load_path
 from fpmcore.hooktypes import EngineFacts
-from fpmcore.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 from tests.collect.standin import StandinConfig, StandinRuntime, fake_model_dir
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from fpmcore.collect.publish import publish_run
-from fpmcore.jsonio import loads
+from fpmcore.documents.jsonio import loads
 from fpmcore.testing import run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host

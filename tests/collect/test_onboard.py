@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore.collect import onboard
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import PROBE, standin_host

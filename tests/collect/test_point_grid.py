@@ -9,9 +9,9 @@ import pytest
 
 from fpmcore import AlignStopQuery
 from fpmcore import point_grid as g
-from fpmcore.jsonio import digest
+from fpmcore.documents.jsonio import digest
+from fpmcore.documents.profile import load_profile
 from fpmcore.planning import resolve_limits
-from fpmcore.profile import load_profile
 from tests.collect.conftest import PROBE, make_plan, plan_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "profiles"

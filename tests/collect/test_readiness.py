@@ -9,8 +9,8 @@ import pytest
 
 from fpmcore.collect import onboard
 from fpmcore.collect.readiness import dtype_label, readiness
-from fpmcore.jsonio import load_path
-from fpmcore.profile import load_profile
+from fpmcore.documents.jsonio import load_path
+from fpmcore.documents.profile import load_profile
 from fpmcore.testing import run_fpm
 from tests.collect.conftest import PROBE, plan_of, standin_host
 from tests.collect.standin import StandinConfig, StandinRuntime, recorded_probe

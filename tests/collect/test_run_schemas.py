@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 
-from fpmcore.schema import schema_named
+from fpmcore.documents.schema import schema_named
 from fpmcore.testing import run_fpm
 from tests.collect.conftest import plan_of, standin_host
 from tests.collect.standin import StandinRuntime

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fpmcore.collect import onboard
-from fpmcore.jsonio import loads
+from fpmcore.documents.jsonio import loads
 from fpmcore.replay.table import load_table
 from fpmcore.testing import make_host, run_fpm
 from tests.collect.conftest import PROBE, standin_host

@@ -257,7 +257,7 @@ def repin_plan(raw: bytes, run: Path) -> bytes:
     """A mutated plan with its hash made the digest of its new content, and the run's collector provenance
     recording that hash, so that the rules past the plan's digest are reached; ``raw`` as it is when it is not
     a plan whose hash fpmcore can compute."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.documents.jsonio import JsonError, loads
     from fpmcore.validate.reader import plan_content_digest
 
     try:

@@ -71,7 +71,7 @@ def _refusal_named(res) -> None:
 
 
 def _plan_complete(path: Path) -> None:
-    from fpmcore.jsonio import digest, loads
+    from fpmcore.documents.jsonio import digest, loads
 
     doc = loads(path.read_bytes())
     body = {k: v for k, v in doc.items() if k not in ("plan_sha256", "stage")}
@@ -139,12 +139,12 @@ def test_mutated_evidence_folders(host, data, example):
         assert after == before, sorted(set(after) ^ set(before))
         assert not Path("/tmp/fpm-fuzz-abs").exists()
         if out.is_file():
-            from fpmcore.profile import load_profile
+            from fpmcore.documents.profile import load_profile
 
             assert res.exit_code in (0, 1)
             load_profile(out)
         elif out.is_dir():
-            from fpmcore.outputs import is_earlier_output
+            from fpmcore.documents.output_files import is_earlier_output
 
             assert is_earlier_output(out)
         assert [p.name for p in (root / "out").iterdir()] in ([], ["result"])

@@ -1,7 +1,7 @@
 """SIGKILL of ``fpm import -o`` and ``fpm plan -o`` at random moments (issue 13, acceptance).
 
 A killed writer leaves the earlier output whole or the new output whole,
-never a partial or corrupt file (the temporary file of :mod:`fpmcore.outputs`
+never a partial or corrupt file (the temporary file of :mod:`fpmcore.documents.output_files`
 may stay behind under its hidden name ``.<name>.<random>.tmp``).  Each trial
 starts the command as its own process over an earlier, different output and
 kills it after a seeded random delay spread over the command's whole run,

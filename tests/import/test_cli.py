@@ -43,7 +43,7 @@ def test_complete_json_and_profile(evidence, tmp_path, cli_host):
     doc = json.loads(res.stdout)
     assert (doc["schema"], doc["status"], doc["diagnostics"]) == (1, "complete", [])
     assert doc["profile"]["deployments"][0]["resources"]["runtime_memory"]["kv_cache_bytes"] == 185126092800
-    from fpmcore.profile import dumps_profile, load_profile
+    from fpmcore.documents.profile import dumps_profile, load_profile
 
     profile = load_profile(out)
     assert out.read_bytes() == dumps_profile(profile)

@@ -137,7 +137,7 @@ def test_glm_provenance(glm):
 
 def test_glm_profile_validates(glm):
     """I-110 passes: the draft is a valid FpmModelProfile (01)."""
-    from fpmcore.profile import from_data
+    from fpmcore.documents.profile import from_data
 
     profile = from_data(glm.draft)
     res = profile.deployments[0].resources

@@ -13,7 +13,7 @@ def test_normalize_record_hook(host, pin, plugin):
     Neither runtime plugin normalizes (their records have the form the rules
     read), so the host's default stands; a pin no plugin targets has no runtime.
     """
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     assert "fpm_normalize_record" not in host.record(plugin).hooks
     record = G.record("prefill", "worker", 0)

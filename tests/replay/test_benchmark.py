@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.profile import load_profile
+from fpmcore.documents.profile import load_profile
 from fpmcore.replay import Trace, config_from_profile, load_table, load_trace, run_replay
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -393,7 +393,7 @@ def _published(tmp_path: Path, source: dict) -> Path:
 
 
 def test_a_table_of_another_model_is_refused_and_of_another_profile_noted(tmp_path):
-    from fpmcore.profile import load_profile, profile_digest
+    from fpmcore.documents.profile import load_profile, profile_digest
 
     profile = load_profile(PLAIN)
     mine, other = profile_digest(profile), "ab" * 32

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_latency import TABLE, TABLE_SHARED
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay import make_config, run_replay
 from fpmcore.replay.engine import ReplayRun
 from fpmcore.replay.model import KIND_CHUNK, KIND_CONV, KIND_FULL, KIND_MAMBA, KIND_RING, KIND_WINDOW, GroupSpec

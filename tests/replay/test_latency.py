@@ -8,7 +8,7 @@ import math
 import pytest
 from helpers import full, run, trace
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay import load_table, table_from_rows
 from fpmcore.replay.latency import step_time
 

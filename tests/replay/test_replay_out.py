@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore import outputs
+from fpmcore.documents import output_files as outputs
 from fpmcore.replay import outputs as record_files
 from fpmcore.replay.outputs import read_records
 from fpmcore.testing import run_fpm

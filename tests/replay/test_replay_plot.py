@@ -53,7 +53,7 @@ def test_a_failed_plot_write_is_exit_2(tmp_path, monkeypatch):
     """A write that fails (no space, as on /dev/full) is exit 2 naming O-5, never exit 0 having written nothing."""
     import errno
 
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
 
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")

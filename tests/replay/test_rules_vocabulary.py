@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 from fpmcore._native import ffi
-from fpmcore.profile import RUNTIME_SETTINGS, FpmResourceProfile
+from fpmcore.documents.profile import RUNTIME_SETTINGS, FpmResourceProfile
 from fpmcore.replay.model import ReplayConfig
 from fpmcore.replay.rules import SCHEDULER_SETTINGS, SWITCHES, ReplayRules, default_rules
 from fpmcore.replay.settings import DEFAULTS, SETTINGS
@@ -86,7 +86,7 @@ def test_fpm_replay_has_an_option_for_each_setting_and_no_other_setting():
 
 
 def test_config_from_profile_takes_exactly_the_declared_settings():
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore.replay import config_from_profile
 
     profile = load_profile(

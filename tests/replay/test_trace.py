@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import BACKENDS
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay import from_sched_json, parse_trace
 from fpmcore.replay.trace import load_trace, to_sched_json
 

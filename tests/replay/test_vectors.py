@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import DATA, col, conv, full, mamba, run, sched, state, trace, window
 
-from fpmcore.profile import load_profile
+from fpmcore.documents.profile import load_profile
 from fpmcore.replay import config_from_profile, run_replay
 from fpmcore.replay.model import KIND_RING, GroupSpec
 

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import parse_trace_lines
 from fpmcore.sweep import traces as gen
 from fpmcore.sweep.grid import expand, task_key
@@ -50,7 +50,7 @@ def test_keys_are_the_digests_of_the_inputs_not_their_names(tmp_path):
     a = expand(write_grid(tmp_path / "g.json", grid)).tasks[0]
     b = expand(write_grid(tmp_path / "h.json", {**grid, "profiles": [str(GLM)]})).tasks[0]
     assert a.key == b.key
-    from fpmcore.profile import load_profile, profile_digest
+    from fpmcore.documents.profile import load_profile, profile_digest
 
     assert a.profile == profile_digest(load_profile(GLM))
     assert a.key == task_key(a.profile, a.trace, a.table, {"max_num_seqs": 8})

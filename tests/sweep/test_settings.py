@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.sweep import settings as S
 from fpmcore.sweep.grid import build_config, expand, rules_key
 from fpmcore.testing import run_fpm

@@ -245,7 +245,7 @@ def test_option_refusals_come_before_any_run(acceptance, tmp_path, args, message
 
 
 def test_the_results_path_follows_the_output_rule(tmp_path):
-    """The results file goes through fpmcore.outputs like every command's output (O-1 … O-3), before any run."""
+    """The results file goes through fpmcore.documents.output_files like every command's output (O-1 … O-3), before any run."""
     import shutil
 
     from tests.sweep.support import GLM, GLM_TRACE

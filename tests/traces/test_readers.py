@@ -310,7 +310,7 @@ def test_a_mooncake_replay_equals_the_replay_of_its_conversion(host, tmp_path):
 ])  # fmt: skip
 def test_a_mooncake_line_of_the_releases_shape_reads_as_the_json_reader_reads_it(line):
     """The release's own line shape is read without the JSON reader; any other line goes through it."""
-    from fpmcore.jsonio import JsonError, loads
+    from fpmcore.documents.jsonio import JsonError, loads
     from fpmcore.traces.mooncake import _plain
 
     plain = _plain(line)
@@ -324,7 +324,7 @@ def test_a_mooncake_line_of_the_releases_shape_reads_as_the_json_reader_reads_it
 
 
 def test_the_real_mooncake_excerpt_is_read_without_the_json_reader_as_with_it():
-    from fpmcore.jsonio import loads
+    from fpmcore.documents.jsonio import loads
     from fpmcore.traces.mooncake import _plain
 
     lines = (DATA / "mooncake-conversation-40.jsonl").read_text().splitlines()

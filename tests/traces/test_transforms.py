@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import TraceRequest
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.traces.transforms import Transforms, apply, mean_rate

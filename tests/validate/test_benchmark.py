@@ -25,7 +25,7 @@ H = 2176
 def glm_record() -> dict:
     """The 04 G-25 plan record of the example GLM profile (FlashKDA, TP 4): 496 prefill and 81 decode points."""
     from fpmcore import PlanLimits
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
 
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
     profile = load_profile(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json")

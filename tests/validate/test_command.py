@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from fpmcore.cli import Context
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.validate.command import validate_command
 from fpmcore.validate.reader import validate_run
 from tests.validate.support import M, fpm, host, producer_dir, strict  # noqa: F401  (fixtures)

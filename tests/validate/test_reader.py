@@ -16,7 +16,7 @@ import pytest
 import fpmcore_dsv41
 import fpmcore_glm53flash
 from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.plugins import PluginHost
 from fpmcore.validate.attempt import read_attempt
 from fpmcore.validate.cell import CellView, cell_identity

@@ -3,7 +3,7 @@
 import pytest
 
 from fpmcore import ExecutionIdentity
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.testing import make_host
 
 

@@ -176,7 +176,7 @@ def test_closed_form_g7(prefix_blocks: int, n: int, block: int, alignment: int |
 
 def test_hook_through_the_plugin_host() -> None:
     """The installed entry point answers through the host, by either model id (AS-3 with and without the checkpoint)."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
     from fpmcore.testing import make_host
 
     host = make_host(entry_points=("glm53flash", "dsv41"))

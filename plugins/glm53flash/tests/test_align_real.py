@@ -17,7 +17,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from fpmcore import PlanLimits
-from fpmcore.profile import parse_profile
+from fpmcore.documents.profile import parse_profile
 from fpmcore_glm53flash.plan_inputs import deployment_facts
 from fpmcore_glm53flash.planner import plan_points, select_points, settings_for
 

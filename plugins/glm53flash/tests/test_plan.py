@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from fpmcore import PlanLimits, PointPlan
-from fpmcore.jsonio import canonical_bytes
-from fpmcore.profile import parse_profile
+from fpmcore.documents.jsonio import canonical_bytes
+from fpmcore.documents.profile import parse_profile
 from fpmcore_glm53flash import fpm_generate_points
 from fpmcore_glm53flash.plan_inputs import deployment_facts
 from fpmcore_glm53flash.planner import (
@@ -186,7 +186,7 @@ def test_digests_g23(both) -> None:
 
 
 def test_digest_is_sha256_of_the_canonical_form_g23(both) -> None:
-    """The planner's digest equals SHA-256 of ``fpmcore.jsonio.canonical_bytes`` (01 §9.2)."""
+    """The planner's digest equals SHA-256 of ``fpmcore.documents.jsonio.canonical_bytes`` (01 §9.2)."""
     import hashlib
 
     _, p = both
@@ -282,7 +282,7 @@ def test_record_g25(both) -> None:
 
 def test_hook_generates_for_glm_only() -> None:
     """``fpm_generate_points``: a PointPlan for GLM; the host asks no other model's plugin."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
     from fpmcore.testing import make_host
 
     profile = parse_profile(PROFILE.read_bytes())

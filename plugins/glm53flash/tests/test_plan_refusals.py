@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from fpmcore import PlanLimits
-from fpmcore.errors import FpmError
-from fpmcore.profile import parse_profile
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import parse_profile
 from fpmcore_glm53flash.plan_inputs import deployment_facts
 from fpmcore_glm53flash.planner import generate_points, plan_points
 

@@ -32,7 +32,7 @@ def test_every_other_class_is_unsupported(host, name):
 
 
 def test_only_its_exact_version(host):
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.28\.0; installed runtime plugins: vllm_027"):
         host.hooks.runtime("vllm==0.28.0").classify_spec(spec_class=M + "FullAttentionSpec", spec={})

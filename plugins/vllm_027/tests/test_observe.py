@@ -73,7 +73,7 @@ def test_example_allocations_take_the_whole_form_of_i76():
 
 def test_hooks_reach_the_plugin_only_for_0_27_0(fpm_host):
     """02 §4: the host selects vllm_027 for exactly ``vllm==0.27.0``; another pin never reaches it."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     host = fpm_host(entry_points=("vllm_027", "vllm_033"))
     assert host.hooks.runtime("vllm==0.27.0").plugin == "vllm_027"
@@ -105,7 +105,7 @@ def test_example_runtime_is_the_installed_vllm_0_27_0():
 
 
 def test_dry_probe_of_another_pin_never_reaches_the_plugin(fpm_host, tmp_path):
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     host = fpm_host(entry_points=("vllm_027",))
     for pin in ("vllm==0.33.0", "vllm==0.27.1", "vllm==0.27"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay import make_config
 from fpmcore.replay.model import KIND_FULL, KIND_RING, GroupSpec
 from fpmcore.testing import make_host

@@ -24,7 +24,7 @@ def rules(host):
 
 def test_no_hybrid_evidence(host, rules):
     """02 §4: vLLM 0.27.0 never imports hybrid evidence; another pin selects no plugin, so none answers for it."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     assert (rules.version, rules.hybrid_evidence) == ("0.27.0", False)
     with pytest.raises(FpmError, match=r"no runtime plugin for vllm==0\.33\.0"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import HashBlockQuery, StartupLimits
 from fpmcore.testing import make_host
 

@@ -44,7 +44,7 @@ def test_the_replay_rules_of_0_32_0_refuse_what_its_scheduler_does_differently(t
     priority policy replays with 0.32.0's scan (D-S4), given by the plugin's ``fpm_replay_rules``."""
     from pathlib import Path
 
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
     from fpmcore.importer import HostServices, import_evidence
     from fpmcore.replay import config_from_profile, run_replay
     from fpmcore.replay.trace import parse_trace_lines

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 
 pytestmark = pytest.mark.live
@@ -91,7 +91,7 @@ def test_the_import_is_complete_with_the_chunk_on_each_chunked_local_group(probe
 def test_the_imported_profile_steps_like_the_engine(probed, live_report):
     """The imported profile, replayed with the engine's scheduler settings, against an engine started with the
     probe's options (the same blocks and pool): every step of :data:`TRACES` random traces identical."""
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore_vllm032.engine import EngineOptions, running_engine
     from fpmcore_vllm032.replay_check import check_trace, replay_config
     from fpmcore_vllm032.steps import random_trace

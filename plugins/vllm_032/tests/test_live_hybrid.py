@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.jsonio import load_path
+from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 
 pytestmark = pytest.mark.live

@@ -110,7 +110,7 @@ def _probe_args(c: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("key", sorted(CONFIGS), ids=lambda k: f"{k[0]}-caching-{k[1]}")
 def test_the_replay_of_the_imported_profile_steps_like_the_engine(key, model_dirs, tmp_path, live_report):
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore_vllm032.engine import EngineOptions, running_engine
     from fpmcore_vllm032.replay_check import check_trace, replay_config
     from fpmcore_vllm032.steps import random_trace
@@ -173,8 +173,8 @@ def test_a_setting_outside_the_shared_envelope_is_refused(model_dirs, tmp_path):
     """A profile of another runtime, or a 0.32.0 engine outside the envelope, is never replayed silently."""
     import attrs
 
-    from fpmcore.errors import FpmError
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.errors import FpmError
+    from fpmcore.documents.profile import load_profile
     from fpmcore_vllm032.engine import EngineOptions, running_engine
     from fpmcore_vllm032.replay_check import replay_config
 

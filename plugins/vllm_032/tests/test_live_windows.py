@@ -55,7 +55,7 @@ def window_requests(start: int, size: int, max_prompt_len: int) -> list[Any]:
 
 @pytest.mark.parametrize("caching", ["on", "off"])
 def test_a_mooncake_window_steps_like_the_live_engine(caching, model_dirs, tmp_path, live_report):
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore_vllm032.engine import EngineOptions, running_engine
     from fpmcore_vllm032.replay_check import check_trace, replay_config
 

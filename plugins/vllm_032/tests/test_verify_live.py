@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.jsonio import loads
+from fpmcore.documents.jsonio import loads
 from fpmcore.testing import make_host, run_fpm
 
 pytestmark = pytest.mark.live

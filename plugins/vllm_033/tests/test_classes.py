@@ -71,7 +71,7 @@ def test_a_known_name_in_another_module_is_unknown(host):
 @pytest.mark.parametrize("runtime", ["vllm==0.33.1", "vllm==0.33.0.post1", "vllm==0.33", "vllm==0.34.0"])
 def test_other_versions_are_not_answered(host, runtime):
     """02 §4: exact pins; the host selects no plugin for another version, so vllm_033 is never asked."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     with pytest.raises(
         FpmError,

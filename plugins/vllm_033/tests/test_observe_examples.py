@@ -384,7 +384,7 @@ def test_observer_modules_import_without_vllm(monkeypatch):
 
 def test_hooks_reach_the_plugin_only_for_its_exact_pin(fpm_host):
     """02 §4: versions are exact strings; the host selects no plugin for another pin, so the source is never read."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     host = fpm_host(entry_points=("vllm_033",))
     assert host.hooks.runtime("vllm==0.33.0").plugin == "vllm_033"

@@ -24,7 +24,7 @@ def rules():
 
 def test_identity_and_hybrid_evidence(rules):
     """02 §4: vLLM 0.33.0 imports hybrid evidence; other pins select no plugin, so none answers for them."""
-    from fpmcore.errors import FpmError
+    from fpmcore.documents.errors import FpmError
 
     assert (rules.version, rules.hybrid_evidence) == ("0.33.0", True)
     host = make_host(entry_points=("vllm_033",))

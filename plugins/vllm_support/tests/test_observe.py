@@ -15,7 +15,7 @@ from types import SimpleNamespace as NS
 import attrs
 import pytest
 
-from fpmcore.record import ModelIdentity, Rank
+from fpmcore.documents.record import ModelIdentity, Rank
 from fpmcore_vllm_support import observe
 
 

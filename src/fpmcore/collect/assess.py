@@ -70,7 +70,7 @@ from typing import Any
 import attrs
 
 from fpmcore.campaign import ASSESSMENT_KIND as KIND
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
 #: The repeatability bounds of A-45: the median and the P90 of the absolute deviations, and the worst one.
@@ -82,7 +82,7 @@ SMALL_RUN = 32
 def retained_values(run_dir: Path) -> dict[int, float]:
     """The retained wall time of every point of a finished run (its rank artifact), by benchmark id."""
     from fpmcore.collect import store
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     art = load_path(run_dir / store.ARTIFACT)
     try:
@@ -241,7 +241,7 @@ def machine_speed(run_dir: Path, assessed: float | None) -> dict[str, Any]:
     machine ran the canary 15 % faster during the assessment).  A run collected before canaries were recorded
     gives ``None``."""
     from fpmcore.collect import store
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     run = None
     folder = run_dir / store.POINTS_DIR
@@ -261,7 +261,7 @@ def machine_speed(run_dir: Path, assessed: float | None) -> dict[str, Any]:
 def read_assessment(path: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """An assessment report of ``run_dir`` (its artifact index must be the one assessed); A-45 otherwise."""
     from fpmcore.collect import store
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     doc = load_path(path)
     if not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("schema") != 1:
@@ -320,8 +320,8 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
     from contextlib import nullcontext
 
     from fpmcore.collect.store import json_bytes, write_durable
-    from fpmcore.jsonio import load_path
-    from fpmcore.outputs import check_output_path
+    from fpmcore.documents.jsonio import load_path
+    from fpmcore.documents.output_files import check_output_path
 
     check_output_path(args.output, inputs=[args.plan, args.run_dir])
     plan = load_path(args.plan)

@@ -173,8 +173,8 @@ def contention_counts(records: Any, passes: int) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.collect.measure import PointFailed
-    from fpmcore.errors import FpmError
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.errors import FpmError
+    from fpmcore.documents.jsonio import load_path
 
     plan = load_path(args.plan)
     if not isinstance(plan, dict):

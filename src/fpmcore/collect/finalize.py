@@ -117,7 +117,7 @@ import attrs
 
 from fpmcore import campaign as layout
 from fpmcore.collect import store
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
 FINAL_SCHEMA = "fpmcore.final/v1"
@@ -166,7 +166,7 @@ class Outcome:
 
 def _read(root: Path, name: str, rule: str, what: str) -> Any:
     """A campaign file parsed strictly; one that cannot be read or parsed is refused under ``rule`` (exit 2)."""
-    from fpmcore.jsonio import JsonError, load_path
+    from fpmcore.documents.jsonio import JsonError, load_path
 
     try:
         return load_path(root / name)
@@ -460,7 +460,7 @@ def finalize(campaign_dir: str | os.PathLike[str]) -> Outcome:
     :raises Refused: the campaign is not acceptable (exit 1).
     :raises FpmError: an input cannot be read, or ``final.json`` cannot be written (exit 2).
     """
-    from fpmcore.outputs import check_output_path
+    from fpmcore.documents.output_files import check_output_path
 
     root = Path(campaign_dir)
     manifest = read_manifest(root)  # F-1
@@ -512,7 +512,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.context import EXIT_NEGATIVE, EXIT_OK
-    from fpmcore.jsonio import one_line
+    from fpmcore.documents.jsonio import one_line
 
     try:
         outcome = finalize(args.campaign)

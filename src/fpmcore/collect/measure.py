@@ -58,9 +58,9 @@ import attrs
 
 from fpmcore.collect.content import TokenSource, prompt_sha256
 from fpmcore.contention import ContentionBound, canary
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import one_line
 from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
-from fpmcore.jsonio import one_line
 from fpmcore.point_grid import PlanPoint, decode_tail
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 

@@ -58,7 +58,7 @@ from fpmcore.campaign import (
     digest,
 )
 from fpmcore.collect import store
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 
 #: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign`).
@@ -224,8 +224,8 @@ def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.documents.profile import save_profile
     from fpmcore.importer.pipeline import HostServices, import_evidence
-    from fpmcore.profile import save_profile
 
     run = import_evidence(c.path(PROBE_DIR), HostServices(ctx.host))
     done = [r for r in run.results if r.complete and r.profile is not None]
@@ -238,8 +238,8 @@ def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+    from fpmcore.documents.profile import load_profile
     from fpmcore.planning import generate, plan_document, resolve_limits, write_plan
-    from fpmcore.profile import load_profile
 
     profile = load_profile(c.path(PROFILE))
     limits = resolve_limits(profile, 0)
@@ -252,7 +252,7 @@ def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: bool) -> None:
     from fpmcore.collect.command import run_collect
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     run = c.path(folder)
     run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
@@ -289,8 +289,8 @@ def _stage_smoke(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.collect.readiness import readiness
-    from fpmcore.jsonio import load_path
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.jsonio import load_path
+    from fpmcore.documents.profile import load_profile
 
     smoke = c.path(RUN_DIR if o.smoke else SMOKE_DIR)
     entry = c.stage("smoke") or {}
@@ -304,7 +304,7 @@ def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 def _stage_assess(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     """fpm assess of the full run (its verdict is enforced by the publish stage, A-45)."""
     from fpmcore.collect.assess import assess_run
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     report = assess_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)), model_dir=o.model_dir,
                         dtype=o.probe.dtype)  # fmt: skip
@@ -313,7 +313,7 @@ def _stage_assess(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
     from fpmcore.validate.reader import validate_run
 
     results = validate_run(ctx.host, c.path(RUN_DIR), load_path(c.path(PLAN)))
@@ -333,7 +333,7 @@ def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.collect.publish import publish_run, write_table
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.jsonio import load_path
 
     assessment = None
     if not o.smoke:  # a full run is published only when repeatable (A-45), or accepted as not
@@ -395,7 +395,7 @@ RUNNERS: dict[str, Callable[[Any, Campaign, OnboardOptions], None]] = {
 def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign:
     if resume and (root / MANIFEST).is_file():
         from fpmcore.campaign import manifest_problem
-        from fpmcore.jsonio import load_path
+        from fpmcore.documents.jsonio import load_path
 
         manifest = load_path(root / MANIFEST)
         problem = manifest_problem(manifest)
@@ -406,7 +406,7 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
             raise FpmError("onboard", f"--resume: the options differ from the campaign's: campaign "
                                       f"{manifest.get('options')}, now {options.as_json()}", str(root))  # fmt: skip
         return Campaign(root, manifest)
-    from fpmcore.outputs import refuse_non_folder
+    from fpmcore.documents.output_files import refuse_non_folder
 
     refuse_non_folder(root)  # a file, a device or a symbolic link is no campaign folder, whatever it points at
     if root.exists() and any(root.iterdir()):

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 from fpmcore.replay.table import TABLE_SCHEMA  # the table's format is named by its reader
 
@@ -158,7 +158,7 @@ def assessment_source(report_path: str | Path, run_dir: str | Path, *, accept_un
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.outputs import check_output_path
+    from fpmcore.documents.output_files import check_output_path
     from fpmcore.validate.reader import read_plan
 
     check_output_path(args.output, inputs=[args.plan, args.run_dir, args.assessment])  # before any work

@@ -167,8 +167,8 @@ def first_blocker(doc: Mapping[str, Any]) -> str:
 
 
 def read_readiness(path: Path) -> dict[str, Any]:
-    from fpmcore.errors import FpmError
-    from fpmcore.jsonio import load_path
+    from fpmcore.documents.errors import FpmError
+    from fpmcore.documents.jsonio import load_path
 
     doc = load_path(path)
     if not isinstance(doc, dict) or doc.get("kind") != KIND or type(doc.get("ready_for_full_collection")) is not bool:

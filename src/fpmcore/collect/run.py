@@ -43,7 +43,7 @@ from fpmcore.collect.measure import (
     PlannedPoint,
     ProtocolSettings,
 )
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
@@ -290,7 +290,7 @@ def prepare(
             if given is not None and given != have:
                 raise FpmError("collect", f"--resume: {name} {given} differs from the run's {have}", str(root))
     else:
-        from fpmcore.outputs import refuse_non_folder
+        from fpmcore.documents.output_files import refuse_non_folder
 
         refuse_non_folder(root)  # a file, a device or a symbolic link is no run folder, whatever it points at
         if root.exists() and any(p.name != store.POINTS_DIR or any(p.iterdir()) for p in root.iterdir()):

@@ -39,9 +39,9 @@ from typing import Any
 
 import orjson
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, canonical_bytes, digest, is_finite_number, loads, one_line
-from fpmcore.runtime_pin import RuntimePin
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import JsonError, canonical_bytes, digest, is_finite_number, loads, one_line
+from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
 RUN_SCHEMA = "fpmcore.collect/v1"
@@ -80,10 +80,10 @@ def _fsync_dir(folder: Path) -> None:
 def write_durable(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a kill leaves the old file or the new one, never a partial file.
 
-    The one atomic writer of :mod:`fpmcore.outputs` (file and folder synced); its
+    The one atomic writer of :mod:`fpmcore.documents.output_files` (file and folder synced); its
     folder must exist.
     """
-    from fpmcore.outputs import write_file
+    from fpmcore.documents.output_files import write_file
 
     write_file(path, data)
 
@@ -219,7 +219,7 @@ class RunFolder:
 
 
 def _finite(value: Any) -> bool:
-    """A finite number (an integer beyond a double is not one: :func:`fpmcore.jsonio.is_finite_number`)."""
+    """A finite number (an integer beyond a double is not one: :func:`fpmcore.documents.jsonio.is_finite_number`)."""
     return is_finite_number(value)
 
 

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 import attrs
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.importer.model import LAYOUT, Context, Record, Refusal, per_record
 from fpmcore.importer.values import canonical, is_int, is_nonneg_int, is_pos_int, show
-from fpmcore.rules_catalogue import checks
 
 BLOCK_OUTER = ("BLHNC", "BLNHC")
 LAYER_OUTER = ("LBHNC", "LBNHC")

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
 from fpmcore.importer.launch_settings import rule_label
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
-from fpmcore.rules_catalogue import checks
 
 _EMPTY: dict[str, Any] = {}
 

@@ -126,7 +126,7 @@ def _print_human(run: ImportRun, ctx: Any) -> None:
 
 
 def _outputs(folder: Path, args: argparse.Namespace) -> tuple[str, Path] | None:
-    """Check ``-o`` before the import runs (:mod:`fpmcore.outputs`): ``("file" | "folder", path)``.
+    """Check ``-o`` before the import runs (:mod:`fpmcore.documents.output_files`): ``("file" | "folder", path)``.
 
     One selected configuration writes one profile file; several write a folder
     of ``<label>.fpm-profile.json`` files, published together, which replaces
@@ -136,8 +136,8 @@ def _outputs(folder: Path, args: argparse.Namespace) -> tuple[str, Path] | None:
     """
     if not args.output:
         return None
+    from fpmcore.documents.output_files import check_output_folder, check_output_parent, check_output_path, safe_name
     from fpmcore.importer.evidence_files import index_outline
-    from fpmcore.outputs import check_output_folder, check_output_parent, check_output_path, safe_name
 
     outline = index_outline(folder)
     if outline is None and args.configuration is None:
@@ -156,8 +156,8 @@ def _outputs(folder: Path, args: argparse.Namespace) -> tuple[str, Path] | None:
 
 def _write(run_: ImportRun, output: tuple[str, Path]) -> None:
     """Write the complete profiles: one file, or one folder published at once."""
-    from fpmcore.outputs import publish_folder, safe_name, write_file
-    from fpmcore.profile import dumps_profile
+    from fpmcore.documents.output_files import publish_folder, safe_name, write_file
+    from fpmcore.documents.profile import dumps_profile
 
     kind, path = output
     complete = [r for r in run_.results if r.complete and r.profile is not None]
@@ -175,7 +175,7 @@ def _write(run_: ImportRun, output: tuple[str, Path]) -> None:
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
     """``fpm import``: 0 complete, 1 incomplete, 2 unreadable evidence, an output refused, or bad usage."""
-    from fpmcore.outputs import OutputError
+    from fpmcore.documents.output_files import OutputError
 
     folder = Path(args.folder)
     if not folder.is_dir():
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             _usage(ctx, exc.message, exc.rule, exc.where)
             return EXIT_USAGE
     if getattr(args, "json", False) or getattr(ctx, "json", False):
-        from fpmcore.jsonio import dumps_output
+        from fpmcore.documents.jsonio import dumps_output
 
         doc = _json_result(run_)
         if code == EXIT_USAGE:  # unreadable evidence: the error document of every command (issue 13 §5)
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
 def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None:
     if getattr(ctx, "json", False):
-        from fpmcore.jsonio import dumps_output
+        from fpmcore.documents.jsonio import dumps_output
 
         doc = {
             "schema": 1,

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.profile import resources_of_runtime
+from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.importer.block_pool import pool_page
 from fpmcore.importer.cache_groups import group_chunk, mamba_group
 from fpmcore.importer.model import Context
 from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
 from fpmcore.importer.values import canonical
-from fpmcore.profile import resources_of_runtime
-from fpmcore.runtime_pin import FRAMEWORK
 
 RESOURCES_PROVENANCE = (
     "Validated runtime shared-pool observations; minimum usable capacity across compatible phases and ranks, "
@@ -189,8 +189,8 @@ def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(data: dict[str, Any]) -> tuple[Any, str | None]:
-    """I-110: build the profile with :mod:`fpmcore.profile`; return it or the P-rule message."""
-    from fpmcore import profile
+    """I-110: build the profile with :mod:`fpmcore.documents.profile`; return it or the P-rule message."""
+    from fpmcore.documents import profile
 
     try:
         return profile.from_data(data), None

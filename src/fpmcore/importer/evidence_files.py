@@ -3,7 +3,7 @@
 The index ``observations.json`` names, per configuration, the attempts, the
 launch manifest and the artifacts of each phase, every file pinned by
 SHA-256.  Stage A reads them through the one strict reader
-(:func:`fpmcore.jsonio.loads`); later stages only see parsed records.
+(:func:`fpmcore.documents.jsonio.loads`); later stages only see parsed records.
 
 Beyond 02 §7.1 (fpmcore issue 13):
 
@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fpmcore.documents.jsonio import JsonError, join_path, loads
 from fpmcore.importer.model import PHASES, Context, ImportDiagnostic, Record, parse_record_name
 from fpmcore.importer.values import first_difference, is_int, is_number, same, strict_json_reason
-from fpmcore.jsonio import JsonError, join_path, loads
 
 INDEX_FILE = "observations.json"
 INDEX_SCHEMA = "fpmcore-runtime-observations/v1"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, same, show
-from fpmcore.rules_catalogue import checks
 
 # -- §3.4: section -> key -> (type check, null allowed in a record without hybrid evidence) --
 # A runtime may leave more settings null than §3.4 allows: its ``ImportRules.nullable_settings``.

@@ -12,10 +12,10 @@ from typing import Any, cast
 
 import attrs
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.importer.cache_groups import fields_of, is_indexer, is_mamba, kinds_of
 from fpmcore.importer.model import Context, Record, Refusal, per_record
 from fpmcore.importer.values import is_int, is_nonneg_int, is_pos_int, show
-from fpmcore.rules_catalogue import checks
 
 DTYPE_BYTES = {
     "torch.bool": 1,

@@ -12,11 +12,11 @@ from typing import Any, Protocol
 
 import attrs
 
+from fpmcore.documents.jsonio import one_line
+from fpmcore.documents.record import SCHEMA_VERSION
+from fpmcore.documents.rules_catalogue import CHECKED_RULE_ATTRIBUTE, checked_rule
+from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.hooktypes import ImportRules, SpecClassification
-from fpmcore.jsonio import one_line
-from fpmcore.record import SCHEMA_VERSION
-from fpmcore.rules_catalogue import CHECKED_RULE_ATTRIBUTE, checked_rule
-from fpmcore.runtime_pin import RuntimePin
 
 PHASES = ("prefill", "decode")
 RECORD_SCHEMA = SCHEMA_VERSION

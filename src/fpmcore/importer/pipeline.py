@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from fpmcore.documents.jsonio import JsonError, load_path
+from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.hooks import RuntimeHooks
 from fpmcore.hooktypes import ImportRules, SpecClassification
 from fpmcore.importer import (
@@ -31,8 +33,6 @@ from fpmcore.importer import (
     runtime_identity,
 )
 from fpmcore.importer.model import Context, ImportDiagnostic, ImportNote, RuntimeServices, run_stage
-from fpmcore.jsonio import JsonError, load_path
-from fpmcore.runtime_pin import RuntimePin
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
 
@@ -103,7 +103,7 @@ class HostServices:
 
     def _runtime(self, pin: str) -> RuntimeHooks | None:
         """The runtime hooks of ``pin``, selected once; ``None`` when no single plugin targets it."""
-        from fpmcore.errors import FpmError
+        from fpmcore.documents.errors import FpmError
 
         if pin not in self._runtimes:
             try:
@@ -189,7 +189,7 @@ def import_configuration(
             data = draft.draft(ctx, prov)
             profile, problem = draft.validate(data)
             if problem is None:
-                from fpmcore.profile import profile_to_dict
+                from fpmcore.documents.profile import profile_to_dict
 
                 return ConfigResult(
                     label, "complete", (), profile_to_dict(profile), prov, profile, ctx.evidence, tuple(ctx.notes)

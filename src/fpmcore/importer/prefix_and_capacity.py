@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import HashBlockQuery
 from fpmcore.importer import capacity
 from fpmcore.importer.block_pool import pool_page
@@ -31,7 +32,6 @@ from fpmcore.importer.cache_groups import (
 from fpmcore.importer.launch_settings import TRIO, settings_difference
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, is_pos_int, same, show
-from fpmcore.rules_catalogue import checks
 
 PC_KEYS = {"enable_prefix_caching", "mamba_cache_mode", "hash_block_size"}
 

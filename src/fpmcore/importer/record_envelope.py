@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from fpmcore.documents.record import KEY_SETS
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.importer.model import (
     CACHE_PLANNED,
     LAYOUT,
@@ -37,10 +39,8 @@ from fpmcore.importer.model import (
     per_record,
 )
 from fpmcore.importer.values import first_difference, is_int, show
-from fpmcore.record import KEY_SETS
-from fpmcore.rules_catalogue import checks
 
-# -- §3.13 key sets, from :data:`fpmcore.record.KEY_SETS` (the one table of them) --------------
+# -- §3.13 key sets, from :data:`fpmcore.documents.record.KEY_SETS` (the one table of them) --------------
 
 
 def _keyset(name: str) -> tuple[set[str], set[str]]:

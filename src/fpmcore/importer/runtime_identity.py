@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import cast
 
+from fpmcore.documents.rules_catalogue import checks
+from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.hooktypes import ImportRules
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
 from fpmcore.importer.values import first_difference, same, show
-from fpmcore.rules_catalogue import checks
-from fpmcore.runtime_pin import FRAMEWORK
 
 
 def holds_hybrid(rec: Record) -> bool:

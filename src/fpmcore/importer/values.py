@@ -1,7 +1,7 @@
 """Value helpers of the import: strict JSON with I-10's reasons, printing, first differences.
 
 * :func:`strict_json_reason` gives I-10's reason text for an artifact that the
-  one strict reader (:func:`fpmcore.jsonio.loads`) refused.
+  one strict reader (:func:`fpmcore.documents.jsonio.loads`) refused.
 * :func:`show` prints a value as 02 §1 says: integers plainly, floats as
   Python's ``repr``, booleans as JSON, strings in single quotes, lists and
   objects as canonical JSON.
@@ -15,11 +15,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from fpmcore.jsonio import JsonError, is_finite_number
+from fpmcore.documents.jsonio import JsonError, is_finite_number
 
 
 def strict_json_reason(exc: JsonError) -> str:
-    """I-10's reason for an artifact the strict reader (:func:`fpmcore.jsonio.loads`) refused.
+    """I-10's reason for an artifact the strict reader (:func:`fpmcore.documents.jsonio.loads`) refused.
 
     02 I-10's reasons — ``not UTF-8``, ``syntax error at <line>:<col>``,
     ``duplicate object key '<key>'``, ``non-finite number`` — followed by where

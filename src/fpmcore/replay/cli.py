@@ -42,7 +42,7 @@ request records to disk as they are made and publishes the folder atomically
 at the end (:mod:`fpmcore.replay.outputs`); ``--plot OUT.png`` draws
 downsampled series collected while streaming (:mod:`fpmcore.replay.plot`).
 Both output paths are checked before the replay starts (rules ``O-1`` …
-``O-6`` of :mod:`fpmcore.outputs`).  ``--json`` prints ``{"schema": 1,
+``O-6`` of :mod:`fpmcore.documents.output_files`).  ``--json`` prints ``{"schema": 1,
 "summary": …, "requests": […], "steps": […], "latency": …}`` (steps only with
 ``--steps``, which keeps them in memory).  Exit 0 when the whole trace ran,
 1 when the replay stopped (R-9, R-26, R-27: the records up to the stop are
@@ -55,7 +55,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 from fpmcore.replay.settings import SCHEDULER_GROUP, SETTINGS, ReplaySetting, Section
 
@@ -165,7 +165,7 @@ def unpublished_table_note(path: str) -> str:
     """The note on a latency table without a ``source`` (not published by ``fpm publish`` from a measured run):
     its ``description`` when it has one, for a table's own words say what its numbers are (the examples' tables
     say they come from a formula)."""
-    from fpmcore.jsonio import loads, read_input
+    from fpmcore.documents.jsonio import loads, read_input
 
     try:
         doc = loads(read_input(path))
@@ -196,7 +196,7 @@ def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
     """Every output path and format checked before any work (O-1 … O-4; the plot's format; pyarrow)."""
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
     from fpmcore.replay import outputs as record_files
     from fpmcore.replay.plot import check_plot_path
 
@@ -229,7 +229,7 @@ CHUNK_STEPS_SUMMARY = 1 << 20
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.campaign import TABLE
     from fpmcore.collect.finalize import campaign_table, check_inputs
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
     from fpmcore.replay.outputs import RecordFiles
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
     table = None
     if args.fpm_table:
-        from fpmcore.profile import profile_digest
+        from fpmcore.documents.profile import profile_digest
         from fpmcore.replay.table import check_table_origin, load_table_document
 
         table, source = load_table_document(args.fpm_table)
@@ -305,7 +305,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             files.discard()
     image = None
     if plot is not None and plot_path is not None and plot_fmt is not None:
-        from fpmcore import outputs
+        from fpmcore.documents import output_files as outputs
 
         image = plot.render(_title(profile, args, cfg, run.requests_total), plot_fmt, latency=table is not None)
         outputs.write_file(plot_path, image)

@@ -28,7 +28,7 @@ from typing import Any, overload
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery
 from fpmcore.replay import records
 from fpmcore.replay.model import (

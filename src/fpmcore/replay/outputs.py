@@ -3,7 +3,7 @@
 The records of each chunk of a :class:`~fpmcore.replay.ReplayRun` are
 appended to the files as the chunk is made, so memory is bounded by a chunk,
 never by the steps.  The folder is written as one output
-(:class:`fpmcore.outputs.StagedFolder`, rules ``O-1`` … ``O-6``): the files
+(:class:`fpmcore.documents.output_files.StagedFolder`, rules ``O-1`` … ``O-6``): the files
 grow in a temporary sibling folder and are published together at the end, so
 a kill at any moment leaves the earlier output or the new one whole, and two
 runs into the same folder leave one complete output.
@@ -41,8 +41,8 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
-from fpmcore.outputs import OutputError, StagedFolder
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.output_files import OutputError, StagedFolder
 
 FORMATS = ("jsonl.zst", "jsonl.gz", "parquet")
 DEFAULT_FORMAT = "jsonl.zst"
@@ -87,7 +87,7 @@ class _Jsonl:
 
     def write(self, records: list[dict[str, Any]]) -> None:
         if records:
-            from fpmcore.jsonio import dumps_output
+            from fpmcore.documents.jsonio import dumps_output
 
             self._gz.write(b"".join(map(dumps_output, records)))
 
@@ -157,7 +157,7 @@ class _Parquet:
 class RecordFiles:
     """The ``--out`` folder being written: stream chunks with :meth:`write`, then :meth:`publish` or :meth:`discard`.
 
-    ``target`` must have passed :func:`fpmcore.outputs.check_output_folder`.
+    ``target`` must have passed :func:`fpmcore.documents.output_files.check_output_folder`.
     """
 
     def __init__(self, target: Path, fmt: str = DEFAULT_FORMAT, *, groups: int = 1) -> None:
@@ -189,7 +189,7 @@ class RecordFiles:
 
     def publish(self, summary: dict[str, Any]) -> dict[str, str]:
         """Close the record files, write the summary naming their SHA-256, publish; every file's SHA-256."""
-        from fpmcore.jsonio import dumps_output
+        from fpmcore.documents.jsonio import dumps_output
 
         try:
             self._close()
@@ -233,7 +233,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
                 if r["held_blocks_end"] is not None:
                     r["held_blocks_end"] = dict(r["held_blocks_end"])
         return rows
-    from fpmcore.jsonio import loads
+    from fpmcore.documents.jsonio import loads
 
     if path.name.endswith(".zst"):
         import io

@@ -33,7 +33,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 #: Buckets kept at most: a figure of 10⁶ steps draws at most this many points per series.
 MAX_BUCKETS = 4000

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, is_finite_number, loads, read_input
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import JsonError, is_finite_number, loads, read_input
 
 if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
     from fpmcore.replay.model import LatencyTable
@@ -174,7 +174,7 @@ def table_json_schema() -> dict[str, Any]:
     required on prefill rows (and not read on decode rows).  That a point
     appears once per rank is the reader's rule.
     """
-    from fpmcore.schema import HEX64_PATTERN, schema_document
+    from fpmcore.documents.schema import HEX64_PATTERN, schema_document
 
     props: dict[str, Any] = {}
     for key in ROW_KEYS:

@@ -2,7 +2,7 @@
 
 A trace is JSONL: one request object per line.  :func:`parse_trace`
 validates the whole trace before the first step and raises
-:class:`~fpmcore.errors.FpmError` (rule ``R-33``) at the first error, with
+:class:`~fpmcore.documents.errors.FpmError` (rule ``R-33``) at the first error, with
 the exact diagnostics of R-33.  Besides ``arrival_time`` a line may give
 ``arrival_step`` (step-exact arrivals) and ``prefix_of``/``prefix_of_len``
 (its first tokens equal an earlier request's), the two alternatives that a
@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, decode_utf8, is_finite_number, loads, read_input
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import JsonError, decode_utf8, is_finite_number, loads, read_input
 
 FIELDS = (
     "request_id",
@@ -361,7 +361,7 @@ def load_trace(path: str | Path) -> Trace:
             obj = None  # read as JSONL: the line that is not strict JSON is named
         if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
             return from_sched_json(obj, where=str(p))
-        from fpmcore.document_kinds import not_a
+        from fpmcore.documents.kinds import not_a
 
         other = not_a("a request trace", obj)
         if other is not None:  # a table or a profile given as the trace: say what it is
@@ -382,7 +382,7 @@ def trace_line_json_schema() -> dict[str, Any]:
     ``prefix_of``, one arrival field for the whole trace, lengths within the
     prompt, the number of ``hash_ids``) is the reader's.
     """
-    from fpmcore.schema import schema_document
+    from fpmcore.documents.schema import schema_document
 
     minimum = dict(_INT_MIN)
     props: dict[str, Any] = {}

@@ -26,7 +26,7 @@ import argparse
 import json
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import CliCommand
 from fpmcore.options import integer
 
@@ -81,13 +81,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _check_output(path: str, resume: bool, inputs: Any = ()) -> None:
-    """The results file, before any run: the one output-path rule (:mod:`fpmcore.outputs`, O-1 … O-4), then resume.
+    """The results file, before any run: the one output-path rule (:mod:`fpmcore.documents.output_files`, O-1 … O-4), then resume.
 
     The results file is appended to, one durable row at a time, so that a
     killed sweep resumes (``--resume``) where it stopped; an existing file
     without ``--resume`` is refused.
     """
-    from fpmcore.outputs import check_output_path
+    from fpmcore.documents.output_files import check_output_path
 
     target = check_output_path(path, inputs=inputs)
     if target.exists() and not resume:
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         raise FpmError(RULE, "--address needs --engine ray")
     if args.engine == "ray":
         engines._import_ray()
-    from fpmcore.outputs import check_outputs_apart
+    from fpmcore.documents.output_files import check_outputs_apart
     from fpmcore.sweep.plot import check_path
 
     if args.plot:

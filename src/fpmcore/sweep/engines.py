@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.sweep.grid import Sweep, Task
 from fpmcore.sweep.runner import run_task, set_inputs
 

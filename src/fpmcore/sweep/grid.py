@@ -62,7 +62,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.sweep import traces as gen
 from fpmcore.sweep.settings import Setting, check_settings, config_kwargs, replay_settings
 
@@ -115,7 +115,7 @@ def _err(msg: str, where: str) -> FpmError:
 
 def read_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The grid document: TOML for ``*.toml``, strict JSON otherwise."""
-    from fpmcore.jsonio import JsonError, loads, read_input
+    from fpmcore.documents.jsonio import JsonError, loads, read_input
 
     p = Path(path)
     try:
@@ -157,7 +157,7 @@ def _digest_bytes(data: bytes) -> str:
 
 def _load_profile(path: Path, label: str) -> Input:
     from fpmcore.collect.finalize import check_inputs
-    from fpmcore.profile import load_profile, profile_digest
+    from fpmcore.documents.profile import load_profile, profile_digest
 
     check_inputs(path)  # a profile of a finalized campaign: the campaign's digests (F-2)
     profile = load_profile(path)
@@ -166,7 +166,7 @@ def _load_profile(path: Path, label: str) -> Input:
 
 def _load_table(path: Path, label: str) -> Input:
     from fpmcore.collect.finalize import check_inputs
-    from fpmcore.jsonio import digest
+    from fpmcore.documents.jsonio import digest
     from fpmcore.replay import load_table
     from fpmcore.replay.table import table_rows
 
@@ -259,7 +259,7 @@ def check_size(doc: Mapping[str, Any], where: str) -> None:
 
 def task_key(profile: str, trace: str, table: str | None, settings: Mapping[str, Any]) -> str:
     """The resume key of a task (see the module docstring)."""
-    from fpmcore.jsonio import digest
+    from fpmcore.documents.jsonio import digest
 
     return digest({"profile": profile, "trace": trace, "table": table, "settings": dict(settings)})
 
@@ -470,7 +470,7 @@ def grid_json_schema() -> dict[str, Any]:
     same shape.  Paths, the profiles' and tables' contents and what a setting
     means for a profile are checked when the grid is read.
     """
-    from fpmcore.schema import schema_document
+    from fpmcore.documents.schema import schema_document
 
     settings = replay_settings()
     values = {name: setting_json_schema(s) for name, s in settings.items()}

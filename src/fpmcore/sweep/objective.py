@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from fpmcore.context import print_table
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 RULE = "sweep"
 _OPS: dict[str, Callable[[float, float], bool]] = {

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.blocks import cdiv
-from fpmcore.errors import FpmError
+from fpmcore.documents.blocks import cdiv
+from fpmcore.documents.errors import FpmError
 from fpmcore.sweep.objective import Constraint, Objective, axis_value, best, metrics
 
 RULE = "sweep"
@@ -48,7 +48,7 @@ def check_path(path: str, inputs: Iterable[str | os.PathLike[str] | None] = ()) 
     plt.close("all")
     if fmt not in supported:
         raise FpmError(RULE, f"--plot {path}: unknown image format {fmt!r}; use one of {', '.join(sorted(supported))}")
-    from fpmcore.outputs import check_output_path
+    from fpmcore.documents.output_files import check_output_path
 
     check_output_path(path, inputs=inputs)  # the one output-path rule (O-1 … O-4)
 
@@ -143,7 +143,7 @@ def plot(
     fig.tight_layout(rect=(0, 0.06 + 0.03 * cdiv(len(handles), 3), 1, 1))
     import io
 
-    from fpmcore.outputs import write_file
+    from fpmcore.documents.output_files import write_file
 
     image = io.BytesIO()
     fig.savefig(image, format=Path(path).suffix.lower().lstrip("."))

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 RULE = "sweep"
 ROW_KEYS = ("error", "key", "profile", "settings", "summary", "table", "task", "trace")
@@ -30,14 +30,14 @@ ROW_KEYS = ("error", "key", "profile", "settings", "summary", "table", "task", "
 
 def encode(row: dict[str, Any]) -> bytes:
     """One row as its line (canonical JSON and a newline)."""
-    from fpmcore.jsonio import canonical_bytes
+    from fpmcore.documents.jsonio import canonical_bytes
 
     return canonical_bytes(row) + b"\n"
 
 
 def read_rows(path: str | os.PathLike[str]) -> tuple[dict[str, dict[str, Any]], int]:
     """The rows of a results file by key, and the length of its whole lines (a torn tail excluded)."""
-    from fpmcore.jsonio import JsonError, loads, read_input
+    from fpmcore.documents.jsonio import JsonError, loads, read_input
 
     p = Path(path)
     try:

@@ -2,7 +2,7 @@
 
 :func:`run_task` is what every engine runs, in this process, in a pool
 worker or in a Ray task.  It never raises for a task's own failure: a
-refusal (:class:`~fpmcore.errors.FpmError`), a replay that stopped (R-9,
+refusal (:class:`~fpmcore.documents.errors.FpmError`), a replay that stopped (R-9,
 R-26, R-27; its summary is kept) and an unexpected exception all come back as
 the outcome's ``error``, so that one failed run loses none of the others.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.sweep.grid import Task, build_config, rules_key
 
 #: Inputs of this worker process by digest (set once per worker by the engines).

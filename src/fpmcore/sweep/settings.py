@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.traces.options import TRACE_OPTIONS
 
 #: ``fpm replay`` options that are no setting: the grid's axes, the outputs, and how a trace file is read

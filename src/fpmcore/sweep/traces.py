@@ -42,7 +42,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 RULE = "sweep"
 #: The keys of a generator object, in the order the module docstring lists them.
@@ -71,7 +71,7 @@ def _int(v: Any) -> bool:
 
 def _num(v: Any) -> bool:
     """A finite number: an integer beyond a double (``10**400``) is not one, as it has no float to compute with."""
-    from fpmcore.jsonio import is_finite_number
+    from fpmcore.documents.jsonio import is_finite_number
 
     return is_finite_number(v)
 

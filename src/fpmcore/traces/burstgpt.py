@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import TraceRequest
 from fpmcore.traces import csvrows
 from fpmcore.traces.format import ArrivalOrder, SkippedRow, TraceFormat, TraceSource

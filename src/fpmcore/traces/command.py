@@ -10,7 +10,7 @@ transforms, when given); ``--plot`` draws the arrival rate over time and the pro
 length distributions.  ``convert`` writes fpmcore's JSONL (06 R-32): one request per line,
 ``hash_ids``/``hash_block_tokens`` kept for a trace with content-block ids; the output is
 checked before the trace is read and written atomically (rules ``O-1`` … ``O-6`` of
-:mod:`fpmcore.outputs`).  Both say on stderr which format read the file (sniffed or named) and
+:mod:`fpmcore.documents.output_files`).  Both say on stderr which format read the file (sniffed or named) and
 what was skipped; ``--json`` prints ``{"trace": provenance, "stats": …}`` or
 ``{"trace": provenance, "out": OUT}``.
 """
@@ -60,7 +60,7 @@ def read_for_command(ctx: Any, args: argparse.Namespace, path: str) -> tuple[Any
 def _run_convert(args: argparse.Namespace, ctx: Any) -> int:
     import orjson
 
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
 
     out = outputs.check_output_path(args.output, inputs=[args.file])
     trace, provenance = read_for_command(ctx, args, args.file)
@@ -74,7 +74,7 @@ def _run_convert(args: argparse.Namespace, ctx: Any) -> int:
 
 
 def _run_stats(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
     from fpmcore.traces.stats import trace_stats
 
     plot = fmt = None

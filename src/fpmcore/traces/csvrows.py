@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Iterator
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.traces.format import MAX_TOKENS, SkippedRow, TraceSource, first_line
 
 _INT = re.compile(r"^[+-]?[0-9]{1,30}$")

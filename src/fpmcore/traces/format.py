@@ -20,7 +20,7 @@ from typing import IO, Any, cast
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import TraceRequest
 
 #: Bytes of the (decompressed) file a ``sniff`` function is given.
@@ -101,7 +101,7 @@ class TraceFormat:
     from); ``sniff(head)`` says whether the file whose first bytes (at most :data:`SNIFF_BYTES`,
     decompressed) are ``head`` is of this format: cheap, never raising; ``read(source)`` yields the
     requests (:class:`~fpmcore.replay.trace.TraceRequest`) and :class:`SkippedRow` s in file order,
-    streaming, and raises :class:`~fpmcore.errors.FpmError` naming the line of a malformed row;
+    streaming, and raises :class:`~fpmcore.documents.errors.FpmError` naming the line of a malformed row;
     ``filters`` the keys of ``--trace-filter`` it reads.
     """
 
@@ -114,7 +114,7 @@ class TraceFormat:
 
 def open_trace_file(path: Path) -> IO[bytes]:
     """Open a trace for reading: a regular file (a FIFO or device would block), gzip read through."""
-    from fpmcore.jsonio import check_input_file
+    from fpmcore.documents.jsonio import check_input_file
 
     try:
         check_input_file(path)

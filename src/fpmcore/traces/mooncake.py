@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import JsonError, is_finite_number, loads
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import JsonError, is_finite_number, loads
 from fpmcore.replay.trace import TraceRequest
 from fpmcore.traces.format import (
     MAX_HASH_ID,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import TraceRequest, from_sched_json, iter_trace_requests, load_trace
 from fpmcore.traces.format import TraceFormat, TraceSource, read_head
 
@@ -42,7 +42,7 @@ def _read_jsonl(source: TraceSource) -> Iterator[TraceRequest]:
 
 
 def _read_sched(source: TraceSource) -> Iterator[TraceRequest]:
-    from fpmcore.jsonio import JsonError, loads, read_input
+    from fpmcore.documents.jsonio import JsonError, loads, read_input
 
     try:
         obj = loads(read_input(source.path))

@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import is_finite_number
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import is_finite_number
 from fpmcore.replay.trace import Trace, TraceRequest, arrival_field_of, trace_of
 from fpmcore.traces.azure import AZURE
 from fpmcore.traces.burstgpt import BURSTGPT

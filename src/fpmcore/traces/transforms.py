@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.replay.trace import TraceRequest
 
 OVER_LONG = ("drop", "clip")

@@ -18,7 +18,7 @@ bytes, and the import refuses links in evidence the same way (I-9); a link
 could only make the reader open a file outside the run.  The run directory
 itself, and the plan, are opened as named on the command line.
 
-JSON files are read strictly (:mod:`fpmcore.jsonio`: duplicate keys, NaN,
+JSON files are read strictly (:mod:`fpmcore.documents.jsonio`: duplicate keys, NaN,
 a byte-order mark and non-UTF-8 bytes are refused) and, beyond that, must
 hold only valid Unicode strings (a ``\\ud800`` escape without its pair is
 refused, naming the field), numbers within the range of a double (``1e999``
@@ -46,8 +46,8 @@ from typing import Any
 
 import attrs
 
+from fpmcore.documents.jsonio import JsonError, loads, read_input
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.jsonio import JsonError, loads, read_input
 from fpmcore.validate.cell import HEX64, RANK_FILE
 from fpmcore.validate.values import js, plain, sha256_hex, shown
 
@@ -62,7 +62,7 @@ _DOUBLE_MAX = sys.float_info.max
 
 
 # ---------------------------------------------------------------------------
-# strict JSON beyond fpmcore.jsonio
+# strict JSON beyond fpmcore.documents.jsonio
 # ---------------------------------------------------------------------------
 
 
@@ -124,7 +124,7 @@ def _escaped(text: str) -> str:
 
 
 def parse_json(data: bytes, where: str) -> Any:
-    """Parse one JSON file strictly; raises :class:`~fpmcore.jsonio.JsonError` naming ``where``."""
+    """Parse one JSON file strictly; raises :class:`~fpmcore.documents.jsonio.JsonError` naming ``where``."""
     try:
         value = loads(data, where)
     except ValueError as exc:  # an integer of more than 4,300 digits (the interpreter's limit)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
 from fpmcore.validate.values import ABSENT, get, is_int, js, plain
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import CellView
 from fpmcore.validate.values import ABSENT, js
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
 from fpmcore.validate.attempt import attempts
 from fpmcore.validate.cell import GENERAL, HEX64, CellView, plan_digest

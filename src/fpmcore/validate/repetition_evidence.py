@@ -31,8 +31,8 @@ from typing import Any
 import attrs
 import orjson
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.integers import parse_line
 from fpmcore.validate.rows import raw_fpms

@@ -14,8 +14,8 @@ import math
 from operator import itemgetter
 from typing import Any
 
+from fpmcore.documents.rules_catalogue import checks
 from fpmcore.hooktypes import Diagnostic
-from fpmcore.rules_catalogue import checks
 from fpmcore.validate.cell import HEX64, CellView, RankView, RowRule, RowSuffix
 from fpmcore.validate.values import (
     ABSENT,

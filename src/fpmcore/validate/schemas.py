@@ -30,7 +30,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.schema import HEX64_PATTERN, array, enum, obj, schema_document
+from fpmcore.documents.schema import HEX64_PATTERN, array, enum, obj, schema_document
 from fpmcore.validate.cell import IDENTITY_COLUMNS
 from fpmcore.validate.integers import INT, NINT, RANK_INT_SCHEMA, ROWS, SIDECAR_INT_SCHEMA
 from fpmcore.validate.protocol import (

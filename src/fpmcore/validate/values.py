@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from fpmcore.jsonio import canonical_bytes
+from fpmcore.documents.jsonio import canonical_bytes
 
 __all__ = [
     "ABSENT",

@@ -1,8 +1,8 @@
 """The command line of ``fpm verify`` (:mod:`fpmcore.verify`): options, the human report, ``-o`` and ``--plot``.
 
 Every output path is checked before any work (rules ``O-1`` … ``O-6`` of
-:mod:`fpmcore.outputs`).  ``-o REPORT`` writes the report (the document
-``--json`` prints) with the atomic writer of :mod:`fpmcore.outputs`: a kill at
+:mod:`fpmcore.documents.output_files`).  ``-o REPORT`` writes the report (the document
+``--json`` prints) with the atomic writer of :mod:`fpmcore.documents.output_files`: a kill at
 any moment leaves the old report or the new one, whole.  Progress goes to
 stderr: a rich progress bar on a terminal, one line per serving otherwise.
 Exit 0 when the verdict is ``pass``, 1 when it is ``fail`` or ``contended``,
@@ -100,7 +100,7 @@ def _progress(ctx: Any) -> tuple[Any, Any]:
 def run(args: argparse.Namespace, ctx: Any) -> int:
     from contextlib import nullcontext
 
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
     from fpmcore.verify.run import read_campaign, verify_campaign
 
     inputs = [*read_campaign(args.campaign).inputs(), args.trace]
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     with bar if bar is not None else nullcontext():
         doc = verify_campaign(ctx.host, args.campaign, options_of(args), progress=progress)
     if report is not None:
-        from fpmcore.jsonio import dumps_output
+        from fpmcore.documents.jsonio import dumps_output
 
         outputs.write_file(report, dumps_output(doc))
     if plot is not None:

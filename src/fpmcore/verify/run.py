@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from fpmcore.contention import ContentionBound
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import EngineStep, ServingDriver, ServingEngine
 from fpmcore.replay.trace import Trace
 from fpmcore.verify import compare as cmp
@@ -86,8 +86,8 @@ class Campaign:
 def read_campaign(root: str | os.PathLike[str]) -> Campaign:
     """The campaign at ``root``, or V-2 naming the file that is missing or wrong."""
     from fpmcore.campaign import MANIFEST, PLAN, PROFILE, TABLE
-    from fpmcore.jsonio import load_path
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.jsonio import load_path
+    from fpmcore.documents.profile import load_profile
     from fpmcore.replay.table import load_table
 
     base = Path(root)

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 from fpmcore.hooktypes import ServeRequest
 from fpmcore.replay.trace import Trace, TraceRequest, parse_trace_lines
 

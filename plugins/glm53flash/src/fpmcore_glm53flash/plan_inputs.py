@@ -3,7 +3,7 @@
 :func:`deployment_facts` reduces one profile deployment to the values of G-9;
 :func:`check_deployments` runs the refusals of G-12 in the spec's order,
 (n) first, then (a) … (m), and raises the first as
-:class:`fpmcore.errors.FpmError` with rule ``G-12`` (values rendered as G-27).
+:class:`fpmcore.documents.errors.FpmError` with rule ``G-12`` (values rendered as G-27).
 """
 
 from __future__ import annotations

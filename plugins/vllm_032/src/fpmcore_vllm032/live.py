@@ -458,7 +458,7 @@ def live_probe(
 ) -> dict[str, Any]:
     """``fpm_live_probe``: check the folder, start the engine, probe it (:func:`probe_engine`), shut it down.
 
-    Refusals are :class:`~fpmcore.errors.FpmError` of one line; an interrupt
+    Refusals are :class:`~fpmcore.documents.errors.FpmError` of one line; an interrupt
     is re-raised after the engine (or what started of it) is shut down, with
     no evidence folder left.
     """

@@ -13,7 +13,7 @@ tensors give and the engine core's planning calls.  Here:
     identity blocks (runtime, observer, model, hardware, binding, lifecycle),
     the resolved settings, the group fields, the scheduler cache, the
     storage numbering, and :func:`~fpmcore_vllm_support.observe.build_record`,
-    which assembles one :mod:`fpmcore.record` record for a release.
+    which assembles one :mod:`fpmcore.documents.record` record for a release.
 :mod:`fpmcore_vllm_support.dryprobe`
     the dry probe on CPU: the environment vLLM needs, the staged model
     configuration, the MODEL.json options and dtype names, the default

@@ -2,7 +2,7 @@
 
 A runtime plugin's observer turns the live objects of one vLLM process into
 one ``fpmcore-runtime-observation/v1`` record: the classes of
-:mod:`fpmcore.record`, written with :func:`fpmcore.record.record_to_json`.
+:mod:`fpmcore.documents.record`, written with :func:`fpmcore.documents.record.record_to_json`.
 :func:`build_record` assembles it for a :class:`Release` (the exact version,
 the class table, whether it writes hybrid evidence, the worker cache its
 tensors give); everything else is here:

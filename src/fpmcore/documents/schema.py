@@ -1,6 +1,6 @@
 """Field declarations shared by the structural check, the converter and JSON Schema.
 
-Each field of a data-model class (:mod:`fpmcore.profile`) is declared once,
+Each field of a data-model class (:mod:`fpmcore.documents.profile`) is declared once,
 with :func:`field`, and carries a :class:`FieldSpec` in its attrs metadata.
 Three things are derived from it, so that they can never disagree:
 
@@ -27,8 +27,8 @@ from typing import Any
 import attrs
 import cattrs
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import is_finite_number, one_line
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import is_finite_number, one_line
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
@@ -419,9 +419,9 @@ class SchemaEntry:
 #: Every schema, in the order the documentation shows them.
 SCHEMAS: tuple[SchemaEntry, ...] = (
     SchemaEntry("profile", "Profile", "an FPM profile file (01), read by `fpm profile check` and every pipeline",
-                "fpmcore.profile:profile_json_schema"),
+                "fpmcore.documents.profile:profile_json_schema"),
     SchemaEntry("record", "Runtime observation record", "one record of the observer inside vLLM (02 §3), read by "
-                "`fpm import`", "fpmcore.record:record_json_schema"),
+                "`fpm import`", "fpmcore.documents.record:record_json_schema"),
     SchemaEntry("plan", "Plan", "the plan file `fpm plan -o` writes, or a frozen collection plan (04, 05 §6.2), "
                 "read by `fpm collect`, `fpm validate --plan` and `fpm publish --plan`",
                 "fpmcore.planning:plan_json_schema"),

@@ -2,7 +2,7 @@
 
 :class:`Diagnostic` is what a rule reports (the import, the profile check,
 artifact validation) and what a model plugin returns from
-``fpm_validate_artifact``; :class:`fpmcore.errors.FpmError` carries one.  It
+``fpm_validate_artifact``; :class:`fpmcore.documents.errors.FpmError` carries one.  It
 lives in the data model, so that the model never imports the hook types
 (:mod:`fpmcore.hooktypes` re-exports it for plugins).
 """

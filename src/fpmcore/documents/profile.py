@@ -10,10 +10,10 @@ Objects, bottom-up::
 
 Every class is ``attrs`` frozen; attribute names are the JSON field names, in
 declaration order, and an absent optional field is ``None``.  Reading goes
-strict JSON (:mod:`fpmcore.jsonio`) → structural rules P-S1 … P-S4
-(:func:`fpmcore.schema.check_structure`) → the object rules of each class in
+strict JSON (:mod:`fpmcore.documents.jsonio`) → structural rules P-S1 … P-S4
+(:func:`fpmcore.documents.schema.check_structure`) → the object rules of each class in
 the spec's order → the object.  The first failing rule is raised as
-:class:`~fpmcore.errors.FpmError` with its rule id and the JSON path of the
+:class:`~fpmcore.documents.errors.FpmError` with its rule id and the JSON path of the
 object (01 §1.3).  Writing gives the file form (01 §9.1); a file in file
 form loads and saves to the same bytes (P-95).
 """
@@ -27,11 +27,11 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from fpmcore import blocks, jsonio
-from fpmcore.blocks import cdiv
-from fpmcore.errors import FpmError
-from fpmcore.runtime_pin import FRAMEWORK
-from fpmcore.schema import (
+from fpmcore.documents import blocks, jsonio
+from fpmcore.documents.blocks import cdiv
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.runtime_pin import FRAMEWORK
+from fpmcore.documents.schema import (
     MAX_EXACT,
     check_structure,
     field,
@@ -144,7 +144,7 @@ class FpmCacheGroup:
     # -- block arithmetic (01 §3.5) -------------------------------------------------
 
     def _shape(self) -> dict[str, Any]:
-        """The group as :mod:`fpmcore.blocks` takes it."""
+        """The group as :mod:`fpmcore.documents.blocks` takes it."""
         if self.kind == "state":
             return {"block": self.block_size_tokens, "state_blocks": self.blocks_per_request or 0}
         if self.attention_chunk_size is not None:
@@ -494,7 +494,7 @@ def parse_profile(data: bytes | str, where: str = "") -> FpmModelProfile:
     try:
         return cast(FpmModelProfile, from_data(obj))
     except FpmError as exc:
-        from fpmcore.document_kinds import not_a
+        from fpmcore.documents.kinds import not_a
 
         other = not_a("an FPM profile", obj)
         if other is not None:  # a plan, a table, a report given as the profile: say what it is
@@ -523,8 +523,8 @@ def dumps_profile(obj: Any) -> bytes:
 
 
 def save_profile(obj: FpmModelProfile, path: str | os.PathLike[str]) -> None:
-    """Write a profile atomically in file form (:func:`fpmcore.outputs.write_file`)."""
-    from fpmcore.outputs import write_file
+    """Write a profile atomically in file form (:func:`fpmcore.documents.output_files.write_file`)."""
+    from fpmcore.documents.output_files import write_file
 
     write_file(path, dumps_profile(obj))
 

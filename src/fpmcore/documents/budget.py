@@ -17,10 +17,10 @@ import math
 
 import attrs
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import is_finite_number
-from fpmcore.profile import FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
-from fpmcore.schema import MAX_EXACT
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import is_finite_number
+from fpmcore.documents.profile import FpmDeploymentProfile, FpmModelProfile, FpmResourceProfile
+from fpmcore.documents.schema import MAX_EXACT
 
 PENDING_MESSAGE = (
     "FPM memory is pending runtime profiling; collect and finalize runtime memory or provide "

@@ -1,6 +1,6 @@
 """Block arithmetic of one cache group (01 §1.1, §3.5): the one ``cdiv``, ``block_range`` and peak pages.
 
-Every caller — the profile (:class:`fpmcore.profile.FpmCacheGroup`), the
+Every caller — the profile (:class:`fpmcore.documents.profile.FpmCacheGroup`), the
 replay's records and sizing (:mod:`fpmcore.replay.records`), the runtime and
 model plugins — describes a group by its block size in tokens, its sliding
 window (``None`` for full attention) or its attention chunk (``chunk``, a
@@ -20,7 +20,7 @@ has its own twin (``fpm_block_range``), which the tests compare with this one.
 
 from __future__ import annotations
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 
 def cdiv(a: int, b: int) -> int:

@@ -5,7 +5,7 @@ and :class:`SchedulerRecord` and the objects they hold, each field in the
 order the record writes it.  The runtime plugins' observers build them and
 write them with :func:`record_to_json`; :func:`record_from_json` reads one
 back.  Both go through the project's one cattrs converter
-(:data:`fpmcore.schema.converter`, strict scalars, unknown keys refused).
+(:data:`fpmcore.documents.schema.converter`, strict scalars, unknown keys refused).
 
 A key that 02 §3.13 makes *optional* is a field whose value may be
 :data:`ABSENT`: such a key is left out of the written record, while ``None``
@@ -30,7 +30,7 @@ from typing import Any, Union
 import attrs
 from cattrs.gen import make_dict_structure_fn, override
 
-from fpmcore.schema import converter
+from fpmcore.documents.schema import converter
 
 SCHEMA_VERSION = "fpmcore-runtime-observation/v1"
 

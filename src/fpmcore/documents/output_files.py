@@ -68,7 +68,7 @@ write is never replaced or removed.
 
 For a command that adopts this module (``fpm replay --out DIR --plot P``)::
 
-    from fpmcore import outputs
+    from fpmcore.documents import output_files as outputs
 
     out = outputs.check_output_folder(args.out, inputs=[args.profile, args.trace], replace=True)
     plot = outputs.check_output_path(args.plot, inputs=[args.profile, args.trace])
@@ -92,8 +92,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fpmcore.errors import FpmError
-from fpmcore.jsonio import file_kind
+from fpmcore.documents.errors import FpmError
+from fpmcore.documents.jsonio import file_kind
 
 #: The manifest a replaceable output folder holds (written last).
 MANIFEST = "fpm-manifest.json"
@@ -429,7 +429,7 @@ def manifest_bytes(files: Mapping[str, bytes], command: str) -> bytes:
 
 
 def _manifest(digests: Mapping[str, str], command: str) -> bytes:
-    from fpmcore.jsonio import file_form_bytes
+    from fpmcore.documents.jsonio import file_form_bytes
 
     return file_form_bytes(
         {
@@ -442,7 +442,7 @@ def _manifest(digests: Mapping[str, str], command: str) -> bytes:
 
 def is_earlier_output(folder: PathLike) -> bool:
     """True when ``folder`` holds a readable :data:`MANIFEST` that names exactly its other files, unchanged."""
-    from fpmcore.jsonio import JsonError, load_path
+    from fpmcore.documents.jsonio import JsonError, load_path
 
     base = Path(folder)
     try:

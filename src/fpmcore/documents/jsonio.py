@@ -53,7 +53,7 @@ reads it and never raises :class:`OverflowError`.
 
 Machine output of the CLI (``--json``) goes through :func:`dumps_output`
 (orjson), whose byte form is not contractual.  Files are written by
-:mod:`fpmcore.outputs`.
+:mod:`fpmcore.documents.output_files`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from typing import Any
 
 import orjson
 
-from fpmcore.errors import FpmError
+from fpmcore.documents.errors import FpmError
 
 #: Deepest nesting of arrays and objects the reader accepts.  fpmcore's documents nest
 #: fewer than ten levels; the limit keeps every recursive walker far from Python's own.

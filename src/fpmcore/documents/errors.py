@@ -8,7 +8,7 @@ shows a traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from fpmcore.diagnostics import Diagnostic
+from fpmcore.documents.diagnostics import Diagnostic
 
 
 class FpmError(Exception):
