@@ -118,26 +118,26 @@ def test_the_host_has_no_import_cycles():
 def test_the_host_imports_no_command_line():
     """Plugin loading and the hook facade import neither the CLI nor the commands; the model no hook types."""
     graph = import_graph()
-    for host in ("fpmcore.plugins", "fpmcore.hooks"):
+    for host in ("fpmcore.host.plugins", "fpmcore.host.hooks"):
         assert not graph[host] & {"fpmcore.cli", "fpmcore.commands"}, host
-    assert "fpmcore.hooktypes" not in graph["fpmcore.documents.errors"]
+    assert "fpmcore.host.hooktypes" not in graph["fpmcore.documents.errors"]
     assert graph["fpmcore.documents.errors"] == {"fpmcore.documents.diagnostics"}
 
 
 def test_only_the_entry_points_import_the_command_line():
-    """The host is built by :mod:`fpmcore.host`; only ``python -m fpmcore`` and the test kit (which runs ``fpm``)
+    """The host is built by :mod:`fpmcore.host.build`; only ``python -m fpmcore`` and the test kit (which runs ``fpm``)
     import the command line — a pipeline stage calls another stage's function, never its command."""
     graph = import_graph()
     importers = {name for name, imported in graph.items() if "fpmcore.cli" in imported}
     assert importers == {"fpmcore.__main__", "fpmcore.testing"}
-    assert "fpmcore.commands" in graph["fpmcore.host"] and "fpmcore.host" in graph["fpmcore.cli"]
+    assert "fpmcore.commands" in graph["fpmcore.host.build"] and "fpmcore.host.build" in graph["fpmcore.cli"]
 
 
 def test_the_cycle_check_finds_a_cycle():
     """The check is not vacuous: the import that made the host and the command line a cycle is found."""
     graph = import_graph()
-    graph["fpmcore.plugins"] = graph["fpmcore.plugins"] | {"fpmcore.cli"}
-    assert ["fpmcore.cli", "fpmcore.host", "fpmcore.plugins"] in cycles(graph)
+    graph["fpmcore.host.plugins"] = graph["fpmcore.host.plugins"] | {"fpmcore.cli"}
+    assert ["fpmcore.cli", "fpmcore.host.build", "fpmcore.host.plugins"] in cycles(graph)
     lazy = "def f():\n    from fpmcore.cli import main\n"
     typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fpmcore.cli import main\n"
     assert imports_of("fpmcore.x", lazy, package=False) == {"fpmcore.cli"}
@@ -215,7 +215,7 @@ def runtime_names(source: str, classes: set[str], models: set[str]) -> list[tupl
 EXEMPT = {
     # the plugin test kit's shared cases: the spec class names fpm_classify_spec is asked about are
     # inputs of every runtime plugin's conformance test, not knowledge the host acts on
-    "fpmcore.conformance": "test inputs of the plugin kit",
+    "fpmcore.host.conformance": "test inputs of the plugin kit",
 }
 
 
@@ -284,7 +284,7 @@ def _plugin_imports() -> dict[str, set[str]]:
 
 
 def test_no_plugin_imports_the_command_line():
-    """A plugin's hooks build the host with :func:`fpmcore.host.build_host`, never through the command line."""
+    """A plugin's hooks build the host with :func:`fpmcore.host.build.build_host`, never through the command line."""
     imports = _plugin_imports()
     assert len(PLUGIN_SOURCES) >= 7 and len(imports) > 40
     command_line = {"fpmcore.cli", "fpmcore.commands"}

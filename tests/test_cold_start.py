@@ -84,7 +84,7 @@ def test_a_command_imports_only_what_it_uses(tmp_path, argv, absent):
     imported = set(started["modules"])
     assert sorted(m for m in absent if m in imported) == []
     # what the command did need was there (the probe sees imports at all)
-    assert {"fpmcore.hooktypes", "fpmcore.plugins", "fpmcore_vllm033", "fpmcore_glm53flash"} <= imported
+    assert {"fpmcore.host.hooktypes", "fpmcore.host.plugins", "fpmcore_vllm033", "fpmcore_glm53flash"} <= imported
 
 
 def test_the_replay_runs_on_what_it_imports(tmp_path):

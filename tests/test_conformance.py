@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from fpmcore.hooktypes import API_VERSION
+from fpmcore.host.hooktypes import API_VERSION
 from fpmcore.testing import check_plugin
 
 GOOD = """
@@ -107,7 +107,7 @@ def test_the_shared_profiles_are_the_examples():
     """The conformance profiles are copies of the example profiles (one hybrid, one plain)."""
     from pathlib import Path
 
-    from fpmcore.conformance import DATA
+    from fpmcore.host.conformance import DATA
 
     root = Path(__file__).resolve().parents[1] / "examples" / "profiles"
     assert (DATA / "conformance-hybrid.fpm-profile.json").read_bytes() == (

@@ -62,7 +62,7 @@ def _example(name: str) -> str:
 def _run_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run a hookspec's example as a doctest, with a host of the installed plugins as ``host``."""
     import fpmcore
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
 
     monkeypatch.chdir(ROOT)
     globs = {n: getattr(fpmcore, n) for n in fpmcore.__all__}
@@ -219,7 +219,7 @@ def _rules_plugin(plugin_id: str, pin: str, rules: object):
 
 def test_runtime_rules_through_the_host(fpm_host):
     """A plugin's rules come back with its data; omitted rules keep the documented defaults."""
-    from fpmcore.hooktypes import ImportRules, StartupLimits
+    from fpmcore.host.hooktypes import ImportRules, StartupLimits
 
     rules = ImportRules(
         version="9.9.9", hybrid_evidence=True, kv_dtype_labels={"fp9": "fp8"},
@@ -244,7 +244,7 @@ def test_runtime_rules_through_the_host(fpm_host):
 
 def test_runtime_rules_are_checked_and_name_the_plugin(fpm_host):
     """A wrong answer, or a wrong answer of one of the rules' functions, names the plugin."""
-    from fpmcore.hooktypes import ImportRules, StartupLimits
+    from fpmcore.host.hooktypes import ImportRules, StartupLimits
 
     host = fpm_host(
         _rules_plugin("dicty", "vllm==1.0.0", {"version": "1.0.0"}),
@@ -286,7 +286,7 @@ def test_runtime_rules_are_checked_and_name_the_plugin(fpm_host):
 
 def test_runtime_rules_of_the_runtime_plugins(fpm_host):
     """Only vLLM 0.33.0 imports hybrid evidence (02 §4); its C-1 gives the GLM KDA group's 3 blocks (02 §11)."""
-    from fpmcore.hooktypes import StartupLimits
+    from fpmcore.host.hooktypes import StartupLimits
 
     host = fpm_host(entry_points=("vllm_027", "vllm_033"))
     new = host.hooks.runtime("vllm==0.33.0").rules()

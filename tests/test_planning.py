@@ -1,7 +1,7 @@
 """The host side of ``fpm plan`` (04 G-9, G-20, G-24, G-25): limits, the hook, the plan file, the CLI.
 
 The host knows no model: the tests that need a real point list use the
-installed ``glm53flash`` plugin through a :class:`~fpmcore.plugins.PluginHost`;
+installed ``glm53flash`` plugin through a :class:`~fpmcore.host.plugins.PluginHost`;
 the others use a small model plugin defined here.
 """
 

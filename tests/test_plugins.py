@@ -263,7 +263,7 @@ def test_plugins_and_help_import_neither_vllm_nor_torch(tmp_path):
 def test_a_passed_plugin_object_stands_over_its_entry_point():
     """A plugin object passed to the host keeps its record: the entry point of the same id is not loaded over it."""
     import fpmcore_glm53flash
-    from fpmcore.plugins import PluginHost
+    from fpmcore.host.plugins import PluginHost
 
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
     assert (host.record("glm53flash").status, host.record("dsv41").status) == ("ok", "disabled")

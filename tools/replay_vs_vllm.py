@@ -100,7 +100,7 @@ def oracle_rules(features: dict[str, Any]) -> ReplayRules:
 
     A release without a runtime plugin that gives them is refused (R-1), as ``fpm replay`` refuses it.
     """
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
 
     return build_host().hooks.replay_rules(f"vllm=={features['version']}")
 
@@ -456,7 +456,7 @@ def trace_windows(
     ``(label, trace)`` per window, the label naming the window's lines (0-based)."""
     import attrs
 
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
     from fpmcore.replay.trace import trace_of
     from fpmcore.traces.reading import read_trace
     from fpmcore.traces.transforms import Transforms

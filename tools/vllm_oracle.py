@@ -159,7 +159,7 @@ def _select_runtime_platform() -> None:
     try:
         import importlib
 
-        from fpmcore.host import build_host
+        from fpmcore.host.build import build_host
     except ImportError:
         return
     host = build_host(environ={})

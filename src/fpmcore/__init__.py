@@ -10,7 +10,7 @@ The hook value types are importable from here too.
 
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.hookspecs import hookimpl
-from fpmcore.hooktypes import (
+from fpmcore.host.hooktypes import (
     API_VERSION,
     AlignStopQuery,
     CliCommand,

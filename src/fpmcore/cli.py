@@ -5,7 +5,7 @@ Global options come before the subcommand::
     fpm [--version] [--debug] [--plugin ID]... [--disable-plugin ID]... COMMAND ...
 
 Subcommands are contributed through the ``fpm_cli_commands`` hook.  The
-command line runs in the plugin host of :func:`fpmcore.host.build_host`,
+command line runs in the plugin host of :func:`fpmcore.host.build.build_host`,
 which registers fpmcore's own commands as the built-in plugin
 :mod:`fpmcore.commands`, the way any plugin's commands come in: plugin
 loading itself knows no command.
@@ -29,9 +29,9 @@ from typing import Any
 import fpmcore
 from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
 from fpmcore.documents.errors import FpmError
-from fpmcore.host import build_host
+from fpmcore.host.build import build_host
+from fpmcore.host.plugins import PluginHost
 from fpmcore.options import integer, number
-from fpmcore.plugins import PluginHost
 
 
 class _Parser(argparse.ArgumentParser):

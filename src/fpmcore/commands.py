@@ -1,7 +1,7 @@
 """fpmcore's own subcommands, registered as a built-in plugin through ``fpm_cli_commands``,
 and the producer contract of ``fpm collect`` (``fpmcore_engine_steps``, :mod:`fpmcore.collect.contract`).
 
-The plugin host ``fpm`` runs (:func:`fpmcore.host.build_host`) registers this
+The plugin host ``fpm`` runs (:func:`fpmcore.host.build.build_host`) registers this
 module first; plugin loading itself imports no command.
 
 ``fpm plugins``, ``fpm profile check``, ``fpm schema``, and the pipelines'
@@ -19,10 +19,10 @@ from typing import Any
 from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.hookspecs import hookimpl
-from fpmcore.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
+from fpmcore.host.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
 
 #: The pipeline commands, ``(name, help, module, factory)``: each is defined beside its pipeline
-#: (``module.factory()`` gives its :class:`~fpmcore.hooktypes.CliCommand`).  Its name and help are
+#: (``module.factory()`` gives its :class:`~fpmcore.host.hooktypes.CliCommand`).  Its name and help are
 #: repeated here so that ``fpm --help`` lists it without importing its pipeline, which is imported
 #: only when the command is configured or run (``tests/test_command_line.py`` checks that the two agree).
 PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
@@ -56,7 +56,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def pipeline_command(module: str, factory: str) -> CliCommand:
-    """The :class:`~fpmcore.hooktypes.CliCommand` that ``module.factory()`` defines (imports the pipeline)."""
+    """The :class:`~fpmcore.host.hooktypes.CliCommand` that ``module.factory()`` defines (imports the pipeline)."""
     command: CliCommand = getattr(importlib.import_module(module), factory)()
     return command
 

@@ -85,7 +85,7 @@ def _print_rows(console: Any, table: Any) -> None:
 class Context:
     """What a subcommand's ``run(args, ctx)`` gets.
 
-    ``host``: the :class:`~fpmcore.plugins.PluginHost`; ``out``/``err``: rich
+    ``host``: the :class:`~fpmcore.host.plugins.PluginHost`; ``out``/``err``: rich
     consoles on stdout/stderr (created on first use); ``json``: ``--json``
     was given; ``debug``: ``--debug`` was given.
     """

@@ -13,7 +13,7 @@ import argparse
 from fpmcore.context import EXIT_OK, Context, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.rules_catalogue import FAMILIES, FIELDS, Catalogued, build, closest, family_of, lookup
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 #: The rule id of ``fpm explain``'s own refusal (an id the catalogue does not hold).
 RULE = "explain"

@@ -11,7 +11,7 @@ Two calling conventions are used:
 *first-result*
     One answer.  The **runtime hooks** go only to the runtime plugin the host
     selected for the runtime pin (the one plugin whose
-    :class:`~fpmcore.hooktypes.PluginInfo` ``targets`` names the record's,
+    :class:`~fpmcore.host.hooktypes.PluginInfo` ``targets`` names the record's,
     profile's or installed pin exactly), the **model hooks** (align stop,
     points) only to the model plugin selected for the model id; so an
     implementation never returns ``None`` to say "not my runtime" or "not my
@@ -29,11 +29,11 @@ argument out of its signature).  No implementation compares it with its own
 pin to decline a call: the host never calls a runtime plugin for a pin it
 does not target.
 
-Core code never calls ``pm.hook`` itself: :class:`fpmcore.hooks.Hooks` is the
+Core code never calls ``pm.hook`` itself: :class:`fpmcore.host.hooks.Hooks` is the
 typed facade.  It calls these hooks through pluggy (``pm.subset_hook_caller``
 bound to the selected plugin, so hook wrappers, ``pm.trace`` and
 ``pm.add_hookcall_monitoring`` apply), checks what each plugin returned
-against one table (:data:`fpmcore.hooks.RETURNS`) and names the plugin and
+against one table (:data:`fpmcore.host.hooks.RETURNS`) and names the plugin and
 the hook when an answer is wrong or an implementation raises.  A plugin may
 wrap any hook (``@hookimpl(wrapper=True)``); a wrapper of a runtime or model
 hook runs around the selected plugin's implementation.
@@ -52,7 +52,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from fpmcore.documents.profile import FpmModelProfile
-    from fpmcore.hooktypes import (
+    from fpmcore.host.hooktypes import (
         AlignStopQuery,
         CliCommand,
         Diagnostic,
@@ -90,10 +90,10 @@ def fpm_plugin_info() -> PluginInfo:
 
     The host calls each plugin's implementation on its own while loading it,
     and keeps the answer in the plugin's record (``fpm plugins``).  A plugin
-    whose ``api_version`` differs from :data:`fpmcore.hooktypes.API_VERSION`
+    whose ``api_version`` differs from :data:`fpmcore.host.hooktypes.API_VERSION`
     is marked ``incompatible`` and never called again.
 
-    :returns: a :class:`~fpmcore.hooktypes.PluginInfo`.
+    :returns: a :class:`~fpmcore.host.hooktypes.PluginInfo`.
 
     Example::
 
@@ -209,7 +209,7 @@ def fpm_live_probe(
         one of your targets.
     :param model_dir: the model folder the engine loads.
     :param out_dir: the evidence folder to write; it must not exist yet, or be empty.
-    :param options: the engine settings, a :class:`~fpmcore.hooktypes.LiveProbeOptions`.
+    :param options: the engine settings, a :class:`~fpmcore.host.hooktypes.LiveProbeOptions`.
     :param progress: ``progress(message)`` is a context manager that shows
         ``message`` on stderr while its block runs (a live timer on a
         terminal); wrap the engine's start-up in it.
@@ -251,8 +251,8 @@ def fpm_engine_limits(runtime: str, request: EngineRequest) -> list[EngineLimit]
     the runtime here.
 
     :param runtime: the runtime pin the engine would run, ``"vllm==0.32.0"``: one of your targets.
-    :param request: the model configuration and settings, an :class:`~fpmcore.hooktypes.EngineRequest`.
-    :returns: the :class:`~fpmcore.hooktypes.EngineLimit` s the request meets (empty: none), or ``None``.
+    :param request: the model configuration and settings, an :class:`~fpmcore.host.hooktypes.EngineRequest`.
+    :returns: the :class:`~fpmcore.host.hooktypes.EngineLimit` s the request meets (empty: none), or ``None``.
 
     Example::
 
@@ -306,7 +306,7 @@ def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) ->
     :param spec_class: the fully qualified class name as recorded,
         ``"vllm.v1.kv_cache_interface.MambaSpec"``.
     :param spec: the recorded spec fields (02 §3.7 ``fields``); may be empty.
-    :returns: a :class:`~fpmcore.hooktypes.SpecClassification` (``None`` is
+    :returns: a :class:`~fpmcore.host.hooktypes.SpecClassification` (``None`` is
         read as "unsupported: no class table").
 
     Example::
@@ -330,10 +330,10 @@ def fpm_runtime_rules(runtime: str) -> ImportRules | None:
     reservation of one spec (03 C-1, I-61, stage K), the in-flight batches
     (03 C-2) and the hash block size (I-97).  A runtime plugin that returns
     ``None`` is read with the defaults of
-    :class:`~fpmcore.hooktypes.ImportRules`.  Never import vLLM here.
+    :class:`~fpmcore.host.hooktypes.ImportRules`.  Never import vLLM here.
 
     :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
-    :returns: a :class:`~fpmcore.hooktypes.ImportRules` whose ``version``
+    :returns: a :class:`~fpmcore.host.hooktypes.ImportRules` whose ``version``
         is the pin's, or ``None``.
 
     Example::
@@ -357,8 +357,8 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
     SHA-256, known without importing the runtime; the engine-steps contract
     compares an artifact's producer with it, A-21) and ``start(model_dir,
     options)``, which imports the runtime, starts an engine for the model
-    folder with the deployment's :class:`~fpmcore.hooktypes.EngineOptions`
-    and returns a :class:`~fpmcore.hooktypes.MeasurementEngine`: it admits
+    folder with the deployment's :class:`~fpmcore.host.hooktypes.EngineOptions`
+    and returns a :class:`~fpmcore.host.hooktypes.MeasurementEngine`: it admits
     batches of requests with real token ids and reports every engine step
     (the workload the scheduler computed and its wall time) and each
     request's prefix-cache hit.
@@ -373,7 +373,7 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
 
     :param runtime: the pin the plan's profile was probed on, ``"vllm==0.32.0"``:
         one of your targets.
-    :returns: a :class:`~fpmcore.hooktypes.MeasurementDriver`, or ``None`` when
+    :returns: a :class:`~fpmcore.host.hooktypes.MeasurementDriver`, or ``None`` when
         the plugin does not drive an engine.
 
     ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
@@ -397,14 +397,14 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     The answer's ``start(model_dir, options)`` imports the runtime, starts an
     engine for the model folder with the deployment's
-    :class:`~fpmcore.hooktypes.EngineOptions` (the plan's, as for
+    :class:`~fpmcore.host.hooktypes.EngineOptions` (the plan's, as for
     :func:`fpm_measurement_driver`) and returns a
-    :class:`~fpmcore.hooktypes.ServingEngine`.  Its ``serve(requests)``
-    serves a list of :class:`~fpmcore.hooktypes.ServeRequest` open loop in
+    :class:`~fpmcore.host.hooktypes.ServingEngine`.  Its ``serve(requests)``
+    serves a list of :class:`~fpmcore.host.hooktypes.ServeRequest` open loop in
     wall-clock time, from an empty prefix cache: each request is added with
     its token ids once its arrival time has passed, the engine steps while a
     request is unfinished and waits for the next arrival when none is.  It
-    returns a :class:`~fpmcore.hooktypes.Serving`: per request its arrival,
+    returns a :class:`~fpmcore.host.hooktypes.Serving`: per request its arrival,
     first-token and finish times (the ends of the steps that returned them)
     and its output tokens; per non-empty step its start and end, the
     workload the scheduler computed and what the machine did to it, read
@@ -422,7 +422,7 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     :param runtime: the pin of the plan's engine (``plan["engine"]["runtime"]``,
         ``"vllm==0.32.0"``): one of your targets.
-    :returns: a :class:`~fpmcore.hooktypes.ServingDriver`, or ``None`` when
+    :returns: a :class:`~fpmcore.host.hooktypes.ServingDriver`, or ``None`` when
         the plugin serves no engine.
 
     ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
@@ -432,7 +432,7 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     Example::
 
-        >>> from fpmcore.hooktypes import ServingDriver
+        >>> from fpmcore.host.hooktypes import ServingDriver
         >>> @hookimpl
         ... def fpm_serving_engine():
         ...     return ServingDriver(start=lambda model_dir, options: None)
@@ -492,7 +492,7 @@ def fpm_align_stop(model: str, runtime: str, query: AlignStopQuery) -> int | Non
         the profile's ``backend_version`` as a pin).  Return ``None`` when
         you know no align rule of that runtime for the model: the caller
         then refuses, naming the model and the runtime.
-    :param query: one evaluation, :class:`~fpmcore.hooktypes.AlignStopQuery`.
+    :param query: one evaluation, :class:`~fpmcore.host.hooktypes.AlignStopQuery`.
     :returns: the tokens to schedule, ``0 ≤ n ≤ query.num_new_tokens``
         (0: cannot schedule the request in this step, 04 G-6).
 
@@ -513,8 +513,8 @@ def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, l
     :param model: the model id asked for (``fpm plan --model glm53flash``): one of your targets.
     :param profile: the accepted :class:`~fpmcore.documents.profile.FpmModelProfile`.
     :param deployment: index of the deployment in ``profile.deployments``.
-    :param limits: the resolved :class:`~fpmcore.hooktypes.PlanLimits`.
-    :returns: a :class:`~fpmcore.hooktypes.PointPlan`.  A refusal is raised
+    :param limits: the resolved :class:`~fpmcore.host.hooktypes.PlanLimits`.
+    :returns: a :class:`~fpmcore.host.hooktypes.PointPlan`.  A refusal is raised
         as :class:`fpmcore.documents.errors.FpmError` with its rule and message.
 
     Example::
@@ -539,7 +539,7 @@ def fpm_producer_contracts() -> list[ProducerContract]:
     <plugin>, <plugin>`` (05 §6.3), and A-17 finds the contract that owns a
     ``measurement_protocol.producer`` by its ``protocol_producer``.
 
-    :returns: the plugin's :class:`~fpmcore.hooktypes.ProducerContract` list.
+    :returns: the plugin's :class:`~fpmcore.host.hooktypes.ProducerContract` list.
 
     Example::
 
@@ -570,8 +570,8 @@ def fpm_choose_producer_contract(identity: ExecutionIdentity) -> ProducerContrac
     execution profile (``ProducerContract.claims``).  Implement it to claim
     by more than that.
 
-    :param identity: the cell's :class:`~fpmcore.hooktypes.ExecutionIdentity`.
-    :returns: a :class:`~fpmcore.hooktypes.ProducerContract`, or ``None``
+    :param identity: the cell's :class:`~fpmcore.host.hooktypes.ExecutionIdentity`.
+    :returns: a :class:`~fpmcore.host.hooktypes.ProducerContract`, or ``None``
         when the identity is not yours.
 
     Example::
@@ -644,12 +644,12 @@ def fpm_cli_commands() -> list[CliCommand]:
 
     fpmcore's own subcommands are registered through this hook too, by the
     built-in plugin :mod:`fpmcore.commands` that the command line registers
-    first (:func:`fpmcore.host.build_host`).  A name claimed twice keeps the
+    first (:func:`fpmcore.host.build.build_host`).  A name claimed twice keeps the
     first registration.  A plugin whose implementation raises or returns
-    anything but a list of :class:`~fpmcore.hooktypes.CliCommand` loses its
+    anything but a list of :class:`~fpmcore.host.hooktypes.CliCommand` loses its
     commands (``fpm plugins`` shows it ``failed``); the command line stays.
 
-    :returns: a list of :class:`~fpmcore.hooktypes.CliCommand`.
+    :returns: a list of :class:`~fpmcore.host.hooktypes.CliCommand`.
 
     Example::
 
@@ -734,7 +734,7 @@ def fpm_rule_catalogue() -> list[RuleEntry]:
     and the fix.  An id the host describes keeps the host's entry; an id two
     plugins describe keeps the first plugin's.  **Optional.**
 
-    :returns: a list of :class:`~fpmcore.hooktypes.RuleEntry`.
+    :returns: a list of :class:`~fpmcore.host.hooktypes.RuleEntry`.
 
     Example::
 

@@ -1,6 +1,6 @@
 """The plan pipeline: profile + limits → a model plugin's point list → a plan file (04).
 
-The host knows no model.  It resolves the :class:`~fpmcore.hooktypes.PlanLimits`
+The host knows no model.  It resolves the :class:`~fpmcore.host.hooktypes.PlanLimits`
 from a profile deployment and the command-line overrides
 (:func:`resolve_limits`), asks the model plugin through ``fpm_generate_points``
 (:func:`generate`), writes the plan file atomically (:func:`plan_document`,
@@ -33,7 +33,7 @@ from fpmcore.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.documents.schema import MAX_U32
-from fpmcore.hooktypes import CliCommand, PlanLimits, PointPlan
+from fpmcore.host.hooktypes import CliCommand, PlanLimits, PointPlan
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
@@ -347,7 +347,7 @@ def plan_json_schema() -> dict[str, Any]:
     plan of a campaign (``cells`` and its ``sha256``, 05 §6.2).
 
     Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
-    the fields of :class:`~fpmcore.hooktypes.PlanLimits`, the point the
+    the fields of :class:`~fpmcore.host.hooktypes.PlanLimits`, the point the
     collection reads (:class:`fpmcore.point_grid.PlanPoint`: its
     fields without default are required), the manifest of 04 G-22
     (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
@@ -357,7 +357,7 @@ def plan_json_schema() -> dict[str, Any]:
     import attrs
 
     from fpmcore.documents.schema import HEX64_PATTERN, array, enum, obj, schema_document
-    from fpmcore.hooktypes import PlanLimits
+    from fpmcore.host.hooktypes import PlanLimits
     from fpmcore.point_grid import PlanPoint
     from fpmcore.validate.schemas import manifest_schema
 

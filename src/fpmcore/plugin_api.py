@@ -381,7 +381,10 @@ if TYPE_CHECKING:
     from fpmcore.hookspecs import (
         hookimpl,
     )
-    from fpmcore.hooktypes import (
+    from fpmcore.host.build import (
+        build_host,
+    )
+    from fpmcore.host.hooktypes import (
         API_VERSION,
         MODEL_DTYPE_LABELS,
         AlignStopQuery,
@@ -413,9 +416,6 @@ if TYPE_CHECKING:
         StartupLimits,
         StateFamily,
         StepWorkload,
-    )
-    from fpmcore.host import (
-        build_host,
     )
     from fpmcore.importer.pipeline import (
         HostServices,
@@ -514,24 +514,24 @@ if TYPE_CHECKING:
 EXPORTS: dict[str, str] = {
     # Plugin identity and hooks
     "hookimpl": "fpmcore.hookspecs:hookimpl",
-    "API_VERSION": "fpmcore.hooktypes:API_VERSION",
-    "PluginInfo": "fpmcore.hooktypes:PluginInfo",
-    "RuleEntry": "fpmcore.hooktypes:RuleEntry",
+    "API_VERSION": "fpmcore.host.hooktypes:API_VERSION",
+    "PluginInfo": "fpmcore.host.hooktypes:PluginInfo",
+    "RuleEntry": "fpmcore.host.hooktypes:RuleEntry",
     "checks": "fpmcore.documents.rules_catalogue:checks",
-    "CliCommand": "fpmcore.hooktypes:CliCommand",
-    "Diagnostic": "fpmcore.hooktypes:Diagnostic",
+    "CliCommand": "fpmcore.host.hooktypes:CliCommand",
+    "Diagnostic": "fpmcore.host.hooktypes:Diagnostic",
     "FpmError": "fpmcore.documents.errors:FpmError",
-    "build_host": "fpmcore.host:build_host",
+    "build_host": "fpmcore.host.build:build_host",
     # Runtime pins
     "RuntimePin": "fpmcore.documents.runtime_pin:RuntimePin",
     "FRAMEWORK": "fpmcore.documents.runtime_pin:FRAMEWORK",
     # Runtime plugins: import rules and the observation record
-    "SpecClassification": "fpmcore.hooktypes:SpecClassification",
-    "ImportRules": "fpmcore.hooktypes:ImportRules",
-    "StartupLimits": "fpmcore.hooktypes:StartupLimits",
-    "HashBlockQuery": "fpmcore.hooktypes:HashBlockQuery",
-    "StateFamily": "fpmcore.hooktypes:StateFamily",
-    "MODEL_DTYPE_LABELS": "fpmcore.hooktypes:MODEL_DTYPE_LABELS",
+    "SpecClassification": "fpmcore.host.hooktypes:SpecClassification",
+    "ImportRules": "fpmcore.host.hooktypes:ImportRules",
+    "StartupLimits": "fpmcore.host.hooktypes:StartupLimits",
+    "HashBlockQuery": "fpmcore.host.hooktypes:HashBlockQuery",
+    "StateFamily": "fpmcore.host.hooktypes:StateFamily",
+    "MODEL_DTYPE_LABELS": "fpmcore.host.hooktypes:MODEL_DTYPE_LABELS",
     "RECORD_SCHEMA_VERSION": "fpmcore.documents.record:SCHEMA_VERSION",
     "OMITTED": "fpmcore.documents.record:ABSENT",
     "record_to_json": "fpmcore.documents.record:record_to_json",
@@ -572,21 +572,21 @@ EXPORTS: dict[str, str] = {
     "import_evidence": "fpmcore.importer.pipeline:import_evidence",
     "HostServices": "fpmcore.importer.pipeline:HostServices",
     # Runtime plugins: engines, measurement and serving
-    "LiveProbeOptions": "fpmcore.hooktypes:LiveProbeOptions",
-    "EngineLimit": "fpmcore.hooktypes:EngineLimit",
-    "EngineRequest": "fpmcore.hooktypes:EngineRequest",
-    "EngineFacts": "fpmcore.hooktypes:EngineFacts",
-    "EngineOptions": "fpmcore.hooktypes:EngineOptions",
-    "EngineRun": "fpmcore.hooktypes:EngineRun",
-    "EngineStep": "fpmcore.hooktypes:EngineStep",
-    "MeasurementDriver": "fpmcore.hooktypes:MeasurementDriver",
-    "ProducerFile": "fpmcore.hooktypes:ProducerFile",
-    "ProducerRecord": "fpmcore.hooktypes:ProducerRecord",
-    "StepWorkload": "fpmcore.hooktypes:StepWorkload",
-    "ServeRequest": "fpmcore.hooktypes:ServeRequest",
-    "ServedRequest": "fpmcore.hooktypes:ServedRequest",
-    "Serving": "fpmcore.hooktypes:Serving",
-    "ServingDriver": "fpmcore.hooktypes:ServingDriver",
+    "LiveProbeOptions": "fpmcore.host.hooktypes:LiveProbeOptions",
+    "EngineLimit": "fpmcore.host.hooktypes:EngineLimit",
+    "EngineRequest": "fpmcore.host.hooktypes:EngineRequest",
+    "EngineFacts": "fpmcore.host.hooktypes:EngineFacts",
+    "EngineOptions": "fpmcore.host.hooktypes:EngineOptions",
+    "EngineRun": "fpmcore.host.hooktypes:EngineRun",
+    "EngineStep": "fpmcore.host.hooktypes:EngineStep",
+    "MeasurementDriver": "fpmcore.host.hooktypes:MeasurementDriver",
+    "ProducerFile": "fpmcore.host.hooktypes:ProducerFile",
+    "ProducerRecord": "fpmcore.host.hooktypes:ProducerRecord",
+    "StepWorkload": "fpmcore.host.hooktypes:StepWorkload",
+    "ServeRequest": "fpmcore.host.hooktypes:ServeRequest",
+    "ServedRequest": "fpmcore.host.hooktypes:ServedRequest",
+    "Serving": "fpmcore.host.hooktypes:Serving",
+    "ServingDriver": "fpmcore.host.hooktypes:ServingDriver",
     "cpu_sampler": "fpmcore.contention:sampler",
     # Runtime plugins: replay rules and checks
     "ReplayRules": "fpmcore.replay.rules:ReplayRules",
@@ -596,9 +596,9 @@ EXPORTS: dict[str, str] = {
     "parse_trace_lines": "fpmcore.replay.trace:parse_trace_lines",
     "compare_replay_steps": "fpmcore.replay.differential:compare_steps",
     # Model plugins: points and profiles
-    "AlignStopQuery": "fpmcore.hooktypes:AlignStopQuery",
-    "PlanLimits": "fpmcore.hooktypes:PlanLimits",
-    "PointPlan": "fpmcore.hooktypes:PointPlan",
+    "AlignStopQuery": "fpmcore.host.hooktypes:AlignStopQuery",
+    "PlanLimits": "fpmcore.host.hooktypes:PlanLimits",
+    "PointPlan": "fpmcore.host.hooktypes:PointPlan",
     "FpmModelProfile": "fpmcore.documents.profile:FpmModelProfile",
     "cdiv": "fpmcore.documents.blocks:cdiv",
     "block_range": "fpmcore.documents.blocks:block_range",
@@ -615,8 +615,8 @@ EXPORTS: dict[str, str] = {
     "load_json": "fpmcore.documents.jsonio:loads",
     "JsonError": "fpmcore.documents.jsonio:JsonError",
     # Model plugins: producer contracts and artifact rules
-    "ProducerContract": "fpmcore.hooktypes:ProducerContract",
-    "ExecutionIdentity": "fpmcore.hooktypes:ExecutionIdentity",
+    "ProducerContract": "fpmcore.host.hooktypes:ProducerContract",
+    "ExecutionIdentity": "fpmcore.host.hooktypes:ExecutionIdentity",
     "producer_contract_hooks": "fpmcore.validate.contract_hooks:producer_contract_hooks",
     "ContractRules": "fpmcore.validate.evaluation:ContractRules",
     "CellView": "fpmcore.validate.cell:CellView",

@@ -36,7 +36,7 @@ from typing import Any
 
 from fpmcore.context import print_table
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: ``fpm probe --live`` interrupted (Ctrl-C): the shell's 128 + SIGINT.
@@ -88,11 +88,11 @@ def installed_runtime(framework: str = FRAMEWORK) -> str | None:
 def refuse_engine_limits(
     host: Any, model_dir: str, *, prefix_caching: bool, dtype: str | None = None, max_model_len: int | None = None
 ) -> None:
-    """The engine limits (:func:`fpmcore.engine_limits.refuse`) of the installed runtime's plugin, for a command
+    """The engine limits (:func:`fpmcore.host.engine_limits.refuse`) of the installed runtime's plugin, for a command
     that will start its engine (``fpm onboard``); nothing is checked when no runtime is installed or no plugin
     targets it (``fpm probe --live`` says so in its own words)."""
-    from fpmcore import engine_limits
     from fpmcore.documents.errors import FpmError
+    from fpmcore.host import engine_limits
 
     version = installed_runtime()
     if version is None:
@@ -288,9 +288,9 @@ def live_options(
     compile: bool = False,
     configuration: str | None = None,
 ) -> Any:
-    """The :class:`~fpmcore.hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
+    """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
     usage message naming the option that is out of range."""
-    from fpmcore.hooktypes import LiveProbeOptions
+    from fpmcore.host.hooktypes import LiveProbeOptions
 
     for name, value in (("max_model_len", max_model_len), ("num_gpu_blocks", num_blocks),
                         ("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):  # fmt: skip
@@ -308,7 +308,7 @@ def live_options(
 
 
 def _live_options(args: argparse.Namespace) -> Any:
-    """The :class:`~fpmcore.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
+    """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
     options = live_options(
         caching=args.caching == "on", max_model_len=args.max_model_len, dtype=args.dtype,
         kv_cache_space=args.kv_cache_space, num_blocks=args.num_gpu_blocks, max_num_seqs=args.max_num_seqs,
@@ -330,17 +330,17 @@ def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[st
 
     Checks the output folder, finds the plugin of the installed runtime,
     refuses what its engine cannot run before starting it
-    (:mod:`fpmcore.engine_limits`), then runs ``fpm_live_probe`` with
-    ``options`` (:class:`~fpmcore.hooktypes.LiveProbeOptions`) and a progress
+    (:mod:`fpmcore.host.engine_limits`), then runs ``fpm_live_probe`` with
+    ``options`` (:class:`~fpmcore.host.hooktypes.LiveProbeOptions`) and a progress
     line on ``ctx``'s stderr.  Returns ``(runtime pin, plugin id, summary)``.
     Every refusal is an :class:`~fpmcore.documents.errors.FpmError` (:func:`refusal_line`
     says it as ``fpm probe`` does); Ctrl-C raises
     :class:`~fpmcore.documents.errors.Interrupted` after the plugin shut its engine down.
     """
-    from fpmcore import engine_limits
     from fpmcore.documents.errors import FpmError, Interrupted, PluginError
     from fpmcore.documents.output_files import check_output_folder
     from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.host import engine_limits
 
     check_output_folder(out_dir, inputs=[model_dir], refusal=NEVER_OVERWRITES)  # before the engine starts
     pin, runtime = _find_runtime(ctx, "--live")

@@ -5,7 +5,7 @@ with ``-p fpmcore.testing``.  It provides:
 
 ``fpm_host``
     a factory fixture: ``fpm_host(*plugin_objects, entry_points=("vllm_033",))``
-    builds a :class:`~fpmcore.plugins.PluginHost` with exactly those plugins
+    builds a :class:`~fpmcore.host.plugins.PluginHost` with exactly those plugins
     (plus fpmcore's built-in commands, as ``fpm`` builds it) and no
     autoload, independent of the environment.
 ``run_fpm``
@@ -14,7 +14,7 @@ with ``-p fpmcore.testing``.  It provides:
     returns :class:`FpmResult` ``(exit_code, stdout, stderr)``.
 :func:`check_plugin`
     the conformance suite every plugin runs against itself:
-    ``assert check_plugin("fpmcore_mymodel") == []`` (see :mod:`fpmcore.conformance`).
+    ``assert check_plugin("fpmcore_mymodel") == []`` (see :mod:`fpmcore.host.conformance`).
 :data:`DATA`
     the folder of the conformance suite's inputs: ``DATA / "conformance-hybrid.fpm-profile.json"``,
     a hybrid profile (GLM-5.3-Flash TP 4) a model plugin can plan on.
@@ -32,8 +32,8 @@ from typing import Any
 import attrs
 import pytest
 
-from fpmcore.host import build_host
-from fpmcore.plugins import PluginHost
+from fpmcore.host.build import build_host
+from fpmcore.host.plugins import PluginHost
 
 #: The folder of the conformance suite's inputs (the profiles a plugin's tests can plan on).
 DATA = Path(__file__).parent / "data"
@@ -105,7 +105,7 @@ def run_fpm_fixture() -> Callable[..., FpmResult]:
 
 def check_plugin(plugin: Any) -> list[str]:
     """The conformance problems of a plugin (a module or its import name); empty when it conforms."""
-    from fpmcore.conformance import check_plugin as check
+    from fpmcore.host.conformance import check_plugin as check
 
     return check(plugin)
 

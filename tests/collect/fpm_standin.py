@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fpmcore.cli import main
 from fpmcore.collect import onboard
-from fpmcore.host import build_host
+from fpmcore.host.build import build_host
 from tests.collect.standin import StandinRuntime, recorded_probe
 
 PROBE = Path(__file__).resolve().parents[2] / "examples" / "probes" / "gdn-hybrid-tp4"

@@ -32,7 +32,7 @@ import attrs
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.contention import Contention
-from fpmcore.hooktypes import (
+from fpmcore.host.hooktypes import (
     AlignStopQuery,
     EngineFacts,
     EngineOptions,
@@ -105,7 +105,7 @@ class _Req:
 
 
 class StandinEngine:
-    """The stand-in :class:`~fpmcore.hooktypes.MeasurementEngine`."""
+    """The stand-in :class:`~fpmcore.host.hooktypes.MeasurementEngine`."""
 
     def __init__(self, config: StandinConfig, model_dir: str, options: EngineOptions) -> None:
         if not Path(model_dir, "config.json").is_file():

@@ -7,7 +7,7 @@
 * records without hybrid evidence use the plugin's §5.1 table (02 §5.1), not
   its hybrid class table;
 * a runtime plugin that gives no rules is read with the defaults of
-  :class:`~fpmcore.hooktypes.ImportRules` (no KV dtype label but ``auto``'s).
+  :class:`~fpmcore.host.hooktypes.ImportRules` (no KV dtype label but ``auto``'s).
 """
 
 from __future__ import annotations

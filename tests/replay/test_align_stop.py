@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fpmcore.hooktypes import AlignStopQuery
+from fpmcore.host.hooktypes import AlignStopQuery
 from fpmcore.replay.align import align_stop as py_align_stop
 
 

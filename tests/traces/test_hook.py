@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 
 from fpmcore import API_VERSION, PluginInfo, SkippedRow, TraceFormat, TraceRequest, hookimpl
-from fpmcore.conformance import check_plugin
+from fpmcore.host.conformance import check_plugin
 from fpmcore.testing import make_host, run_fpm
 
 

@@ -24,7 +24,7 @@ import pytest
 import fpmcore.validate.evaluation
 import fpmcore_dsv41
 import fpmcore_glm53flash
-from fpmcore.plugins import PluginHost
+from fpmcore.host.plugins import PluginHost
 from fpmcore.testing import make_host
 from fpmcore.validate.integers import INT, NINT, ROWS
 

@@ -12,7 +12,7 @@ import pytest
 
 import fpmcore_dsv41
 import fpmcore_glm53flash
-from fpmcore.plugins import PluginHost
+from fpmcore.host.plugins import PluginHost
 from fpmcore.validate.reader import protocol_owners, validate_files
 from fpmcore.validate.values import canonical_digest
 from tests.validate.support import M

@@ -17,7 +17,7 @@ import fpmcore_dsv41
 import fpmcore_glm53flash
 from fpmcore import API_VERSION, PluginInfo, ProducerContract, hookimpl
 from fpmcore.documents.errors import FpmError
-from fpmcore.plugins import PluginHost
+from fpmcore.host.plugins import PluginHost
 from fpmcore.validate.attempt import read_attempt
 from fpmcore.validate.cell import CellView, cell_identity
 from fpmcore.validate.evaluation import ContractRules, run_rules

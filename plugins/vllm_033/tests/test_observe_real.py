@@ -167,7 +167,7 @@ def test_without_tensors_the_record_lists_what_it_could_not_read(glm):
 def test_hook_through_the_plugin_host(glm):
     """fpm_observe_cache_groups reaches the plugin selected by the runtime pin and returns the record."""
     from fpmcore.documents.errors import FpmError
-    from fpmcore.plugins import PluginHost
+    from fpmcore.host.plugins import PluginHost
     from fpmcore_vllm033 import plugin
 
     host = PluginHost(plugins=[plugin], autoload=False)

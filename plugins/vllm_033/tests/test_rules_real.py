@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fpmcore.hooktypes import StartupLimits
+from fpmcore.host.hooktypes import StartupLimits
 
 pytestmark = pytest.mark.real
 

@@ -71,7 +71,7 @@ import attrs
 
 from fpmcore.campaign import ASSESSMENT_KIND as KIND
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 #: The repeatability bounds of A-45: the median and the P90 of the absolute deviations, and the worst one.
 MEDIAN_BOUND, P90_BOUND, WORST_BOUND = 0.05, 0.15, 0.35

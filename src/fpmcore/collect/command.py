@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 
 def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
@@ -120,8 +120,8 @@ def run_collect(
     prefill_idle: float | None = None,
 ) -> dict[str, Any]:
     """Collect (or resume) a run with a progress bar; the summary of the finished run."""
-    from fpmcore import engine_limits
     from fpmcore.collect import run as collect_run
+    from fpmcore.host import engine_limits
 
     c = collect_run.prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
                             resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,

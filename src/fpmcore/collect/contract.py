@@ -37,7 +37,7 @@ from fpmcore.collect.run import STATE_PROTOCOL
 from fpmcore.contention import Contention, ContentionBound
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.host.hooktypes import Diagnostic, ProducerContract
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line

@@ -118,7 +118,7 @@ import attrs
 from fpmcore import campaign as layout
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 FINAL_SCHEMA = "fpmcore.final/v1"
 #: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.ASSESSMENT_KIND`) and of the

@@ -14,7 +14,7 @@ the host is built) without importing the validation rules.
 
 from __future__ import annotations
 
-from fpmcore.hooktypes import ProducerContract
+from fpmcore.host.hooktypes import ProducerContract
 
 #: The execution mode of fpmcore's own measurement protocol.
 EXECUTION_MODE = "engine_steps"

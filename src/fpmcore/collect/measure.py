@@ -60,7 +60,7 @@ from fpmcore.collect.content import TokenSource, prompt_sha256
 from fpmcore.contention import ContentionBound, canary
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import one_line
-from fpmcore.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
+from fpmcore.host.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 from fpmcore.point_grid import PlanPoint, decode_tail
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 

@@ -59,7 +59,7 @@ from fpmcore.campaign import (
 )
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 #: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign`).
 STAGES, FULL = COLLECTION_STAGES, FULL_STAGES

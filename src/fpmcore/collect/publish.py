@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 from fpmcore.replay.table import TABLE_SCHEMA  # the table's format is named by its reader
 
 

@@ -44,7 +44,7 @@ from fpmcore.collect.measure import (
     ProtocolSettings,
 )
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.host.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 
@@ -118,7 +118,7 @@ def engine_options(plan: Mapping[str, Any], *, dtype: str | None = None, seed: i
 def deployment_differences(facts: EngineFacts, plan: Mapping[str, Any]) -> list[str]:
     """Where a started engine does not run the deployment the plan was made for.
 
-    The blocks are compared as what they are (:class:`~fpmcore.hooktypes.EngineFacts`):
+    The blocks are compared as what they are (:class:`~fpmcore.host.hooktypes.EngineFacts`):
     each cache group's block with the plan's ``engine.cache_block_sizes``, the
     scheduler block with ``engine.scheduler_block_size`` (02 I-96) and the
     hash block with ``limits.hash_block_size``.  The plan's

@@ -4,7 +4,7 @@
 artifact validation) and what a model plugin returns from
 ``fpm_validate_artifact``; :class:`fpmcore.documents.errors.FpmError` carries one.  It
 lives in the data model, so that the model never imports the hook types
-(:mod:`fpmcore.hooktypes` re-exports it for plugins).
+(:mod:`fpmcore.host.hooktypes` re-exports it for plugins).
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ Every diagnostic ends in a rule id (``[R-33]``, ``[P-S1]``, ``[collect]``, …).
 The host's ids are described in the package data file ``data/rules.toml``
 (one table per id: ``meaning``, ``protects``, ``example``, ``fix``); the ids
 only a plugin raises come from that plugin through the hook
-``fpm_rule_catalogue`` (:meth:`fpmcore.hooks.Hooks.rule_catalogue`).
+``fpm_rule_catalogue`` (:meth:`fpmcore.host.hooks.Hooks.rule_catalogue`).
 ``fpm explain RULE`` prints one entry (:mod:`fpmcore.explain`), and the docs
 site's rules page lists them all.
 
 This module imports no hook machinery: :class:`RuleEntry` is re-exported by
-:mod:`fpmcore.hooktypes` for plugins.
+:mod:`fpmcore.host.hooktypes` for plugins.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpmcore.context import print_table
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 if TYPE_CHECKING:  # the pipeline is imported when the command runs, so that `fpm --help` stays fast
     from fpmcore.importer.pipeline import ImportRun

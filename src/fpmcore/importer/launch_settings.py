@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.hooktypes import MODEL_DTYPE_LABELS
+from fpmcore.host.hooktypes import MODEL_DTYPE_LABELS
 from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
 from fpmcore.importer.values import is_int, is_number, same, show
 

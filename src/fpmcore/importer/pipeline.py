@@ -19,8 +19,8 @@ import attrs
 
 from fpmcore.documents.jsonio import JsonError, load_path
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.hooks import RuntimeHooks
-from fpmcore.hooktypes import ImportRules, SpecClassification
+from fpmcore.host.hooks import RuntimeHooks
+from fpmcore.host.hooktypes import ImportRules, SpecClassification
 from fpmcore.importer import (
     block_pool,
     cache_groups,
@@ -91,7 +91,7 @@ class ImportRun:
 
 
 class HostServices:
-    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.plugins.PluginHost`.
+    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.host.plugins.PluginHost`.
 
     The runtime plugin of a pin is selected once (``host.hooks.runtime``) and
     every runtime hook of that pin is dispatched to it alone.

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 from fpmcore.replay.settings import SCHEDULER_GROUP, SETTINGS, ReplaySetting, Section
 
 

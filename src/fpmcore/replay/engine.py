@@ -29,7 +29,7 @@ from typing import Any, overload
 import attrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import AlignStopQuery
+from fpmcore.host.hooktypes import AlignStopQuery
 from fpmcore.replay import records
 from fpmcore.replay.model import (
     ARRIVE_STEP,

@@ -27,7 +27,7 @@ import json
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 from fpmcore.options import integer
 
 RULE = "sweep"

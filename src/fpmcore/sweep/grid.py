@@ -319,7 +319,7 @@ def expand(
     installed ones, ``host.hooks.trace_formats()``).
     """
     if replay_rules is None or trace_formats is None:
-        from fpmcore.host import build_host
+        from fpmcore.host.build import build_host
 
         host = build_host()
         replay_rules = host.hooks.replay_rules if replay_rules is None else replay_rules

@@ -21,7 +21,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 from fpmcore.options import integer
 
 

@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 
 from fpmcore.documents.jsonio import JsonError, loads, read_input
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import HEX64, RANK_FILE
 from fpmcore.validate.values import js, plain, sha256_hex, shown
 

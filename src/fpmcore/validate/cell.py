@@ -9,7 +9,7 @@ never read as the legacy default.
 
 The rules are functions of a view — :data:`ArtifactRule` (artifact level),
 :data:`RowRule` (one row of one rank) and :data:`RankEndRule` (after a rank's
-last row) — returning a :class:`~fpmcore.hooktypes.Diagnostic` or ``None``.
+last row) — returning a :class:`~fpmcore.host.hooktypes.Diagnostic` or ``None``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
+from fpmcore.host.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
 from fpmcore.validate.values import ABSENT, get, is_int, js, plain
 
 #: The label of a cell without a configuration-bound identity (05 §6.3).

@@ -26,7 +26,7 @@ import attrs
 
 from fpmcore.context import print_table
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import CliCommand, Diagnostic
+from fpmcore.host.hooktypes import CliCommand, Diagnostic
 from fpmcore.validate.reader import CellResult, read_plan, validate_run
 from fpmcore.validate.values import ABSENT, plain, shown
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fpmcore.hookspecs import hookimpl
-from fpmcore.hooktypes import Diagnostic, ProducerContract
+from fpmcore.host.hooktypes import Diagnostic, ProducerContract
 
 
 def validate_with_rules(

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import ArtifactRule, CellView, RankEndRule, RowRule
 from fpmcore.validate.protocol import GENERAL_ARTIFACT_RULES
 from fpmcore.validate.rows import GENERAL_ROW_RULES

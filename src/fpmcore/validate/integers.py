@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView
 from fpmcore.validate.values import ABSENT, js
 

@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import IDENTITY_COLUMNS, ArtifactRule, CellView, RankView
 from fpmcore.validate.values import ABSENT, first_difference, get, is_int, js, plain
 

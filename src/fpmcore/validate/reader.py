@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
+from fpmcore.host.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
 from fpmcore.validate.attempt import attempts
 from fpmcore.validate.cell import GENERAL, HEX64, CellView, plan_digest
 from fpmcore.validate.evaluation import (

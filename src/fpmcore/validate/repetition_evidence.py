@@ -32,7 +32,7 @@ import attrs
 import orjson
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.integers import parse_line
 from fpmcore.validate.rows import raw_fpms

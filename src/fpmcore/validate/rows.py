@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import HEX64, CellView, RankView, RowRule, RowSuffix
 from fpmcore.validate.values import (
     ABSENT,

@@ -13,7 +13,7 @@ from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.documents.runtime_pin import FRAMEWORK
-from fpmcore.hooktypes import Diagnostic
+from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points, plan_digest
 from fpmcore.validate.integers import integer_fields_are_integers
 from fpmcore.validate.values import (

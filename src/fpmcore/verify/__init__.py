@@ -46,7 +46,7 @@ V-5   the engine failed while starting or serving; the message names the
 
 from __future__ import annotations
 
-from fpmcore.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand
 
 
 def verify_command() -> CliCommand:

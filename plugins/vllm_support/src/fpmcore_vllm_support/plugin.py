@@ -53,7 +53,7 @@ class VllmRuntimePlugin:
                       ``observe`` and ``probe`` modules;
     ``distribution``  the plugin's distribution (``fpmcore-vllm033``), the
                       records' ``observer.plugin``;
-    ``rules``         its :class:`~fpmcore.hooktypes.ImportRules`: their
+    ``rules``         its :class:`~fpmcore.host.hooktypes.ImportRules`: their
                       ``version`` is the release it targets, their
                       ``hybrid_evidence`` whether its records carry hybrid evidence;
     ``classify``      its class table, spec class → classification (02 §5);

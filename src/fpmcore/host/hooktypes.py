@@ -1,7 +1,7 @@
 """Value types exchanged through the hooks of :mod:`fpmcore.hookspecs`.
 
 Every type here is an ``attrs`` frozen class: a plugin builds one, the host
-checks it (:mod:`fpmcore.hooks`) and never mutates it.  Plugins import them
+checks it (:mod:`fpmcore.host.hooks`) and never mutates it.  Plugins import them
 from :mod:`fpmcore` directly::
 
     from fpmcore import PluginInfo, SpecClassification, hookimpl

@@ -38,8 +38,8 @@ import pluggy
 
 from fpmcore import hookspecs
 from fpmcore.documents.errors import FpmError, PluginError
-from fpmcore.hooks import Hooks
-from fpmcore.hooktypes import API_VERSION, PluginInfo
+from fpmcore.host.hooks import Hooks
+from fpmcore.host.hooktypes import API_VERSION, PluginInfo
 
 GROUP = "fpmcore.plugins"
 Status = Literal["ok", "incompatible", "failed", "disabled"]
@@ -99,7 +99,7 @@ class PluginHost:
     :param builtins: fpmcore's own plugin objects (``kind="builtin"``),
         registered first and never disabled.
 
-    ``host.hooks`` is the typed facade (:class:`fpmcore.hooks.Hooks`).
+    ``host.hooks`` is the typed facade (:class:`fpmcore.host.hooks.Hooks`).
     """
 
     def __init__(
@@ -234,7 +234,7 @@ class PluginHost:
 
     def _check_contract_registrations(self) -> None:
         """05 §6.3: one plugin per contract key — the Engram residency and, when a contract names one, the
-        execution profile (:meth:`~fpmcore.hooktypes.ProducerContract.overlaps`); a second registration of an
+        execution profile (:meth:`~fpmcore.host.hooktypes.ProducerContract.overlaps`); a second registration of an
         overlapping key fails its plugin."""
         owned: list[tuple[Any, str]] = []  # (contract, plugin)
         for plugin in self.hooks.implementers("fpm_producer_contracts"):  # registration order

@@ -9,10 +9,10 @@ that only wrap it stay in.  Who is called:
 
 * the **runtime hooks** (:class:`RuntimeHooks`, ``host.hooks.runtime(pin)``)
   only the runtime plugin selected once from the exact pin its
-  ``PluginInfo.targets`` names (:meth:`fpmcore.plugins.PluginHost.select_runtime`);
+  ``PluginInfo.targets`` names (:meth:`fpmcore.host.plugins.PluginHost.select_runtime`);
 * the **model hooks** (:class:`ModelHooks`, ``host.hooks.model(model)``)
   only the model plugin selected once from the model id
-  (:meth:`fpmcore.plugins.PluginHost.select_model`);
+  (:meth:`fpmcore.host.plugins.PluginHost.select_model`);
 * ``fpm_validate_artifact`` each plugin in pluggy's call order until one
   answers (:meth:`Hooks.first`);
 * the collecting hooks each plugin in turn (:meth:`Hooks.each`), so that the
@@ -44,7 +44,7 @@ import attrs
 
 from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.hooktypes import (
+from fpmcore.host.hooktypes import (
     HARDWARE_KEYS,
     AlignStopQuery,
     CliCommand,
@@ -86,7 +86,7 @@ class _Active(Protocol):
 
 
 class HostView(Protocol):
-    """What the facade needs of its host (:class:`fpmcore.plugins.PluginHost`)."""
+    """What the facade needs of its host (:class:`fpmcore.host.plugins.PluginHost`)."""
 
     pm: pluggy.PluginManager
 
@@ -111,7 +111,7 @@ ValueCheck = Callable[[Any, str, Mapping[str, Any]], "str | None"]
 
 @attrs.frozen
 class Expect:
-    """What one hook (or one function of :class:`~fpmcore.hooktypes.ImportRules`) must return.
+    """What one hook (or one function of :class:`~fpmcore.host.hooktypes.ImportRules`) must return.
 
     ``types`` the accepted types (a ``bool`` is never an ``int``);
     ``text`` how a message names them; ``items`` what each item of a list
@@ -221,7 +221,7 @@ RETURNS: dict[str, Expect] = {
 }
 
 
-#: What each function of :class:`~fpmcore.hooktypes.ImportRules` returns; the
+#: What each function of :class:`~fpmcore.host.hooktypes.ImportRules` returns; the
 #: facade checks every answer, naming the plugin and ``fpm_runtime_rules.<function>``.
 RULE_RETURNS: dict[str, Expect] = {
     "classify_plain": Expect((SpecClassification,)),
@@ -431,7 +431,7 @@ class Hooks:
         it answers; one that does not claims its registered contracts
         (``fpm_producer_contracts``) whose key matches the identity: the
         residency and, when the contract names one, the execution profile
-        (:meth:`~fpmcore.hooktypes.ProducerContract.claims`).
+        (:meth:`~fpmcore.host.hooktypes.ProducerContract.claims`).
         Nobody claiming the residency is A-14; two plugins claiming it is the
         conflict diagnostic of 05 §6.3.
         """
@@ -593,24 +593,24 @@ class RuntimeHooks:
         return self._call("fpm_classify_spec", spec_class=spec_class, spec=spec)  # type: ignore[no-any-return]
 
     def measurement_driver(self) -> MeasurementDriver:
-        """The :class:`~fpmcore.hooktypes.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
+        """The :class:`~fpmcore.host.hooktypes.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
         driver = self._call("fpm_measurement_driver")
         if driver is None:
             raise self._missing("fpm_measurement_driver")
         return driver  # type: ignore[no-any-return]
 
     def serving_engine(self) -> ServingDriver | None:
-        """The :class:`~fpmcore.hooktypes.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
+        """The :class:`~fpmcore.host.hooktypes.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
         ``None`` when the plugin serves no engine (the hook is optional)."""
         return self._call("fpm_serving_engine")  # type: ignore[no-any-return]
 
     def engine_limits(self, *, request: EngineRequest) -> list[EngineLimit]:
-        """The :class:`~fpmcore.hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
+        """The :class:`~fpmcore.host.hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
         none when the plugin names no limit."""
         return list(self._call("fpm_engine_limits", request=request) or [])
 
     def rules(self) -> ImportRules:
-        """The :class:`~fpmcore.hooktypes.ImportRules` of the pin; the defaults when the plugin gives none.
+        """The :class:`~fpmcore.host.hooktypes.ImportRules` of the pin; the defaults when the plugin gives none.
 
         The rules must be for the pin's version and their labels strings.
         Each of their functions is wrapped so that an answer of the wrong

@@ -6,10 +6,10 @@ plugin conforms.  The plugin is named as its entry point names it: a module
 or given as that module or object.  It checks, in order:
 
 1. **Plugin info.**  ``fpm_plugin_info`` exists and returns a complete
-   :class:`~fpmcore.hooktypes.PluginInfo`: a non-blank id, kind ``runtime`` or
+   :class:`~fpmcore.host.hooktypes.PluginInfo`: a non-blank id, kind ``runtime`` or
    ``model``, at least one target (a runtime plugin's targets are exact pins
    ``name==version``), a summary, and the hook API version this fpmcore
-   supports (:data:`~fpmcore.hooktypes.API_VERSION`).  When the plugin is
+   supports (:data:`~fpmcore.host.hooktypes.API_VERSION`).  When the plugin is
    installed, its entry point in ``fpmcore.plugins`` is named after its id.
 2. **Registration.**  A host with only this plugin loads it with status
    ``ok`` (no unknown hook, no clash).
@@ -54,7 +54,7 @@ from typing import Any
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
-from fpmcore.hooktypes import (
+from fpmcore.host.hooktypes import (
     API_VERSION,
     AlignStopQuery,
     CliCommand,
@@ -64,7 +64,7 @@ from fpmcore.hooktypes import (
     ProducerContract,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 #: ``fpm_align_stop`` cases: first chunks, middle chunks, final chunks, with and without a checkpoint rule.
 ALIGN_QUERIES: tuple[AlignStopQuery, ...] = tuple(
@@ -240,7 +240,7 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
 
 def _runtime_pins() -> list[str]:
     """Every runtime pin an installed runtime plugin targets."""
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
 
     return sorted({t for r in build_host(environ={}).active("runtime") for t in r.targets})
 
@@ -279,7 +279,7 @@ def _check_commands(plugin: object, problems: list[str]) -> None:
 
 def check_plugin(plugin: object | str) -> list[str]:
     """Every problem of ``plugin`` (a module or object, or its ``module[:attribute]`` name), one line each; empty when it conforms."""
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
 
     obj, name = _resolve(plugin)
     info, problems = check_info(obj, name)
