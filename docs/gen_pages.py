@@ -141,7 +141,8 @@ def _parser_section(parser: argparse.ArgumentParser, title: str, level: int) -> 
 
 def cli_parser() -> argparse.ArgumentParser:
     """``fpm``'s parser with fpmcore's own commands (no third-party plugin)."""
-    from fpmcore.cli import build_host, build_parser
+    from fpmcore.cli.command_line import build_parser
+    from fpmcore.host.build import build_host
 
     return build_parser(build_host(autoload=False, environ={}))
 

@@ -119,7 +119,7 @@ def test_the_host_imports_no_command_line():
     """Plugin loading and the hook facade import neither the CLI nor the commands; the model no hook types."""
     graph = import_graph()
     for host in ("fpmcore.host.plugins", "fpmcore.host.hooks"):
-        assert not graph[host] & {"fpmcore.cli", "fpmcore.commands"}, host
+        assert not {m for m in graph[host] if m == "fpmcore.cli" or m.startswith("fpmcore.cli.")}, host
     assert "fpmcore.host.hooktypes" not in graph["fpmcore.documents.errors"]
     assert graph["fpmcore.documents.errors"] == {"fpmcore.documents.diagnostics"}
 
@@ -128,16 +128,18 @@ def test_only_the_entry_points_import_the_command_line():
     """The host is built by :mod:`fpmcore.host.build`; only ``python -m fpmcore`` and the test kit (which runs ``fpm``)
     import the command line — a pipeline stage calls another stage's function, never its command."""
     graph = import_graph()
-    importers = {name for name, imported in graph.items() if "fpmcore.cli" in imported}
+    parser = {"fpmcore.cli", "fpmcore.cli.command_line"}
+    importers = {name for name, imported in graph.items() if imported & parser} - parser
     assert importers == {"fpmcore.__main__", "fpmcore.testing"}
-    assert "fpmcore.commands" in graph["fpmcore.host.build"] and "fpmcore.host.build" in graph["fpmcore.cli"]
+    assert "fpmcore.cli.commands" in graph["fpmcore.host.build"]
+    assert "fpmcore.host.build" in graph["fpmcore.cli.command_line"]
 
 
 def test_the_cycle_check_finds_a_cycle():
     """The check is not vacuous: the import that made the host and the command line a cycle is found."""
     graph = import_graph()
-    graph["fpmcore.host.plugins"] = graph["fpmcore.host.plugins"] | {"fpmcore.cli"}
-    assert ["fpmcore.cli", "fpmcore.host.build", "fpmcore.host.plugins"] in cycles(graph)
+    graph["fpmcore.host.plugins"] = graph["fpmcore.host.plugins"] | {"fpmcore.cli.command_line"}
+    assert ["fpmcore.cli.command_line", "fpmcore.host.build", "fpmcore.host.plugins"] in cycles(graph)
     lazy = "def f():\n    from fpmcore.cli import main\n"
     typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fpmcore.cli import main\n"
     assert imports_of("fpmcore.x", lazy, package=False) == {"fpmcore.cli"}
@@ -287,8 +289,10 @@ def test_no_plugin_imports_the_command_line():
     """A plugin's hooks build the host with :func:`fpmcore.host.build.build_host`, never through the command line."""
     imports = _plugin_imports()
     assert len(PLUGIN_SOURCES) >= 7 and len(imports) > 40
-    command_line = {"fpmcore.cli", "fpmcore.commands"}
-    assert {f: sorted(m & command_line) for f, m in imports.items() if m & command_line} == {}
+    command_line = {
+        f: sorted(n for n in m if n == "fpmcore.cli" or n.startswith("fpmcore.cli.")) for f, m in imports.items()
+    }
+    assert {f: m for f, m in command_line.items() if m} == {}
 
 
 def test_the_engine_steps_contract_claims_the_cells_the_grid_plans():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.commands import PIPELINE_COMMANDS, pipeline_command
+from fpmcore.cli.commands import PIPELINE_COMMANDS, pipeline_command
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = str(ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json")
@@ -58,7 +58,7 @@ NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.dryprobe",
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.planning", "fpmcore.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
-    "fpmcore.importer", "fpmcore.explain", "fpmcore.verify.compare", "tomllib", "numpy",
+    "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.

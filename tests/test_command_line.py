@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.cli import build_parser
-from fpmcore.options import MAX_INTEGER
+from fpmcore.cli.command_line import build_parser
+from fpmcore.cli.options import MAX_INTEGER
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,7 +305,7 @@ def test_eighty_columns_on_a_terminal_break_no_word(host):
 
     from rich.console import Console
 
-    from fpmcore.context import Context
+    from fpmcore.cli.context import Context
 
     expected = {"plugins": ("distribution", "fpmcore-glm53flash", "deepseek-ai/DeepSeek-V4.1", "measurement_driver"),
                 "profile": ("runtime_group_0", "checkpoint", "13,516,800", "ee1b2e6fcc941447a19229af9200477cc380af11"
@@ -331,7 +331,7 @@ def test_the_replay_summary_at_eighty_columns_cuts_no_name_and_parts_no_label_fr
 
     from rich.console import Console
 
-    from fpmcore.context import Context
+    from fpmcore.cli.context import Context
 
     buf = io.StringIO()
     ctx = Context(host, json=False, debug=False)
@@ -357,7 +357,7 @@ def test_the_progress_bar_keeps_its_counts_and_times_whole_on_a_narrow_terminal(
 
     from rich.console import Console
 
-    from fpmcore.context import progress_bar
+    from fpmcore.cli.context import progress_bar
 
     console = Console(file=io.StringIO(), width=columns, force_terminal=True, color_system=None)
     bar = progress_bar(console, "requests", steps=True)

@@ -87,7 +87,7 @@ def test_live_options_are_refused_with_a_dry_run(tmp_path):
 ])  # fmt: skip
 def test_live_option_values_are_checked_before_the_runtime(tmp_path, args, message):
     res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), *args, host=_host("vllm_032"))
-    # the option's own check, or the command line's one numeric type (fpmcore.options) with the usage before it
+    # the option's own check, or the command line's one numeric type (fpmcore.cli.options) with the usage before it
     assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (2, f"fpm: {message}")
 
 

@@ -313,7 +313,7 @@ def test_the_help_and_the_guides_cite_no_chapter_of_outside_documents():
     looked up with ``fpm explain``)."""
     import argparse
 
-    from fpmcore.cli import build_parser
+    from fpmcore.cli.command_line import build_parser
 
     host = make_host(entry_points=PLUGINS)
     parser = build_parser(host)

@@ -643,7 +643,7 @@ def fpm_cli_commands() -> list[CliCommand]:
     """Add subcommands to ``fpm``.  *Collecting*.
 
     fpmcore's own subcommands are registered through this hook too, by the
-    built-in plugin :mod:`fpmcore.commands` that the command line registers
+    built-in plugin :mod:`fpmcore.cli.commands` that the command line registers
     first (:func:`fpmcore.host.build.build_host`).  A name claimed twice keeps the
     first registration.  A plugin whose implementation raises or returns
     anything but a list of :class:`~fpmcore.host.hooktypes.CliCommand` loses its

@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, cast
 
-from fpmcore.context import print_table
+from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.documents.schema import MAX_U32

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from typing import Any
 
-from fpmcore.context import print_table
+from fpmcore.cli.context import print_table
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.host.hooktypes import CliCommand
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fpmcore.cli import Context
+from fpmcore.cli.context import Context
 from fpmcore.documents.errors import FpmError
 from fpmcore.validate.command import validate_command
 from fpmcore.validate.reader import validate_run

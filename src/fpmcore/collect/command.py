@@ -19,8 +19,8 @@ from fpmcore.host.hooktypes import CliCommand
 
 
 def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
-    """An integer option of at least ``low``, through the command line's one integer type (:mod:`fpmcore.options`)."""
-    from fpmcore.options import integer
+    """An integer option of at least ``low``, through the command line's one integer type (:mod:`fpmcore.cli.options`)."""
+    from fpmcore.cli.options import integer
 
     return integer(minimum=low)
 

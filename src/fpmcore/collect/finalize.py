@@ -511,7 +511,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.context import EXIT_NEGATIVE, EXIT_OK
+    from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
     from fpmcore.documents.jsonio import one_line
 
     try:

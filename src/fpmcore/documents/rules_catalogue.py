@@ -5,7 +5,7 @@ The host's ids are described in the package data file ``data/rules.toml``
 (one table per id: ``meaning``, ``protects``, ``example``, ``fix``); the ids
 only a plugin raises come from that plugin through the hook
 ``fpm_rule_catalogue`` (:meth:`fpmcore.host.hooks.Hooks.rule_catalogue`).
-``fpm explain RULE`` prints one entry (:mod:`fpmcore.explain`), and the docs
+``fpm explain RULE`` prints one entry (:mod:`fpmcore.cli.explain`), and the docs
 site's rules page lists them all.
 
 This module imports no hook machinery: :class:`RuleEntry` is re-exported by

@@ -1,6 +1,6 @@
 """The plugin host ``fpm`` runs: :func:`build_host`.
 
-fpmcore's own commands come in as the built-in plugin :mod:`fpmcore.commands`,
+fpmcore's own commands come in as the built-in plugin :mod:`fpmcore.cli.commands`,
 registered before any other plugin, the way any plugin's commands come in;
 plugin loading (:mod:`fpmcore.host.plugins`) and the hook facade (:mod:`fpmcore.host.hooks`)
 know no command.  Everything that needs the host ``fpm`` would build — the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fpmcore import commands
+from fpmcore.cli import commands
 from fpmcore.host.plugins import PluginHost
 
 #: The built-in plugins registered before any other plugin.

@@ -481,7 +481,7 @@ class CliCommand:
 
     ``configure(parser)`` adds its arguments; ``run(args, ctx)`` does the work
     and returns the exit code (0 ok, 1 negative verdict, 2 bad usage/input).
-    ``ctx`` is the :class:`fpmcore.context.Context` (host, consoles, json flag).
+    ``ctx`` is the :class:`fpmcore.cli.context.Context` (host, consoles, json flag).
     """
 
     name: str = attrs.field(validator=_nonblank)

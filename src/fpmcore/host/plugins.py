@@ -1,7 +1,7 @@
 """The plugin host: loading, records, selection.
 
 Loading order: the built-in plugins the caller passes (the command line
-registers fpmcore's own commands, :mod:`fpmcore.commands`), then the plugin
+registers fpmcore's own commands, :mod:`fpmcore.cli.commands`), then the plugin
 objects a caller passes (tests, embedding), then every entry point of the
 group ``fpmcore.plugins`` whose name is not the id of a plugin already
 loaded.  The host imports no command line.  Each load and registration is

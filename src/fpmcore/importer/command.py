@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fpmcore.context import print_table
+from fpmcore.cli.context import print_table
 from fpmcore.host.hooktypes import CliCommand
 
 if TYPE_CHECKING:  # the pipeline is imported when the command runs, so that `fpm --help` stays fast

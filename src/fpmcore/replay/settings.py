@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import attrs
 
-from fpmcore.options import integer
+from fpmcore.cli.options import integer
 
 #: Default limit on the steps of a replay (``--max-steps``): a replay that
 #: reaches it stops with a diagnostic.  Steps the engine jumps over (idle

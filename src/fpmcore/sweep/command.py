@@ -26,14 +26,14 @@ import argparse
 import json
 from typing import Any
 
+from fpmcore.cli.options import integer
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import CliCommand
-from fpmcore.options import integer
 
 RULE = "sweep"
 
 
-#: A positive integer option, through the command line's one integer type (:mod:`fpmcore.options`).
+#: A positive integer option, through the command line's one integer type (:mod:`fpmcore.cli.options`).
 _workers = integer(minimum=1)
 
 

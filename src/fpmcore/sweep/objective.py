@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.context import print_table
+from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 
 RULE = "sweep"

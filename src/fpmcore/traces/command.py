@@ -21,8 +21,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fpmcore.cli.options import integer
 from fpmcore.host.hooktypes import CliCommand
-from fpmcore.options import integer
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fpmcore.options import integer, number
+from fpmcore.cli.options import integer, number
 from fpmcore.traces.format import DEFAULT_HASH_BLOCK_TOKENS
 from fpmcore.traces.transforms import OVER_LONG, Transforms
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.context import print_table
+from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import CliCommand, Diagnostic
 from fpmcore.validate.reader import CellResult, read_plan, validate_run

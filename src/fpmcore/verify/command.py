@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from fpmcore.context import EXIT_NEGATIVE, EXIT_OK
+from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -41,7 +41,7 @@ def _rate(text: str) -> float:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from fpmcore.options import integer
+    from fpmcore.cli.options import integer
 
     p.add_argument("campaign", metavar="CAMPAIGN", help="a campaign folder of fpm onboard (its table is verified)")
     p.add_argument("--trace", metavar="TRACE", help="a trace fpm replay reads, with arrival_time in seconds "

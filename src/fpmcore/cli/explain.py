@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from fpmcore.context import EXIT_OK, Context, print_table
+from fpmcore.cli.context import EXIT_OK, Context, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.rules_catalogue import FAMILIES, FIELDS, Catalogued, build, closest, family_of, lookup
 from fpmcore.host.hooktypes import CliCommand

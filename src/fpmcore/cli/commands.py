@@ -16,7 +16,7 @@ import argparse
 import importlib
 from typing import Any
 
-from fpmcore.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
+from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.hookspecs import hookimpl
 from fpmcore.host.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
@@ -51,7 +51,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("trace", "a trace of any installed format: its statistics, or converted to fpmcore's JSONL",
               "fpmcore.traces.command", "trace_command"),
     ("explain", "explain a rule id: what it means, what it protects, an example and the fix",
-                "fpmcore.explain", "explain_command"),
+                "fpmcore.cli.explain", "explain_command"),
 )  # fmt: skip
 
 

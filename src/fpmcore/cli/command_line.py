@@ -7,7 +7,7 @@ Global options come before the subcommand::
 Subcommands are contributed through the ``fpm_cli_commands`` hook.  The
 command line runs in the plugin host of :func:`fpmcore.host.build.build_host`,
 which registers fpmcore's own commands as the built-in plugin
-:mod:`fpmcore.commands`, the way any plugin's commands come in: plugin
+:mod:`fpmcore.cli.commands`, the way any plugin's commands come in: plugin
 loading itself knows no command.
 
 Exit codes: 0 ok; 1 the operation's verdict is negative (an invalid
@@ -27,19 +27,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import fpmcore
-from fpmcore.context import EXIT_OK, EXIT_USAGE, Context
+from fpmcore.cli.context import EXIT_OK, EXIT_USAGE, Context
+from fpmcore.cli.options import integer, number
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.build import build_host
 from fpmcore.host.plugins import PluginHost
-from fpmcore.options import integer, number
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 through an exception, so tests can run ``main`` in-process.
 
     ``type=int`` and ``type=float`` of any option (fpmcore's or a plugin's)
-    read through :func:`fpmcore.options.integer` and
-    :func:`fpmcore.options.number`: bounded, finite, named in the error.
+    read through :func:`fpmcore.cli.options.integer` and
+    :func:`fpmcore.cli.options.number`: bounded, finite, named in the error.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
