@@ -258,7 +258,11 @@ def test_validation_and_planning_know_no_collector():
     """``fpm validate`` and ``fpm plan`` read what a collection wrote; they import nothing of ``collect/``
     (the producer record a contract expects is asked of the hook facade, the plan's point is the plan's)."""
     graph = import_graph()
-    readers = [n for n in graph if n.startswith("fpmcore.validate") or n in ("fpmcore.planning", "fpmcore.point_grid")]
+    readers = [
+        n
+        for n in graph
+        if n.startswith("fpmcore.validate") or n in ("fpmcore.plan.planning", "fpmcore.plan.point_grid")
+    ]
     assert len(readers) > 10
     assert {n: sorted(m for m in graph[n] if m.startswith("fpmcore.collect")) for n in readers} == dict.fromkeys(
         readers, []
@@ -298,7 +302,7 @@ def test_no_plugin_imports_the_command_line():
 def test_the_engine_steps_contract_claims_the_cells_the_grid_plans():
     """The contract is declared apart from the grid so that loading the host stays light; the two agree."""
     from fpmcore.collect.identity import CONTRACT
-    from fpmcore.point_grid import CELL_IDENTITY
+    from fpmcore.plan.point_grid import CELL_IDENTITY
 
     assert (CONTRACT.residency, CONTRACT.execution_profile) == (
         CELL_IDENTITY["engram_residency"],

@@ -1,9 +1,9 @@
-"""``fpmcore.dryprobe``: MODEL.json and the evidence folder of a dry probe (02 §2), without any runtime.
+"""``fpmcore.probe.dry_run``: MODEL.json and the evidence folder of a dry probe (02 §2), without any runtime.
 
 The evidence writer is checked against the committed examples of
 ``examples/probes/`` (written by the real vLLM 0.33.0 and 0.27.0 through the
 runtime plugins): fed the committed launch manifests and records,
-:func:`fpmcore.dryprobe.evidence_files` must give every file of the example
+:func:`fpmcore.probe.dry_run.evidence_files` must give every file of the example
 again, byte for byte: the index (02 §2.1), the launch manifests (02 §2.2),
 the staged model configuration and the records under their 02 §2.3 names.
 The planning loop that feeds it is tested with the vLLM support library
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore import dryprobe
 from fpmcore.documents.output_files import OutputError
-from fpmcore.dryprobe import ModelJsonError
+from fpmcore.probe import dry_run as dryprobe
+from fpmcore.probe.dry_run import ModelJsonError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "probes"

@@ -16,7 +16,8 @@ from fpmcore import API_VERSION, PlanLimits, PluginInfo, PointPlan, hookimpl
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import digest
 from fpmcore.documents.profile import load_profile, parse_profile
-from fpmcore.planning import growth_block, plan_command, plan_document, resolve_limits, write_plan
+from fpmcore.plan.command import plan_command
+from fpmcore.plan.planning import growth_block, plan_document, resolve_limits, write_plan
 from fpmcore.testing import make_host, run_fpm
 
 PROFILE = Path(__file__).resolve().parents[1] / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"

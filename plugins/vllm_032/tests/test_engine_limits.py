@@ -172,9 +172,9 @@ def granite(tmp_path) -> Path:
 @pytest.fixture
 def installed(monkeypatch):
     """vLLM 0.32.0 reported as installed; importing it would fail (the default suite has none)."""
-    import fpmcore.probe
+    import fpmcore.probe.live
 
-    monkeypatch.setattr(fpmcore.probe, "installed_runtime", lambda framework="vllm": "0.32.0")
+    monkeypatch.setattr(fpmcore.probe.live, "installed_runtime", lambda framework="vllm": "0.32.0")
 
 
 REFUSAL = "the vLLM 0.32.0 CPU engine cannot run the Mamba2 layers of GraniteMoeHybridForCausalLM with prefix caching"

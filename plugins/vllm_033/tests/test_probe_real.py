@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.dryprobe import ModelJsonError
+from fpmcore.probe.dry_run import ModelJsonError
 from fpmcore_vllm_support import dryprobe
 
 pytestmark = pytest.mark.real

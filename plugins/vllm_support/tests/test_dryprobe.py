@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fpmcore.dryprobe import ModelJsonError
+from fpmcore.probe.dry_run import ModelJsonError
 from fpmcore_vllm_support import dryprobe
 
 ROOT = Path(__file__).resolve().parents[3]

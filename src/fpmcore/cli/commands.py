@@ -27,9 +27,9 @@ from fpmcore.host.hooktypes import API_VERSION, CliCommand, PluginInfo, Producer
 #: only when the command is configured or run (``tests/test_command_line.py`` checks that the two agree).
 PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("probe", "observe a runtime's KV cache (a dry run of its planning, or a live engine) and write observation "
-              "records", "fpmcore.probe", "probe_command"),
+              "records", "fpmcore.probe.command", "probe_command"),
     ("import", "import runtime observation records into an FPM profile", "fpmcore.importer", "import_command"),
-    ("plan", "generate the benchmark points of a model from an accepted profile", "fpmcore.planning", "plan_command"),
+    ("plan", "generate the benchmark points of a model from an accepted profile", "fpmcore.plan.command", "plan_command"),
     ("validate", "validate the measurement artifacts of a collected run against its plan",
                  "fpmcore.validate.command", "validate_command"),
     ("replay", "replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency",

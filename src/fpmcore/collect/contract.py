@@ -1,6 +1,6 @@
 """The producer contract of ``fpm collect``: ``fpmcore_engine_steps`` (05 §6.3, §8).
 
-A cell the model-agnostic grid plans (:mod:`fpmcore.point_grid`) has the
+A cell the model-agnostic grid plans (:mod:`fpmcore.plan.point_grid`) has the
 execution identity ``(model config digest, "engine_steps", "none", "text")``;
 the contract is chosen from that identity — residency ``none`` with the
 execution profile ``engine_steps`` — never from the artifact's label.  It is

@@ -1,8 +1,8 @@
 """The identity of the cells ``fpm collect`` measures, and their producer contract's key (05 §6.3).
 
-A cell the model-agnostic grid plans (:mod:`fpmcore.point_grid`) has the
+A cell the model-agnostic grid plans (:mod:`fpmcore.plan.point_grid`) has the
 execution identity ``(model config digest, "engine_steps", "none", "text")``
-(:data:`fpmcore.point_grid.CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
+(:data:`fpmcore.plan.point_grid.CELL_IDENTITY`); fpmcore's own protocol (:mod:`fpmcore.collect.run`)
 measures it in the execution mode :data:`EXECUTION_MODE` under the producer
 name :data:`PROTOCOL_NAME`; :data:`CONTRACT` is the producer contract that
 owns such cells, whose rules are :mod:`fpmcore.collect.contract`'s.

@@ -61,7 +61,7 @@ from fpmcore.contention import ContentionBound, canary
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import one_line
 from fpmcore.host.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
-from fpmcore.point_grid import PlanPoint, decode_tail
+from fpmcore.plan.point_grid import PlanPoint, decode_tail
 from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 
 #: Generated tokens of a prefill repetition; a decode repetition generates its lead-in plus two.
@@ -179,7 +179,7 @@ class ProtocolSettings:
 
 @attrs.frozen
 class PlannedPoint(PlanPoint):
-    """One point of a plan's list (:class:`fpmcore.point_grid.PlanPoint`), as the collection measures it."""
+    """One point of a plan's list (:class:`fpmcore.plan.point_grid.PlanPoint`), as the collection measures it."""
 
     def dynamo_point(self, graph_mode: str) -> dict[str, Any]:
         """The point of a rank artifact (05 §2.1)."""

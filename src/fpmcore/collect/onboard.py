@@ -26,7 +26,7 @@ is resumed only when every file ``final.json`` names is unchanged
 resumes with ``fpm collect --resume`` (its finished points are kept).
 
 **The probe stage** is a function (:data:`PROBE_STAGES`): the live probe
-(:func:`fpmcore.probe.probe_live`, what ``fpm probe --live`` runs, called as
+(:func:`fpmcore.probe.live.probe_live`, what ``fpm probe --live`` runs, called as
 a function); the tests plug in a recorded probe.
 """
 
@@ -89,8 +89,8 @@ ProbeStage = Callable[[Any, str, Path, ProbeOptions], None]
 
 
 def live_probe(ctx: Any, model_dir: str, out_dir: Path, options: ProbeOptions) -> None:
-    """The live probe (:func:`fpmcore.probe.probe_live`, what ``fpm probe --live`` runs) with the options."""
-    from fpmcore.probe import live_options, probe_live, refusal_line
+    """The live probe (:func:`fpmcore.probe.live.probe_live`, what ``fpm probe --live`` runs) with the options."""
+    from fpmcore.probe.live import live_options, probe_live, refusal_line
 
     probe_options = live_options(caching=options.caching, max_model_len=options.max_model_len,
                                  dtype=options.dtype, kv_cache_space=options.kv_cache_space,
@@ -239,7 +239,7 @@ def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.documents.profile import load_profile
-    from fpmcore.planning import generate, plan_document, resolve_limits, write_plan
+    from fpmcore.plan.planning import generate, plan_document, resolve_limits, write_plan
 
     profile = load_profile(c.path(PROFILE))
     limits = resolve_limits(profile, 0)
@@ -432,7 +432,7 @@ def onboard(
 ) -> Campaign:
     """Run every stage not yet done, in order (module docstring)."""
     from fpmcore.collect.run import model_config_sha256
-    from fpmcore.probe import refuse_engine_limits
+    from fpmcore.probe.live import refuse_engine_limits
 
     model_config_sha256(options.model_dir)  # not a model folder: refused before anything is written
     p = options.probe  # nor a configuration the installed runtime's engine cannot run

@@ -128,7 +128,7 @@ def readiness(
 def _plan_blockers(plan: Mapping[str, Any], host: Any, profile: Any) -> list[dict[str, str]]:
     """G-26: the plan is the one the profile's capacity gives at the plan's own limits (its drop counters and
     staged list): a plan made from another profile, or for another capacity, is not."""
-    from fpmcore.planning import generate, plan_document, resolve_limits
+    from fpmcore.plan.planning import generate, plan_document, resolve_limits
 
     lim = plan.get("limits") or {}
     dep = plan.get("deployment", 0)

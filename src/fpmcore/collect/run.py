@@ -123,7 +123,7 @@ def deployment_differences(facts: EngineFacts, plan: Mapping[str, Any]) -> list[
     scheduler block with ``engine.scheduler_block_size`` (02 I-96) and the
     hash block with ``limits.hash_block_size``.  The plan's
     ``limits.block_size`` is the block a request grows by
-    (:func:`fpmcore.planning.growth_block`), which is the scheduler block only
+    (:func:`fpmcore.plan.planning.growth_block`), which is the scheduler block only
     when every group has the same block; a plan without
     ``engine.scheduler_block_size`` (written before it was recorded) is read
     as one whose groups share ``limits.block_size``.

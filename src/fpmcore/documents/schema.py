@@ -424,7 +424,7 @@ SCHEMAS: tuple[SchemaEntry, ...] = (
                 "`fpm import`", "fpmcore.documents.record:record_json_schema"),
     SchemaEntry("plan", "Plan", "the plan file `fpm plan -o` writes, or a frozen collection plan (04, 05 §6.2), "
                 "read by `fpm collect`, `fpm validate --plan` and `fpm publish --plan`",
-                "fpmcore.planning:plan_json_schema"),
+                "fpmcore.plan.planning:plan_json_schema"),
     SchemaEntry("artifact-index", "Artifact index", "`index.json` of a collected attempt (05 §1): the files the "
                 "reader opens, pinned by SHA-256", "fpmcore.validate.schemas:artifact_index_json_schema"),
     SchemaEntry("rank-artifact", "Rank artifact", "`r<k>.json`, the measurements of one DP rank with its rows "

@@ -199,7 +199,7 @@ def _check_model_hooks(host: Any, info: PluginInfo, hooks: set[str], problems: l
                 break
     if "fpm_generate_points" in hooks:
         from fpmcore.documents.profile import load_profile
-        from fpmcore.planning import resolve_limits
+        from fpmcore.plan.planning import resolve_limits
 
         for path in sorted(DATA.glob("conformance-*.fpm-profile.json")):
             profile = load_profile(path)

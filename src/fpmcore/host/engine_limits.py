@@ -1,7 +1,7 @@
 """Refuse an engine configuration its runtime plugin names as one the engine cannot run, before it starts.
 
 ``fpm probe --live``, ``fpm collect`` and ``fpm onboard`` (through
-:func:`fpmcore.probe.refuse_engine_limits`) call :func:`refuse` before they start an engine and before they write anything: the model
+:func:`fpmcore.probe.live.refuse_engine_limits`) call :func:`refuse` before they start an engine and before they write anything: the model
 folder's ``config.json`` and the engine settings go to the runtime plugin
 (``fpm_engine_limits``), and the first limit it names becomes the command's
 one-line refusal — the limit's rule, its message and the way out — with exit

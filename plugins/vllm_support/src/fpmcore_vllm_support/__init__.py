@@ -18,7 +18,7 @@ tensors give and the engine core's planning calls.  Here:
     the dry probe on CPU: the environment vLLM needs, the staged model
     configuration, the MODEL.json options and dtype names, the default
     launch, the sources the observer reads and the planning loop that writes
-    the evidence folder through :mod:`fpmcore.dryprobe`.
+    the evidence folder through :mod:`fpmcore.probe.dry_run`.
 :mod:`fpmcore_vllm_support.rules`
     the import rules every vLLM release shares (KV dtype labels of I-32,
     ``max_concurrent_batches`` of 03 C-2).

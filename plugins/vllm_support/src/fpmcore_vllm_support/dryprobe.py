@@ -4,7 +4,7 @@
 ``fpm_dry_probe``; the plugin plans MODEL.json with its release's engine core
 and hands the result to :func:`write_dry_probe`, which writes the evidence
 folder of 02 §2 through the host's runtime-neutral writer
-(:mod:`fpmcore.dryprobe`: MODEL.json reading, the index, the manifests, the
+(:mod:`fpmcore.probe.dry_run`: MODEL.json reading, the index, the manifests, the
 02 §2.3 file names).  What every vLLM release shares lives here:
 
 * the environment vLLM needs on a CPU-only machine (:data:`ENVIRONMENT`,
@@ -334,7 +334,7 @@ def build_spec(
 def layer_specs(
     model: Mapping[str, Any], vllm_config: Any, build_spec: Callable[[Mapping[str, Any], Any], Any]
 ) -> dict[str, Any]:
-    """``{layer name: spec}`` in model registration order (:func:`fpmcore.dryprobe.layer_specs`)."""
+    """``{layer name: spec}`` in model registration order (:func:`fpmcore.probe.dry_run.layer_specs`)."""
     return model_layer_specs(model, lambda spec_json: build_spec(spec_json, vllm_config))
 
 

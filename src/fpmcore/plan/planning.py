@@ -24,7 +24,6 @@ stages its subset under the same plan hash as the full list (04 G-24).
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping
 from typing import Any, cast
@@ -33,11 +32,10 @@ from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.documents.schema import MAX_U32
-from fpmcore.host.hooktypes import CliCommand, PlanLimits, PointPlan
+from fpmcore.host.hooktypes import PlanLimits, PointPlan
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
-EXIT_OK, EXIT_NEGATIVE = 0, 1
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -144,7 +142,7 @@ def _in(where: str, fn: Any, *args: Any) -> Any:
 
 def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanLimits) -> PointPlan:
     """The point list of the model plugin of ``model`` (``fpm_generate_points``), or the model-agnostic grid
-    (:mod:`fpmcore.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
+    (:mod:`fpmcore.plan.point_grid`) when no model plugin claims ``model`` or its plugin plans no points."""
     models = host.hooks.model(model)
     if models.plugin is None:
         off = [r for r in host.records if r.id == model and r.status != "ok"]
@@ -152,7 +150,7 @@ def generate(host: Any, model: str, profile: Any, deployment: int, limits: PlanL
             raise FpmError("plugins", f"model plugin '{model}' is {off[0].status}: {off[0].error}")
     if models.plugin is not None and models.plugin in host.hooks.implementers("fpm_generate_points"):
         return cast(PointPlan, models.generate_points(profile=profile, deployment=deployment, limits=limits))
-    from fpmcore import point_grid
+    from fpmcore.plan import point_grid
 
     return point_grid.generate_points(profile, deployment, limits)
 
@@ -348,7 +346,7 @@ def plan_json_schema() -> dict[str, Any]:
 
     Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
     the fields of :class:`~fpmcore.host.hooktypes.PlanLimits`, the point the
-    collection reads (:class:`fpmcore.point_grid.PlanPoint`: its
+    collection reads (:class:`fpmcore.plan.point_grid.PlanPoint`: its
     fields without default are required), the manifest of 04 G-22
     (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
     05 §6.2 and :data:`ENGINE_DTYPES`.  The model plugin's rules (candidates,
@@ -358,7 +356,7 @@ def plan_json_schema() -> dict[str, Any]:
 
     from fpmcore.documents.schema import HEX64_PATTERN, array, enum, obj, schema_document
     from fpmcore.host.hooktypes import PlanLimits
-    from fpmcore.point_grid import PlanPoint
+    from fpmcore.plan.point_grid import PlanPoint
     from fpmcore.validate.schemas import manifest_schema
 
     hex64 = {"type": "string", "pattern": HEX64_PATTERN}
@@ -536,32 +534,11 @@ def render_summary(
         console.print(f"wrote {escape(str(path))} (plan_sha256 {plan_sha256})", highlight=False)
 
 
-# ---------------------------------------------------------------------------
-# fpm plan
-# ---------------------------------------------------------------------------
-
-
-def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("profile", metavar="PROFILE", help="the accepted FPM profile (*.fpm-profile.json)")
-    p.add_argument("--model", help="model plugin id or model id (default: the profile's model)")
-    p.add_argument(
-        "--deployment", type=int, default=0, metavar="N", help="deployment whose limits are the defaults (default 0)"
+def limits_text(limits: PlanLimits) -> str:
+    return (
+        f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
+        f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}"
     )
-    p.add_argument(
-        "--token-budget", type=int, metavar="N", help="token budget of one step (default: the profile's max_num_tokens)"
-    )
-    p.add_argument(
-        "--max-model-len", type=int, metavar="N", help="max_model_len (default: the profile's runtime memory)"
-    )
-    p.add_argument("--smoke", action="store_true", help="show the smoke subset; the plan stages it")
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="PLAN",
-        help="write the plan file (its folder must exist; never a special file or the profile)",
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="also print the model plugin's log lines on stderr")
-    p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
 def empty_plan_reason(
@@ -583,7 +560,7 @@ def empty_plan_reason(
     dropped = [(rule, n) for rule, n in plan.dropped.items() if n]
     if dropped:
         counts = ", ".join(f"{rule} dropped {n:,}" for rule, n in dropped)
-        return f"every candidate point was dropped: {counts} (limits {_limits_text(limits)})"
+        return f"every candidate point was dropped: {counts} (limits {limits_text(limits)})"
     given = {name: value for name, value in overrides.items() if value is not None}
     for name, value in given.items():
         relaxed = {k: v for k, v in given.items() if k != name}
@@ -600,81 +577,4 @@ def empty_plan_reason(
                 f"{flag} {value:,} leaves no candidate point; the profile's {name} {default:,} gives {n:,} "
                 f"(raise {flag})"
             )
-    return f"the limits leave no candidate point: {_limits_text(limits)}"
-
-
-def _limits_text(limits: PlanLimits) -> str:
-    return (
-        f"token budget {limits.token_budget:,}, max_model_len {limits.max_model_len:,}, "
-        f"block {limits.block_size:,}, hash block {limits.hash_block_size:,}"
-    )
-
-
-def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.documents.output_files import check_output_path
-    from fpmcore.documents.profile import load_profile
-
-    output = check_output_path(args.output, inputs=[args.profile]) if args.output else None  # before any work
-    profile = load_profile(args.profile)
-    model = args.model or profile.model
-    if args.model is not None and args.model != profile.model:
-        check_model_named(ctx.host, args.model)
-    overrides = {"token_budget": args.token_budget, "max_model_len": args.max_model_len}
-    limits = resolve_limits(profile, args.deployment, **overrides)
-    try:
-        plan = generate(ctx.host, model, profile, args.deployment, limits)
-    except FpmError as exc:
-        if not exc.where.startswith(args.profile):
-            exc.where = f"{args.profile}: {exc.where}" if exc.where else args.profile
-        raise
-    empty = sum(plan.counts.values()) == 0
-    document = None
-    if output is not None and not empty:
-        document = plan_document(
-            model=model, profile=profile, deployment=args.deployment, limits=limits, plan=plan, smoke=args.smoke
-        )
-        write_plan(output, document)
-    if ctx.json:
-        ctx.emit_json(json_output(plan))
-    else:
-        render_summary(
-            ctx.out,
-            model=model,
-            profile=profile,
-            deployment=args.deployment,
-            limits=limits,
-            plan=plan,
-            smoke=args.smoke,
-            path=args.output if document is not None else None,
-            plan_sha256=None if document is None else document["plan_sha256"],
-        )
-    if getattr(args, "verbose", False):
-        for line in plan.report.get("log") or ():
-            ctx.err.print(str(line), markup=False, highlight=False, soft_wrap=True)
-    if empty:
-        reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
-        ctx.err.print(
-            f"fpm: {args.profile}: no benchmark points: {reason} [G-9]",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        return EXIT_NEGATIVE
-    if document is None:
-        ctx.err.print(
-            "fpm: note: the plan was not saved (give -o PLAN to write the plan file)",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    return EXIT_OK
-
-
-def plan_command() -> CliCommand:
-    """``fpm plan PROFILE [--model M] [--token-budget N] [--max-model-len N] [--smoke] [-o PLAN] [--json]``."""
-    return CliCommand(
-        name="plan",
-        help="generate the benchmark points of a model from an accepted profile",
-        configure=_configure,
-        run=_run,
-    )
+    return f"the limits leave no candidate point: {limits_text(limits)}"

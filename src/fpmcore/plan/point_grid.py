@@ -14,7 +14,7 @@ gets this grid, built from the profile deployment alone.  It is made to be
   reads ``(β, K = β c̄)``: for every batch size, every context.
 
 The axes (every list ascending; ``B`` the plan's block, the growth block of
-:func:`fpmcore.planning.growth_block`; ``H`` the hash block; ``U`` the
+:func:`fpmcore.plan.planning.growth_block`; ``H`` the hash block; ``U`` the
 context unit, ``H`` with prefix caching and ``B`` without (nothing is cached
 then, and a hybrid's hash block is its scheduler block, the lcm of its
 groups' blocks: 2,048 for Mamba 2,048 + attention 128, which would leave one
