@@ -1,4 +1,4 @@
-"""fpmcore.contention's counters: whose waiting counts, the foreign CPU, and a real neighbour seen as contention."""
+"""fpmcore.collect.contention's counters: whose waiting counts, the foreign CPU, and a real neighbour seen as contention."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from fpmcore.contention import Contention, ContentionBound, Reading, Sampler, sampler
+from fpmcore.collect.contention import Contention, ContentionBound, Reading, Sampler, sampler
 
 
 def test_only_the_working_threads_waiting_counts():
@@ -114,7 +114,7 @@ def test_a_serving_sampler_sees_a_busy_neighbour_from_the_tick_counters():
 def test_a_slow_canary_is_run_again_until_it_is_within_the_bound(monkeypatch):
     """A CPU out of idle runs the canary 50 % slow for its first runs, then at its best: not contended.  A CPU
     that stays 60 % slow (a host slowing the vCPU) is seen as such after the settling time."""
-    from fpmcore import contention
+    from fpmcore.collect import contention
 
     s = Sampler(precise=True)
     s.best = 1.0
@@ -145,7 +145,7 @@ def test_the_calling_thread_cpu_time_is_its_clock():
 def test_a_serving_sampler_takes_its_slowdown_from_its_latest_canary(monkeypatch):
     """Served steps run no canary; the engine about to idle runs one (at most once per window) and the steps
     after it carry its slowdown; an engine that never idles gets one quick canary per window between steps."""
-    from fpmcore import contention
+    from fpmcore.collect import contention
 
     speeds = iter([1.0] * contention.CANARY_WARMUP + [1.6, 1.6, 1.6, 1.6, 1.0])
     monkeypatch.setattr(contention, "canary", lambda: next(speeds, 1.7))

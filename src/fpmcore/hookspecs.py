@@ -408,7 +408,7 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
     first-token and finish times (the ends of the steps that returned them)
     and its output tokens; per non-empty step its start and end, the
     workload the scheduler computed and what the machine did to it, read
-    with ``fpmcore.contention.sampler(precise=False)`` around the step (a
+    with ``fpmcore.collect.contention.sampler(precise=False)`` around the step (a
     cheap reading that does not slow the served engine).
 
     Why a hook: the comparison — traces, the replay of the same trace, the

@@ -292,7 +292,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fpmcore.contention import (
+    from fpmcore.collect.contention import (
         sampler as cpu_sampler,
     )
     from fpmcore.documents.blocks import (
@@ -587,7 +587,7 @@ EXPORTS: dict[str, str] = {
     "ServedRequest": "fpmcore.host.hooktypes:ServedRequest",
     "Serving": "fpmcore.host.hooktypes:Serving",
     "ServingDriver": "fpmcore.host.hooktypes:ServingDriver",
-    "cpu_sampler": "fpmcore.contention:sampler",
+    "cpu_sampler": "fpmcore.collect.contention:sampler",
     # Runtime plugins: replay rules and checks
     "ReplayRules": "fpmcore.replay.rules:ReplayRules",
     "SCHEDULER_SETTINGS": "fpmcore.replay.rules:SCHEDULER_SETTINGS",

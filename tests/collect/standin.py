@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
-from fpmcore.contention import Contention
+from fpmcore.collect.contention import Contention
 from fpmcore.host.hooktypes import (
     AlignStopQuery,
     EngineFacts,

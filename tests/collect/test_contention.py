@@ -18,8 +18,8 @@ import pytest
 
 from fpmcore.collect import run as collect_run
 from fpmcore.collect import store
+from fpmcore.collect.contention import Contention, ContentionBound
 from fpmcore.collect.measure import PointFailed
-from fpmcore.contention import Contention, ContentionBound
 from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import run_fpm
 from fpmcore.validate.reader import validate_run
@@ -52,7 +52,7 @@ def test_the_bound_flags_a_busy_neighbour_and_passes_an_idle_machine():
     assert bound.contended(Contention(0.17, 0.063, 0.0), 0.237)  # two loops: waiting 27 % of the interval
     assert bound.contended(None, 0.1)  # unmeasured is not clean
     assert bound.describe(Contention(0.1, 0.0, 0.05), 0.1) == "wait 0% foreign 50% slowdown 0% of 0.1 s"
-    # the host slowed the CPU by 70 %: recorded, not counted by default (fpmcore.contention: the served steps run on
+    # the host slowed the CPU by 70 %: recorded, not counted by default (fpmcore.collect.contention: the served steps run on
     # the same host); a bound that counts the canary calls it contended
     assert not bound.contended(Contention(0.1, 0.0, 0.0, slowdown=0.7), 0.1)
     assert ContentionBound(max_slowdown=0.4).contended(Contention(0.1, 0.0, 0.0, slowdown=0.7), 0.1)

@@ -39,7 +39,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("collect", "measure a plan's points on the engine of the runtime plugin the plan names",
                 "fpmcore.collect.command", "collect_command"),
     ("assess", "re-measure a sample of a run's points on a fresh engine: is it repeatable?",
-               "fpmcore.collect.assess", "assess_command"),
+               "fpmcore.collect.command", "assess_command"),
     ("publish", "publish a validated run as the FPM latency table fpm replay reads",
                 "fpmcore.collect.publish", "publish_command"),
     ("onboard", "probe, import, plan, collect, validate and publish a model in one go",

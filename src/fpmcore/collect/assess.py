@@ -58,7 +58,6 @@ or the new one).  Exit 0 repeatable, 1 not repeatable, 2 bad usage or input.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import random
@@ -71,7 +70,6 @@ import attrs
 
 from fpmcore.campaign import ASSESSMENT_KIND as KIND
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
 
 #: The repeatability bounds of A-45: the median and the P90 of the absolute deviations, and the worst one.
 MEDIAN_BOUND, P90_BOUND, WORST_BOUND = 0.05, 0.15, 0.35
@@ -237,7 +235,7 @@ def assess_run(
 
 def machine_speed(run_dir: Path, assessed: float | None) -> dict[str, Any]:
     """The machine's speed during the run and during the assessment: the fastest canary each saw right after a
-    visit (:func:`fpmcore.contention.canary`), and the assessment's relative to the run's (``ratio`` 0.85: the
+    visit (:func:`fpmcore.collect.contention.canary`), and the assessment's relative to the run's (``ratio`` 0.85: the
     machine ran the canary 15 % faster during the assessment).  A run collected before canaries were recorded
     gives ``None``."""
     from fpmcore.collect import store
@@ -291,65 +289,3 @@ def _shape(summary: Mapping[str, Any]) -> str:
     if not isinstance(shift, (int, float)) or not isinstance(scatter, (int, float)):
         return ""
     return f"; every point moved a median {shift:+.1%}, the points {scatter:.1%} around that"
-
-
-# ---------------------------------------------------------------------------
-# fpm assess
-# ---------------------------------------------------------------------------
-
-
-def configure(p: argparse.ArgumentParser) -> None:
-    from fpmcore.collect.command import _at_least
-
-    p.add_argument("run_dir", metavar="RUN", help="a finished full run of fpm collect")
-    p.add_argument("--plan", required=True, metavar="PLAN", help="the plan the run was collected for")
-    p.add_argument("-o", "--output", required=True, metavar="REPORT", help="the assessment report to write")
-    p.add_argument(
-        "--points",
-        type=_at_least(1),
-        metavar="N",
-        help=f"points to re-measure (default: all when the run has at most {SMALL_RUN}, else {SMALL_RUN})",
-    )
-    p.add_argument("--seed", type=_at_least(0), default=0, metavar="S", help="the sample's seed (default 0)")
-    p.add_argument("--model-dir", metavar="DIR", help="the model folder (default: the one the run measured)")
-    p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's)")
-    p.add_argument("--json", action="store_true", help="print the report on stdout")
-
-
-def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from contextlib import nullcontext
-
-    from fpmcore.collect.store import json_bytes, write_durable
-    from fpmcore.documents.jsonio import load_path
-    from fpmcore.documents.output_files import check_output_path
-
-    check_output_path(args.output, inputs=[args.plan, args.run_dir])
-    plan = load_path(args.plan)
-    if not isinstance(plan, dict):
-        raise FpmError("input", f"plan is not a JSON object: {args.plan}")
-    bar = ctx.progress("points", transient=False) if not ctx.json else None
-    with bar if bar is not None else nullcontext():
-        task = bar.add_task("assess", total=None) if bar is not None else None
-
-        def progress(done: int, total: int) -> None:
-            if bar is not None:
-                bar.update(task, completed=done, total=total)
-
-        report = assess_run(ctx.host, args.run_dir, plan, points=args.points, seed=args.seed,
-                            model_dir=args.model_dir, dtype=args.dtype, progress=progress)  # fmt: skip
-    write_durable(Path(args.output), json_bytes(report))
-    if ctx.json:
-        ctx.emit_json(report)
-    else:
-        word = "repeatable" if report["repeatable"] else "NOT repeatable [A-45]"
-        ctx.out.print(f"{args.run_dir}: {word}: {describe(report)}; report {args.output}", markup=False,
-                      highlight=False)  # fmt: skip
-        over = report["summary"]["over_bound"]
-        if over:
-            ctx.out.print(f"points beyond {P90_BOUND:.0%}: {', '.join(map(str, over))}", markup=False, highlight=False)
-    return 0 if report["repeatable"] else 1
-
-
-def assess_command() -> CliCommand:
-    return CliCommand(name="assess", help="re-measure a sample of a run's points on a fresh engine: is it repeatable?",
-                      configure=configure, run=_run)  # fmt: skip

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fpmcore.collect.contention import Contention, ContentionBound
 from fpmcore.collect.identity import CONTRACT as CONTRACT
 from fpmcore.collect.identity import PROTOCOL_NAME
 from fpmcore.collect.measure import MAX_DECODE_LEAD_IN
 from fpmcore.collect.run import STATE_PROTOCOL
-from fpmcore.contention import Contention, ContentionBound
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.host.hooktypes import Diagnostic, ProducerContract
@@ -257,7 +257,7 @@ def measured_repetitions_recorded(view: CellView, rank: RankView, k: int, row: A
 @checks("A-43")
 def repetitions_clean_under_bound(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-43: every measured repetition of the row's sidecar line records what the machine did to it
-    (:mod:`fpmcore.contention`) and was clean under the protocol's bound; every ``contended`` one was
+    (:mod:`fpmcore.collect.contention`) and was clean under the protocol's bound; every ``contended`` one was
     contended under it (it was retaken, and it is not a raw sample)."""
     i = rank.bound.get(k)
     bound = protocol_bound(view)

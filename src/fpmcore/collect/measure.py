@@ -57,7 +57,7 @@ from typing import Any
 import attrs
 
 from fpmcore.collect.content import TokenSource, prompt_sha256
-from fpmcore.contention import ContentionBound, canary
+from fpmcore.collect.contention import ContentionBound, canary
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import one_line
 from fpmcore.host.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
@@ -81,7 +81,7 @@ DEFAULT_PREFILL_IDLE = 0.1
 @attrs.frozen
 class ProtocolSettings:
     """How a point is measured: warm-ups per visit, measured samples over the passes, the content seed,
-    and what makes a sample contended (:mod:`fpmcore.contention`) and how often one is retaken.
+    and what makes a sample contended (:mod:`fpmcore.collect.contention`) and how often one is retaken.
 
     ``prefill_idle``: seconds the engine idles before every prefill repetition.  A served step that only
     prefills runs when no request is decoding, that is after the engine idled (or drained), and a CPU
@@ -433,7 +433,7 @@ class Measurer:
             "forward_end": self.forward_index,
             "elapsed_seconds": time.monotonic() - t0,
             "finished_at": _now(),
-            # the machine's speed right after the visit, on a CPU still busy (fpmcore.contention.canary): runs and
+            # the machine's speed right after the visit, on a CPU still busy (fpmcore.collect.contention.canary): runs and
             # assessments on different engines compare it (fpm assess)
             "canary_seconds": canary(),
         }

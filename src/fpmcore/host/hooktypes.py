@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from fpmcore.contention import Contention
+from fpmcore.collect.contention import Contention
 from fpmcore.documents.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
@@ -533,8 +533,8 @@ class EngineStep:
     :attr:`ProducerRecord.timing_boundary`); ``scheduled`` what the step
     computed; ``queued`` what waited (prefill requests waiting, decode requests
     preempted); ``contention`` what the machine did to the step
-    (:mod:`fpmcore.contention`: read by the runtime plugin with
-    :func:`fpmcore.contention.sampler` right outside ``start`` … ``end``;
+    (:mod:`fpmcore.collect.contention`: read by the runtime plugin with
+    :func:`fpmcore.collect.contention.sampler` right outside ``start`` … ``end``;
     ``None`` where it cannot be read, which makes the step unusable as a
     measured sample).
     """
@@ -759,7 +759,7 @@ class Serving:
     ``steps`` are :class:`EngineStep` values whose ``start`` and ``end`` are
     seconds from the start of the serving and whose ``contention`` was read
     around each step with a cheap sampler
-    (``fpmcore.contention.sampler(precise=False)``), ``None`` where it cannot
+    (``fpmcore.collect.contention.sampler(precise=False)``), ``None`` where it cannot
     be read.
     """
 

@@ -22,12 +22,12 @@ decode only, mixed — the count, served and predicted sums and the median
 signed error.
 
 **Contention** (:func:`contention_summary`).  Each served step carries what
-the machine did to it (:mod:`fpmcore.contention`); a step is contended by
-:class:`~fpmcore.contention.ContentionBound`.  A serving is **contended**
+the machine did to it (:mod:`fpmcore.collect.contention`); a step is contended by
+:class:`~fpmcore.collect.contention.ContentionBound`.  A serving is **contended**
 when more than :data:`MAX_CONTENDED_FRACTION` (5 %) of its served wall time
 (the sum of its steps' wall times) is in contended steps.  Why 5 %: a
 neighbour that holds a whole CPU slowed a step of this project's engine by
-75 % on a 2-vCPU machine (:mod:`fpmcore.contention`), so at most
+75 % on a 2-vCPU machine (:mod:`fpmcore.collect.contention`), so at most
 0.75 / 1.75 ≈ 43 % of a contended step's time is the neighbour's, and 5 % of
 the time in such steps bounds what a neighbour added to the serving at about
 2 % — the makespan tolerance of the verdict.  Beyond it a serving's error
@@ -53,7 +53,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.contention import Contention, ContentionBound
+from fpmcore.collect.contention import Contention, ContentionBound
 from fpmcore.host.hooktypes import EngineStep, ServedRequest
 from fpmcore.replay.records import nearest_rank
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.contention import ContentionBound
+from fpmcore.collect.contention import ContentionBound
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import EngineStep, ServingDriver, ServingEngine
 from fpmcore.replay.trace import Trace

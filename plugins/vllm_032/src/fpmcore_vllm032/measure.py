@@ -29,7 +29,7 @@ to run and what a repetition must show; this module only drives the engine:
   below its prompt length (``Request.num_prompt_tokens``), a decode after.
   Each request's prefix-cache hit is ``RequestOutput.num_cached_tokens``.
   Before the run's first step and after its last (never between two steps:
-  a reading between them slows the next, :mod:`fpmcore.contention`) the
+  a reading between them slows the next, :mod:`fpmcore.collect.contention`) the
   process's thread counters and every other task's CPU time are read, and
   each step carries the run's contention in proportion to its wall time, so
   each step says what the machine did to it.
@@ -172,7 +172,7 @@ class VllmMeasurementEngine:
     def __init__(self, live: Any) -> None:
         self.live = live
         self.count = 0
-        #: what the machine did to each step (fpmcore.contention: read around ``LLMEngine.step()``)
+        #: what the machine did to each step (fpmcore.collect.contention: read around ``LLMEngine.step()``)
         self.sampler = cpu_sampler(precise=True)
         vc = live.vllm_config
         sc, cc = vc.scheduler_config, vc.cache_config

@@ -22,7 +22,7 @@ wall-clock time:
   ``Scheduler.schedule()`` call (a wrapper, restored after the serving:
   :func:`fpmcore_vllm032.measure.workload`), its wall time around
   ``LLMEngine.step()``, and what the machine did to it with the cheap sampler
-  ``fpmcore.contention.sampler(precise=False)`` (this process's thread
+  ``fpmcore.collect.contention.sampler(precise=False)`` (this process's thread
   counters and ``/proc/stat``: a reading per step that does not slow the
   served engine; the CPU canary runs while the engine is about to idle, or
   once per half second between steps when it does not idle); a step that
