@@ -64,7 +64,7 @@ NEVER = (
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
     "fpmcore.replay.cli", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
-    "fpmcore.native", "cffi", "fpmcore.collect.finalize", "fpmcore.validate.command",
+    "fpmcore.native", "cffi", "fpmcore.campaign.finalize", "fpmcore.validate.command",
 )  # fmt: skip
 
 

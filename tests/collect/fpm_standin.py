@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from fpmcore.campaign import onboard
 from fpmcore.cli import main
-from fpmcore.collect import onboard
 from fpmcore.host.build import build_host
 from tests.collect.standin import StandinRuntime, recorded_probe
 

@@ -10,9 +10,9 @@ import pytest
 
 from fpmcore.collect import run as collect_run
 from fpmcore.collect import store
-from fpmcore.collect.publish import publish_run
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import load_path, loads
+from fpmcore.publish.publication import publish_run
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host
@@ -491,7 +491,7 @@ def test_the_example_frozen_plan_edited_is_refused_and_a_reference_plan_is_read_
 def test_a_table_source_records_only_strings_of_the_plan(collected, small_plan, engine):
     """The table's source takes a string of the plan or ``null`` (a plan of 2**64 as its model publishes nothing:
     its hash no longer covers it; the document is built here from the results of the plan as written)."""
-    from fpmcore.collect.publish import table_document
+    from fpmcore.publish.publication import table_document
 
     plan = plan_of(small_plan)
     doc, results = publish_run(standin_host(engine), collected, plan)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.collect import onboard
+from fpmcore.campaign import onboard
 from fpmcore.collect.content import TokenSource
 from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.collect.run import engine_options

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from fpmcore import campaign as layout
-from fpmcore.collect import finalize, onboard
+from fpmcore.campaign import finalize, layout, onboard
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import load_path, loads
 from fpmcore.testing import make_host, run_fpm

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fpmcore.collect.publish import publish_run
 from fpmcore.documents.jsonio import loads
+from fpmcore.publish.publication import publish_run
 from fpmcore.testing import run_fpm
 from fpmcore.validate.reader import validate_run
 from tests.collect.conftest import plan_of, standin_host

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.collect import onboard
+from fpmcore.campaign import onboard
 from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.reader import validate_run

@@ -1,4 +1,4 @@
-"""Readiness after the smoke collection (fpmcore.collect.readiness): blockers with their rule and fix, gaps, and a
+"""Readiness after the smoke collection (fpmcore.campaign.readiness): blockers with their rule and fix, gaps, and a
 full campaign that does not start its full collection while blocked — not even on --resume."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.collect import onboard
-from fpmcore.collect.readiness import dtype_label, readiness
+from fpmcore.campaign import onboard
+from fpmcore.campaign.readiness import dtype_label, readiness
 from fpmcore.documents.jsonio import load_path
 from fpmcore.documents.profile import load_profile
 from fpmcore.testing import run_fpm

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.collect import onboard
+from fpmcore.campaign import onboard
 from fpmcore.testing import run_fpm
 from tests.collect.conftest import PROBE, standin_host
 from tests.collect.standin import StandinRuntime, recorded_probe

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fpmcore.collect import onboard
+from fpmcore.campaign import onboard
 from fpmcore.documents.jsonio import loads
 from fpmcore.replay.table import load_table
 from fpmcore.testing import make_host, run_fpm

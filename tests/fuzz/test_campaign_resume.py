@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, seed
 from hypothesis import strategies as st
 
-from fpmcore.collect import onboard
+from fpmcore.campaign import onboard
 from fpmcore.probe import live as probe
 from tests.collect.standin import StandinRuntime, fake_model_dir, recorded_probe
 from tests.fuzz.conftest import count, work_dir
@@ -94,7 +94,7 @@ def _mutate_json_file(data, path: Path) -> None:
 @given(data=st.data())
 def test_mutated_onboard_manifests(host, smoke_campaign, data):
     """``fpm onboard --resume`` on a campaign whose ``onboard.json`` is mutated."""
-    from fpmcore.campaign import MANIFEST, manifest_problem
+    from fpmcore.campaign.layout import MANIFEST, manifest_problem
 
     model, base = smoke_campaign
     with tempfile.TemporaryDirectory(prefix="fpm-fuzz-", dir=work_dir()) as tmp:

@@ -68,7 +68,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.campaign import ASSESSMENT_KIND as KIND
+from fpmcore.campaign.layout import ASSESSMENT_KIND as KIND
 from fpmcore.documents.errors import FpmError
 
 #: The repeatability bounds of A-45: the median and the P90 of the absolute deviations, and the worst one.
@@ -187,8 +187,8 @@ def assess_run(
 ) -> dict[str, Any]:
     """The assessment report of ``run_dir`` (module docstring); raises :class:`FpmError` for a run it
     cannot assess."""
+    from fpmcore.campaign.finalize import check_inputs
     from fpmcore.collect import store
-    from fpmcore.collect.finalize import check_inputs
     from fpmcore.collect.run import staged
 
     root = Path(run_dir)

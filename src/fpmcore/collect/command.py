@@ -22,7 +22,7 @@ from typing import Any
 from fpmcore.host.hooktypes import CliCommand
 
 
-def _at_least(low: int) -> Callable[[str], int]:  # an argparse type
+def at_least(low: int) -> Callable[[str], int]:  # an argparse type
     """An integer option of at least ``low``, through the command line's one integer type (:mod:`fpmcore.cli.options`)."""
     from fpmcore.cli.options import integer
 
@@ -64,24 +64,22 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
     """The measurement protocol's options, shared by ``fpm collect`` and ``fpm onboard``."""
     p.add_argument(
         "--repetitions",
-        type=_at_least(3),
+        type=at_least(3),
         metavar="N",
         help="clean measured samples per point over all passes (default 6; the retained value is the trimmed mean "
         "of all but the first)",
     )
     p.add_argument(
         "--passes",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="P",
         help="passes over the whole plan that share a point's samples, so that no burst of load moves all of them "
         "(default 3)",
     )
-    p.add_argument(
-        "--warmup", type=_at_least(0), metavar="N", help="warm-up repetitions per point and pass (default 1)"
-    )
+    p.add_argument("--warmup", type=at_least(0), metavar="N", help="warm-up repetitions per point and pass (default 1)")
     p.add_argument(
         "--max-contended",
-        type=_at_least(0),
+        type=at_least(0),
         metavar="N",
         help="contended samples a point may retake in one pass before it fails (default 20)",
     )
@@ -226,11 +224,11 @@ def configure_assess(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="REPORT", help="the assessment report to write")
     p.add_argument(
         "--points",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="N",
         help=f"points to re-measure (default: all when the run has at most {SMALL_RUN}, else {SMALL_RUN})",
     )
-    p.add_argument("--seed", type=_at_least(0), default=0, metavar="S", help="the sample's seed (default 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, metavar="S", help="the sample's seed (default 0)")
     p.add_argument("--model-dir", metavar="DIR", help="the model folder (default: the one the run measured)")
     p.add_argument("--dtype", metavar="DTYPE", help="the model dtype the engine runs (default: the plan's)")
     p.add_argument("--json", action="store_true", help="print the report on stdout")

@@ -28,7 +28,7 @@ A profile or table that lies in a finalized campaign (a ``final.json`` beside
 it) is read only when every file the campaign's ``final.json`` names is
 unchanged; ``--campaign CAMPAIGN`` reads the table of that finalized campaign
 (``--fpm-table``, when given, must be it), checked the same way (F-2, F-8 of
-:mod:`fpmcore.collect.finalize`).
+:mod:`fpmcore.campaign.finalize`).
 
 ``--prefix-caching`` defaults to the profile's ``enable_prefix_caching``;
 an explicit value that differs from it is noted on stderr.  Without
@@ -227,8 +227,8 @@ CHUNK_STEPS_SUMMARY = 1 << 20
 
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.campaign import TABLE
-    from fpmcore.collect.finalize import campaign_table, check_inputs
+    from fpmcore.campaign.finalize import campaign_table, check_inputs
+    from fpmcore.campaign.layout import TABLE
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching

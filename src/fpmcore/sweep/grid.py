@@ -20,7 +20,7 @@ A grid names the inputs and the settings to vary::
     for its profile, and a profile file runs without a table.  A profile or
     table of a finalized campaign (``final.json`` beside it) is read only
     when the campaign's files are unchanged (F-2 of
-    :mod:`fpmcore.collect.finalize`).
+    :mod:`fpmcore.campaign.finalize`).
 ``settings``
     ``fpm replay`` settings (:mod:`fpmcore.sweep.settings`), each a list of
     values (a single value is a list of one): the sweep runs their cross
@@ -156,7 +156,7 @@ def _digest_bytes(data: bytes) -> str:
 
 
 def _load_profile(path: Path, label: str) -> Input:
-    from fpmcore.collect.finalize import check_inputs
+    from fpmcore.campaign.finalize import check_inputs
     from fpmcore.documents.profile import load_profile, profile_digest
 
     check_inputs(path)  # a profile of a finalized campaign: the campaign's digests (F-2)
@@ -165,7 +165,7 @@ def _load_profile(path: Path, label: str) -> Input:
 
 
 def _load_table(path: Path, label: str) -> Input:
-    from fpmcore.collect.finalize import check_inputs
+    from fpmcore.campaign.finalize import check_inputs
     from fpmcore.documents.jsonio import digest
     from fpmcore.replay import load_table
     from fpmcore.replay.table import table_rows

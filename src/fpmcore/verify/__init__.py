@@ -5,7 +5,7 @@
     fpm verify CAMPAIGN [--trace TRACE | --rate R --requests N --prompt A:B --output A:B --seed S]
         [--runs K] [--warmup-requests N] [--noise-floor] [-o REPORT] [--plot OUT.png] [--json]
 
-``CAMPAIGN`` is a folder of ``fpm onboard`` (:mod:`fpmcore.collect.onboard`).
+``CAMPAIGN`` is a folder of ``fpm onboard`` (:mod:`fpmcore.campaign.onboard`).
 Each of the ``K`` runs serves a trace on the live engine of the runtime plugin
 selected for the plan's runtime (``fpm_serving_engine``, started with the
 plan's deployment like ``fpm collect``'s engine), replays the same trace with

@@ -85,7 +85,7 @@ class Campaign:
 
 def read_campaign(root: str | os.PathLike[str]) -> Campaign:
     """The campaign at ``root``, or V-2 naming the file that is missing or wrong."""
-    from fpmcore.campaign import MANIFEST, PLAN, PROFILE, TABLE
+    from fpmcore.campaign.layout import MANIFEST, PLAN, PROFILE, TABLE
     from fpmcore.documents.jsonio import load_path
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay.table import load_table
@@ -199,7 +199,7 @@ def verify_campaign(
     Raises :class:`FpmError` (V-1 … V-5, R-1, R-33, a JSON reader's rule) for
     what cannot be verified; a negative verdict is the report's ``verdict``.
     """
-    from fpmcore.collect.finalize import check_finalized
+    from fpmcore.campaign.finalize import check_finalized
     from fpmcore.collect.run import engine_options
     from fpmcore.replay import config_from_profile, run_replay, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching

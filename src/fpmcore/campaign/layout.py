@@ -9,7 +9,7 @@ commands (``fpm assess``, ``fpm verify -o``, ``fpm finalize``) add to::
       profile.json        the imported profile
       plan.json           the plan
       smoke/              the smoke collection of a full campaign (fpm collect --smoke's run folder)
-      readiness.json      may the full collection start (fpmcore.collect.readiness)
+      readiness.json      may the full collection start (fpmcore.campaign.readiness)
       run/                the collected run (fpm collect's run folder; pinned by its index.json)
       validation.json     the verdict of every cell of the run
       table.json          the published FPM latency table
@@ -17,8 +17,8 @@ commands (``fpm assess``, ``fpm verify -o``, ``fpm finalize``) add to::
       verification.json   the serving validation (fpm verify -o)
       final.json          the finalization record (fpm finalize): every artifact above with its SHA-256
 
-Every name is defined here once; :mod:`fpmcore.collect.onboard` and
-:mod:`fpmcore.collect.finalize` read them from here.
+Every name is defined here once; :mod:`fpmcore.campaign.onboard` and
+:mod:`fpmcore.campaign.finalize` read them from here.
 
 **Digests.**  A file is pinned by the SHA-256 of its bytes
 (:func:`file_sha256`), a folder by the SHA-256 over the sorted relative paths

@@ -1,6 +1,6 @@
 """``fpm finalize CAMPAIGN [--json]``: accept a finished campaign and pin every artifact it holds in ``final.json``.
 
-A campaign (:mod:`fpmcore.campaign`) is accepted when its full collection
+A campaign (:mod:`fpmcore.campaign.layout`) is accepted when its full collection
 validated, its repeatability report passes and its serving validation ran and
 passed.  ``fpm finalize`` then writes ``CAMPAIGN/final.json`` — atomically: a
 kill at any moment leaves no ``final.json`` or the whole one — naming every
@@ -106,7 +106,6 @@ path that lies in a finalized campaign (a ``final.json`` beside it);
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 from collections.abc import Iterable, Mapping
@@ -115,13 +114,12 @@ from typing import Any
 
 import attrs
 
-from fpmcore import campaign as layout
+from fpmcore.campaign import layout
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
 
 FINAL_SCHEMA = "fpmcore.final/v1"
-#: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.ASSESSMENT_KIND`) and of the
+#: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.layout.ASSESSMENT_KIND`) and of the
 #: serving validation (``fpm verify``, its verdicts: :data:`fpmcore.verify.compare.VERDICTS`; only ``pass``
 #: finalizes, F-7).
 REPORT_SCHEMA = 1
@@ -498,41 +496,3 @@ def stage_finalize(ctx: Any, campaign: Any, options: Any) -> None:
         raise type(exc)(exc.rule, f"stage finalize: {exc.message}", exc.where) from None
     campaign.record(STAGE, {role: ("file", path) for role, path in ARTIFACTS},
                     {"final": ("file", layout.FINAL)})  # fmt: skip
-
-
-# ---------------------------------------------------------------------------
-# fpm finalize
-# ---------------------------------------------------------------------------
-
-
-def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("campaign", metavar="CAMPAIGN", help="the campaign folder (fpm onboard -o)")
-    p.add_argument("--json", action="store_true", help="print a JSON document on stdout")
-
-
-def _run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
-    from fpmcore.documents.jsonio import one_line
-
-    try:
-        outcome = finalize(args.campaign)
-    except Refused as exc:
-        if ctx.json:
-            ctx.emit_json({"command": "finalize", "campaign": args.campaign, "status": "refused",
-                           "diagnostics": [{"rule": exc.rule, "message": exc.message, "where": exc.where}]})  # fmt: skip
-        ctx.err.print(one_line(f"fpm: {exc} [{exc.rule}]"), markup=False, highlight=False, soft_wrap=True)
-        return EXIT_NEGATIVE
-    status = "finalized" if outcome.written else "unchanged"
-    if ctx.json:
-        ctx.emit_json({"command": "finalize", "campaign": args.campaign, "status": status, "final": outcome.final})
-    else:
-        final = Path(args.campaign) / layout.FINAL
-        what = "finalized" if outcome.written else "already finalized, unchanged"
-        ctx.out.print(f"{what}: {final} pins {len(outcome.final['artifacts'])} artifacts", markup=False,
-                      highlight=False, soft_wrap=True)  # fmt: skip
-    return EXIT_OK
-
-
-def finalize_command() -> CliCommand:
-    return CliCommand(name="finalize", help="accept a finished campaign and pin its artifacts in final.json",
-                      configure=configure, run=_run)  # fmt: skip

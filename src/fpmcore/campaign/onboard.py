@@ -4,7 +4,7 @@ Each stage is the work of its own command (``fpm probe --live``, ``fpm
 import``, ``fpm plan``, ``fpm collect``, ``fpm validate``, ``fpm publish``),
 called in order, and writes its output into the campaign folder::
 
-    CAMPAIGN/                 (the layout: fpmcore.campaign)
+    CAMPAIGN/                 (the layout: fpmcore.campaign.layout)
       onboard.json      the manifest: options, and per stage its inputs and outputs with their SHA-256
       probe/            the live probe's evidence folder (02 §2)
       profile.json      the imported profile
@@ -22,7 +22,7 @@ done; before that it recomputes the digests of every finished stage's inputs
 one changed since (a re-probed folder, an edited profile or plan, a touched
 run): stages are never silently mixed.  A finalized campaign (``final.json``)
 is resumed only when every file ``final.json`` names is unchanged
-(:func:`fpmcore.collect.finalize.check_finalized`).  An unfinished collection
+(:func:`fpmcore.campaign.finalize.check_finalized`).  An unfinished collection
 resumes with ``fpm collect --resume`` (its finished points are kept).
 
 **The probe stage** is a function (:data:`PROBE_STAGES`): the live probe
@@ -32,7 +32,6 @@ a function); the tests plug in a recorded probe.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.campaign import (
+from fpmcore.campaign.layout import (
     ASSESSMENT,
     COLLECTION_STAGES,
     FULL_STAGES,
@@ -59,9 +58,8 @@ from fpmcore.campaign import (
 )
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
 
-#: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign`).
+#: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign.layout`).
 STAGES, FULL = COLLECTION_STAGES, FULL_STAGES
 
 
@@ -263,7 +261,7 @@ def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: 
 
 def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     if not o.smoke:  # the full collection waits for readiness
-        from fpmcore.collect.readiness import first_blocker, read_readiness
+        from fpmcore.campaign.readiness import first_blocker, read_readiness
 
         doc = read_readiness(c.path(READINESS))
         if not doc["ready_for_full_collection"]:
@@ -288,7 +286,7 @@ def _stage_smoke(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    from fpmcore.collect.readiness import readiness
+    from fpmcore.campaign.readiness import readiness
     from fpmcore.documents.jsonio import load_path
     from fpmcore.documents.profile import load_profile
 
@@ -332,12 +330,12 @@ def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    from fpmcore.collect.publish import publish_run, write_table
     from fpmcore.documents.jsonio import load_path
+    from fpmcore.publish.publication import publish_run, write_table
 
     assessment = None
     if not o.smoke:  # a full run is published only when repeatable, or accepted as not
-        from fpmcore.collect.publish import assessment_source
+        from fpmcore.publish.publication import assessment_source
 
         try:
             assessment = assessment_source(c.path(ASSESSMENT), c.path(RUN_DIR),
@@ -377,7 +375,7 @@ def _stage_verify(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _stage_finalize(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
-    from fpmcore.collect.finalize import Refused, stage_finalize
+    from fpmcore.campaign.finalize import Refused, stage_finalize
 
     try:
         stage_finalize(ctx, c, o)
@@ -394,7 +392,7 @@ RUNNERS: dict[str, Callable[[Any, Campaign, OnboardOptions], None]] = {
 
 def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign:
     if resume and (root / MANIFEST).is_file():
-        from fpmcore.campaign import manifest_problem
+        from fpmcore.campaign.layout import manifest_problem
         from fpmcore.documents.jsonio import load_path
 
         manifest = load_path(root / MANIFEST)
@@ -440,7 +438,7 @@ def onboard(
                          max_model_len=p.max_model_len)  # fmt: skip
     c = open_campaign(root, options, resume)
     if resume:  # a finalized campaign: every file final.json names is unchanged (F-2)
-        from fpmcore.collect.finalize import check_finalized
+        from fpmcore.campaign.finalize import check_finalized
 
         check_finalized(root)
     stages = options.stages
@@ -459,75 +457,3 @@ def onboard(
         if report:
             report(name, "done")
     return c
-
-
-# ---------------------------------------------------------------------------
-# fpm onboard
-# ---------------------------------------------------------------------------
-
-
-def _on_off(text: str) -> bool:
-    if text not in ("on", "off"):
-        raise argparse.ArgumentTypeError("expected on or off")
-    return text == "on"
-
-
-def configure(p: argparse.ArgumentParser) -> None:
-    from fpmcore.collect.command import _at_least, add_protocol_options
-
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="the model folder (config.json, weights, tokenizer)")
-    p.add_argument("-o", "--output", required=True, metavar="CAMPAIGN", help="the campaign folder (new or empty)")
-    p.add_argument("--smoke", action="store_true", help="plan, collect and publish the smoke subset only")
-    p.add_argument("--resume", action="store_true", help="continue at the first unfinished stage")
-    p.add_argument("--dtype", metavar="DTYPE", help="model dtype of the live engine (probe and collection)")
-    p.add_argument("--kv-cache-space", type=float, metavar="GIB", help="KV cache memory of the live engine, GiB")
-    p.add_argument("--max-model-len", type=_at_least(1), metavar="N", help="max_model_len of the live engine")
-    p.add_argument("--caching", "--prefix-caching", dest="caching", type=_on_off, default=True, metavar="on|off",
-                   help="prefix caching (default on; --prefix-caching is the same switch)")  # fmt: skip
-    p.add_argument("--max-num-seqs", type=_at_least(1), metavar="N", help="the live engine's running-request limit")
-    p.add_argument(
-        "--max-num-batched-tokens", type=_at_least(1), metavar="N", help="the live engine's token budget per step"
-    )
-    add_protocol_options(p)
-    p.add_argument(
-        "--accept-unrepeatable",
-        action="store_true",
-        help="publish a full run the assessment finds not repeatable (recorded in the table)",
-    )
-    p.add_argument("--spacing", type=float, metavar="SECONDS", help="pause before every repetition (default 0)")
-    p.add_argument("--probe", default="live", metavar="NAME", help="the probe stage (default: live)")
-    p.add_argument("--json", action="store_true", help="print the manifest on stdout")
-
-
-def _run(args: argparse.Namespace, ctx: Any) -> int:
-    options = OnboardOptions(
-        model_dir=args.model_dir,
-        probe=ProbeOptions(dtype=args.dtype, kv_cache_space=args.kv_cache_space, max_model_len=args.max_model_len,
-                           caching=args.caching, max_num_seqs=args.max_num_seqs,
-                           max_num_batched_tokens=args.max_num_batched_tokens),
-        smoke=args.smoke, repetitions=args.repetitions, warmups=args.warmup, probe_stage=args.probe,
-        spacing=args.spacing, passes=args.passes, max_contended=args.max_contended, retake_pause=args.retake_pause,
-        accept_unrepeatable=args.accept_unrepeatable, prefill_idle=args.prefill_idle,
-    )  # fmt: skip
-
-    def report(stage: str, status: str) -> None:
-        ctx.err.print(f"onboard: {stage} {status}", markup=False, highlight=False)
-
-    try:
-        c = onboard(ctx, Path(args.output), options, resume=args.resume, report=report)
-    except Blocked as exc:  # a negative verdict of a stage: the campaign stops here (exit 1)
-        if ctx.json:
-            ctx.emit_json({"command": "onboard", "campaign": args.output, "status": "blocked",
-                           "rule": exc.rule, "message": exc.message})  # fmt: skip
-        ctx.err.print(f"fpm: {exc.message} [{exc.rule}]", markup=False, highlight=False)
-        return 1
-    if ctx.json:
-        ctx.emit_json({"command": "onboard", "campaign": args.output, "manifest": c.manifest})
-    else:
-        ctx.out.print(f"onboarded {args.model_dir}: table {c.path(TABLE)}", markup=False, highlight=False)
-    return 0
-
-
-def onboard_command() -> CliCommand:
-    return CliCommand(name="onboard", help="probe, import, plan, collect, validate and publish a model in one go",
-                      configure=configure, run=_run)  # fmt: skip
