@@ -63,7 +63,7 @@ NEVER = (
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
-    "fpmcore.replay.cli", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
+    "fpmcore.replay.command", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
     "fpmcore.native", "cffi", "fpmcore.campaign.finalize", "fpmcore.validate.command",
 )  # fmt: skip
 

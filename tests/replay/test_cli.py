@@ -9,7 +9,7 @@ import pytest
 from helpers import DATA
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
-from fpmcore.replay.cli import replay_command
+from fpmcore.replay.command import replay_command
 from fpmcore.replay.outputs import read_records
 from fpmcore.testing import make_host, run_fpm
 

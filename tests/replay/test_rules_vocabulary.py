@@ -75,7 +75,7 @@ def test_each_config_setting_is_a_field_of_the_config_with_the_declared_default(
 
 
 def test_fpm_replay_has_an_option_for_each_setting_and_no_other_setting():
-    from fpmcore.replay.cli import configure
+    from fpmcore.replay.command import configure
     from fpmcore.sweep.settings import NOT_SETTINGS, replay_settings
 
     p = argparse.ArgumentParser(add_help=False)

@@ -14,7 +14,7 @@ from tests.sweep.support import GLM, GLM_TRACE, write_grid
 
 
 def _replay_dests() -> set[str]:
-    from fpmcore.replay.cli import configure
+    from fpmcore.replay.command import configure
 
     p = argparse.ArgumentParser(add_help=False)
     configure(p)

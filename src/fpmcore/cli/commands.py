@@ -33,7 +33,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("validate", "validate the measurement artifacts of a collected run against its plan",
                  "fpmcore.validate.command", "validate_command"),
     ("replay", "replay a request trace: grouped KV pool, vLLM-like scheduler, FPM latency",
-               "fpmcore.replay.cli", "replay_command"),
+               "fpmcore.replay.command", "replay_command"),
     ("sweep", "replay a grid of profiles, traces, tables and settings, locally or on Ray",
               "fpmcore.sweep.command", "sweep_command"),
     ("collect", "measure a plan's points on the engine of the runtime plugin the plan names",

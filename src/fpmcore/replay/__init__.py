@@ -2,7 +2,7 @@
 
 Public API::
 
-    from fpmcore.documents.profile import load_profile
+    from fpmcore.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, run_replay
 
     cfg = config_from_profile(load_profile(path), prefix_caching=True, table=load_table(t),

@@ -3,7 +3,7 @@
 The records of each chunk of a :class:`~fpmcore.replay.ReplayRun` are
 appended to the files as the chunk is made, so memory is bounded by a chunk,
 never by the steps.  The folder is written as one output
-(:class:`fpmcore.documents.output_files.StagedFolder`, rules ``O-1`` … ``O-6``): the files
+(:class:`fpmcore.outputs.StagedFolder`, rules ``O-1`` … ``O-6``): the files
 grow in a temporary sibling folder and are published together at the end, so
 a kill at any moment leaves the earlier output or the new one whole, and two
 runs into the same folder leave one complete output.
@@ -157,7 +157,7 @@ class _Parquet:
 class RecordFiles:
     """The ``--out`` folder being written: stream chunks with :meth:`write`, then :meth:`publish` or :meth:`discard`.
 
-    ``target`` must have passed :func:`fpmcore.documents.output_files.check_output_folder`.
+    ``target`` must have passed :func:`fpmcore.outputs.check_output_folder`.
     """
 
     def __init__(self, target: Path, fmt: str = DEFAULT_FORMAT, *, groups: int = 1) -> None:

@@ -238,7 +238,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 
 
 def _shape(g: Any) -> dict[str, Any]:
-    """A replay group as :mod:`fpmcore.documents.blocks` takes it: block, window, state blocks."""
+    """A replay group as :mod:`fpmcore.blocks` takes it: block, window, state blocks."""
     if g.kind in (KIND_RING, KIND_MAMBA):
         return {"block": g.block, "state_blocks": g.blocks_per_request}
     if g.kind == KIND_CHUNK:

@@ -16,7 +16,7 @@ varies.  Everything else is derived from :data:`SETTINGS`:
   (:data:`RELEASE_SETTINGS`, ``ReplayRules.settings``).
 
 Two settings take the profile's value when unset, under the profile's
-name for it (:data:`fpmcore.documents.profile.RUNTIME_SETTINGS`): ``max_num_seqs``
+name for it (:data:`fpmcore.profile.RUNTIME_SETTINGS`): ``max_num_seqs``
 (``max_batch_size``) and ``max_num_batched_tokens`` (``max_num_tokens``);
 ``prefix_caching`` takes the profile's recorded ``enable_prefix_caching``.
 """
