@@ -59,10 +59,10 @@ def test_plugins_import_only_the_plugin_api():
 def test_the_check_finds_an_internal_import():
     code = (
         "from fpmcore import hookimpl\nfrom fpmcore.plugin_api import PluginInfo\nimport fpmcore.documents.record\n"
-        "def f():\n    from fpmcore.validate.values import get\n"
+        "def f():\n    from fpmcore.validate.measured_values import get\n"
     )
     assert sorted(fpmcore_imports(code)) == [
-        (1, "fpmcore.hookimpl"), (2, "fpmcore.plugin_api"), (3, "fpmcore.documents.record"), (5, "fpmcore.validate.values")
+        (1, "fpmcore.hookimpl"), (2, "fpmcore.plugin_api"), (3, "fpmcore.documents.record"), (5, "fpmcore.validate.measured_values")
     ]  # fmt: skip
 
 

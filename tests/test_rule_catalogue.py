@@ -24,7 +24,7 @@ from fpmcore.importer import (
     record_envelope,
     runtime_identity,
 )
-from fpmcore.importer.model import guarded, per_record, rule_id
+from fpmcore.importer.state import guarded, per_record, rule_id
 from fpmcore.testing import make_host, run_fpm
 from fpmcore.validate.evaluation import ContractRules
 from fpmcore.validate.protocol import GENERAL_ARTIFACT_RULES

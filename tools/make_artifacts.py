@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.jsonio import canonical_bytes
+from fpmcore.validate.measured_values import canonical_digest, point_key, upper_median
 from fpmcore.validate.structure import merge_ranks
-from fpmcore.validate.values import canonical_digest, point_key, upper_median
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The producer files of the example campaign (a stand-in of the producer, see its README).

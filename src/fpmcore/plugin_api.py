@@ -480,6 +480,14 @@ if TYPE_CHECKING:
     from fpmcore.validate.evaluation import (
         ContractRules,
     )
+    from fpmcore.validate.measured_values import (
+        ABSENT,
+        get,
+        is_int,
+        is_number,
+        js,
+        plain,
+    )
     from fpmcore.validate.protocol import (
         check_seeded_tokens_with_evidence,
         check_warmup_recorded,
@@ -500,14 +508,6 @@ if TYPE_CHECKING:
     )
     from fpmcore.validate.rows import (
         raw_fpms as row_raw_fpms,
-    )
-    from fpmcore.validate.values import (
-        ABSENT,
-        get,
-        is_int,
-        is_number,
-        js,
-        plain,
     )
 
 #: Every name of the plugin API: ``name -> "module:attribute"`` it is loaded from.
@@ -633,12 +633,12 @@ EXPORTS: dict[str, str] = {
     "bind_repetition_line": "fpmcore.validate.repetition_evidence:bind_repetition_line",
     "check_no_unbound_repetition_lines": "fpmcore.validate.repetition_evidence:check_no_unbound_repetition_lines",
     "repetition_line_rule": "fpmcore.validate.repetition_evidence:repetition_line_rule",
-    "ABSENT": "fpmcore.validate.values:ABSENT",
-    "get": "fpmcore.validate.values:get",
-    "is_int": "fpmcore.validate.values:is_int",
-    "is_number": "fpmcore.validate.values:is_number",
-    "js": "fpmcore.validate.values:js",
-    "plain": "fpmcore.validate.values:plain",
+    "ABSENT": "fpmcore.validate.measured_values:ABSENT",
+    "get": "fpmcore.validate.measured_values:get",
+    "is_int": "fpmcore.validate.measured_values:is_int",
+    "is_number": "fpmcore.validate.measured_values:is_number",
+    "js": "fpmcore.validate.measured_values:js",
+    "plain": "fpmcore.validate.measured_values:plain",
     # Trace formats
     "TraceFormat": "fpmcore.traces.format:TraceFormat",
     "TraceSource": "fpmcore.traces.format:TraceSource",

@@ -14,9 +14,9 @@ from typing import Any
 import fpm_import_glm_fixture as G
 import pytest
 
-from fpmcore.importer.model import Context, Record, parse_record_name
 from fpmcore.importer.pipeline import _stages
-from fpmcore.importer.values import same
+from fpmcore.importer.record_values import same
+from fpmcore.importer.state import ImportState, Record, parse_record_name
 
 WRONG = (None, "x", -1, 1.5, True, [], {})
 
@@ -39,8 +39,10 @@ def paths(value: Any, prefix: tuple = (), depth: int = 0) -> list[tuple]:
     return out
 
 
-def in_memory(ev: G.Evidence, services) -> Context:
-    ctx = Context(folder=".", label=ev.config, services=services, index_ref={"path": "observations.json", "sha256": ""})
+def in_memory(ev: G.Evidence, services) -> ImportState:
+    ctx = ImportState(
+        folder=".", label=ev.config, services=services, index_ref={"path": "observations.json", "sha256": ""}
+    )
     ctx.launch, ctx.attempt_id = ev.launch, ev.attempt
     for phase in G.PHASES:
         for name, rec in ev.records[phase].items():

@@ -150,9 +150,9 @@ def _peak_and_bytes(tmp_path: Path, output_len: int) -> tuple[int, int]:
 def test_records_are_streamed_not_kept(tmp_path, monkeypatch):
     """Four times the steps (128 requests decoding 600 or 2,400 tokens): four times the records written, about
     the same peak of Python allocations — the step records are streamed in chunks, never all in memory."""
-    from fpmcore.replay import cli
+    from fpmcore.replay import command as replay_command
 
-    monkeypatch.setattr(cli, "CHUNK_STEPS", 64)
+    monkeypatch.setattr(replay_command, "CHUNK_STEPS", 64)
     peak1, raw1 = _peak_and_bytes(tmp_path, 600)
     peak4, raw4 = _peak_and_bytes(tmp_path, 2400)
     assert raw4 > 4 * raw1 and raw4 > 9_000_000, (raw1, raw4)

@@ -13,8 +13,8 @@ import pytest
 import fpmcore_dsv41
 import fpmcore_glm53flash
 from fpmcore.host.plugins import PluginHost
+from fpmcore.validate.measured_values import canonical_digest
 from fpmcore.validate.reader import protocol_owners, validate_files
-from fpmcore.validate.values import canonical_digest
 from tests.validate.support import M
 
 ROOT = Path(__file__).resolve().parents[2]

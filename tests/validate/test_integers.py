@@ -14,8 +14,8 @@ from fpmcore.validate.integers import (
     SIDECAR_INT_SCHEMA,
     integer_fields_are_integers,
 )
+from fpmcore.validate.measured_values import canonical_bytes, js
 from fpmcore.validate.reader import validate_files
-from fpmcore.validate.values import canonical_bytes, js
 from tests.validate.support import M, dotted, host, integer_fields, producer_dir, strict  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("strict", "producer_dir")

@@ -21,9 +21,9 @@ from fpmcore.host.plugins import PluginHost
 from fpmcore.validate.attempt import read_attempt
 from fpmcore.validate.cell import CellView, cell_identity
 from fpmcore.validate.evaluation import ContractRules, run_rules
+from fpmcore.validate.measured_values import point_key, upper_median
 from fpmcore.validate.reader import plan_cells, publish_files, validate_files
 from fpmcore.validate.rows import expected_regime, reduction_indices
-from fpmcore.validate.values import point_key, upper_median
 from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("strict", "producer_dir")

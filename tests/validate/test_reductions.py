@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from fpmcore.validate.measured_values import TRIMMED_MEAN, UPPER_MEDIAN, reduce_samples, trimmed_mean, upper_median
 from fpmcore.validate.repetition_evidence import pass_share, reduced_indices
-from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, reduce_samples, trimmed_mean, upper_median
 
 #: Ten decode samples (ms) of one point of the tiny hybrid on a 2-vCPU EPYC guest, one per pass: two clusters
 #: about 1.5 times apart.

@@ -19,8 +19,8 @@ import fpmcore_glm53flash
 from fpmcore import ProducerContract
 from fpmcore.validate.cell import HEX64, CellView
 from fpmcore.validate.evaluation import run_rules
+from fpmcore.validate.measured_values import canonical_bytes, canonical_digest
 from fpmcore.validate.reader import validate_files
-from fpmcore.validate.values import canonical_bytes, canonical_digest
 from fpmcore_glm53flash import artifact as G
 from fpmcore_glm53flash.artifact_producer import expected_producer_record
 from tests.validate.support import M, host, producer_dir, strict  # noqa: F401  (fixtures)

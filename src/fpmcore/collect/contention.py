@@ -66,7 +66,7 @@ scatter alike, so a sample the host slowed is a sample of the machine the
 engine serves on: retaking it (as the bound once did, at 40 %) left the table
 with the fast spells and predicted served decode steps 1.3–1.9 times too fast.
 The table keeps every sample the counters call clean and reduces them by their
-mean (:func:`fpmcore.validate.values.trimmed_mean`).
+mean (:func:`fpmcore.validate.measured_values.trimmed_mean`).
 
 **Nothing between two forwards.**  The engine's forwards run back to back
 when it serves; any work between two of them cools the caches and branch

@@ -41,17 +41,7 @@ from fpmcore.host.hooktypes import Diagnostic, ProducerContract
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.evaluation import ContractRules, run_rules
 from fpmcore.validate.integers import parse_line
-from fpmcore.validate.protocol import check_seeded_tokens_with_evidence, check_warmup_recorded, producer_runtime_rule
-from fpmcore.validate.repetition_evidence import (
-    RepetitionRules,
-    bind_repetition_line,
-    check_no_unbound_repetition_lines,
-    check_repetition_sidecar,
-    reduced_indices,
-    repetition_line_rule,
-)
-from fpmcore.validate.rows import KV_SEED_REGIME, measurement
-from fpmcore.validate.values import (
+from fpmcore.validate.measured_values import (
     ABSENT,
     PRODUCER_REDUCTIONS,
     TRIMMED_MEAN,
@@ -62,6 +52,16 @@ from fpmcore.validate.values import (
     js,
     plain,
 )
+from fpmcore.validate.protocol import check_seeded_tokens_with_evidence, check_warmup_recorded, producer_runtime_rule
+from fpmcore.validate.repetition_evidence import (
+    RepetitionRules,
+    bind_repetition_line,
+    check_no_unbound_repetition_lines,
+    check_repetition_sidecar,
+    reduced_indices,
+    repetition_line_rule,
+)
+from fpmcore.validate.rows import KV_SEED_REGIME, measurement
 
 LABEL = "engine-steps"
 PRODUCER_FIELDS = ("name", "runtime", "plugin", "timing_boundary", "files")

@@ -38,7 +38,7 @@ For every point of the staged list the producer:
    repetition, so that the samples of a point spread over a longer stretch of
    a shared machine's load instead of one burst of it; the retained wall time is the trimmed mean of
    samples ``1 … R−1`` (``adjacent_trimmed_mean``: the first measurement is
-   left out as in 05 §4.2; :func:`fpmcore.validate.values.trimmed_mean` says
+   left out as in 05 §4.2; :func:`fpmcore.validate.measured_values.trimmed_mean` says
    why a mean and not the format's upper median).
 
 Every forward the engine runs counts in the process's forward index (05 §4.3),
@@ -62,7 +62,7 @@ from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import one_line
 from fpmcore.host.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 from fpmcore.plan.point_grid import PlanPoint, decode_tail
-from fpmcore.validate.values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
+from fpmcore.validate.measured_values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 
 #: Generated tokens of a prefill repetition; a decode repetition generates its lead-in plus two.
 PREFILL_OUTPUT_TOKENS = 1
@@ -95,7 +95,7 @@ class ProtocolSettings:
     :func:`decode_lead_in`), so that the measured step is a decode in a stream, as served (module docstring).
 
     ``reduction``: how a point's samples become its retained wall time — the trimmed mean of every sample but
-    the first (:func:`fpmcore.validate.values.trimmed_mean`, which says why), or the upper median of the
+    the first (:func:`fpmcore.validate.measured_values.trimmed_mean`, which says why), or the upper median of the
     format (05 §4.2; a run collected before the mean existed)."""
 
     warmups: int

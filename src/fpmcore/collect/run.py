@@ -45,8 +45,8 @@ from fpmcore.collect.measure import (
 )
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.validate.measured_values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
-from fpmcore.validate.values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 
 #: The protocol's fixed fields (its ``execution_mode`` and producer name: :mod:`fpmcore.collect.identity`).
 STATE_PROTOCOL = "fpmcore_prefix_cache_real_seed_v1"

@@ -42,7 +42,7 @@ import orjson
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import JsonError, canonical_bytes, digest, is_finite_number, loads, one_line
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.validate.values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
+from fpmcore.validate.measured_values import TRIMMED_MEAN, UPPER_MEDIAN, trimmed_mean, upper_median
 
 RUN_SCHEMA = "fpmcore.collect/v1"
 RUN_FILE = "collect.json"
@@ -527,7 +527,7 @@ def build_artifacts(run: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
 
 
 def _point_key(point: Mapping[str, Any]) -> str:
-    from fpmcore.validate.values import point_key
+    from fpmcore.validate.measured_values import point_key
 
     return point_key(point)
 

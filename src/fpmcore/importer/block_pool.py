@@ -17,15 +17,15 @@ from typing import Any, cast
 import attrs
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.importer.model import LAYOUT, Context, Record, Refusal, per_record
-from fpmcore.importer.values import canonical, is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.importer.record_values import canonical, is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.importer.state import LAYOUT, ImportState, Record, Refusal, per_record
 
 BLOCK_OUTER = ("BLHNC", "BLNHC")
 LAYER_OUTER = ("LBHNC", "LBNHC")
 NOT_COMPACT = ("LHBNC", "BHLNC")
 
 
-def workers(ctx: Context) -> list[Record]:
+def workers(ctx: ImportState) -> list[Record]:
     return ctx.workers()
 
 
@@ -35,7 +35,7 @@ def workers(ctx: Context) -> list[Record]:
 
 
 @checks("I-62")
-def worker_blocks_match_scheduler(ctx: Context, rec: Record) -> None:
+def worker_blocks_match_scheduler(ctx: ImportState, rec: Record) -> None:
     """I-62: a worker's pool has as many blocks as its scheduler's."""
     s = ctx.scheduler_for(rec)
     if s is None:
@@ -46,7 +46,7 @@ def worker_blocks_match_scheduler(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-63")
-def one_device_pool_with_reservations(ctx: Context, rec: Record) -> None:
+def one_device_pool_with_reservations(ctx: ImportState, rec: Record) -> None:
     """I-63: one device pool, no watermark, the null block and the other permanent reservations."""
     if rec.is_worker:
         return
@@ -107,7 +107,7 @@ def cache_bytes(rec: Record) -> Any:
 
 
 @checks("I-64")
-def storages_sum_to_allocation(ctx: Context, rec: Record) -> None:
+def storages_sum_to_allocation(ctx: ImportState, rec: Record) -> None:
     """I-64: distinct CUDA storages of one device that sum to the allocated bytes (not for layout-level evidence).
 
     The runtime's platform may keep them on another device (``ImportRules.storage_devices``,
@@ -155,7 +155,7 @@ def storages_sum_to_allocation(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-65")
-def allocation_fits_budget(ctx: Context, rec: Record) -> None:
+def allocation_fits_budget(ctx: ImportState, rec: Record) -> None:
     """I-65: the allocation (a dry run: the planned bytes) fits the profiled budget and divides into whole pool pages."""
     if not rec.is_worker:
         return
@@ -170,7 +170,7 @@ def allocation_fits_budget(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-66")
-def hybrid_allocations_on_one_storage(ctx: Context, rec: Record) -> None:
+def hybrid_allocations_on_one_storage(ctx: ImportState, rec: Record) -> None:
     """I-66: hybrid records: every allocation on one storage of exactly the allocated bytes (a dry run: one planned size)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -251,7 +251,7 @@ def alloc_page(a: dict[str, Any], page_of: dict[str, int]) -> int:
 
 
 @checks("I-67")
-def allocations_name_known_storage_and_layers(ctx: Context, rec: Record) -> None:
+def allocations_name_known_storage_and_layers(ctx: ImportState, rec: Record) -> None:
     """I-67: each allocation names a known storage of its size, known layers of one group and one spec.
 
     For layout-level evidence (a dry run: no storage exists) the checks of what
@@ -344,7 +344,7 @@ STAGE_H_PLANNED = [per_record(allocations_name_known_storage_and_layers)]
 
 
 @checks("I-68")
-def layers_and_storages_accounted(ctx: Context, rec: Record) -> None:
+def layers_and_storages_accounted(ctx: ImportState, rec: Record) -> None:
     """I-68: every layer in exactly one allocation; every storage used."""
     if not rec.is_worker:
         return
@@ -366,7 +366,7 @@ def layers_and_storages_accounted(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-69")
-def bound_layout_is_resolved(ctx: Context, rec: Record) -> None:
+def bound_layout_is_resolved(ctx: ImportState, rec: Record) -> None:
     """I-69 [beyond reference]: the bound layout is the resolved one, and pages are contiguous."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -384,7 +384,7 @@ def bound_layout_is_resolved(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-70")
-def strides_follow_layout(ctx: Context, rec: Record) -> None:
+def strides_follow_layout(ctx: ImportState, rec: Record) -> None:
     """I-70 [beyond reference]: strides follow the layout (block-outer or layer-outer)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -410,7 +410,7 @@ def strides_follow_layout(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-71")
-def page_fits_block_stride(ctx: Context, rec: Record) -> None:
+def page_fits_block_stride(ctx: ImportState, rec: Record) -> None:
     """I-71: a page fits its block stride."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -429,7 +429,7 @@ def region_end(a: dict[str, Any], n: int, page: int) -> int:
 
 
 @checks("I-72")
-def pages_within_storage(ctx: Context, rec: Record) -> None:
+def pages_within_storage(ctx: ImportState, rec: Record) -> None:
     """I-72: every allocation's pages lie within its storage."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -446,7 +446,7 @@ def pages_within_storage(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-73")
-def aliased_tensors_share_block_stride(ctx: Context, rec: Record) -> None:
+def aliased_tensors_share_block_stride(ctx: ImportState, rec: Record) -> None:
     """I-73: aliased tensors (intersecting regions on one storage) share one block stride."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -488,7 +488,7 @@ def overlap_interval(x: Page, y: Page, n: int) -> tuple[int, int] | None:
 
 
 @checks("I-74")
-def blocks_owned_consistently(ctx: Context, rec: Record) -> None:
+def blocks_owned_consistently(ctx: ImportState, rec: Record) -> None:
     """I-74 (one group, same block) and I-75 (different blocks) without enumerating blocks."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -519,7 +519,7 @@ def blocks_owned_consistently(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-76")
-def strideless_allocations_packed_or_whole(ctx: Context, rec: Record) -> None:
+def strideless_allocations_packed_or_whole(ctx: ImportState, rec: Record) -> None:
     """I-76: records without layer strides (vLLM 0.27.0, 02 §3.14): packed or whole allocations."""
     if not rec.is_worker or rec.hybrid:
         return

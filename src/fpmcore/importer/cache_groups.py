@@ -19,8 +19,8 @@ from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
 from fpmcore.importer.launch_settings import rule_label
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.values import first_difference, is_int, layers_label, same, show
+from fpmcore.importer.record_values import first_difference, is_int, layers_label, same, show
+from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record
 
 _EMPTY: dict[str, Any] = {}
 
@@ -56,7 +56,7 @@ STATE_ORDER = (
 )
 
 
-def classify(ctx: Context, spec_class: Any, fields: Any) -> SpecClassification:
+def classify(ctx: ImportState, spec_class: Any, fields: Any) -> SpecClassification:
     """The class table of the record's runtime (02 §5; without hybrid evidence the plugin's §5.1 table)."""
     if not isinstance(spec_class, str):
         return SpecClassification(kind="unsupported", reason="class is not a string")
@@ -92,13 +92,13 @@ def fields_of(spec: dict[str, Any]) -> dict[str, Any]:
     return f if isinstance(f, dict) else {}
 
 
-def spec_window(ctx: Context, cls: Any, fields: dict[str, Any]) -> Any:
+def spec_window(ctx: ImportState, cls: Any, fields: dict[str, Any]) -> Any:
     """``get_kv_cache_spec_sliding_window`` of one (non-uniform) spec."""
     c = classify(ctx, cls, fields)
     return fields.get("sliding_window") if c.windowed else None
 
 
-def group_chunk(ctx: Context, g: dict[str, Any]) -> int | None:
+def group_chunk(ctx: ImportState, g: dict[str, Any]) -> int | None:
     """The ``attention_chunk_size`` of a hybrid worker group whose layers are chunked-local, else ``None``.
 
     I-46 has checked that every such layer holds one positive chunk.
@@ -110,17 +110,17 @@ def group_chunk(ctx: Context, g: dict[str, Any]) -> int | None:
     return None
 
 
-def spec_cacheable(ctx: Context, cls: Any, fields: dict[str, Any]) -> bool:
+def spec_cacheable(ctx: ImportState, cls: Any, fields: dict[str, Any]) -> bool:
     """The runtime's class rule of ``prefix_cacheable`` (I-44); a class that is not a string has none."""
     return ctx.runtime_rules.prefix_cacheable(cls, fields) if isinstance(cls, str) else True
 
 
-def is_mamba(ctx: Context, cls: Any) -> bool:
+def is_mamba(ctx: ImportState, cls: Any) -> bool:
     """A Mamba state spec class of the runtime (``state_family`` ``"mamba"``)."""
     return isinstance(cls, str) and ctx.runtime_rules.state_family(cls) == "mamba"
 
 
-def limits(ctx: Context, rec: Record) -> StartupLimits:
+def limits(ctx: ImportState, rec: Record) -> StartupLimits:
     """The C-1 inputs of a record's settings; C-2's batches in flight are the runtime's."""
     s = rec
     batches = ctx.runtime_rules.in_flight_batches(
@@ -137,7 +137,7 @@ def limits(ctx: Context, rec: Record) -> StartupLimits:
     )
 
 
-def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int, str] | None:
+def group_startup(ctx: ImportState, rec: Record, group: dict[str, Any]) -> tuple[int, str] | None:
     """C-1/C-3 for a worker group (max over its layer specs) or a scheduler copy.
 
     C-1 is the runtime's (``ImportRules.startup_blocks``); ``None`` when it
@@ -170,7 +170,7 @@ def group_startup(ctx: Context, rec: Record, group: dict[str, Any]) -> tuple[int
 
 
 @checks("I-40")
-def groups_well_formed(ctx: Context, rec: Record) -> None:
+def groups_well_formed(ctx: ImportState, rec: Record) -> None:
     """I-40: groups present, numbered by position, each with layers, no layer twice."""
     groups = rec.cache.get("groups")
     if not isinstance(groups, list) or not groups:
@@ -203,7 +203,7 @@ def _unsupported(c: SpecClassification, cls: Any, where: str) -> Refusal:
 
 
 @checks("I-41")
-def classes_supported(ctx: Context, rec: Record) -> None:
+def classes_supported(ctx: ImportState, rec: Record) -> None:
     """I-41: every group class and, with hybrid evidence, every layer class is supported."""
     for i, g in enumerate(rec.groups):
         fields = g.get("spec_fields") if not rec.is_worker else {}
@@ -222,7 +222,7 @@ def classes_supported(ctx: Context, rec: Record) -> None:
                     raise _unsupported(reason, spec.get("class"), name)
 
 
-def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+def group_kind(ctx: ImportState, rec: Record, g: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     """The class-table kind of a worker group and, for a uniform group, each layer's kind."""
     c = classify(ctx, g.get("spec_class"), {})
     if not (rec.hybrid and rec.is_worker):
@@ -236,7 +236,7 @@ def group_kind(ctx: Context, rec: Record, g: dict[str, Any]) -> tuple[str, list[
 
 
 @checks("I-42")
-def uniform_group_of_one_kind(ctx: Context, rec: Record) -> None:
+def uniform_group_of_one_kind(ctx: ImportState, rec: Record) -> None:
     """I-42: a uniform group holds inner specs of one kind."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -253,7 +253,7 @@ def uniform_group_of_one_kind(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-43")
-def kind_matches_class_table(ctx: Context, rec: Record) -> None:
+def kind_matches_class_table(ctx: ImportState, rec: Record) -> None:
     """I-43: the recorded kind is the class table's."""
     if not rec.is_worker:
         return
@@ -266,7 +266,7 @@ def kind_matches_class_table(ctx: Context, rec: Record) -> None:
             )
 
 
-def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
+def derived_geometry(ctx: ImportState, g: dict[str, Any]) -> dict[str, Any]:
     """What a hybrid worker group's layer specs give for its group-level fields (I-44)."""
     entries = layer_entries(g)
     uniform = classify(ctx, g.get("spec_class"), {}).composite
@@ -286,7 +286,7 @@ def derived_geometry(ctx: Context, g: dict[str, Any]) -> dict[str, Any]:
 
 
 @checks("I-44")
-def hybrid_group_matches_layer_specs(ctx: Context, rec: Record) -> None:
+def hybrid_group_matches_layer_specs(ctx: ImportState, rec: Record) -> None:
     """I-44: a hybrid group record agrees with its layer specs."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -306,7 +306,7 @@ def hybrid_group_matches_layer_specs(ctx: Context, rec: Record) -> None:
                 raise Refusal("I-44", msg + f"{key} {show(g.get(key))}, layer specs give {show(derived[key])}")
 
 
-def _layer_windows(ctx: Context, rec: Record) -> Iterator[tuple[str, SpecClassification, dict[str, Any]]]:
+def _layer_windows(ctx: ImportState, rec: Record) -> Iterator[tuple[str, SpecClassification, dict[str, Any]]]:
     for g in rec.groups:
         if rec.is_worker and rec.hybrid:
             for name, spec in layer_entries(g):
@@ -318,7 +318,7 @@ def _layer_windows(ctx: Context, rec: Record) -> Iterator[tuple[str, SpecClassif
 
 
 @checks("I-45")
-def windows_match_class(ctx: Context, rec: Record) -> None:
+def windows_match_class(ctx: ImportState, rec: Record) -> None:
     """I-45: full attention declares no window; a window class has a positive window."""
     for name, c, f in _layer_windows(ctx, rec):
         if c.kind != "attention":
@@ -332,7 +332,7 @@ def windows_match_class(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-46")
-def retention_and_chunks_valid(ctx: Context, rec: Record) -> None:
+def retention_and_chunks_valid(ctx: ImportState, rec: Record) -> None:
     """I-46: no extra retained tokens; an attention chunk exactly on chunked-local layers, one positive chunk per group.
 
     A group's layers are all chunked-local (with one chunk) or none is.
@@ -357,7 +357,7 @@ def is_indexer(fields: dict[str, Any]) -> bool:
 
 
 @checks("I-47")
-def attention_layers_store_kv_precision(ctx: Context, rec: Record) -> None:
+def attention_layers_store_kv_precision(ctx: ImportState, rec: Record) -> None:
     """I-47: attention layers store the requested KV precision (the sparse indexer is exempt)."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -415,7 +415,7 @@ def group_difference(a: Any, b: Any) -> str | None:
 
 
 @checks("I-49")
-def worker_groups_agree_across_ranks(ctx: Context) -> Iterator[Finding]:
+def worker_groups_agree_across_ranks(ctx: ImportState) -> Iterator[Finding]:
     """I-49: the worker groups of one phase agree across TP ranks."""
     for phase in ("prefill", "decode"):
         workers = [w for w in ctx.workers(phase) if id(w) not in ctx.failed]
@@ -439,7 +439,7 @@ def worker_groups_agree_across_ranks(ctx: Context) -> Iterator[Finding]:
                     )
 
 
-def _first_worker(ctx: Context, s: Record) -> Record | None:
+def _first_worker(ctx: ImportState, s: Record) -> Record | None:
     for w in ctx.workers(s.phase):
         if w.dp == s.dp:
             return w
@@ -447,7 +447,7 @@ def _first_worker(ctx: Context, s: Record) -> Record | None:
 
 
 @checks("I-50")
-def scheduler_group_count_matches_workers(ctx: Context, rec: Record) -> None:
+def scheduler_group_count_matches_workers(ctx: ImportState, rec: Record) -> None:
     """I-50: the scheduler holds as many groups as its workers."""
     if rec.is_worker:
         return
@@ -459,7 +459,7 @@ def scheduler_group_count_matches_workers(ctx: Context, rec: Record) -> None:
         )
 
 
-def expected_copy(ctx: Context, worker: Record, g: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def expected_copy(ctx: ImportState, worker: Record, g: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The scheduler copy of a worker group (02 §3.11) and the first layer it comes from."""
     copy = {
         "layer_names": g.get("layer_names"),
@@ -503,7 +503,7 @@ _COPY_ORDER = (
 
 
 @checks("I-51")
-def scheduler_groups_copy_worker_groups(ctx: Context, rec: Record) -> None:
+def scheduler_groups_copy_worker_groups(ctx: ImportState, rec: Record) -> None:
     """I-51: each scheduler group is the engine core's copy of the worker group."""
     if rec.is_worker:
         return
@@ -557,7 +557,7 @@ def value_at(obj: Any, path: str) -> str:
 
 
 @checks("I-52")
-def shared_pool_placement_only(ctx: Context, rec: Record) -> None:
+def shared_pool_placement_only(ctx: ImportState, rec: Record) -> None:
     """I-52: shared-pool placement only (no host-resident group, default roles)."""
     for i, g in enumerate(rec.groups):
         if g.get("host_resident") is not False or g.get("role") != "default":
@@ -589,14 +589,14 @@ STAGE_E = [
 ]
 
 
-def finish_e(ctx: Context) -> None:
+def finish_e(ctx: ImportState) -> None:
     """Fix the class-table kind of each group: of the first worker (the draft's), and of every worker."""
     first = ctx.workers()[0]
     ctx.kinds = [group_kind(ctx, first, g)[0] for g in first.groups]
     ctx.extra["kinds"] = {id(w): [group_kind(ctx, w, g)[0] for g in w.groups] for w in ctx.workers()}
 
 
-def kinds_of(ctx: Context, rec: Record) -> list[str]:
+def kinds_of(ctx: ImportState, rec: Record) -> list[str]:
     """The class-table kind of each group of a worker record."""
     return cast(list[str], ctx.extra["kinds"][id(rec)])
 
@@ -611,14 +611,14 @@ def _label(g: dict[str, Any], i: int) -> str:
     return layers_label(i, names if isinstance(names, list) else [])
 
 
-def mamba_group(ctx: Context, g: dict[str, Any]) -> bool:
+def mamba_group(ctx: ImportState, g: dict[str, Any]) -> bool:
     """A state group whose layers are all Mamba specs (not a ring group)."""
     entries = layer_entries(g)
     return bool(entries) and all(is_mamba(ctx, spec.get("class")) for _n, spec in entries)
 
 
 @checks("I-53")
-def only_state_groups_hold_state(ctx: Context, rec: Record) -> None:
+def only_state_groups_hold_state(ctx: ImportState, rec: Record) -> None:
     """I-53: exactly the state groups hold a ``state`` object."""
     if not rec.is_worker:
         return
@@ -630,14 +630,14 @@ def only_state_groups_hold_state(ctx: Context, rec: Record) -> None:
             raise Refusal("I-53", f"runtime cache group holds state evidence but is not a state group: group {i}")
 
 
-def _mamba_groups(ctx: Context, rec: Record) -> Iterator[tuple[int, dict[str, Any], dict[str, Any]]]:
+def _mamba_groups(ctx: ImportState, rec: Record) -> Iterator[tuple[int, dict[str, Any], dict[str, Any]]]:
     for i, g in enumerate(rec.groups):
         if kinds_of(ctx, rec)[i] == "state" and mamba_group(ctx, g):
             yield i, g, g["state"]
 
 
 @checks("I-54")
-def mamba_state_has_checkpoint_keys(ctx: Context, rec: Record) -> None:
+def mamba_state_has_checkpoint_keys(ctx: ImportState, rec: Record) -> None:
     """I-54: a Mamba group's state holds both checkpoint keys."""
     if not rec.is_worker:
         return
@@ -647,7 +647,7 @@ def mamba_state_has_checkpoint_keys(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-55")
-def checkpoint_count_zero_or_one(ctx: Context, rec: Record) -> None:
+def checkpoint_count_zero_or_one(ctx: ImportState, rec: Record) -> None:
     """I-55: the checkpoint count is the integer 0 or 1."""
     if not rec.is_worker:
         return
@@ -658,7 +658,7 @@ def checkpoint_count_zero_or_one(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-56")
-def checkpoint_count_and_alignment_paired(ctx: Context, rec: Record) -> None:
+def checkpoint_count_and_alignment_paired(ctx: ImportState, rec: Record) -> None:
     """I-56: (0, null) or (1, a positive alignment)."""
     if not rec.is_worker:
         return
@@ -669,7 +669,7 @@ def checkpoint_count_and_alignment_paired(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-57")
-def no_speculative_mamba_blocks(ctx: Context, rec: Record) -> None:
+def no_speculative_mamba_blocks(ctx: ImportState, rec: Record) -> None:
     """I-57: no speculative Mamba blocks."""
     if not rec.is_worker:
         return
@@ -683,7 +683,7 @@ def no_speculative_mamba_blocks(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-58")
-def mamba_mode_all_refused(ctx: Context, rec: Record) -> None:
+def mamba_mode_all_refused(ctx: ImportState, rec: Record) -> None:
     """I-58: Mamba cache mode ``all`` is refused (layer specs, state, settings)."""
     if not rec.is_worker:
         return
@@ -698,7 +698,7 @@ def mamba_mode_all_refused(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-59")
-def state_summary_matches_mamba_specs(ctx: Context, rec: Record) -> None:
+def state_summary_matches_mamba_specs(ctx: ImportState, rec: Record) -> None:
     """I-59: the state summary agrees with every Mamba layer spec and the resolved mode."""
     if not rec.is_worker:
         return
@@ -725,7 +725,7 @@ def state_summary_matches_mamba_specs(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-60")
-def steady_block_count_as_resolved(ctx: Context, rec: Record) -> None:
+def steady_block_count_as_resolved(ctx: ImportState, rec: Record) -> None:
     """I-60: the steady count is ``1 + k`` (Mamba) or 1 (ring) (03 C-12)."""
     if not rec.is_worker:
         return
@@ -742,7 +742,7 @@ def steady_block_count_as_resolved(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-61")
-def startup_block_count_as_resolved(ctx: Context, rec: Record) -> None:
+def startup_block_count_as_resolved(ctx: ImportState, rec: Record) -> None:
     """I-61 [beyond reference]: every group's startup count is C-1 for its spec (workers and schedulers)."""
     if not rec.hybrid:
         return

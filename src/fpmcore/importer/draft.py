@@ -19,9 +19,9 @@ from fpmcore.documents.profile import resources_of_runtime
 from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.importer.block_pool import pool_page
 from fpmcore.importer.cache_groups import group_chunk, mamba_group
-from fpmcore.importer.model import Context
 from fpmcore.importer.prefix_and_capacity import blocks_per_request, phase_geometry_differences
-from fpmcore.importer.values import canonical
+from fpmcore.importer.record_values import canonical
+from fpmcore.importer.state import ImportState
 
 RESOURCES_PROVENANCE = (
     "Validated runtime shared-pool observations; minimum usable capacity across compatible phases and ranks, "
@@ -34,7 +34,7 @@ LAYOUT_RESOURCES_PROVENANCE = (
 )
 
 
-def rank_capacities(ctx: Context) -> list[dict[str, Any]]:
+def rank_capacities(ctx: ImportState) -> list[dict[str, Any]]:
     out = []
     for w in ctx.workers():
         s = ctx.scheduler_for(w)
@@ -45,7 +45,7 @@ def rank_capacities(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
-def startup(ctx: Context) -> list[dict[str, Any]]:
+def startup(ctx: ImportState) -> list[dict[str, Any]]:
     if not ctx.hybrid:
         return []
     out = []
@@ -68,7 +68,7 @@ def startup(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
-def provenance(ctx: Context) -> dict[str, Any]:
+def provenance(ctx: ImportState) -> dict[str, Any]:
     """02 §9.3."""
     first = ctx.ordered()[0]
     runtime = first.data["runtime"]
@@ -102,7 +102,7 @@ def provenance(ctx: Context) -> dict[str, Any]:
     )
 
 
-def cache_groups(ctx: Context) -> list[dict[str, Any]]:
+def cache_groups(ctx: ImportState) -> list[dict[str, Any]]:
     first = ctx.workers("prefill")[0]
     P = pool_page(first)
     out = []
@@ -130,7 +130,7 @@ def cache_groups(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
-def draft(ctx: Context, prov: dict[str, Any]) -> dict[str, Any]:
+def draft(ctx: ImportState, prov: dict[str, Any]) -> dict[str, Any]:
     """The profile draft in file form (01 §9.1 declaration order)."""
     launch = ctx.launch
     identity, topo, precision, col = launch["identity"], launch["topology"], launch["precision"], launch["collection"]

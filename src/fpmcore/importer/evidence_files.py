@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.jsonio import JsonError, join_path, loads
-from fpmcore.importer.model import PHASES, Context, ImportDiagnostic, Record, parse_record_name
-from fpmcore.importer.values import first_difference, is_int, is_number, same, strict_json_reason
+from fpmcore.importer.record_values import first_difference, is_int, is_number, same, strict_json_reason
+from fpmcore.importer.state import PHASES, ImportDiagnostic, ImportState, Record, parse_record_name
 
 INDEX_FILE = "observations.json"
 INDEX_SCHEMA = "fpmcore-runtime-observations/v1"
@@ -327,7 +327,7 @@ def _sorted_ranks(value: Any) -> Any:
 _MANIFEST_KEYS = {"schema_version", "attempt_id", "configuration", "phase", "launch", "expected_ranks"}
 
 
-def run(ctx: Context, index: dict[str, Any], reviewed: Any | None) -> None:
+def run(ctx: ImportState, index: dict[str, Any], reviewed: Any | None) -> None:
     """Stage A for one configuration; appends diagnostics, fills ``ctx.records``."""
     folder = Path(ctx.folder)
     entry = index["configurations"][ctx.label]
@@ -492,12 +492,12 @@ def staged_config_problem(folder: Path, ref: dict[str, Any]) -> str | None:
 _FAILED = object()
 
 
-def _file_diag(ctx: Context, rule: str, message: str, phase: str, path: str) -> ImportDiagnostic:
+def _file_diag(ctx: ImportState, rule: str, message: str, phase: str, path: str) -> ImportDiagnostic:
     """I-9 and I-10 name the artifact they refuse and its phase (02 §1)."""
     return ImportDiagnostic(rule, message, ctx.label, phase, path.rsplit("/", 1)[-1])
 
 
-def _read(ctx: Context, folder: Path, phase: str, ref: dict[str, str], seen: set[str]) -> Any:
+def _read(ctx: ImportState, folder: Path, phase: str, ref: dict[str, str], seen: set[str]) -> Any:
     rel = ref["path"]
     problem = path_problem(folder, rel)
     if problem is None and rel in seen:

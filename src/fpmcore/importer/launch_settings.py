@@ -7,8 +7,8 @@ from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import MODEL_DTYPE_LABELS
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.values import is_int, is_number, same, show
+from fpmcore.importer.record_values import is_int, is_number, same, show
+from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record
 
 # -- §3.4: section -> key -> (type check, null allowed in a record without hybrid evidence) --
 # A runtime may leave more settings null than §3.4 allows: its ``ImportRules.nullable_settings``.
@@ -105,7 +105,7 @@ def kv_label(
     return labels.get(kv_dtype)
 
 
-def rule_label(ctx: Context, rec: Record, rule: str) -> str | None:
+def rule_label(ctx: ImportState, rec: Record, rule: str) -> str | None:
     """The label of ``rec``'s KV cache dtype under its runtime's rules (I-32, I-33, I-47).
 
     A label that only the runtime's ``model_dtype_labels`` gives (not 02
@@ -147,7 +147,7 @@ def settings_difference(a: dict[str, Any], b: dict[str, Any], excluded: tuple[st
 
 
 @checks("I-27")
-def moe_topology_consistent(ctx: Context) -> Iterator[Finding]:
+def moe_topology_consistent(ctx: ImportState) -> Iterator[Finding]:
     """I-27: MoE topology sizes agree; a dense launch runs DP1, MoE TP1/EP1."""
     topo = ctx.launch["topology"]
     if ctx.launch["identity"]["num_experts"] > 0:
@@ -158,7 +158,7 @@ def moe_topology_consistent(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-28")
-def settings_keys_and_types(ctx: Context, rec: Record) -> None:
+def settings_keys_and_types(ctx: ImportState, rec: Record) -> None:
     """I-28: every key of §3.4, no other, each of its type.
 
     ``null`` is accepted for the ⁰ keys of a record without hybrid evidence,
@@ -193,7 +193,7 @@ def settings_keys_and_types(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-29")
-def settings_equal_launch(ctx: Context, rec: Record) -> None:
+def settings_equal_launch(ctx: ImportState, rec: Record) -> None:
     """I-29: the settings that must equal the launch (or a fixed value)."""
     col, topo = ctx.launch["collection"], ctx.launch["topology"]
     expected = [
@@ -231,7 +231,7 @@ def _layer_specs(rec: Record) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 @checks("I-30")
-def no_speculative_or_transferred_cache(ctx: Context, rec: Record) -> None:
+def no_speculative_or_transferred_cache(ctx: ImportState, rec: Record) -> None:
     """I-30: no speculative or transferred cache (settings, or a draft layer spec)."""
     s = rec.settings
     if s.get("speculative") is not None or s.get("kv_transfer") is not None:
@@ -241,7 +241,7 @@ def no_speculative_or_transferred_cache(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-31")
-def no_overrides_or_offload(ctx: Context, rec: Record) -> None:
+def no_overrides_or_offload(ctx: ImportState, rec: Record) -> None:
     """I-31: no block override, no KV memory override, no CPU offload.
 
     A setting through which the runtime's platform sizes its KV cache itself
@@ -272,7 +272,7 @@ def no_overrides_or_offload(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-32")
-def kv_dtype_matches_launch(ctx: Context, rec: Record) -> None:
+def kv_dtype_matches_launch(ctx: ImportState, rec: Record) -> None:
     """I-32: the KV cache dtype has a label, equal to the launch's ``kvcache_quant_mode``."""
     kv = rec.setting("cache", "kv_cache_dtype")
     label = rule_label(ctx, rec, "I-32")
@@ -284,7 +284,7 @@ def kv_dtype_matches_launch(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-33")
-def fmha_label_matches_kv_dtype(ctx: Context, rec: Record) -> None:
+def fmha_label_matches_kv_dtype(ctx: ImportState, rec: Record) -> None:
     """I-33: the FMHA label is the label of the observed KV cache dtype."""
     native = rule_label(ctx, rec, "I-33")
     fmha = ctx.launch["precision"]["fmha_quant_mode"]
@@ -300,7 +300,7 @@ def _is_commit(v: Any) -> bool:
 
 
 @checks("I-34")
-def loaded_model_is_staged(ctx: Context, rec: Record) -> None:
+def loaded_model_is_staged(ctx: ImportState, rec: Record) -> None:
     """I-34: the loaded model is the staged, selected one."""
     model, identity = rec.data["model"], ctx.launch["identity"]
     if not same(model.get("config_sha256"), ctx.launch["model_config"]["sha256"]):
@@ -315,7 +315,7 @@ def loaded_model_is_staged(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-35")
-def worker_hardware_as_launched(ctx: Context, rec: Record) -> None:
+def worker_hardware_as_launched(ctx: ImportState, rec: Record) -> None:
     """I-35: worker hardware as launched, complete, and the cache allowance within device memory.
 
     Not for layout-level evidence (a dry run names no device; stage B, I-113).
@@ -355,7 +355,7 @@ def graph_ok(observed: Any, launched: Any) -> bool:
 
 
 @checks("I-36")
-def graph_mode_as_launched(ctx: Context, rec: Record) -> None:
+def graph_mode_as_launched(ctx: ImportState, rec: Record) -> None:
     """I-36: eager mode as launched; graph mode and capture sizes as launched, beyond audited downgrades."""
     col = ctx.launch["collection"]
     if not same(rec.setting("compilation", "enforce_eager"), col["enforce_eager"]):
@@ -369,7 +369,7 @@ def graph_mode_as_launched(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-37")
-def workers_resolve_same_settings(ctx: Context) -> Iterator[Finding]:
+def workers_resolve_same_settings(ctx: ImportState) -> Iterator[Finding]:
     """I-37: the workers of one phase resolve the same settings (prefix-caching trio excluded)."""
     for phase in ("prefill", "decode"):
         workers = [w for w in ctx.workers(phase) if id(w) not in ctx.failed]
@@ -380,7 +380,7 @@ def workers_resolve_same_settings(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-38")
-def scheduler_resolves_worker_settings(ctx: Context) -> Iterator[Finding]:
+def scheduler_resolves_worker_settings(ctx: ImportState) -> Iterator[Finding]:
     """I-38: a scheduler resolves its workers' settings (block sizes, trio and graph downgrades excluded)."""
     excluded = TRIO + ("cache.block_size", "cache.mamba_block_size")
     for s in ctx.schedulers():
@@ -401,7 +401,7 @@ def scheduler_resolves_worker_settings(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-39")
-def launch_leaves_mamba_mode_alone(ctx: Context) -> Iterator[Finding]:
+def launch_leaves_mamba_mode_alone(ctx: ImportState) -> Iterator[Finding]:
     """I-39: a launch never selects the Mamba cache mode."""
     if ctx.launch["collection"]["mamba_cache_mode_override"] is not None:
         yield None, "I-39", "backend policy cannot select the Mamba cache mode for runtime memory observation"

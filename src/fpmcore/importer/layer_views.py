@@ -14,8 +14,8 @@ import attrs
 
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.importer.cache_groups import fields_of, is_indexer, is_mamba, kinds_of
-from fpmcore.importer.model import Context, Record, Refusal, per_record
-from fpmcore.importer.values import is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.importer.record_values import is_int, is_nonneg_int, is_pos_int, show
+from fpmcore.importer.state import ImportState, Record, Refusal, per_record
 
 DTYPE_BYTES = {
     "torch.bool": 1,
@@ -90,13 +90,13 @@ def _r(layer: Layer, view: dict[str, Any]) -> int:
     return cast(int, layer.block // view["kernel_block_size_tokens"])
 
 
-def attention_family(ctx: Context, spec: dict[str, Any]) -> bool:
+def attention_family(ctx: ImportState, spec: dict[str, Any]) -> bool:
     """Attention-family specs carry ``tokens_per_state`` per kernel block; Mamba specs do not."""
     return bool(spec) and not is_mamba(ctx, spec.get("class"))
 
 
 @checks("I-77")
-def every_layer_binds_a_view(ctx: Context, rec: Record) -> None:
+def every_layer_binds_a_view(ctx: ImportState, rec: Record) -> None:
     """I-77: every layer binds at least one view."""
     if not rec.is_worker:
         return
@@ -107,7 +107,7 @@ def every_layer_binds_a_view(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-78")
-def view_starts_inside_layer_page(ctx: Context, rec: Record) -> None:
+def view_starts_inside_layer_page(ctx: ImportState, rec: Record) -> None:
     """I-78: a view lies on its allocation's storage, starting inside its layer page."""
     if not rec.is_worker:
         return
@@ -123,7 +123,7 @@ def view_starts_inside_layer_page(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-79")
-def view_shape_and_strides_valid(ctx: Context, rec: Record) -> None:
+def view_shape_and_strides_valid(ctx: ImportState, rec: Record) -> None:
     """I-79: shape and strides non-empty, of one rank, positive; element-aligned strides; a valid block axis."""
     if not rec.is_worker:
         return
@@ -153,7 +153,7 @@ def view_shape_and_strides_valid(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-80")
-def hybrid_views_carry_kernel_stride(ctx: Context, rec: Record) -> None:
+def hybrid_views_carry_kernel_stride(ctx: ImportState, rec: Record) -> None:
     """I-80: hybrid views carry a non-negative integer ``kernel_block_stride``."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -166,7 +166,7 @@ def hybrid_views_carry_kernel_stride(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-81")
-def kernel_block_divides_group_block(ctx: Context, rec: Record) -> None:
+def kernel_block_divides_group_block(ctx: ImportState, rec: Record) -> None:
     """I-81: the kernel block divides the group block, and holds whole states of the spec."""
     if not rec.is_worker:
         return
@@ -195,7 +195,7 @@ def kernel_block_divides_group_block(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-82")
-def block_axis_covers_pool(ctx: Context, rec: Record) -> None:
+def block_axis_covers_pool(ctx: ImportState, rec: Record) -> None:
     """I-82: the block axis covers every pool block (direct, or remapped with a kernel stride)."""
     if not rec.is_worker:
         return
@@ -215,7 +215,7 @@ def block_axis_covers_pool(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-83")
-def view_block_stride_matches_allocation(ctx: Context, rec: Record) -> None:
+def view_block_stride_matches_allocation(ctx: ImportState, rec: Record) -> None:
     """I-83: the view's block stride times ``r`` (or the kernel stride) is the allocation's block stride."""
     for layer, v in packed_views(rec):
         s = _stride(v, rec)
@@ -240,7 +240,7 @@ def _span(v: dict[str, Any]) -> int | None:
 
 
 @checks("I-84")
-def view_axes_disjoint(ctx: Context, rec: Record) -> None:
+def view_axes_disjoint(ctx: ImportState, rec: Record) -> None:
     """I-84: the view's axes do not overlap."""
     for layer, v in packed_views(rec):
         sigma = _span(v)
@@ -249,7 +249,7 @@ def view_axes_disjoint(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-85")
-def block_slice_inside_layer_page(ctx: Context, rec: Record) -> None:
+def block_slice_inside_layer_page(ctx: ImportState, rec: Record) -> None:
     """I-85: one pool block's slice of the view stays inside the layer page."""
     for layer, v in packed_views(rec):
         ba = v["block_axis"]
@@ -264,7 +264,7 @@ def block_slice_inside_layer_page(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-86")
-def view_dtype_matches(ctx: Context, rec: Record) -> None:
+def view_dtype_matches(ctx: ImportState, rec: Record) -> None:
     """I-86: element size matches the dtype; attention views hold the spec dtype (indexer exempt)."""
     if not rec.is_worker:
         return
@@ -279,7 +279,7 @@ def view_dtype_matches(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-87")
-def one_kernel_block_size_per_group(ctx: Context, rec: Record) -> None:
+def one_kernel_block_size_per_group(ctx: ImportState, rec: Record) -> None:
     """I-87 [beyond reference]: one kernel block size per group, each dividing its group block."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -296,7 +296,7 @@ def one_kernel_block_size_per_group(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-88")
-def attention_groups_partition_layers(ctx: Context, rec: Record) -> None:
+def attention_groups_partition_layers(ctx: ImportState, rec: Record) -> None:
     """I-88 [beyond reference]: the attention groups partition the layers of the cache groups."""
     if not (rec.is_worker and rec.hybrid):
         return
@@ -336,7 +336,7 @@ def attention_groups_partition_layers(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-89")
-def views_use_attention_group_kernel_block(ctx: Context, rec: Record) -> None:
+def views_use_attention_group_kernel_block(ctx: ImportState, rec: Record) -> None:
     """I-89 [beyond reference]: each view uses its attention group's kernel block and stride."""
     if not (rec.is_worker and rec.hybrid):
         return

@@ -32,7 +32,7 @@ from fpmcore.importer import (
     record_envelope,
     runtime_identity,
 )
-from fpmcore.importer.model import Context, ImportDiagnostic, ImportNote, RuntimeServices, run_stage
+from fpmcore.importer.state import ImportDiagnostic, ImportNote, ImportState, RuntimeServices, run_stage
 
 RESULT_SCHEMA = "fpmcore-import-result/v1"
 
@@ -49,7 +49,7 @@ class ConfigResult:
     profile: Any = None  #: the validated FpmModelProfile when complete
     #: ``"layout"`` (a dry run: cache planned, no tensors), ``"tensor"`` (live), ``None`` when stage B did not decide
     evidence: str | None = None
-    #: what the runtime's rules accepted where 02 cannot hold on its platform (:class:`~fpmcore.importer.model.ImportNote`)
+    #: what the runtime's rules accepted where 02 cannot hold on its platform (:class:`~fpmcore.importer.state.ImportNote`)
     notes: tuple[ImportNote, ...] = ()
 
     @property
@@ -91,7 +91,7 @@ class ImportRun:
 
 
 class HostServices:
-    """:class:`~fpmcore.importer.model.RuntimeServices` over a :class:`fpmcore.host.plugins.PluginHost`.
+    """:class:`~fpmcore.importer.state.RuntimeServices` over a :class:`fpmcore.host.plugins.PluginHost`.
 
     The runtime plugin of a pin is selected once (``host.hooks.runtime``) and
     every runtime hook of that pin is dispatched to it alone.
@@ -149,7 +149,7 @@ class HostServices:
         return found
 
 
-def _stages(ctx: Context) -> bool:
+def _stages(ctx: ImportState) -> bool:
     """Stages B to L; False as soon as one stage produced a diagnostic."""
     if not run_stage(ctx, record_envelope.RULES):
         return False
@@ -180,7 +180,7 @@ def import_configuration(
     folder: Path, label: str, index: dict[str, Any], index_ref: dict[str, str], reviewed: Any, services: RuntimeServices
 ) -> ConfigResult:
     """Run stages A to M for one configuration; never raises."""
-    ctx = Context(folder=folder, label=label, services=services, index_ref=index_ref)
+    ctx = ImportState(folder=folder, label=label, services=services, index_ref=index_ref)
     prov: dict[str, Any] = {"observations_index": index_ref}
     try:
         evidence_files.run(ctx, index, reviewed)

@@ -30,13 +30,13 @@ from fpmcore.importer.cache_groups import (
     value_at,
 )
 from fpmcore.importer.launch_settings import TRIO, settings_difference
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record
-from fpmcore.importer.values import is_int, is_number, is_pos_int, same, show
+from fpmcore.importer.record_values import is_int, is_number, is_pos_int, same, show
+from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record
 
 PC_KEYS = {"enable_prefix_caching", "mamba_cache_mode", "hash_block_size"}
 
 
-def _worker_of(ctx: Context, rec: Record) -> Record | None:
+def _worker_of(ctx: ImportState, rec: Record) -> Record | None:
     for w in ctx.workers(rec.phase):
         if w.dp == rec.dp:
             return w
@@ -49,7 +49,7 @@ def _worker_of(ctx: Context, rec: Record) -> Record | None:
 
 
 @checks("I-90")
-def prefix_caching_evidence_complete(ctx: Context, rec: Record) -> None:
+def prefix_caching_evidence_complete(ctx: ImportState, rec: Record) -> None:
     """I-90: complete prefix-caching evidence on every record."""
     pc = rec.data.get("prefix_caching")
     ok = (
@@ -64,7 +64,7 @@ def prefix_caching_evidence_complete(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-91")
-def worker_prefix_evidence_matches_scheduler(ctx: Context, rec: Record) -> None:
+def worker_prefix_evidence_matches_scheduler(ctx: ImportState, rec: Record) -> None:
     """I-91: a worker's evidence equals its scheduler's (the scheduler is authoritative)."""
     if not rec.is_worker:
         return
@@ -77,7 +77,7 @@ def worker_prefix_evidence_matches_scheduler(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-92")
-def prefix_evidence_matches_settings(ctx: Context, rec: Record) -> None:
+def prefix_evidence_matches_settings(ctx: ImportState, rec: Record) -> None:
     """I-92: the evidence equals the resolved cache settings.
 
     A scheduler's ``cache.mamba_cache_mode`` (the engine core's mode, 02 §3.11) is held to the same
@@ -94,20 +94,20 @@ def prefix_evidence_matches_settings(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-93")
-def align_mode_needs_prefix_caching(ctx: Context, rec: Record) -> None:
+def align_mode_needs_prefix_caching(ctx: ImportState, rec: Record) -> None:
     """I-93: align mode needs prefix caching (checked before I-94)."""
     pc = rec.data["prefix_caching"]
     if pc["mamba_cache_mode"] == "align" and not pc["enable_prefix_caching"]:
         raise Refusal("I-93", "mamba cache mode align requires prefix caching")
 
 
-def has_mamba(ctx: Context) -> bool:
+def has_mamba(ctx: ImportState) -> bool:
     first = ctx.workers()[0]
     return any(ctx.kinds[i] == "state" and mamba_group(ctx, g) for i, g in enumerate(first.groups))
 
 
 @checks("I-94")
-def mamba_mode_derived_from_prefix_caching(ctx: Context, rec: Record) -> None:
+def mamba_mode_derived_from_prefix_caching(ctx: ImportState, rec: Record) -> None:
     """I-94: with Mamba groups, vLLM derives align from prefix caching and none without it."""
     if not has_mamba(ctx):
         return
@@ -120,13 +120,13 @@ def mamba_mode_derived_from_prefix_caching(ctx: Context, rec: Record) -> None:
         )
 
 
-def _groups(ctx: Context, s: Record) -> list[dict[str, Any]]:
+def _groups(ctx: ImportState, s: Record) -> list[dict[str, Any]]:
     w = _worker_of(ctx, s)
     return w.groups if w is not None else s.groups
 
 
 @checks("I-95")
-def block_size_setting_is_smallest_cacheable(ctx: Context, rec: Record) -> None:
+def block_size_setting_is_smallest_cacheable(ctx: ImportState, rec: Record) -> None:
     """I-95 [beyond reference]: the scheduler's ``cache.block_size`` setting is the smallest prefix-cacheable block."""
     if rec.is_worker:
         return
@@ -143,7 +143,7 @@ def block_size_setting_is_smallest_cacheable(ctx: Context, rec: Record) -> None:
         )
 
 
-def scheduler_block(ctx: Context, s: Record) -> tuple[int, str]:
+def scheduler_block(ctx: ImportState, s: Record) -> tuple[int, str]:
     """vLLM's scheduler block size (``resolve_kv_cache_block_sizes``) with its formula text; DCP is 1."""
     groups = _groups(ctx, s)
     if len(groups) <= 1:
@@ -154,7 +154,7 @@ def scheduler_block(ctx: Context, s: Record) -> tuple[int, str]:
 
 
 @checks("I-96")
-def scheduler_block_size_resolved(ctx: Context, rec: Record) -> None:
+def scheduler_block_size_resolved(ctx: ImportState, rec: Record) -> None:
     """I-96: the scheduler block size is the setting (one group) or the lcm of the group blocks."""
     if rec.is_worker:
         return
@@ -168,7 +168,7 @@ def scheduler_block_size_resolved(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-97")
-def hash_block_size_resolved(ctx: Context, rec: Record) -> None:
+def hash_block_size_resolved(ctx: ImportState, rec: Record) -> None:
     """I-97: the hash block size is the one the runtime resolves for the scheduler's groups.
 
     The resolution is the runtime's (``ImportRules.hash_block_size``, asked
@@ -197,7 +197,7 @@ def hash_block_size_resolved(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-98")
-def evidence_hash_block_is_schedulers(ctx: Context, rec: Record) -> None:
+def evidence_hash_block_is_schedulers(ctx: ImportState, rec: Record) -> None:
     """I-98: the evidence's hash block size is the scheduler's."""
     s = rec if not rec.is_worker else ctx.scheduler_for(rec)
     if s is not None and not same(rec.data["prefix_caching"]["hash_block_size"], s.cache.get("hash_block_size")):
@@ -205,7 +205,7 @@ def evidence_hash_block_is_schedulers(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-99")
-def cache_hits_aligned(ctx: Context, rec: Record) -> None:
+def cache_hits_aligned(ctx: ImportState, rec: Record) -> None:
     """I-99: cache hits align with every prefix-cacheable compressed spec; the alignment is H or the scheduler block."""
     if rec.is_worker:
         return
@@ -247,7 +247,7 @@ STAGE_J = [
 # ==========================================================================
 
 
-def blocks_per_request(ctx: Context, s: Record) -> list[int]:
+def blocks_per_request(ctx: ImportState, s: Record) -> list[int]:
     """C-5 terms of a scheduler: C-1 of each group copy (the recorded count when C-1 cannot be computed)."""
     out = []
     for g in s.groups:
@@ -261,7 +261,7 @@ def _head(s: Record) -> str:
 
 
 @checks("I-100")
-def concurrency_recorded(ctx: Context, rec: Record) -> None:
+def concurrency_recorded(ctx: ImportState, rec: Record) -> None:
     """I-100: a positive, finite concurrency is recorded."""
     if rec.is_worker:
         return
@@ -271,7 +271,7 @@ def concurrency_recorded(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-101")
-def max_model_len_and_inflight_tokens_resolved(ctx: Context, rec: Record) -> None:
+def max_model_len_and_inflight_tokens_resolved(ctx: ImportState, rec: Record) -> None:
     """I-101: startup ``max_model_len`` and in-flight tokens (C-2) as resolved."""
     if rec.is_worker:
         return
@@ -292,7 +292,7 @@ def max_model_len_and_inflight_tokens_resolved(ctx: Context, rec: Record) -> Non
 
 
 @checks("I-102")
-def one_full_request_fits(ctx: Context, rec: Record) -> None:
+def one_full_request_fits(ctx: ImportState, rec: Record) -> None:
     """I-102 [beyond reference]: one request at ``max_model_len`` fits beside the null block (C-10)."""
     if rec.is_worker:
         return
@@ -305,7 +305,7 @@ def one_full_request_fits(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-103")
-def max_concurrency_exact(ctx: Context, rec: Record) -> None:
+def max_concurrency_exact(ctx: ImportState, rec: Record) -> None:
     """I-103: ``kv_cache_max_concurrency == n / M`` exactly (C-5, C-6), sliding windows included."""
     if rec.is_worker:
         return
@@ -319,7 +319,7 @@ def max_concurrency_exact(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-104")
-def cache_size_tokens_exact(ctx: Context, rec: Record) -> None:
+def cache_size_tokens_exact(ctx: ImportState, rec: Record) -> None:
     """I-104 [beyond reference]: ``kv_cache_size_tokens == int(c × L)`` (C-7)."""
     if rec.is_worker:
         return
@@ -350,7 +350,7 @@ STATE_PHASE_KEYS = ("block_size_tokens", "state.mamba_cache_mode", "startup_bloc
 
 
 @checks("I-105")
-def one_hardware_across_phases(ctx: Context) -> Iterator[Finding]:
+def one_hardware_across_phases(ctx: ImportState) -> Iterator[Finding]:
     """I-105: one hardware across phases and ranks (not for layout-level evidence, which names none)."""
     if ctx.layout:
         return
@@ -361,7 +361,7 @@ def one_hardware_across_phases(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-106")
-def one_worker_setting_across_phases(ctx: Context) -> Iterator[Finding]:
+def one_worker_setting_across_phases(ctx: ImportState) -> Iterator[Finding]:
     """I-106: one worker setting across phases (trio and block sizes excluded)."""
     a, b = ctx.workers("prefill")[0], ctx.workers("decode")[0]
     key = settings_difference(a.settings, b.settings, TRIO + ("cache.mamba_block_size", "cache.block_size"))
@@ -377,7 +377,7 @@ def one_worker_setting_across_phases(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-107")
-def one_pool_page_across_phases(ctx: Context) -> Iterator[Finding]:
+def one_pool_page_across_phases(ctx: ImportState) -> Iterator[Finding]:
     """I-107: one pool page across phases and ranks."""
     ws = ctx.workers()
     P = pool_page(ws[0])
@@ -405,7 +405,7 @@ def strip_state_differences(g: dict[str, Any]) -> dict[str, Any]:
 
 
 @checks("I-108")
-def group_geometry_agrees_across_phases(ctx: Context) -> Iterator[Finding]:
+def group_geometry_agrees_across_phases(ctx: ImportState) -> Iterator[Finding]:
     """I-108 (attention groups) and I-109 (state groups): group geometry agrees across phases."""
     a, b = ctx.workers("prefill")[0], ctx.workers("decode")[0]
     kb = kinds_of(ctx, b)
@@ -438,7 +438,7 @@ def group_geometry_agrees_across_phases(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def phase_geometry_differences(ctx: Context) -> list[dict[str, Any]]:
+def phase_geometry_differences(ctx: ImportState) -> list[dict[str, Any]]:
     """02 §9.3: the allowed differences of the state groups, by group then key."""
     a, b = ctx.workers("prefill")[0], ctx.workers("decode")[0]
     out = []

@@ -27,18 +27,18 @@ from typing import Any
 
 from fpmcore.documents.record import KEY_SETS
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.importer.model import (
+from fpmcore.importer.record_values import first_difference, is_int, show
+from fpmcore.importer.state import (
     CACHE_PLANNED,
     LAYOUT,
     RECORD_SCHEMA,
-    Context,
     Finding,
+    ImportState,
     Record,
     Refusal,
     guarded,
     per_record,
 )
-from fpmcore.importer.values import first_difference, is_int, show
 
 # -- §3.13 key sets, from :data:`fpmcore.documents.record.KEY_SETS` (the one table of them) --------------
 
@@ -141,7 +141,7 @@ def key_problems(data: Any, kind: str) -> tuple[list[str], list[str]]:
 
 
 @checks("I-12")
-def record_schema_valid(ctx: Context, rec: Record) -> None:
+def record_schema_valid(ctx: ImportState, rec: Record) -> None:
     """I-12: the record schema."""
     if not isinstance(rec.data, dict) or rec.data.get("schema_version") != RECORD_SCHEMA:
         value = rec.data.get("schema_version") if isinstance(rec.data, dict) else None
@@ -149,7 +149,7 @@ def record_schema_valid(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-13")
-def record_keys_closed(ctx: Context, rec: Record) -> None:
+def record_keys_closed(ctx: ImportState, rec: Record) -> None:
     """I-13: the closed key sets of §3.13, for the record's kind."""
     kind = rec.kind or "worker"
     missing, unknown = key_problems(rec.data, kind)
@@ -162,7 +162,7 @@ def record_keys_closed(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-14")
-def binding_matches_index(ctx: Context, rec: Record) -> None:
+def binding_matches_index(ctx: ImportState, rec: Record) -> None:
     """I-14: the binding matches the artifact's place in the index; the launch equals the index's."""
     binding = rec.data["binding"]
     expected = {"configuration": ctx.label, "phase": rec.phase, "attempt_id": ctx.attempt_id}
@@ -180,7 +180,7 @@ def _p(v: Any) -> str:
 
 
 @checks("I-15")
-def kind_and_rank_valid(ctx: Context, rec: Record) -> None:
+def kind_and_rank_valid(ctx: ImportState, rec: Record) -> None:
     """I-15: a valid kind and a rank inside the launch topology."""
     binding = rec.data["binding"]
     kind = binding.get("kind")
@@ -206,14 +206,14 @@ def expected_name(rec: Record) -> str:
 
 
 @checks("I-16")
-def file_name_matches_binding(ctx: Context, rec: Record) -> None:
+def file_name_matches_binding(ctx: ImportState, rec: Record) -> None:
     """I-16: the file name names the binding's kind and rank (§2.3)."""
     if rec.file != expected_name(rec):
         raise Refusal("I-16", f"runtime artifact name does not match its binding: {rec.file} holds {rec.subject}")
 
 
 @checks("I-17")
-def no_rank_bound_twice(ctx: Context) -> Iterator[Finding]:
+def no_rank_bound_twice(ctx: ImportState) -> Iterator[Finding]:
     """I-17: two records of one phase bind the same rank (reported on the later)."""
     seen: set[tuple[Any, ...]] = set()
     for rec in ctx.ordered():
@@ -226,7 +226,7 @@ def no_rank_bound_twice(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-18")
-def phases_cover_topology(ctx: Context) -> Iterator[Finding]:
+def phases_cover_topology(ctx: ImportState) -> Iterator[Finding]:
     """I-18: each phase covers the workers and schedulers the topology implies."""
     topo = ctx.launch["topology"]
     for phase in ("prefill", "decode"):
@@ -274,7 +274,7 @@ def tensor_level(path: Any) -> bool:
 
 
 @checks("I-113")
-def one_evidence_level_per_attempt(ctx: Context) -> Iterator[Finding]:
+def one_evidence_level_per_attempt(ctx: ImportState) -> Iterator[Finding]:
     """I-113 [beyond reference]: one evidence level per attempt (dry or live workers, not both).
 
     Fixes ``ctx.evidence`` to the level of the first worker in record order.
@@ -303,7 +303,7 @@ def _level_text(rec: Record) -> str:
 
 
 @checks("I-19")
-def nothing_unresolved(ctx: Context, rec: Record) -> None:
+def nothing_unresolved(ctx: ImportState, rec: Record) -> None:
     """I-19: nothing unresolved, no observer error (a dry worker: tensor-level paths only)."""
     fields = rec.data["unresolved_fields"]
     error = rec.data["error"]
@@ -323,7 +323,7 @@ def nothing_unresolved(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-20")
-def lifecycle_complete(ctx: Context, rec: Record) -> None:
+def lifecycle_complete(ctx: ImportState, rec: Record) -> None:
     """I-20: cache initialized; a worker after warm-up and capture; a scheduler initialized.
 
     A dry worker (layout-level attempt): ``cache_planned`` with every flag false.

@@ -23,8 +23,8 @@ from typing import cast
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.host.hooktypes import ImportRules
-from fpmcore.importer.model import Context, Finding, Record, Refusal, guarded, per_record, pin
-from fpmcore.importer.values import first_difference, same, show
+from fpmcore.importer.record_values import first_difference, same, show
+from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record, pin
 
 
 def holds_hybrid(rec: Record) -> bool:
@@ -34,7 +34,7 @@ def holds_hybrid(rec: Record) -> bool:
 
 
 @checks("I-21")
-def framework_is_vllm(ctx: Context, rec: Record) -> None:
+def framework_is_vllm(ctx: ImportState, rec: Record) -> None:
     """I-21: the framework is vLLM."""
     framework = rec.get("runtime", "framework")
     if framework != FRAMEWORK:
@@ -43,7 +43,7 @@ def framework_is_vllm(ctx: Context, rec: Record) -> None:
         )
 
 
-def hybrid_versions(ctx: Context) -> list[str]:
+def hybrid_versions(ctx: ImportState) -> list[str]:
     """The versions whose installed runtime plugin imports hybrid evidence (asked once per configuration)."""
     if "hybrid_versions" not in ctx.extra:
         ctx.extra["hybrid_versions"] = ctx.services.hybrid_versions()
@@ -51,7 +51,7 @@ def hybrid_versions(ctx: Context) -> list[str]:
 
 
 @checks("I-22")
-def hybrid_evidence_version_supported(ctx: Context, rec: Record) -> None:
+def hybrid_evidence_version_supported(ctx: ImportState, rec: Record) -> None:
     """I-22: hybrid evidence only from a version whose plugin imports it, compared exactly (checked before I-26 on purpose).
 
     The message names those versions, joined with ``or``; with the installed
@@ -71,7 +71,7 @@ def hybrid_evidence_version_supported(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-23")
-def one_version_across_records(ctx: Context) -> Iterator[Finding]:
+def one_version_across_records(ctx: ImportState) -> Iterator[Finding]:
     """I-23: every record names the same version."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     for rec in recs[1:]:
@@ -82,7 +82,7 @@ def one_version_across_records(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-24")
-def hybrid_evidence_all_or_none(ctx: Context) -> Iterator[Finding]:
+def hybrid_evidence_all_or_none(ctx: ImportState) -> Iterator[Finding]:
     """I-24: all records hold hybrid evidence, or none does."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     with_ = [r for r in recs if r.hybrid]
@@ -98,7 +98,7 @@ def hybrid_evidence_all_or_none(ctx: Context) -> Iterator[Finding]:
 
 
 @checks("I-25")
-def runtime_plugin_declares_version(ctx: Context, rec: Record) -> None:
+def runtime_plugin_declares_version(ctx: ImportState, rec: Record) -> None:
     """I-25: an installed runtime plugin declares the record's exact version."""
     version = rec.get("runtime", "version")
     if not isinstance(version, str) or not ctx.services.has_runtime(pin(version)):
@@ -110,7 +110,7 @@ def runtime_plugin_declares_version(ctx: Context, rec: Record) -> None:
 
 
 @checks("I-26")
-def one_observer_and_source(ctx: Context) -> Iterator[Finding]:
+def one_observer_and_source(ctx: ImportState) -> Iterator[Finding]:
     """I-26: one observer and one vLLM source per attempt; runtime version and image as launched."""
     recs = [r for r in ctx.ordered() if id(r) not in ctx.failed]
     if not recs:
@@ -164,13 +164,13 @@ RULES = [
 ]
 
 
-def prepare(ctx: Context) -> None:
+def prepare(ctx: ImportState) -> None:
     """Mark hybrid evidence on every record (before the rules run)."""
     for rec in ctx.records:
         rec.hybrid = holds_hybrid(rec)
 
 
-def finish(ctx: Context) -> None:
+def finish(ctx: ImportState) -> None:
     """After a clean stage C: fix the runtime and its rules, and normalize each record through its plugin."""
     recs = ctx.ordered()
     ctx.version = recs[0].get("runtime", "version")

@@ -15,7 +15,7 @@ its inputs and its tasks), :mod:`~fpmcore.sweep.settings` (the settable
 :mod:`~fpmcore.sweep.engines` (serial, local pool, Ray),
 :mod:`~fpmcore.sweep.results` (the JSON Lines results file),
 :mod:`~fpmcore.sweep.objective` (objective, constraints, best table),
-:mod:`~fpmcore.sweep.plot` and :mod:`~fpmcore.sweep.command` (``fpm sweep``).
+:mod:`~fpmcore.sweep.objective_plot` and :mod:`~fpmcore.sweep.command` (``fpm sweep``).
 """
 
 from importlib import import_module

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if args.engine == "ray":
         engines._import_ray()
     from fpmcore.documents.output_files import check_outputs_apart
-    from fpmcore.sweep.plot import check_path
+    from fpmcore.sweep.objective_plot import check_path
 
     if args.plot:
         check_path(args.plot, inputs=[args.grid])
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             bar.advance(progress)
     final = [{**rows[t.key], "task": t.index} for t in sweep.tasks if t.key in rows]
     if args.plot:
-        from fpmcore.sweep.plot import plot
+        from fpmcore.sweep.objective_plot import plot
 
         plot(args.plot, final, sweep.axes, goal, constraints)
     if ctx.json:

@@ -28,7 +28,7 @@ order) refuses the cell.  The modules, in the order a run is read:
     one cell's verdict (contract choice, A-14), publication (A-41, A-42), a run.
 :mod:`~fpmcore.validate.command`
     ``fpm validate``.
-:mod:`~fpmcore.validate.values`
+:mod:`~fpmcore.validate.measured_values`
     rendering and comparing JSON values as the diagnostics of 05 do.
 
 A model plugin that owns a producer contract writes only its own rules, as

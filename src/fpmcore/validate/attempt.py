@@ -49,7 +49,7 @@ import attrs
 from fpmcore.documents.jsonio import JsonError, loads, read_input
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import HEX64, RANK_FILE
-from fpmcore.validate.values import js, plain, sha256_hex, shown
+from fpmcore.validate.measured_values import js, plain, sha256_hex, shown
 
 INDEX = "index.json"
 #: The deepest JSON nesting the reader accepts (a rank artifact nests 10 levels).

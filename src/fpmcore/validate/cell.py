@@ -21,7 +21,7 @@ from typing import Any
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import Diagnostic, ExecutionIdentity, ProducerContract
-from fpmcore.validate.values import ABSENT, get, is_int, js, plain
+from fpmcore.validate.measured_values import ABSENT, get, is_int, js, plain
 
 #: The label of a cell without a configuration-bound identity (05 §6.3).
 GENERAL = "general"

@@ -27,8 +27,8 @@ import attrs
 from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import CliCommand, Diagnostic
+from fpmcore.validate.measured_values import ABSENT, plain, shown
 from fpmcore.validate.reader import CellResult, read_plan, validate_run
-from fpmcore.validate.values import ABSENT, plain, shown
 
 _COLUMNS = ("id", "rank", "phase", "b", "new", "kv read", "wall_time (s)", "kv_seed_regime")
 

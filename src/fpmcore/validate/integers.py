@@ -29,7 +29,7 @@ import orjson
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView
-from fpmcore.validate.values import ABSENT, js
+from fpmcore.validate.measured_values import ABSENT, js
 
 INT, NINT, ROWS = "int", "nint", "rows"
 

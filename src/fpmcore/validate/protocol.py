@@ -16,7 +16,7 @@ from typing import Any
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import IDENTITY_COLUMNS, ArtifactRule, CellView, RankView
-from fpmcore.validate.values import ABSENT, first_difference, get, is_int, js, plain
+from fpmcore.validate.measured_values import ABSENT, first_difference, get, is_int, js, plain
 
 
 @checks("A-15")

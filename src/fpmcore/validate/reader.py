@@ -32,9 +32,9 @@ from fpmcore.validate.evaluation import (
     run_rules,
     safe,
 )
+from fpmcore.validate.measured_values import ABSENT, get, js, plain, shown
 from fpmcore.validate.rows import expected_regime, measurement
 from fpmcore.validate.structure import STRUCTURE_RULES, one_artifact_per_dp_rank
-from fpmcore.validate.values import ABSENT, get, js, plain, shown
 
 
 @attrs.frozen
@@ -310,7 +310,7 @@ def plan_content_digest(plan: Mapping[str, Any]) -> str | None:
     and ``stage`` of a plan ``fpm plan`` writes, every field but ``sha256`` of a frozen plan fpmcore writes
     (:data:`OWN_FROZEN_PLAN`); ``None`` for another producer's frozen plan, whose hash covers what that producer
     chose (the collection records it as it is, A-13)."""
-    from fpmcore.validate.values import canonical_digest
+    from fpmcore.validate.measured_values import canonical_digest
 
     if "sha256" not in plan:
         return canonical_digest({k: v for k, v in plan.items() if k not in ("plan_sha256", "stage")})

@@ -35,8 +35,8 @@ from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import CellView, RankView
 from fpmcore.validate.integers import parse_line
+from fpmcore.validate.measured_values import ABSENT, TRIMMED_MEAN, canonical_bytes, get, is_int, is_number, js, plain
 from fpmcore.validate.rows import raw_fpms
-from fpmcore.validate.values import ABSENT, TRIMMED_MEAN, canonical_bytes, get, is_int, is_number, js, plain
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 #: The roles of a repetition in a sidecar line (05 §7.5), in the order a line holds them; ``contended``: a

@@ -17,7 +17,7 @@ from typing import Any
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import HEX64, CellView, RankView, RowRule, RowSuffix
-from fpmcore.validate.values import (
+from fpmcore.validate.measured_values import (
     ABSENT,
     TRIMMED_MEAN,
     UPPER_MEDIAN,
@@ -368,7 +368,7 @@ def _some_of(idx: Any, want: tuple[int, ...]) -> bool:
 @checks("A-34")
 def reduction_retains_its_sample(view: CellView, rank: RankView, k: int, row: Any) -> Diagnostic | None:
     """A-34: the reduction method, its indices and the retained wall time (the upper median, or the trimmed
-    mean of :func:`fpmcore.validate.values.trimmed_mean`)."""
+    mean of :func:`fpmcore.validate.measured_values.trimmed_mean`)."""
     bm = measurement(row)
     if bm is ABSENT:
         return None

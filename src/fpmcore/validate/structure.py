@@ -16,7 +16,7 @@ from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.host.hooktypes import Diagnostic
 from fpmcore.validate.cell import ArtifactRule, CellView, benchmark_points, plan_digest
 from fpmcore.validate.integers import integer_fields_are_integers
-from fpmcore.validate.values import (
+from fpmcore.validate.measured_values import (
     ABSENT,
     canonical_digest,
     close,

@@ -20,7 +20,7 @@ The modules:
 * :mod:`fpmcore.verify.run` — :func:`~fpmcore.verify.run.verify_campaign`,
   the whole verification as one function of a host (``fpm onboard`` may call it);
 * :mod:`fpmcore.verify.command` — the command line, the human report and ``-o``;
-* :mod:`fpmcore.verify.plot` — ``--plot``.
+* :mod:`fpmcore.verify.prediction_plot` — ``--plot``.
 
 **Rules** (the command prints ``fpm: <where>: <message> [V-n]`` and exits 2):
 

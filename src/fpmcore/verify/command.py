@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
         outputs.write_file(report, dumps_output(doc))
     if plot is not None:
-        from fpmcore.verify.plot import render
+        from fpmcore.verify.prediction_plot import render
 
         outputs.write_file(plot, render(doc, str(fmt)))
     if ctx.json:

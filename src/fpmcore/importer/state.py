@@ -1,4 +1,4 @@
-"""The import's working objects: diagnostics, records, the per-configuration context.
+"""The import's working objects: diagnostics, records, the per-configuration state (:class:`ImportState`).
 
 Nothing here knows a vLLM version: version-specific answers come from
 :class:`RuntimeServices` (the plugin host's hooks).
@@ -228,7 +228,7 @@ class RuntimeServices(Protocol):
 
 
 @attrs.define(eq=False)
-class Context:
+class ImportState:
     """Everything one configuration's import knows so far."""
 
     folder: Any
@@ -320,7 +320,7 @@ class Context:
 #: A rule function: yields ``(record or None, rule, message)``; the stage runner keeps
 #: the first failure of each record and one diagnostic per configuration-level rule.
 Finding = tuple["Record | None", str, str]
-Rule = Callable[[Context], Iterable[Finding]]
+Rule = Callable[[ImportState], Iterable[Finding]]
 
 
 #: Exceptions a rule raises when a value has another JSON type than 02 §3 gives.
@@ -339,7 +339,7 @@ def type_message(rec: Record | None) -> str:
 
 
 def per_record(
-    check: Callable[[Context, Record], None], select: Callable[[Context], list[Record]] | None = None
+    check: Callable[[ImportState, Record], None], select: Callable[[ImportState], list[Record]] | None = None
 ) -> Rule:
     """Turn a check that raises :class:`Refusal` for one record into a rule function.
 
@@ -347,7 +347,7 @@ def per_record(
     ``KeyError``, …) fails with its own rule id (02 §1, *Types*).
     """
 
-    def rule(ctx: Context) -> Iterator[Finding]:
+    def rule(ctx: ImportState) -> Iterator[Finding]:
         for rec in select(ctx) if select else ctx.ordered():
             if id(rec) in ctx.failed:
                 continue
@@ -364,10 +364,10 @@ def per_record(
     return rule
 
 
-def guarded(gen: Callable[[Context], Iterable[Finding]]) -> Rule:
+def guarded(gen: Callable[[ImportState], Iterable[Finding]]) -> Rule:
     """A configuration-level rule that fails with its own id on a value of another JSON type."""
 
-    def rule(ctx: Context) -> Iterator[Finding]:
+    def rule(ctx: ImportState) -> Iterator[Finding]:
         try:
             yield from gen(ctx)
         except TYPE_ERRORS:
@@ -379,7 +379,7 @@ def guarded(gen: Callable[[Context], Iterable[Finding]]) -> Rule:
     return rule
 
 
-def run_stage(ctx: Context, rules: Iterable[Rule]) -> bool:
+def run_stage(ctx: ImportState, rules: Iterable[Rule]) -> bool:
     """Run one stage (02 §6.1); return True when it produced no diagnostic."""
     ctx.failed = set()
     before = len(ctx.diagnostics)
