@@ -9,6 +9,12 @@
   version number but fpmcore's own ``__version__``, no cache spec or
   configuration class name of vLLM and no model id of a model plugin; the
   exceptions are :data:`EXEMPT`, each with its reason.
+* **The folders are the concepts of ARCHITECTURE.md**: the top of
+  ``src/fpmcore`` holds the packages its host table names and only the modules
+  fixed there (:data:`FIXED_AT_THE_TOP`, :data:`C_BINDING`); each stage's
+  package has one ``command.py``, the source of its ``fpm`` commands; no two
+  modules share a name that says nothing of whose they are
+  (:data:`AMBIGUOUS_NAMES`) unless the table names both.
 """
 
 from __future__ import annotations
@@ -307,4 +313,71 @@ def test_the_engine_steps_contract_claims_the_cells_the_grid_plans():
     assert (CONTRACT.residency, CONTRACT.execution_profile) == (
         CELL_IDENTITY["engram_residency"],
         CELL_IDENTITY["execution_profile"],
+    )
+
+
+# --------------------------------------------------------------------------
+# the layout: the folders are the concepts of ARCHITECTURE.md
+# --------------------------------------------------------------------------
+
+#: The modules at the top of ``src/fpmcore`` that stay there: the package, ``python -m fpmcore``, the hook
+#: specifications, the declared plugin API and the plugins' pytest kit.
+FIXED_AT_THE_TOP = {"__init__", "__main__", "hookspecs", "plugin_api", "testing"}
+#: The C engine's binding, which has not joined ``replay/`` yet (ARCHITECTURE.md's C engine row says so).
+C_BINDING = {"native", "_native_build"}
+#: The rows whose packages are stages of the data flow: each has one ``command.py``.
+STAGE_ROWS = ("pipelines", "trace formats", "campaigns")
+#: Module names that say nothing of whose they are: two of them may share one only where the table names both.
+AMBIGUOUS_NAMES = {"model", "values", "outputs", "plot", "context"}
+HOST = SRC / "fpmcore"
+
+
+def host_table() -> dict[str, str]:
+    """``concept → modules`` of ARCHITECTURE.md's host table."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## The host", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    return {cells[1].strip(): cells[2] for cells in rows[1:]}
+
+
+def packages_named(cell: str) -> set[str]:
+    """The packages a table cell names (```probe/```, not ```collect/measure.py```)."""
+    return set(re.findall(r"`(\w+)/`", cell))
+
+
+def test_the_top_of_the_host_holds_the_fixed_modules_and_the_packages_of_the_table():
+    table = host_table()
+    assert {"plugin loading", "data model", "pipelines", "command line", "C engine"} <= set(table)
+    named = {p for cell in table.values() for p in packages_named(cell)}
+    named = {p for p in named if not (ROOT / p).is_dir()}  # csrc/ is beside src/, not in it
+    packages = {p.name for p in HOST.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == named
+    assert {p.stem for p in HOST.glob("*.py")} == FIXED_AT_THE_TOP | C_BINDING
+    assert not [p.name for p in HOST.iterdir() if p.is_dir() and p.name not in packages | {"data", "__pycache__"}]
+
+
+def test_each_stage_package_has_one_command_module():
+    """Every stage's argparse and run sit in its package's one ``command.py``, and every pipeline command of
+    ``fpm`` comes from one of them (``fpm explain`` is the command line's own)."""
+    from fpmcore.cli.commands import PIPELINE_COMMANDS
+
+    table = host_table()
+    stages = {p for row in STAGE_ROWS for p in packages_named(table[row])}
+    assert len(stages) >= 11
+    for stage in sorted(stages):
+        found = sorted(str(p.relative_to(HOST)) for p in (HOST / stage).rglob("command.py"))
+        assert found == [f"{stage}/command.py"], stage
+    modules = {module for _, _, module, _ in PIPELINE_COMMANDS}
+    assert modules - {"fpmcore.cli.explain"} == {f"fpmcore.{stage}.command" for stage in stages}
+
+
+def test_no_two_modules_share_a_name_that_says_nothing_unless_the_table_names_both():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(HOST.rglob("*.py")):
+        if path.stem in AMBIGUOUS_NAMES:
+            by_name.setdefault(path.stem, []).append(str(path.relative_to(HOST)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert {name: [p for p in paths if f"`{p}`" not in text] for name, paths in shared.items()} == dict.fromkeys(
+        shared, []
     )

@@ -28,7 +28,7 @@ from fpmcore.host.hooktypes import API_VERSION, CliCommand, PluginInfo, Producer
 PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("probe", "observe a runtime's KV cache (a dry run of its planning, or a live engine) and write observation "
               "records", "fpmcore.probe.command", "probe_command"),
-    ("import", "import runtime observation records into an FPM profile", "fpmcore.importer", "import_command"),
+    ("import", "import runtime observation records into an FPM profile", "fpmcore.importer.command", "import_command"),
     ("plan", "generate the benchmark points of a model from an accepted profile", "fpmcore.plan.command", "plan_command"),
     ("validate", "validate the measurement artifacts of a collected run against its plan",
                  "fpmcore.validate.command", "validate_command"),
@@ -47,7 +47,7 @@ PIPELINE_COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("finalize", "accept a finished campaign and pin its artifacts in final.json",
                  "fpmcore.campaign.command", "finalize_command"),
     ("verify", "serve a trace on the campaign's engine and compare it with the replay's predictions "
-               "(TTFT, TPOT, E2E, makespan, steps)", "fpmcore.verify", "verify_command"),
+               "(TTFT, TPOT, E2E, makespan, steps)", "fpmcore.verify.command", "verify_command"),
     ("trace", "a trace of any installed format: its statistics, or converted to fpmcore's JSONL",
               "fpmcore.traces.command", "trace_command"),
     ("explain", "explain a rule id: what it means, what it protects, an example and the fix",

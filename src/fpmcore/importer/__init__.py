@@ -33,8 +33,8 @@ module                      stage  checks
 ``draft``                   M      the profile draft and its provenance (I-110)
 ==========================  =====  ===============================================
 
-``pipeline`` runs them, ``model`` holds the records and diagnostics,
-``values`` the JSON value helpers of 02 §1, ``capacity`` the 03 formulas and
+``pipeline`` runs them, ``state`` holds the records, the diagnostics and the
+per-configuration :class:`~fpmcore.importer.state.ImportState`, ``record_values`` the JSON value helpers of 02 §1, ``capacity`` the 03 formulas and
 ``command`` the ``fpm import`` command line.
 
 **Layout-level evidence** (a rule beyond the reference; fpmcore issue 3 asks

@@ -43,14 +43,3 @@ V-5   the engine failed while starting or serving; the message names the
       plugin and what it raised.
 ====  =========================================================================
 """
-
-from __future__ import annotations
-
-from fpmcore.host.hooktypes import CliCommand
-
-
-def verify_command() -> CliCommand:
-    from fpmcore.verify.command import configure, run
-
-    return CliCommand(name="verify", help="serve a trace on the campaign's engine and compare it with the replay's "
-                      "predictions (TTFT, TPOT, E2E, makespan, steps)", configure=configure, run=run)  # fmt: skip

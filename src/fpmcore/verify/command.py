@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
+from fpmcore.host.hooktypes import CliCommand
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -197,3 +198,8 @@ def print_report(ctx: Any, doc: dict[str, Any]) -> None:
     style = {"pass": "green", "fail": "red", "contended": "yellow"}[doc["verdict"]]
     why = " (every run was contended beyond the bound: nothing to judge)" if doc["verdict"] == "contended" else ""
     ctx.out.print(f"verdict: [{style}]{doc['verdict']}[/]{escape(why)}", highlight=False)
+
+
+def verify_command() -> CliCommand:
+    return CliCommand(name="verify", help="serve a trace on the campaign's engine and compare it with the replay's "
+                      "predictions (TTFT, TPOT, E2E, makespan, steps)", configure=configure, run=run)  # fmt: skip
