@@ -2,6 +2,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """Reference oracle built on the REAL vLLM 0.33.0 KV-cache code (CPU only).
 
+**Vendored.** Upstream: the specification's vLLM oracle (``oracle/vllm_oracle.py``
+beside the spec, with its ``setup.sh`` and ``examples/``), copied here in
+fpmcore's "Real-vLLM harness copied into tools/" change and kept so that the
+real-vLLM tests run without the spec's folder.  It differs from upstream in:
+
+* the release-dependent entry points, found by feature, never by version
+  (:func:`_optional`: cache planning in ``kv_cache_planning`` or
+  ``kv_cache_utils``, ``update_kv_cache_capacity`` or 0.27.0's
+  ``get_kv_cache_capacity``, the cache-hit alignment, the hash lookahead of
+  ``get_request_block_hasher``), so that it drives vLLM 0.32.0 and 0.27.0 too;
+* the installed runtime plugin's environment step (:func:`_select_runtime_platform`,
+  vLLM 0.27.0's CPU platform) when fpmcore is installed beside vLLM;
+* ``sched``: arrivals pass vLLM's front-end admission (:class:`FrontEnd`,
+  ``AsyncLLM.check_admission`` with the real ``OutputProcessor``) built from
+  :func:`engine_core_request`, and requests may carry content-block ids;
+* docstrings that point to this repository's files instead of the spec's.
+
+Changes of upstream are not merged back automatically: compare the two files
+(``diff``) when the upstream oracle changes.
+
 Run with the venv made by setup.sh:
 
     $ORACLE_PY vllm_oracle.py config  MODEL.json [--json]
