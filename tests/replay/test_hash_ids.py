@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 from helpers import full, run, trace
@@ -21,6 +20,7 @@ from fpmcore.replay import make_config
 from fpmcore.replay.engine import origins
 from fpmcore.replay.trace import from_sched_json, hash_id_count, parse_trace, parse_trace_lines, to_sched_json
 from fpmcore.verify.traces import prompts
+from tests.support.real_scheduler import replay_vs_vllm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,9 +181,7 @@ def test_token_ids_agree_exactly_where_the_origin_keys_do(tr):
 
 def test_the_oracle_generator_draws_traces_of_ids():
     """``tools/replay_vs_vllm.py --hash-traces N``: traces the replay reads, sharing leading blocks."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from replay_vs_vllm import build_jobs
-
+    build_jobs = replay_vs_vllm().build_jobs
     jobs = build_jobs(0, 5, hash_traces=24)
     assert len(jobs) == 24 and all(j["caching"] and j["hash_ids"] for j in jobs)
     assert [j["kind"] for j in jobs[:4]] == ["plain", "window", "gdn", "glm"]

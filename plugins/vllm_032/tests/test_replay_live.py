@@ -14,10 +14,9 @@ these and of four windows of the whole trace are in ``docs/guides/replaying.md``
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.real_scheduler import mooncake_excerpt_windows, replay_differential
 
 pytestmark = pytest.mark.live
 
@@ -25,19 +24,9 @@ vllm = pytest.importorskip("vllm")
 if vllm.__version__ != "0.32.0":
     pytest.skip(f"needs vLLM 0.32.0; vLLM {vllm.__version__} is installed", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
-
-KINDS = {f"{k}/{c}" for k in ("plain", "window", "gdn", "glm") for c in ("on", "off")}
-
 
 def test_forty_random_traces_match_vllm_0_32_0_step_by_step():
-    from replay_vs_vllm import differential
-
-    rep = differential(40, seed=2032, backend="c")
-    assert rep["vllm"] == "0.32.0" and rep["rules"] == "vllm==0.32.0"
-    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
-    assert rep["matched"] == rep["compared"] == 40
-    assert set(rep["by_kind"]) == KINDS
+    rep = replay_differential(40, seed=2032, release="0.32.0")
     assert rep["preemptions"] > 0 and rep["prefix_hit_requests"] > 0
     assert "prefill_schedule_interval" not in rep["settings"]  # D-S1: 0.32.0 has none on one engine
 
@@ -45,11 +34,7 @@ def test_forty_random_traces_match_vllm_0_32_0_step_by_step():
 def test_sixteen_hash_id_traces_match_vllm_0_32_0_step_by_step():
     """Prompts given as content-block ids (``hash_ids``, token blocks that agree exactly where the ids
     agree, at a block size of the trace's own), prefix caching on: every step identical."""
-    from replay_vs_vllm import differential
-
-    rep = differential(0, seed=20321, backend="c", hash_traces=16)
-    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
-    assert rep["matched"] == rep["compared"] == 16
+    rep = replay_differential(0, seed=20321, release="0.32.0", hash_traces=16)
     assert rep["prefix_hit_requests"] > 0
 
 
@@ -58,14 +43,5 @@ def test_windows_of_the_mooncake_excerpt_match_vllm_0_32_0_step_by_step():
     reader (prompts clipped at 16,384 tokens with their block ids, one step to 10 ms of the trace), on the
     plain and GLM-like models with prefix caching off and on and pools that hold one long request: every
     step identical to vLLM 0.32.0's."""
-    from replay_vs_vllm import excerpt_windows
-
-    labels, rules, rep = excerpt_windows(32)
-    assert labels == ["0-19", "20-39"]
-    assert rules.runtime == "vllm==0.32.0"
-    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
-    assert rep["matched"] == rep["compared"] == 8
-    assert set(rep["by_kind"]) == {f"{k}/{c}/window" for k in ("plain", "glm") for c in ("on", "off")}
-    assert rep["preemptions"] > 0  # the pools hold one long request
-    assert rep["by_kind"]["plain/on/window"]["prefix_hit_tokens"] > 0  # the shared first block (id 0)
+    rep = mooncake_excerpt_windows(32, release="0.32.0")
     assert rep["by_kind"]["glm/on/window"]["prefix_hit_tokens"] > 0

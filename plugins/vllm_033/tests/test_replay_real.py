@@ -10,10 +10,9 @@ be identical.  The full run (300 traces) is in the plugin's README.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.real_scheduler import replay_differential
 
 pytestmark = pytest.mark.real
 
@@ -21,19 +20,9 @@ vllm = pytest.importorskip("vllm")
 if vllm.__version__ != "0.33.0":
     pytest.skip(f"needs vLLM 0.33.0; vLLM {vllm.__version__} is installed", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
-
-KINDS = {f"{k}/{c}" for k in ("plain", "window", "gdn", "glm") for c in ("on", "off")}
-
 
 def test_forty_random_traces_match_vllm_0_33_0_step_by_step():
-    from replay_vs_vllm import differential
-
-    rep = differential(40, seed=2033, backend="c")
-    assert rep["vllm"] == "0.33.0" and rep["rules"] == "vllm==0.33.0"
-    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
-    assert rep["matched"] == rep["compared"] == 40
-    assert set(rep["by_kind"]) == KINDS
+    rep = replay_differential(40, seed=2033, release="0.33.0")
     assert rep["preemptions"] > 0 and rep["prefix_hit_requests"] > 0
     assert rep["rejected"] > 0  # max_num_queued_reqs / max_num_queued_tokens, as vLLM's front end
 
@@ -41,9 +30,5 @@ def test_forty_random_traces_match_vllm_0_33_0_step_by_step():
 def test_sixteen_hash_id_traces_match_vllm_0_33_0_step_by_step():
     """Prompts given as content-block ids (``hash_ids``, token blocks that agree exactly where the ids
     agree, at a block size of the trace's own), prefix caching on: every step identical."""
-    from replay_vs_vllm import differential
-
-    rep = differential(0, seed=20331, backend="c", hash_traces=16)
-    assert rep["mismatches"] == [] and rep["vllm_refused"] == 0
-    assert rep["matched"] == rep["compared"] == 16
+    rep = replay_differential(0, seed=20331, release="0.33.0", hash_traces=16)
     assert rep["prefix_hit_requests"] > 0
