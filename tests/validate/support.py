@@ -1,6 +1,6 @@
 """What every measurement-artifact test shares (core and plugin tests alike).
 
-``M`` is ``tools/make_artifacts.py``, the writer of artifacts in the producers'
+``M`` is ``tests/support/make_artifacts.py``, the writer of artifacts in the producers'
 shape; ``host``, ``strict`` and ``producer_dir`` are fixtures a test module
 imports to use::
 
@@ -10,13 +10,10 @@ imports to use::
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -27,21 +24,9 @@ import fpmcore_glm53flash
 from fpmcore.host.plugins import PluginHost
 from fpmcore.testing import make_host
 from fpmcore.validate.integers import INT, NINT, ROWS
+from tests.support import make_artifacts as M
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_tool() -> ModuleType:
-    if "make_artifacts" in sys.modules:
-        return sys.modules["make_artifacts"]
-    spec = importlib.util.spec_from_file_location("make_artifacts", ROOT / "tools" / "make_artifacts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_artifacts"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-M = _load_tool()
 
 
 @pytest.fixture(scope="module")

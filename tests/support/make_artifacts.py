@@ -12,9 +12,9 @@ the row of §9.1 and the context of §9.2 exactly (benchmark id 2: forwards
 
 Usage::
 
-    python tools/make_artifacts.py example [OUT]           # examples/artifacts (both models)
-    python tools/make_artifacts.py negatives OUT           # one attempt per negative case
-    python tools/make_artifacts.py cell --plan PLAN --cell ID --out DIR [--ranks N] [--merged]
+    python tests/support/make_artifacts.py example [OUT]           # examples/artifacts (both models)
+    python tests/support/make_artifacts.py negatives OUT           # one attempt per negative case
+    python tests/support/make_artifacts.py cell --plan PLAN --cell ID --out DIR [--ranks N] [--merged]
 
 Every command takes ``--producer-dir DIR`` (default ``examples/artifacts/producer``,
 the stand-in producer of the example campaign): the GLM ``producer`` record
@@ -47,7 +47,7 @@ from fpmcore.documents.jsonio import canonical_bytes
 from fpmcore.validate.measured_values import canonical_digest, point_key, upper_median
 from fpmcore.validate.structure import merge_ranks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The producer files of the example campaign (a stand-in of the producer, see its README).
 PRODUCER_DIR = ROOT / "examples" / "artifacts" / "producer"
 #: Raw wall times of 05 §9.1 (seconds); every point scales this pattern.
