@@ -20,12 +20,12 @@ cache plan (pool page, ``num_blocks``, groups) and the per-step records:
 scheduled tokens in batch order, preemptions, ``free_blocks``, waiting
 count, and the held (non-null) blocks per group of every running request.
 
-**Vendored with the oracle** it drives (``vllm_oracle.py``, whose docstring names
-its upstream, the specification's vLLM oracle, and how this copy differs): this
-driver has no upstream file of its own; it runs the oracle's ``sched`` loop for
-many jobs in one process, and the differences of the oracle (release-detected
-entry points, front-end admission) are what let it drive vLLM 0.33.0, 0.32.0 and
-0.27.0 alike.
+This driver is fpmcore's own, with no upstream file; the oracle it imports is
+vendored (``vllm_oracle.py``, whose docstring names its upstream, the
+specification's vLLM oracle, and how this copy differs).  It runs the oracle's
+``sched`` loop for many jobs in one process; the oracle's differences from
+upstream (release-detected entry points, front-end admission) are what let it
+drive vLLM 0.33.0, 0.32.0 and 0.27.0 alike.
 """
 
 from __future__ import annotations
