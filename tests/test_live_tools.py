@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.tools import load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tools" / "tiny_models.py"
 LIVE = ROOT / "tools" / "live_engine.py"
@@ -72,11 +74,7 @@ def test_live_engine_refuses_a_trace_without_arrival_steps(tmp_path):
 
 
 def test_live_engine_prompts_copy_prefixes_and_differ_elsewhere():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import live_engine as le
-    finally:
-        sys.path.pop(0)
+    le = load_tool("live_engine")
     reqs = [
         le.TraceRequest("a", 0, 300, 4),
         le.TraceRequest("b", 1, 200, 4, prefix_of="a", prefix_of_len=150),
@@ -99,11 +97,7 @@ def test_live_engine_prompts_copy_prefixes_and_differ_elsewhere():
 def test_live_engine_prompts_of_content_block_ids_agree_exactly_where_the_ids_agree(tmp_path):
     """A prompt given as ``hash_ids`` is one draw per distinct block id, a partial last block its block's
     first tokens (the Mooncake trace's meaning); the trace line keeps the ids, and reads back."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import live_engine as le
-    finally:
-        sys.path.pop(0)
+    le = load_tool("live_engine")
     reqs = [
         le.TraceRequest("a", 0, 40, 4, hash_ids=(0, 1, 2), hash_block_tokens=16),
         le.TraceRequest("b", 0, 36, 4, hash_ids=(0, 1, 7), hash_block_tokens=16),

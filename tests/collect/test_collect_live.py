@@ -21,6 +21,7 @@ from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.collect.run import engine_options
 from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
+from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.live
 
@@ -29,13 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("tiny_models", ROOT / "tools" / "tiny_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tiny_models"] = module
-    spec.loader.exec_module(module)
+    module = load_tool("tiny_models")
     return Path(module.write_model("llama", tmp_path_factory.mktemp("models") / "llama", seed=0)["dir"])
 
 
@@ -124,13 +119,7 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
 def hybrid_campaign(tmp_path_factory) -> Path:
     """fpm onboard --smoke of the tiny hybrid (Gated DeltaNet + attention + MoE, bfloat16: the CPU GDN kernel's
     dtype), the deployment of the onboarding guide: 384-token hash blocks, a 768-token budget, eight running requests."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("tiny_models", ROOT / "tools" / "tiny_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tiny_models"] = module
-    spec.loader.exec_module(module)
+    module = load_tool("tiny_models")
     root = tmp_path_factory.mktemp("hybrid")
     model = Path(module.write_model("qwen3-next", root / "tiny-hybrid", seed=0)["dir"])
     out = root / "campaign"

@@ -21,6 +21,7 @@ from fpmcore.documents import output_files as outputs
 from fpmcore.replay import outputs as record_files
 from fpmcore.replay.outputs import read_records
 from fpmcore.testing import run_fpm
+from tests.support.tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = ROOT / "examples" / "profiles" / "plain-llama8b-like.fpm-profile.json"
@@ -30,13 +31,7 @@ GEN = ROOT / "tools" / "bench_replay_out.py"
 
 def gen_trace(path: Path, n: int) -> Path:
     """The benchmark's trace generator (tools/bench_replay_out.py): seeded, Poisson arrivals."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_replay_out", GEN)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.write_trace(path, n)
+    load_tool("bench_replay_out").write_trace(path, n)
     return path
 
 

@@ -14,10 +14,11 @@ Each returns the script's report, for what a test asserts beyond that.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from tests.support.tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
@@ -29,11 +30,7 @@ WINDOW_KINDS = frozenset(f"{k}/{c}/window" for k in ("plain", "glm") for c in ("
 
 def replay_vs_vllm() -> ModuleType:
     """``tools/replay_vs_vllm.py`` as a module: the one place a test loads it from the tools folder."""
-    if str(TOOLS) not in sys.path:
-        sys.path.insert(0, str(TOOLS))
-    import replay_vs_vllm as script
-
-    return script
+    return load_tool("replay_vs_vllm")
 
 
 def _same_release(report: dict[str, Any], release: str | None) -> None:

@@ -7,10 +7,8 @@ call are those of ``tools/glm_align_grid.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -20,6 +18,7 @@ from fpmcore import PlanLimits
 from fpmcore.documents.profile import parse_profile
 from fpmcore_glm53flash.plan_inputs import deployment_facts
 from fpmcore_glm53flash.planner import plan_points, select_points, settings_for
+from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.real
 
@@ -43,11 +42,7 @@ def vllm_split():
 def tool() -> ModuleType:
     if not TOOL.exists():
         pytest.skip("tools/glm_align_grid.py is not in this tree")
-    spec = importlib.util.spec_from_file_location("glm_align_grid", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("glm_align_grid")
 
 
 @pytest.mark.parametrize("alignment", [16, None], ids=["checkpoint", "no-checkpoint"])

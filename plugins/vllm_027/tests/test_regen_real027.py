@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.real
 
@@ -20,10 +20,7 @@ def test_embedded_027_example_regenerates_to_the_same_bytes(tmp_path):
 
     if metadata.version("vllm") != "0.27.0":
         pytest.skip("the vllm027-real env checks this example")
-    spec = importlib.util.spec_from_file_location("regen_probes", ROOT / "tools" / "regen_probes.py")
-    regen = importlib.util.module_from_spec(spec)
-    sys.modules["regen_probes"] = regen
-    spec.loader.exec_module(regen)
+    regen = load_tool("regen_probes")
     assert regen.planned_here() == ["vllm-0.27.0-plain"]
     fresh = tmp_path / "vllm-0.27.0-plain"
     regen.generate("vllm-0.27.0-plain", fresh)

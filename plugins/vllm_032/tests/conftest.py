@@ -7,9 +7,7 @@ one engine at a time; the default suite skips them (the repository
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,23 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.tools import load_tool
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "probes"
 
 #: What the session's live tests found, printed at the end (traces, steps, preemptions, prefix hits, …).
 LIVE_REPORT: dict[str, Any] = {}
-
-
-def load_tool(name: str) -> ModuleType:
-    """``tools/<name>.py`` as a module."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

@@ -15,18 +15,17 @@ and on, in a pool of 24 blocks of 128 tokens (one and a half requests of
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fpmcore.testing import run_fpm
+from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tools"))
 
 EXCERPT = ROOT / "examples" / "traces" / "public" / "mooncake-conversation-40.jsonl"
 ENGINE = {"dtype": "float32", "max_model_len": 2048, "num_blocks": 24, "max_num_seqs": 8,
@@ -35,7 +34,7 @@ ENGINE = {"dtype": "float32", "max_model_len": 2048, "num_blocks": 24, "max_num_
 
 def window_requests(start: int, size: int, max_prompt_len: int) -> list[Any]:
     """The window's requests as the live engine's step-exact trace lines, with their content-block ids."""
-    from replay_vs_vllm import trace_windows
+    trace_windows = load_tool("replay_vs_vllm").trace_windows
 
     from fpmcore_vllm032.steps import TraceRequest
 

@@ -11,9 +11,7 @@ regenerate to the same bytes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 
 from fpmcore.probe.dry_run import ModelJsonError
 from fpmcore_vllm_support import dryprobe
+from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.real
 
@@ -170,10 +169,7 @@ def test_embedded_examples_regenerate_to_the_same_bytes(tmp_path):
 
     The vLLM 0.27.0 example is checked by the ``vllm027-real`` env, which has that release.
     """
-    spec = importlib.util.spec_from_file_location("regen_probes", ROOT / "tools" / "regen_probes.py")
-    regen = importlib.util.module_from_spec(spec)
-    sys.modules["regen_probes"] = regen
-    spec.loader.exec_module(regen)
+    regen = load_tool("regen_probes")
     names = regen.planned_here()
     assert names == [n for n, ex in regen.EXAMPLE_SET.items() if ex.runtime == "vllm_033"] and len(names) == 5
     for name in names:
