@@ -193,7 +193,7 @@ def _install_hint(targets: list[str], mode: str = "--dry-run") -> str:
 
 
 def _say(ctx: Any, message: str) -> None:
-    ctx.err.print(f"fpm: {message}", markup=False, soft_wrap=True, highlight=False)
+    ctx.message(f"fpm: {message}")
 
 
 def _find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
