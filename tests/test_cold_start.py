@@ -59,7 +59,11 @@ NEVER = (
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
+    "importlib.metadata", "email",
 )  # fmt: skip
+#: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
+#: reference engine, the plot, the progress bar.
+NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich.progress")
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
@@ -74,7 +78,7 @@ NO_PIPELINE = (
         (("--help",), NEVER + NO_PIPELINE + ("rich",)),
         (("plugins",), NEVER + NO_PIPELINE),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
-        (REPLAY, NEVER),
+        (REPLAY, NEVER + NO_REPLAY_EXTRAS),
     ],
     ids=["help", "plugins", "plugins-json", "replay"],
 )

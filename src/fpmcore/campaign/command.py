@@ -96,7 +96,7 @@ def _run_finalize(args: argparse.Namespace, ctx: Any) -> int:
         if ctx.json:
             ctx.emit_json({"command": "finalize", "campaign": args.campaign, "status": "refused",
                            "diagnostics": [{"rule": exc.rule, "message": exc.message, "where": exc.where}]})  # fmt: skip
-        ctx.err.print(one_line(f"fpm: {exc} [{exc.rule}]"), markup=False, highlight=False, soft_wrap=True)
+        ctx.message(one_line(f"fpm: {exc} [{exc.rule}]"))
         return EXIT_NEGATIVE
     status = "finalized" if outcome.written else "unchanged"
     if ctx.json:

@@ -30,13 +30,17 @@ def _console(stream: Any) -> Any:
     """
     from rich.console import Console
 
-    try:
-        tty = bool(stream.isatty())
-    except (AttributeError, ValueError):
-        tty = False
+    tty = _isatty(stream)
     console = Console(file=stream) if tty else Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
     console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     return console
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _raise_broken_pipe() -> None:
@@ -111,6 +115,20 @@ class Context:
             self._err = _console(sys.stderr)
         return self._err
 
+    def message(self, text: str) -> None:
+        """One line of plain text on stderr (a note, a diagnostic, what was written).
+
+        Written as it is when stderr is no terminal, without rich (whose
+        import is a tenth of a short command's time, and which would read
+        ``:b:`` in a path as an emoji); on a terminal through :attr:`err`,
+        which the terminal wraps.  Never markup, never highlighting.
+        """
+        if not _isatty(sys.stderr):
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+            return
+        self.err.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
+
     def print_table(self, table: Any) -> None:
         """:func:`print_table` on stdout."""
         print_table(self.out, table)
@@ -127,8 +145,30 @@ class Context:
         """The command line's one progress bar, on stderr, off when stderr is not a terminal: the task's
         description, a bar, ``done/total`` and ``unit``, with ``steps`` the task's ``steps`` field, the elapsed
         time and the ETA.  At any terminal width the counts and times stay whole: the description is shortened
-        with an ellipsis and the bar narrows first."""
+        with an ellipsis and the bar narrows first.  Off, it is a :class:`QuietProgress` (rich not imported)."""
+        if not _isatty(sys.stderr):
+            return QuietProgress()
         return progress_bar(self.err, unit, steps=steps, transient=transient)
+
+
+class QuietProgress:
+    """The progress bar when stderr is no terminal: the calls the commands make on rich's ``Progress``
+    (``with``, ``add_task``, ``update``, ``advance``), doing nothing."""
+
+    def __enter__(self) -> QuietProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, **fields: Any) -> int:
+        return 0
+
+    def update(self, task: int, **fields: Any) -> None:
+        return None
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        return None
 
 
 def progress_bar(console: Any, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:

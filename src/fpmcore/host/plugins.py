@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from typing import Any, Literal
 
 import attrs
@@ -38,6 +37,7 @@ import pluggy
 
 from fpmcore import hookspecs
 from fpmcore.documents.errors import FpmError, PluginError
+from fpmcore.host.entry_points import entry_points
 from fpmcore.host.hooks import Hooks
 from fpmcore.host.hooktypes import API_VERSION, PluginInfo
 
@@ -146,7 +146,7 @@ class PluginHost:
 
     def _load_entry_points(self) -> None:
         try:
-            eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)
+            eps = sorted(entry_points(GROUP), key=lambda e: e.name)
         except Exception as exc:  # pragma: no cover - broken metadata of the environment
             if self.strict:
                 raise
@@ -159,8 +159,7 @@ class PluginHost:
             seen.add(ep.name)
             if ep.name in self._records:  # a plugin object the caller passed has this id: it stands
                 continue
-            dist = ep.dist.name if ep.dist is not None else None
-            version = ep.dist.version if ep.dist is not None else None
+            dist, version = ep.dist_name, ep.dist_version
             reason = self._disabled_reason(ep.name, entry_point=True)
             if reason is not None:
                 self._record(PluginRecord(ep.name, dist, version, None, (), (), "disabled", reason, module=ep.value))

@@ -225,7 +225,7 @@ def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None
         sys.stdout.flush()
     suffix = "" if rule == "usage" else f" [{rule}]"
     place = f"{where}: " if where else ""
-    ctx.err.print(f"fpm: {place}{message}{suffix}", markup=False, highlight=False, soft_wrap=True)
+    ctx.message(f"fpm: {place}{message}{suffix}")
 
 
 def import_command() -> CliCommand:

@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
         )
     if getattr(args, "verbose", False):
         for line in plan.report.get("log") or ():
-            ctx.err.print(str(line), markup=False, highlight=False, soft_wrap=True)
+            ctx.message(str(line))
     if empty:
         reason = empty_plan_reason(ctx.host, model, profile, args.deployment, limits, plan, overrides)
         ctx.err.print(

@@ -114,7 +114,7 @@ LIVE_ONLY = ("max_model_len", "dtype", "kv_cache_space", "num_gpu_blocks", "max_
 
 
 def _say(ctx: Any, message: str) -> None:
-    ctx.err.print(f"fpm: {message}", markup=False, soft_wrap=True, highlight=False)
+    ctx.message(f"fpm: {message}")
 
 
 def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:

@@ -186,7 +186,7 @@ def extrapolated_note(extrapolated: int, steps: int) -> str:
 
 
 def _note(ctx: Any, text: str) -> None:
-    ctx.err.print(f"fpm: note: {text}", markup=False, highlight=False, soft_wrap=True)
+    ctx.message(f"fpm: note: {text}")
 
 
 def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,16 +196,20 @@ def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
     """Every output path and format checked before any work (O-1 … O-4; the plot's format; pyarrow)."""
+    if args.out is None and args.plot is None:
+        return None, None, None
     from fpmcore.documents import output_files as outputs
-    from fpmcore.replay import outputs as record_files
-    from fpmcore.replay.plot import check_plot_path
 
     inputs = [args.profile, args.trace, args.fpm_table]
     out = plot = fmt = None
     if args.out is not None:
+        from fpmcore.replay import outputs as record_files
+
         out = outputs.check_output_folder(args.out, inputs=inputs, replace=True)
         record_files.check_format(args.out_format)
     if args.plot is not None:
+        from fpmcore.replay.plot import check_plot_path
+
         plot = outputs.check_output_path(args.plot, inputs=inputs)
         fmt = check_plot_path(args.plot)
     outputs.check_outputs_apart([("--out", out), ("plot", plot)], folders={"--out"})
@@ -232,8 +236,6 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
-    from fpmcore.replay.outputs import RecordFiles
-    from fpmcore.replay.plot import PlotData
 
     if args.campaign is not None and args.fpm_table is None:
         args.fpm_table = str(Path(args.campaign) / TABLE)
@@ -278,9 +280,16 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         if not exc.where:
             exc.where = args.trace
         raise
-    files = RecordFiles(out, args.out_format, groups=len(cfg.groups)) if out is not None else None
-    plot = PlotData([g.name for g in cfg.groups], cfg.usable_blocks if cfg.block_mode else cfg.capacity_bytes,
-                    cfg.block_mode) if plot_path is not None else None  # fmt: skip
+    files = plot = None
+    if out is not None:
+        from fpmcore.replay.outputs import RecordFiles
+
+        files = RecordFiles(out, args.out_format, groups=len(cfg.groups))
+    if plot_path is not None:
+        from fpmcore.replay.plot import PlotData
+
+        plot = PlotData([g.name for g in cfg.groups], cfg.usable_blocks if cfg.block_mode else cfg.capacity_bytes,
+                        cfg.block_mode)  # fmt: skip
     kept: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
     try:
@@ -339,12 +348,11 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         _note(ctx, f"{n:,} request{'s' if n != 1 else ''} rejected ({kind}), the first: {reason}")
     if digests is not None:
         listed = ", ".join(f"{name} (sha256 {digest[:12]}…)" for name, digest in digests.items())
-        ctx.err.print(f"fpm: wrote {out}/: {listed}", markup=False, highlight=False, soft_wrap=True)
+        ctx.message(f"fpm: wrote {out}/: {listed}")
     if plot_path is not None and image is not None:
-        ctx.err.print(f"fpm: wrote the plot {plot_path} ({len(image):,} bytes)", markup=False, highlight=False,
-                      soft_wrap=True)  # fmt: skip
+        ctx.message(f"fpm: wrote the plot {plot_path} ({len(image):,} bytes)")
     if error is not None:
-        ctx.err.print(f"fpm: {error} [{error.rule}]", markup=False, highlight=False)
+        ctx.message(f"fpm: {error} [{error.rule}]")
         return 1
     return 0
 

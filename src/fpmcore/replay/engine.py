@@ -42,7 +42,6 @@ from fpmcore.replay.model import (
     ReplayConfig,
     ReplayRequest,
 )
-from fpmcore.replay.reference import ReferenceEngine, run_reference
 from fpmcore.replay.trace import Trace, TraceRequest
 
 
@@ -296,6 +295,8 @@ def run_raw(
         from fpmcore.replay import cengine
 
         return cengine.run_c(cfg, reqs, mode), "c"
+    from fpmcore.replay.reference import run_reference
+
     return run_reference(cfg, reqs, mode, align_stop), "python"
 
 
@@ -377,6 +378,8 @@ class ReplayRun:
 
             self._engine: Any = CReplay(cfg, iter_engine_requests(cfg, trace), mode, len(trace.requests))
         else:
+            from fpmcore.replay.reference import ReferenceEngine
+
             self._engine = ReferenceEngine(cfg, engine_requests(cfg, trace)[0], mode, align_stop)
         self._stats = records.RequestStats()
         #: Requests in the trace.

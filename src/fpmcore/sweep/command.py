@@ -182,8 +182,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
             if row["error"] is not None:
                 failed += not outcome.get("lost")
                 err = row["error"]
-                ctx.err.print(f"fpm: {_describe(row)} failed: {err['message']} [{err['rule']}]",
-                              markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+                ctx.message(f"fpm: {_describe(row)} failed: {err['message']} [{err['rule']}]")  # fmt: skip
             bar.advance(progress)
     final = [{**rows[t.key], "task": t.index} for t in sweep.tasks if t.key in rows]
     if args.plot:

@@ -44,7 +44,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _note(ctx: Any, text: str) -> None:
-    ctx.err.print(f"fpm: {text}", markup=False, highlight=False, soft_wrap=True)
+    ctx.message(f"fpm: {text}")
 
 
 def read_for_command(ctx: Any, args: argparse.Namespace, path: str) -> tuple[Any, dict[str, Any]]:
