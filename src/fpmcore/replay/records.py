@@ -162,7 +162,8 @@ def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dic
 
 
 def request_record(tr: Any, r: Any) -> dict[str, Any]:
-    """The R-35 record of one completed request (``tr`` its trace line, ``r`` its :class:`RawRequest`)."""
+    """The R-35 record of one completed request (``tr`` its trace line or the column view of its fields,
+    :class:`~fpmcore.replay.columns.RequestFields`; ``r`` its :class:`RawRequest`)."""
     ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
     if tr.arrival_time is not None:
         arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
