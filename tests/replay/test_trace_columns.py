@@ -168,7 +168,9 @@ def test_a_replay_from_columns_is_the_replay_from_requests(tmp_path_factory, cas
     runs = []
     for tr in (trace, ref_trace):
         run = ReplayRun(cfg, tr, steps=True, backend="c")
-        runs.append([(c.first_step, c.steps, c.requests) for c in run] + [run.summary(), run.error])
+        chunks = [(c.first_step, c.steps, c.requests) for c in run]
+        err = run.error
+        runs.append([*chunks, run.summary(), None if err is None else (err.rule, err.message)])
     assert runs[0] == runs[1]
     # the engine-form requests the columns stand for are the reference's
     assert len(tuple(iter_engine_requests(cfg, trace))) == len(trace.requests)
@@ -199,3 +201,10 @@ def test_a_window_stops_reading_at_its_end_as_the_reference_does(tmp_path):
         fast, ref = _read(path, 512, t, columns=True), _read(path, 512, t, columns=False)
         assert fast == ref if limit == 3 else (fast[1] == ref[1] and fast[0].columns is not None)
     assert _read(path, 512, Transforms(limit=3), columns=True)[0] == "T-2"
+
+
+def test_the_c_reader_bounds_are_the_format_bounds():
+    from fpmcore._native import lib
+    from fpmcore.traces.format import MAX_TOKENS
+
+    assert lib.FPM_TRACE_MAX_TOKENS == MAX_TOKENS

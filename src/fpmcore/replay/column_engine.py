@@ -32,11 +32,12 @@ def column_origins(ffi: Any, lib: Any, cols: TraceColumns, first_key: int) -> tu
     return upto, key, int(nkeys[0])
 
 
-def column_inputs(ffi: Any, lib: Any, cfg: ReplayConfig, trace: Any, mode: int) -> tuple[Any, Any, list[Any]] | None:
+def column_inputs(
+    ffi: Any, lib: Any, cfg: ReplayConfig, trace: Any, mode: int, max_arrival_step: int
+) -> tuple[Any, Any, list[Any]] | None:
     """The C config, the request array and the cdata to keep alive, for a trace of columns; ``None`` when a
     request is beyond the engine's bounds (the reference path then refuses it)."""
     from fpmcore.replay.cengine import _marshal
-    from fpmcore.replay.engine import MAX_ARRIVAL_STEP
 
     cols: TraceColumns = trace.columns
     n = len(cols)
@@ -53,7 +54,7 @@ def column_inputs(ffi: Any, lib: Any, cfg: ReplayConfig, trace: Any, mode: int) 
     st = lib.fpm_trace_requests(n, ffi.from_buffer("int64_t[]", cols.prompt_len),
                                 ffi.from_buffer("int64_t[]", cols.output_len),
                                 ffi.from_buffer("double[]", cols.arrival_time),
-                                hash_off if cfg.prefix_caching else ffi.NULL, step_seconds, MAX_ARRIVAL_STEP, rq,
+                                hash_off if cfg.prefix_caching else ffi.NULL, step_seconds, max_arrival_step, rq,
                                 bad)  # fmt: skip
     if st != lib.FPM_OK:
         raise RuntimeError(f"fpm_trace_requests failed with status {st}")

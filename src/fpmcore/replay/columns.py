@@ -61,6 +61,10 @@ class TraceColumns:
             hash_block_tokens=self.hash_block_tokens,
         )
 
+    def request_ids(self) -> RequestIds:
+        """The ``request_id`` of each request, made when read."""
+        return RequestIds(self)
+
     def fields(self, i: int) -> RequestFields:
         """The fields of request ``i`` that its record repeats."""
         return RequestFields(str(self.line[i]), self.arrival_time[i], self.prompt_len[i], self.output_len[i])

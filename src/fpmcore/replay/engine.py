@@ -381,7 +381,7 @@ class ReplayRun:
                 from fpmcore.replay.cengine import _lib
                 from fpmcore.replay.column_engine import column_inputs
 
-                inputs = column_inputs(*_lib(), cfg, trace, mode)
+                inputs = column_inputs(*_lib(), cfg, trace, mode, MAX_ARRIVAL_STEP)
                 if inputs is None:  # a request beyond the engine's bounds: refused with its diagnostic
                     tuple(iter_engine_requests(cfg, trace))
             self._engine: Any = CReplay(cfg, iter_engine_requests(cfg, trace), mode, len(trace.requests), inputs)

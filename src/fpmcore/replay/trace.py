@@ -112,9 +112,8 @@ class Trace:
     def request_ids(self) -> Sequence[str]:
         """The ``request_id`` of each request, in order (made when read for a trace of columns)."""
         if self.columns is not None:
-            from fpmcore.replay.columns import RequestIds
-
-            return RequestIds(self.columns)
+            ids: Sequence[str] = self.columns.request_ids()
+            return ids
         return [r.request_id for r in self.requests]
 
     def dumps(self) -> str:
