@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import pickle
 from pathlib import Path
 from unittest import mock
 
@@ -149,6 +150,8 @@ def test_the_c_reader_gives_the_reference_trace_or_its_diagnostic(tmp_path_facto
         ]
         for i, r in enumerate(ref_trace.requests):
             assert trace.request_ids().index(r.request_id) == i
+        again = pickle.loads(pickle.dumps(trace))  # a sweep hands the trace to its worker processes
+        assert again.columns is not None and list(again.requests) == list(ref_trace.requests)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

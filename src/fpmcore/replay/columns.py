@@ -12,6 +12,7 @@ themselves (:mod:`fpmcore.replay.column_engine`), and the request records read o
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
@@ -50,6 +51,11 @@ class TraceColumns:
     def __len__(self) -> int:
         return len(self.line)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as arrays (a sweep hands the trace to its worker processes)."""
+        cols = (self.line, self.prompt_len, self.output_len, self.arrival_time, self.hash_off, self.hash_ids)
+        return _from_arrays, (*(array(c.format, c) for c in cols), self.hash_block_tokens)
+
     def request(self, i: int) -> TraceRequest:
         """Request ``i`` as a trace line."""
         return TraceRequest(
@@ -68,6 +74,15 @@ class TraceColumns:
     def fields(self, i: int) -> RequestFields:
         """The fields of request ``i`` that its record repeats."""
         return RequestFields(str(self.line[i]), self.arrival_time[i], self.prompt_len[i], self.output_len[i])
+
+
+def _from_arrays(
+    line: array[int], prompt: array[int], output: array[int], time: array[float], off: array[int], ids: array[int],
+    block: int,
+) -> TraceColumns:  # fmt: skip
+    """:class:`TraceColumns` over six arrays (and the block size): the unpickled form."""
+    return TraceColumns(memoryview(line), memoryview(prompt), memoryview(output), memoryview(time), memoryview(off),
+                        memoryview(ids), block, (line, prompt, output, time, off, ids))  # fmt: skip
 
 
 class RequestIds(Sequence[str]):
