@@ -160,7 +160,10 @@ def _totals(out: Any) -> RawTotals:
 class CReplay:
     """One replay in the C engine (``fpm_replay_open`` … ``fpm_replay_close``), advanced in chunks."""
 
-    def __init__(self, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], mode: int, n: int | None = None) -> None:
+    def __init__(
+        self, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], mode: int, n: int | None = None, inputs: Any = None
+    ) -> None:
+        """``inputs``: the marshalled config and requests of ``n`` requests (:mod:`fpmcore.replay.column_engine`)."""
         ffi, lib = _lib()
         self._ffi, self._lib = ffi, lib
         self.G = len(cfg.groups)
@@ -168,7 +171,8 @@ class CReplay:
             reqs = tuple(reqs)
             n = len(reqs)
         self.n = n
-        self._inputs = _marshal(ffi, cfg, reqs, n)  # kept alive: the library reads them while the replay is open
+        # kept alive: the library reads them while the replay is open
+        self._inputs = _marshal(ffi, cfg, reqs, n) if inputs is None else inputs
         c, rq, _keep = self._inputs
         pp = ffi.new("fpm_replay **")
         st = lib.fpm_replay_open(c, rq, self.n, mode, pp)

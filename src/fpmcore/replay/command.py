@@ -359,7 +359,10 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
 def _trace_order(trace: Any) -> Any:
     """Sort key of request records: their line in the trace (the records of ``--json`` keep trace order)."""
-    index = {r.request_id: i for i, r in enumerate(trace.requests)}
+    ids = trace.request_ids()
+    if trace.columns is not None:  # request ids are increasing line numbers: found by a binary search
+        return lambda rec: ids.index(rec["request_id"])
+    index = {r: i for i, r in enumerate(ids)}
     return lambda rec: index[rec["request_id"]]
 
 

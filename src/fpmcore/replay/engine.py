@@ -368,15 +368,24 @@ class ReplayRun:
         align_stop: Callable[[AlignStopQuery], int] | None = None,
     ) -> None:
         self.cfg = cfg
-        self._trace = trace.requests
-        self._ids = [r.request_id for r in trace.requests]
+        # the trace fields of request i's record: its line, or a column view of it
+        self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
+        self._ids = list(trace.request_ids()) if steps else []  # the names of the step records
         self._with_steps = steps
         self.backend = _backend(backend, align_stop)
         mode = arrival_mode(cfg, trace)
-        if self.backend == "c":  # marshalled one request at a time: no engine-form copy of the trace
+        if self.backend == "c":  # marshalled one request at a time (or from columns): no engine-form copy
             from fpmcore.replay.cengine import CReplay
 
-            self._engine: Any = CReplay(cfg, iter_engine_requests(cfg, trace), mode, len(trace.requests))
+            inputs = None
+            if trace.columns is not None:
+                from fpmcore.replay.cengine import _lib
+                from fpmcore.replay.column_engine import column_inputs
+
+                inputs = column_inputs(*_lib(), cfg, trace, mode, MAX_ARRIVAL_STEP)
+                if inputs is None:  # a request beyond the engine's bounds: refused with its diagnostic
+                    tuple(iter_engine_requests(cfg, trace))
+            self._engine: Any = CReplay(cfg, iter_engine_requests(cfg, trace), mode, len(trace.requests), inputs)
         else:
             from fpmcore.replay.reference import ReferenceEngine
 
@@ -403,7 +412,7 @@ class ReplayRun:
         raw: RawChunk = self._engine.advance(n, self._with_steps)
         first = self.steps_done
         step_recs = records.step_records_of(self.cfg, self._ids, raw.steps) if raw.steps is not None else []
-        reqs = [records.request_record(self._trace[r.request], r) for r in raw.done]
+        reqs = [records.request_record(self._fields(r.request), r) for r in raw.done]
         for rec, r in zip(reqs, raw.done):
             self._stats.add(rec, r.reject_reason)
         self.steps_done = raw.steps_total

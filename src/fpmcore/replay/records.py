@@ -162,7 +162,8 @@ def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dic
 
 
 def request_record(tr: Any, r: Any) -> dict[str, Any]:
-    """The R-35 record of one completed request (``tr`` its trace line, ``r`` its :class:`RawRequest`)."""
+    """The R-35 record of one completed request (``tr`` its trace line or the column view of its fields,
+    :class:`~fpmcore.replay.columns.RequestFields`; ``r`` its :class:`RawRequest`)."""
     ft, fin_t, arr = r.first_token_time, r.finish_time, r.arrival_time
     if tr.arrival_time is not None:
         arr = tr.arrival_time  # timed arrivals keep the trace's time (R-35)
@@ -238,7 +239,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 
 
 def _shape(g: Any) -> dict[str, Any]:
-    """A replay group as :mod:`fpmcore.blocks` takes it: block, window, state blocks."""
+    """A replay group as :mod:`fpmcore.documents.blocks` takes it: block, window, state blocks."""
     if g.kind in (KIND_RING, KIND_MAMBA):
         return {"block": g.block, "state_blocks": g.blocks_per_request}
     if g.kind == KIND_CHUNK:

@@ -17,7 +17,7 @@ tokens whose block ids agree, with any earlier request.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +97,24 @@ def hash_id_count(prompt_len: int, hash_block_tokens: int) -> int:
 class Trace:
     """A validated trace: its requests in line order and the arrival field all lines use."""
 
-    requests: tuple[TraceRequest, ...]
+    requests: Sequence[TraceRequest]  # a tuple, or the column view of a trace read into columns
     arrival_field: str  # "arrival_time" or "arrival_step"
 
     @property
     def step_exact(self) -> bool:
         return self.arrival_field == "arrival_step"
+
+    @property
+    def columns(self) -> Any:
+        """The :class:`~fpmcore.replay.columns.TraceColumns` of a trace read into columns, else ``None``."""
+        return getattr(self.requests, "columns", None)
+
+    def request_ids(self) -> Sequence[str]:
+        """The ``request_id`` of each request, in order (made when read for a trace of columns)."""
+        if self.columns is not None:
+            ids: Sequence[str] = self.columns.request_ids()
+            return ids
+        return [r.request_id for r in self.requests]
 
     def dumps(self) -> str:
         """The JSONL form of the trace."""

@@ -24,6 +24,7 @@ import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import is_finite_number
+from fpmcore.replay.columns import ColumnRequests
 from fpmcore.replay.trace import Trace, TraceRequest, arrival_field_of, trace_of
 from fpmcore.traces.azure import AZURE
 from fpmcore.traces.burstgpt import BURSTGPT
