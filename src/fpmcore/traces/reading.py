@@ -12,6 +12,8 @@ checks what a plugin's reader yields (unique ids, lengths, one arrival field), a
 transforms (:mod:`fpmcore.traces.transforms`) and returns the trace with its provenance: the
 file, the format and how it was chosen, the rows skipped by reason, the transforms and their
 counts (``fpm replay`` records it as ``trace`` beside its summary, in ``--json`` and in ``--out``).
+A Mooncake trace is read by the C line reader into columns (:mod:`fpmcore.traces.column_reader`),
+the transforms applied there; a file it does not take whole is read by the format's reader.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from fpmcore.replay.columns import ColumnRequests
 from fpmcore.replay.trace import Trace, TraceRequest, arrival_field_of, trace_of
 from fpmcore.traces.azure import AZURE
 from fpmcore.traces.burstgpt import BURSTGPT
+from fpmcore.traces.column_reader import available as column_reader_available
+from fpmcore.traces.column_reader import read_columns
 from fpmcore.traces.format import DEFAULT_HASH_BLOCK_TOKENS, MAX_TOKENS, SkippedRow, TraceFormat, TraceSource, read_head
 from fpmcore.traces.mooncake import MOONCAKE
 from fpmcore.traces.native import FPMCORE_JSONL, SCHED_JSON
@@ -162,26 +166,32 @@ def read_trace(
             raise FpmError("T-3", f"--trace-filter {key}: the {fmt.name} format selects on {can}", str(p))
     source = TraceSource(path=p, hash_block_tokens=hash_block_tokens, filters=filters)
     skipped: dict[str, int] = {}
-    requests = list(window(_checked(fmt.read(source), chosen.plugin, fmt, str(p), skipped), transforms))
-    if not requests:
-        raise FpmError("T-3", f"no request is left after the window and the filters {transforms.to_json()}"
-                              f"{' (skipped: ' + _listed(skipped) + ')' if skipped else ''}", str(p))  # fmt: skip
-    kept, counts = apply(requests, transforms, str(p))
+    columns = read_columns(source, transforms) if fmt is MOONCAKE and column_reader_available() else None
+    if columns is not None:  # the C reader's columns: the same requests as the reference reader's
+        trace, counts = Trace(ColumnRequests(columns[0]), "arrival_time"), columns[1]
+        with_hash_ids = True
+    else:
+        requests = list(window(_checked(fmt.read(source), chosen.plugin, fmt, str(p), skipped), transforms))
+        if not requests:
+            raise FpmError("T-3", f"no request is left after the window and the filters {transforms.to_json()}"
+                                  f"{' (skipped: ' + _listed(skipped) + ')' if skipped else ''}", str(p))  # fmt: skip
+        kept, counts = apply(requests, transforms, str(p))
+        trace, with_hash_ids = trace_of(kept), any(r.hash_ids is not None for r in kept)
     provenance: dict[str, Any] = {
         "file": str(p),
         "format": fmt.name,
         "format_plugin": chosen.plugin,
         "sniffed": chosen.sniffed,
-        "requests": len(kept),
+        "requests": len(trace.requests),
         "rows_skipped": dict(sorted(skipped.items())),
         "transforms": transforms.to_json(),
         **counts,
     }
     if filters:
         provenance["filters"] = [f"{k}={v}" for k, v in filters]
-    if any(r.hash_ids is not None for r in kept):
+    if with_hash_ids:
         provenance["hash_block_tokens"] = hash_block_tokens
-    return trace_of(kept), provenance
+    return trace, provenance
 
 
 def _listed(counts: dict[str, int]) -> str:
