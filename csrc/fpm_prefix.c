@@ -8,7 +8,25 @@
  * Memory grows with the blocks the replay has used, not with the pool: the
  * free queue keeps the never-used blocks as one range ("fresh" blocks,
  * in id order, between the blocks freed to the front and those freed to the
- * back), and the per-block arrays and the key map grow on demand.
+ * back), and the per-block array and the key map grow on demand.
+ *
+ * Layout, for the per-block work of a long replay (every computed prompt block
+ * is cached under its key, every block taken from the free queue drops the key
+ * it had): a block's queue links, reference count, key chain links, key and
+ * key-map slot share one 32-byte record (pc_block), so taking, evicting and
+ * caching a block touch one cache line of it instead of seven arrays.  A key
+ * (origin, block index * groups + group) is packed into one 64-bit word when
+ * every origin key the replay can meet and every block index fit (compact
+ * keys, decided once in pc_new); otherwise the map stores the pair's hash and
+ * compares the pair itself in per-block side arrays (wide keys).  A map entry
+ * is then 16 bytes (key word, head and tail of the key's chain), and the step
+ * in which a Mamba state was last cached under a key lives beside the chain's
+ * head block (a side array, only for pools with a Mamba group).  The head and
+ * tail block of every chain keep their entry's slot in the map (updated when
+ * growth or backward-shift deletion moves the entry), so dropping a key needs
+ * no probe.  The fresh range's place in the free queue is record -1, so the
+ * queue's links need no test for it.  None of this changes which block a
+ * lookup returns or the queue's order: results are those of prefix.py.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +34,21 @@
 #include "fpm_internal.h"
 
 #define PC_MAXM 4    /* Mamba blocks one request holds in one group: running, transient, checkpoint */
-#define MARK (-1)    /* the fresh range's place in the free queue */
-#define EMPTY INT64_MIN
+#define MARK (-1)    /* the fresh range's place in the free queue: record -1 */
+#define HT_MAX_CAP ((uint64_t)1 << 31) /* slots a 32-bit slot number (plus one) can name */
 
 typedef struct {
-    int64_t ka, kb; /* ka == EMPTY: free entry */
-    int32_t head, tail;
-    int64_t stamp;  /* step (+1) in which a Mamba state was cached under this key */
+    uint64_t key;       /* packed key, or (wide keys) the pair's hash */
+    int32_t head, tail; /* the key's chain in caching order; head 0: free entry */
 } ht_entry;
+
+typedef struct {
+    int32_t qn, qp;     /* free queue links (while the block is free) */
+    int32_t ref;        /* reference count */
+    int32_t next, prev; /* the chain of blocks cached under one key */
+    uint32_t slot;      /* 0: no key; else 1 + its key's map slot, exact for a chain's head and tail */
+    uint64_t key;       /* its key word (as ht_entry.key) while it has a key */
+} pc_block;
 
 typedef struct {
     int64_t lo, len;   /* attention: table entries [lo, len) are blocks, [0, lo) null */
@@ -37,13 +62,17 @@ typedef struct {
 struct pc_pool {
     int64_t U;             /* usable blocks, ids 1 ... U */
     int64_t fresh;         /* next never-used id (fresh ids fresh ... U are free, in order) */
-    int64_t nblk;          /* per-block arrays cover ids 0 ... nblk - 1 */
-    int32_t *qn, *qp, *ref, *bnext, *bprev; /* bnext, bprev: the chain of blocks cached under one key */
-    int64_t *bka, *bkb;
-    int32_t mark_next, mark_prev; /* links of the fresh range's place */
+    int64_t nblk;          /* per-block records cover ids 0 ... nblk - 1 */
+    pc_block *blk;         /* blk[-1] ... blk[nblk - 1]: blk[-1] is the fresh range's place (MARK) */
+    int64_t *bka, *bkb;    /* wide keys only: each block's key pair */
+    int64_t *bstamp;       /* Mamba pools only: for a chain's head, step (+1) in which a Mamba state
+                              was cached under its key */
+    int wide;              /* keys do not pack into one word */
+    int kshift;            /* compact keys: origin << kshift | block index * groups + group */
     int64_t qlen;          /* free queue length, fresh blocks included */
     ht_entry *ht;
     uint64_t hmask;
+    int hbits;
     int64_t hcount;
     int64_t stamp;
     int oom;
@@ -67,15 +96,18 @@ static int pc_grow_blocks(struct pc_pool *p, int64_t id) {
     while (n <= id) n = n * 2;
     if (n > p->U + 1) n = p->U + 1;
     int64_t old = p->nblk;
-    if (!fpm_grow((void **)&p->qn, old, n, sizeof(int32_t)) || !fpm_grow((void **)&p->qp, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->ref, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bnext, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bprev, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) || !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t))) {
+    void *base = p->blk - 1;
+    if (!fpm_grow(&base, old + 1, n + 1, sizeof(pc_block))) {
         p->oom = 1;
         return 0;
     }
-    for (int64_t b = old; b < n; b++) p->bka[b] = EMPTY;
+    p->blk = (pc_block *)base + 1;
+    if ((p->wide && (!fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) ||
+                     !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t)))) ||
+        (p->bstamp && !fpm_grow((void **)&p->bstamp, old, n, sizeof(int64_t)))) {
+        p->oom = 1;
+        return 0;
+    }
     p->nblk = n;
     return 1;
 }
@@ -88,71 +120,109 @@ static uint64_t pc_hash(int64_t a, int64_t b) {
     return x;
 }
 
+/* The key word of (a, b): packed, or (wide keys) the pair's hash. */
+static inline uint64_t pc_word(const struct pc_pool *p, int64_t a, int64_t b) {
+    return p->wide ? pc_hash(a, b) : ((uint64_t)a << p->kshift) | (uint64_t)b;
+}
+
+/* The home slot of a key word (Fibonacci hashing: the product's top bits). */
+static inline uint64_t ht_home(const struct pc_pool *p, uint64_t w) {
+    return ((w ^ (w >> 29)) * 0x9E3779B97F4A7C15ULL) >> (64 - p->hbits);
+}
+
+/* Does the entry at slot i hold key (a, b) of word w? */
+static inline int ht_match(const struct pc_pool *p, uint64_t i, uint64_t w, int64_t a, int64_t b) {
+    const ht_entry *en = &p->ht[i];
+    return en->key == w && (!p->wide || (p->bka[en->head] == a && p->bkb[en->head] == b));
+}
+
+/* Entry i moved to slot i: its chain's head and tail learn the slot. */
+static inline void ht_moved(struct pc_pool *p, uint64_t i) {
+    p->blk[p->ht[i].head].slot = p->blk[p->ht[i].tail].slot = (uint32_t)i + 1;
+}
+
 static int ht_alloc(struct pc_pool *p, uint64_t cap) {
-    ht_entry *t = fpm_calloc((int64_t)cap, sizeof(ht_entry));
+    if (cap > HT_MAX_CAP) return 0;
+    ht_entry *t = fpm_calloc_lines((int64_t)cap, sizeof(ht_entry));
     if (t == NULL) return 0;
-    for (uint64_t i = 0; i < cap; i++) t[i].ka = EMPTY;
     ht_entry *old = p->ht;
     uint64_t oldcap = p->ht ? p->hmask + 1 : 0;
     p->ht = t;
     p->hmask = cap - 1;
+    p->hbits = 0;
+    while (((uint64_t)1 << p->hbits) < cap) p->hbits++;
     for (uint64_t i = 0; i < oldcap; i++) {
-        if (old[i].ka == EMPTY) continue;
-        uint64_t j = pc_hash(old[i].ka, old[i].kb) & p->hmask;
-        while (t[j].ka != EMPTY) j = (j + 1) & p->hmask;
+        if (old[i].head == 0) continue;
+        uint64_t j = ht_home(p, old[i].key);
+        while (t[j].head != 0) j = (j + 1) & p->hmask;
         t[j] = old[i];
+        ht_moved(p, j);
     }
     free(old);
     return 1;
 }
 
 static int64_t ht_find(const struct pc_pool *p, int64_t a, int64_t b) {
-    uint64_t i = pc_hash(a, b) & p->hmask;
-    while (p->ht[i].ka != EMPTY) {
-        if (p->ht[i].ka == a && p->ht[i].kb == b) return (int64_t)i;
+    uint64_t w = pc_word(p, a, b), i = ht_home(p, w);
+    while (p->ht[i].head != 0) {
+        if (ht_match(p, i, w, a, b)) return (int64_t)i;
         i = (i + 1) & p->hmask;
     }
     return -1;
 }
 
 static void ht_delete_at(struct pc_pool *p, uint64_t i) {
-    p->ht[i].ka = EMPTY;
+    p->ht[i].head = 0;
     p->hcount--;
     uint64_t j = i;
     for (;;) {
         j = (j + 1) & p->hmask;
-        if (p->ht[j].ka == EMPTY) break;
-        uint64_t k = pc_hash(p->ht[j].ka, p->ht[j].kb) & p->hmask;
+        if (p->ht[j].head == 0) break;
+        uint64_t k = ht_home(p, p->ht[j].key);
         int move = (j > i) ? (k <= i || k > j) : (k <= i && k > j);
         if (move) {
             p->ht[i] = p->ht[j];
-            p->ht[j].ka = EMPTY;
+            ht_moved(p, i);
+            p->ht[j].head = 0;
             i = j;
         }
     }
 }
 
-/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching order */
-static __attribute__((noinline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
-    int32_t prev = p->bprev[b], next = p->bnext[b];
-    if (prev) p->bnext[prev] = next;
-    if (next) p->bprev[next] = prev;
+/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching
+ * order; the chain's head or tail finds its entry by its slot */
+static void pc_evict_key(struct pc_pool *p, int32_t b) {
+    pc_block *bl = &p->blk[b];
+    int32_t prev = bl->prev, next = bl->next;
+    if (prev) p->blk[prev].next = next;
+    if (next) p->blk[next].prev = prev;
     if (!prev || !next) { /* the chain's head or tail: its entry changes */
-        int64_t i = ht_find(p, p->bka[b], p->bkb[b]);
-        if (i >= 0) {
-            ht_entry *en = &p->ht[i];
-            if (!prev) en->head = next;
-            if (!next) en->tail = prev;
-            if (en->head == 0) ht_delete_at(p, (uint64_t)i);
+        uint32_t slot = bl->slot;
+        ht_entry *en = &p->ht[slot - 1];
+        if (!next && !prev) {
+            ht_delete_at(p, slot - 1);
+        } else if (!prev) {
+            en->head = next;
+            p->blk[next].slot = slot;
+            if (p->bstamp) p->bstamp[next] = p->bstamp[b];
+        } else {
+            en->tail = prev;
+            p->blk[prev].slot = slot;
         }
     }
-    p->bnext[b] = p->bprev[b] = 0;
-    p->bka[b] = EMPTY;
+    bl->next = bl->prev = 0;
+    bl->slot = 0;
 }
 
 /* drop block b's key (eviction), if it has one */
 static inline void pc_evict(struct pc_pool *p, int32_t b) {
-    if (p->bka[b] != EMPTY) pc_evict_key(p, b);
+    if (p->blk[b].slot) pc_evict_key(p, b);
+}
+
+/* does block b carry key (a, kb)? */
+static int pc_has_key(const struct pc_pool *p, int32_t b, int64_t a, int64_t kb) {
+    if (!p->blk[b].slot) return 0;
+    return p->wide ? p->bka[b] == a && p->bkb[b] == kb : p->blk[b].key == pc_word(p, a, kb);
 }
 
 /* cache block b under key (a, kb); a Mamba state records the step */
@@ -161,26 +231,30 @@ static void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int 
     pc_evict(p, b);
     if ((p->hcount + 1) * 2 > (int64_t)(p->hmask + 1) && !ht_alloc(p, (p->hmask + 1) * 2)) p->oom = 1;
     if ((p->hcount + 1) * 4 > (int64_t)(p->hmask + 1) * 3) return; /* out of memory: the key is not cached */
-    p->bka[b] = a;
-    p->bkb[b] = kb;
-    uint64_t j = pc_hash(a, kb) & p->hmask; /* the key's entry, or the free slot that ends its probe */
-    while (p->ht[j].ka != EMPTY && (p->ht[j].ka != a || p->ht[j].kb != kb)) j = (j + 1) & p->hmask;
-    int64_t i = p->ht[j].ka == EMPTY ? -1 : (int64_t)j;
-    if (i < 0) {
-        p->ht[j].ka = a;
-        p->ht[j].kb = kb;
-        p->ht[j].head = p->ht[j].tail = b;
-        p->ht[j].stamp = 0;
-        p->hcount++;
-        i = (int64_t)j;
-        p->bprev[b] = 0;
-    } else {
-        p->bnext[p->ht[i].tail] = b;
-        p->bprev[b] = p->ht[i].tail;
-        p->ht[i].tail = b;
+    uint64_t w = pc_word(p, a, kb);
+    uint64_t j = ht_home(p, w); /* the key's entry, or the free slot that ends its probe */
+    while (p->ht[j].head != 0 && !ht_match(p, j, w, a, kb)) j = (j + 1) & p->hmask;
+    pc_block *bl = &p->blk[b];
+    ht_entry *en = &p->ht[j];
+    if (p->wide) {
+        p->bka[b] = a;
+        p->bkb[b] = kb;
     }
-    p->bnext[b] = 0;
-    if (mamba) p->ht[i].stamp = p->stamp;
+    bl->key = w;
+    bl->slot = (uint32_t)j + 1;
+    bl->next = 0;
+    if (en->head == 0) {
+        en->key = w;
+        en->head = en->tail = b;
+        p->hcount++;
+        bl->prev = 0;
+        if (p->bstamp) p->bstamp[b] = 0;
+    } else {
+        p->blk[en->tail].next = b;
+        bl->prev = en->tail;
+        en->tail = b;
+    }
+    if (mamba) p->bstamp[en->head] = p->stamp;
 }
 
 static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
@@ -188,40 +262,31 @@ static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
     return i < 0 ? 0 : p->ht[i].head;
 }
 
+/* Was a Mamba state cached under key (a, b) in this step? */
+static int pc_cached_this_step(const struct pc_pool *p, int64_t a, int64_t b) {
+    int64_t i = ht_find(p, a, b);
+    return i >= 0 && p->bstamp[p->ht[i].head] == p->stamp;
+}
+
 /* ------------------------------------------------------------ free queue */
 
-static int32_t q_next(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_next : p->qn[x]; }
-static int32_t q_prev(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_prev : p->qp[x]; }
-static void q_set_next(struct pc_pool *p, int32_t x, int32_t v) {
-    if (x == MARK)
-        p->mark_next = v;
-    else
-        p->qn[x] = v;
-}
-static void q_set_prev(struct pc_pool *p, int32_t x, int32_t v) {
-    if (x == MARK)
-        p->mark_prev = v;
-    else
-        p->qp[x] = v;
+static inline void q_unlink(struct pc_pool *p, int32_t b) {
+    int32_t pr = p->blk[b].qp, nx = p->blk[b].qn;
+    p->blk[pr].qn = nx;
+    p->blk[nx].qp = pr;
 }
 
-static void q_unlink(struct pc_pool *p, int32_t b) {
-    int32_t pr = q_prev(p, b), nx = q_next(p, b);
-    q_set_next(p, pr, nx);
-    q_set_prev(p, nx, pr);
-}
-
-static void q_insert_after(struct pc_pool *p, int32_t pr, int32_t b) {
-    int32_t nx = q_next(p, pr);
-    q_set_next(p, pr, b);
-    q_set_prev(p, b, pr);
-    q_set_next(p, b, nx);
-    q_set_prev(p, nx, b);
+static inline void q_insert_after(struct pc_pool *p, int32_t pr, int32_t b) {
+    int32_t nx = p->blk[pr].qn;
+    p->blk[pr].qn = b;
+    p->blk[b].qp = pr;
+    p->blk[b].qn = nx;
+    p->blk[nx].qp = b;
 }
 
 /* get_new_blocks: the block at the front of the queue, its key evicted (0 when out of memory) */
 static int32_t pc_take_front(struct pc_pool *p) {
-    int32_t b = q_next(p, 0);
+    int32_t b = p->blk[0].qn;
     if (b == MARK) {
         if (!pc_grow_blocks(p, p->fresh)) return 0;
         b = (int32_t)p->fresh++;
@@ -229,9 +294,11 @@ static int32_t pc_take_front(struct pc_pool *p) {
     } else {
         q_unlink(p, b);
         pc_evict(p, b);
+        int32_t nx = p->blk[0].qn; /* the next block taken, most likely */
+        if (nx > 0) __builtin_prefetch(&p->blk[nx], 1);
     }
     p->qlen--;
-    p->ref[b] = 1;
+    p->blk[b].ref = 1;
     return b;
 }
 
@@ -245,8 +312,8 @@ static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int u
     for (int64_t i = 0; i < n; i++) {
         int32_t b = bs[i];
         if (b == 0) continue;
-        p->ref[b]--;
-        if (p->ref[b] == 0 && p->bka[b] == EMPTY && !uncached_to_back) {
+        p->blk[b].ref--;
+        if (p->blk[b].ref == 0 && !p->blk[b].slot && !uncached_to_back) {
             q_insert_after(p, front, b);
             front = b;
             p->qlen++;
@@ -255,8 +322,8 @@ static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int u
     for (int64_t i = 0; i < n; i++) {
         int32_t b = bs[i];
         if (b == 0) continue;
-        if (p->ref[b] == 0 && (p->bka[b] != EMPTY || uncached_to_back)) {
-            q_insert_after(p, q_prev(p, 0), b);
+        if (p->blk[b].ref == 0 && (p->blk[b].slot || uncached_to_back)) {
+            q_insert_after(p, p->blk[0].qp, b);
             p->qlen++;
         }
     }
@@ -264,24 +331,23 @@ static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int u
 
 static void pc_touch(struct pc_pool *p, int32_t b) {
     if (b == 0) return;
-    if (p->ref[b] == 0) {
+    if (p->blk[b].ref == 0) {
         q_unlink(p, b);
         p->qlen--;
     }
-    p->ref[b]++;
+    p->blk[b].ref++;
 }
+
+static inline int32_t pc_ref(const struct pc_pool *p, int32_t b) { return p->blk[b].ref; }
 
 int64_t pc_free_count(const struct pc_pool *p) { return p->qlen; }
 
 void pc_free(struct pc_pool *p) {
     if (p == NULL) return;
-    free(p->qn);
-    free(p->qp);
-    free(p->ref);
-    free(p->bnext);
-    free(p->bprev);
+    if (p->blk) free(p->blk - 1);
     free(p->bka);
     free(p->bkb);
+    free(p->bstamp);
     free(p->ht);
     free(p->hold);
     free(p->tab);
@@ -293,6 +359,26 @@ void pc_free(struct pc_pool *p) {
     free(p);
 }
 
+/* Compact keys when every origin key is in [0, 2^(63 - kshift)) and every block index * groups + group
+ * (below maxc * G, maxc covering the longest request's blocks) in [0, 2^kshift). */
+static void pc_choose_keys(struct pc_pool *p, const engine_t *e) {
+    int64_t kmax = p->maxc > INT64_MAX / max64(p->G, 1) ? INT64_MAX : p->maxc * p->G, top = 0;
+    p->kshift = 1;
+    while (p->kshift < 62 && ((int64_t)1 << p->kshift) <= kmax) p->kshift++;
+    int ok = p->kshift < 62;
+    for (int64_t i = 0; i < e->n && ok; i++) {
+        if (e->in[i].own_key < 0) ok = 0;
+        top = max64(top, e->in[i].own_key);
+        if (e->in[i].origin_len <= 0) continue;
+        const int64_t *key = &e->cfg.origin_key[e->in[i].origin_off];
+        for (int64_t k = 0; k < e->in[i].origin_len; k++) {
+            if (key[k] < 0) ok = 0;
+            top = max64(top, key[k]);
+        }
+    }
+    p->wide = !ok || top >= ((int64_t)1 << (63 - p->kshift));
+}
+
 /* The pool of R-38: blocks 1 ... U in the free queue; slot tables for the requests that hold blocks. */
 struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     struct pc_pool *p = calloc(1, sizeof(struct pc_pool));
@@ -302,14 +388,18 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->maxc = maxc;
     p->fresh = 1;
     p->nblk = 0;
+    pc_choose_keys(p, e);
+    int mamba = 0;
+    for (int gi = 0; gi < e->G; gi++)
+        if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) mamba = 1;
     int64_t first = min64(p->U + 1, 1024);
-    p->qn = fpm_calloc(first, sizeof(int32_t));
-    p->qp = fpm_calloc(first, sizeof(int32_t));
-    p->ref = fpm_calloc(first, sizeof(int32_t));
-    p->bnext = fpm_calloc(first, sizeof(int32_t));
-    p->bprev = fpm_calloc(first, sizeof(int32_t));
-    p->bka = fpm_calloc(first, sizeof(int64_t));
-    p->bkb = fpm_calloc(first, sizeof(int64_t));
+    pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
+    p->blk = base ? base + 1 : NULL;
+    if (p->wide) {
+        p->bka = fpm_calloc(first, sizeof(int64_t));
+        p->bkb = fpm_calloc(first, sizeof(int64_t));
+    }
+    if (mamba) p->bstamp = fpm_calloc(first, sizeof(int64_t));
     int64_t ns = 0;
     if (e->nslots > INT64_MAX / e->G) goto fail;
     ns = e->nslots * e->G;
@@ -320,17 +410,16 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_tab = (maxc > INT64_MAX / e->G) ? NULL : fpm_calloc(e->G * maxc, sizeof(int32_t));
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
-    if (!p->qn || !p->qp || !p->ref || !p->bnext || !p->bprev || !p->bka || !p->bkb || !p->hold || !p->tab ||
+    if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || (mamba && !p->bstamp) || !p->hold || !p->tab ||
         !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
         goto fail;
     p->nblk = first;
-    for (int64_t b = 0; b < first; b++) p->bka[b] = EMPTY;
     /* the queue: sentinel 0 <-> the fresh range 1 ... U */
     if (p->U > 0) {
-        p->qn[0] = MARK;
-        p->qp[0] = MARK;
-        p->mark_next = 0;
-        p->mark_prev = 0;
+        p->blk[0].qn = MARK;
+        p->blk[0].qp = MARK;
+        p->blk[MARK].qn = 0;
+        p->blk[MARK].qp = 0;
     }
     p->qlen = p->U;
     p->origins_sorted = 1;
@@ -557,8 +646,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
             int64_t ka, kb;
             pc_key(e, r, gi, h / B - 1, &ka, &kb);
-            int64_t i = ht_find(p, ka, kb);
-            if (i >= 0 && p->ht[i].stamp == p->stamp) *same_step = 1;
+            if (pc_cached_this_step(p, ka, kb)) *same_step = 1;
         }
     }
     return h;
@@ -567,7 +655,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
 static int64_t pc_evictable(const struct pc_pool *p, const int32_t *bs, int64_t lo, int64_t hi) {
     int64_t n = 0;
     for (int64_t j = lo; j < hi; j++)
-        if (bs[j] && p->ref[bs[j]] == 0) n++;
+        if (bs[j] && pc_ref(p, bs[j]) == 0) n++;
     return n;
 }
 
@@ -599,7 +687,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
                 if (p->hit_m[gi]) {
                     cols[ncols++] = c / g->block - 1;
                     mcols = c / g->block;
-                    if (p->ref[p->hit_m[gi]] == 0) need++;
+                    if (pc_ref(p, p->hit_m[gi]) == 0) need++;
                 }
             } else if (s) {
                 int64_t bound = pc_bound(e, c, gi, s->mcols);
@@ -636,7 +724,7 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
             int64_t cols[1], ncols = 0, ev = 0;
             if (p->hit_m[gi]) {
                 cols[ncols++] = h / g->block - 1;
-                if (p->ref[p->hit_m[gi]] == 0) ev = 1;
+                if (pc_ref(p, p->hit_m[gi]) == 0) ev = 1;
             }
             int64_t ck = pc_checkpoint(e, r, gi, h, nt, cols, ncols, p->hit_m[gi] ? h / g->block : 0);
             total += max64(min64(cdiv64(nt, g->block) - h / g->block, 1 + ck), 0) + ev;
@@ -713,9 +801,9 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
             int32_t b = s->mid[i];
             int64_t ka, kb;
             pc_key(e, r, gi, col, &ka, &kb);
-            if (p->bka[b] == ka && p->bkb[b] == kb) {
+            if (pc_has_key(p, b, ka, kb)) {
                 int64_t j = ht_find(p, ka, kb);
-                if (j >= 0) p->ht[j].stamp = p->stamp;
+                if (j >= 0) p->bstamp[p->ht[j].head] = p->stamp;
             } else {
                 pc_set_key(p, b, ka, kb, 1);
             }
