@@ -85,6 +85,7 @@ struct pc_pool {
     int32_t *hit_tab;
     int32_t *hit_m;
     int32_t *batch;
+    int64_t *origin_scratch; /* the origin keys of a request's blocks, for the block loops (maxc) */
     int origins_sorted; /* every request's origin pairs in order of upto */
 };
 
@@ -262,6 +263,13 @@ static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
     return i < 0 ? 0 : p->ht[i].head;
 }
 
+/* The block loops ask for the map slot of a key PC_AHEAD blocks before they need it: a lookup or an
+ * insertion is one cache miss in a map far larger than the cache, which the loop's work then overlaps. */
+#define PC_AHEAD 8
+static inline void pc_prefetch_key(const struct pc_pool *p, int64_t a, int64_t b) {
+    __builtin_prefetch(&p->ht[ht_home(p, pc_word(p, a, b))]);
+}
+
 /* Was a Mamba state cached under key (a, b) in this step? */
 static int pc_cached_this_step(const struct pc_pool *p, int64_t a, int64_t b) {
     int64_t i = ht_find(p, a, b);
@@ -356,6 +364,7 @@ void pc_free(struct pc_pool *p) {
     free(p->hit_tab);
     free(p->hit_m);
     free(p->batch);
+    free(p->origin_scratch);
     free(p);
 }
 
@@ -410,8 +419,10 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_tab = (maxc > INT64_MAX / e->G) ? NULL : fpm_calloc(e->G * maxc, sizeof(int32_t));
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
+    p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
     if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || (mamba && !p->bstamp) || !p->hold || !p->tab ||
-        !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
+        !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
+        !ht_alloc(p, 1024))
         goto fail;
     p->nblk = first;
     /* the queue: sentinel 0 <-> the fresh range 1 ... U */
@@ -583,12 +594,19 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     int64_t cap = maxb * B, longest = -1;
     int first_candidate = 1; /* cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned */
     if (has_full) {
-        int64_t j = 0;
+        int64_t j = 0, *ks = p->origin_scratch;
         origin_cursor oc;
         origin_start(e, r, &oc);
+        for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
         for (; j < maxb; j++) {
             int all = 1;
-            int64_t ka = origin_next(&oc, (j + 1) * B);
+            int64_t ka = ks[j];
+            if (j + PC_AHEAD < maxb) {
+                int64_t k = j + PC_AHEAD;
+                ks[k] = origin_next(&oc, (k + 1) * B);
+                for (int gi = 0; gi < e->G; gi++)
+                    if (e->cfg.groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * e->G + gi);
+            }
             for (int gi = 0; gi < e->G && all; gi++) {
                 if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
                 int32_t b = pc_lookup_key(p, ka, j * e->G + gi);
@@ -822,11 +840,15 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         if (start >= nfull) continue;
         if (is_attention(g->kind)) {
             int32_t *t = tab_at(e, r, gi);
+            int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
             origin_cursor oc;
             origin_start(e, r, &oc);
-            for (int64_t j = max64(start, s->lo); j < nfull; j++) {
+            for (int64_t j = j0; j < nfull; j++) ks[j] = origin_next(&oc, (j + 1) * e->sched_block);
+            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * e->G + gi);
+            for (int64_t j = j0; j < nfull; j++) {
+                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * e->G + gi);
                 if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
-                pc_set_key(p, t[j], origin_next(&oc, (j + 1) * e->sched_block), j * e->G + gi, 0);
+                pc_set_key(p, t[j], ks[j], j * e->G + gi, 0);
             }
         } else {
             int64_t bcols[2];
