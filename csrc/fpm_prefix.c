@@ -8,25 +8,33 @@
  * Memory grows with the blocks the replay has used, not with the pool: the
  * free queue keeps the never-used blocks as one range ("fresh" blocks,
  * in id order, between the blocks freed to the front and those freed to the
- * back), and the per-block array and the key map grow on demand.
+ * back), and the per-block records and the key map grow on demand.
  *
  * Layout, for the per-block work of a long replay (every computed prompt block
- * is cached under its key, every block taken from the free queue drops the key
- * it had): a block's queue links, reference count, key chain links, key and
- * key-map slot share one 32-byte record (pc_block), so taking, evicting and
- * caching a block touch one cache line of it instead of seven arrays.  A key
- * (origin, block index * groups + group) is packed into one 64-bit word when
- * every origin key the replay can meet and every block index fit (compact
- * keys, decided once in pc_new); otherwise the map stores the pair's hash and
- * compares the pair itself in per-block side arrays (wide keys).  A map entry
- * is then 16 bytes (key word, head and tail of the key's chain), and the step
- * in which a Mamba state was last cached under a key lives beside the chain's
- * head block (a side array, only for pools with a Mamba group).  The head and
- * tail block of every chain keep their entry's slot in the map (updated when
- * growth or backward-shift deletion moves the entry), so dropping a key needs
- * no probe.  The fresh range's place in the free queue is record -1, so the
- * queue's links need no test for it.  None of this changes which block a
- * lookup returns or the queue's order: results are those of prefix.py.
+ * is cached under its key and every block taken from the free queue drops the
+ * key it had, millions of each on a production trace):
+ *  - a block's free-queue links, reference count, key word, link in the key
+ *    map and Mamba stamp share one 32-byte record (pc_block), so taking,
+ *    evicting and caching a block touch one cache line of it instead of seven
+ *    arrays;
+ *  - the key map is a bucket array of block ids, each bucket a list of the
+ *    keyed blocks whose key hashes there, linked through the blocks' records,
+ *    blocks of one key in caching order (a block is appended at its bucket's
+ *    end), so a lookup returns the first of them, the block cached first.
+ *    Dropping a key unlinks its block from a list that is about one block
+ *    long: no probe sequence, no backward-shift deletion;
+ *  - a key (origin, block index * groups + group) is packed into one 63-bit
+ *    word when every origin key the replay can meet and every block index fit
+ *    (compact keys, decided once in pc_new); otherwise the word is the pair's
+ *    hash and the pair itself, kept in per-block side arrays, is compared too
+ *    (wide keys);
+ *  - the step in which a Mamba state was last cached under a key is kept by
+ *    the key's first block and handed to the next one of the key when it drops
+ *    the key;
+ *  - the fresh range's place in the free queue is record -1, so the queue's
+ *    links need no test for it.
+ * None of this changes which block a lookup returns or the queue's order: the
+ * results are prefix.py's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,19 +43,14 @@
 
 #define PC_MAXM 4    /* Mamba blocks one request holds in one group: running, transient, checkpoint */
 #define MARK (-1)    /* the fresh range's place in the free queue: record -1 */
-#define HT_MAX_CAP ((uint64_t)1 << 31) /* slots a 32-bit slot number (plus one) can name */
+#define NOKEY UINT64_MAX /* the key word of a block without a key (no key packs or hashes to it) */
 
 typedef struct {
-    uint64_t key;       /* packed key, or (wide keys) the pair's hash */
-    int32_t head, tail; /* the key's chain in caching order; head 0: free entry */
-} ht_entry;
-
-typedef struct {
-    int32_t qn, qp;     /* free queue links (while the block is free) */
-    int32_t ref;        /* reference count */
-    int32_t next, prev; /* the chain of blocks cached under one key */
-    uint32_t slot;      /* 0: no key; else 1 + its key's map slot, exact for a chain's head and tail */
-    uint64_t key;       /* its key word (as ht_entry.key) while it has a key */
+    int32_t qn, qp; /* free queue links (while the block is free) */
+    int32_t ref;    /* reference count */
+    int32_t hnext;  /* the next block of its key map bucket */
+    uint64_t key;   /* its key word, NOKEY: none */
+    int64_t stamp;  /* the first block of a key: step (+1) in which a Mamba state was cached under the key */
 } pc_block;
 
 typedef struct {
@@ -60,20 +63,18 @@ typedef struct {
 } pc_hold;
 
 struct pc_pool {
-    int64_t U;             /* usable blocks, ids 1 ... U */
-    int64_t fresh;         /* next never-used id (fresh ids fresh ... U are free, in order) */
-    int64_t nblk;          /* per-block records cover ids 0 ... nblk - 1 */
-    pc_block *blk;         /* blk[-1] ... blk[nblk - 1]: blk[-1] is the fresh range's place (MARK) */
-    int64_t *bka, *bkb;    /* wide keys only: each block's key pair */
-    int64_t *bstamp;       /* Mamba pools only: for a chain's head, step (+1) in which a Mamba state
-                              was cached under its key */
-    int wide;              /* keys do not pack into one word */
-    int kshift;            /* compact keys: origin << kshift | block index * groups + group */
-    int64_t qlen;          /* free queue length, fresh blocks included */
-    ht_entry *ht;
-    uint64_t hmask;
-    int hbits;
-    int64_t hcount;
+    int64_t U;          /* usable blocks, ids 1 ... U */
+    int64_t fresh;      /* next never-used id (fresh ids fresh ... U are free, in order) */
+    int64_t nblk;       /* per-block records cover ids 0 ... nblk - 1 */
+    pc_block *blk;      /* blk[-1] ... blk[nblk - 1]: blk[-1] is the fresh range's place (MARK) */
+    int64_t *bka, *bkb; /* wide keys only: each block's key pair */
+    int wide;           /* keys do not pack into one word */
+    int mamba;          /* a Mamba group: keys carry stamps */
+    int kshift;         /* compact keys: origin << kshift | block index * groups + group */
+    int64_t qlen;       /* free queue length, fresh blocks included */
+    int32_t *bucket;    /* the key map: first block of each bucket (0: empty) */
+    int hbits;          /* 2^hbits buckets */
+    int64_t hcount;     /* blocks with a key */
     int64_t stamp;
     int oom;
     int64_t maxc, G;
@@ -86,7 +87,7 @@ struct pc_pool {
     int32_t *hit_m;
     int32_t *batch;
     int64_t *origin_scratch; /* the origin keys of a request's blocks, for the block loops (maxc) */
-    int origins_sorted; /* every request's origin pairs in order of upto */
+    int origins_sorted;      /* every request's origin pairs in order of upto */
 };
 
 /* ------------------------------------------------------------ storage */
@@ -103,9 +104,9 @@ static int pc_grow_blocks(struct pc_pool *p, int64_t id) {
         return 0;
     }
     p->blk = (pc_block *)base + 1;
-    if ((p->wide && (!fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) ||
-                     !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t)))) ||
-        (p->bstamp && !fpm_grow((void **)&p->bstamp, old, n, sizeof(int64_t)))) {
+    for (int64_t b = old; b < n; b++) p->blk[b].key = NOKEY;
+    if (p->wide && (!fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) ||
+                    !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t)))) {
         p->oom = 1;
         return 0;
     }
@@ -121,159 +122,137 @@ static uint64_t pc_hash(int64_t a, int64_t b) {
     return x;
 }
 
-/* The key word of (a, b): packed, or (wide keys) the pair's hash. */
+/* The key word of (a, b): packed, or (wide keys) the pair's hash; below 2^63, never NOKEY. */
 static inline uint64_t pc_word(const struct pc_pool *p, int64_t a, int64_t b) {
-    return p->wide ? pc_hash(a, b) : ((uint64_t)a << p->kshift) | (uint64_t)b;
+    return p->wide ? pc_hash(a, b) >> 1 : ((uint64_t)a << p->kshift) | (uint64_t)b;
 }
 
-/* The home slot of a key word (Fibonacci hashing: the product's top bits). */
+/* The bucket of a key word (Fibonacci hashing: the product's top bits). */
 static inline uint64_t ht_home(const struct pc_pool *p, uint64_t w) {
     return ((w ^ (w >> 29)) * 0x9E3779B97F4A7C15ULL) >> (64 - p->hbits);
 }
 
-/* Does the entry at slot i hold key (a, b) of word w? */
-static inline int ht_match(const struct pc_pool *p, uint64_t i, uint64_t w, int64_t a, int64_t b) {
-    const ht_entry *en = &p->ht[i];
-    return en->key == w && (!p->wide || (p->bka[en->head] == a && p->bkb[en->head] == b));
+/* Does block x carry key (a, b) of word w? */
+static inline int pc_match(const struct pc_pool *p, int32_t x, uint64_t w, int64_t a, int64_t b) {
+    return p->blk[x].key == w && (!p->wide || (p->bka[x] == a && p->bkb[x] == b));
 }
 
-/* Entry i moved to slot i: its chain's head and tail learn the slot. */
-static inline void ht_moved(struct pc_pool *p, uint64_t i) {
-    p->blk[p->ht[i].head].slot = p->blk[p->ht[i].tail].slot = (uint32_t)i + 1;
+/* Do blocks x and y carry one key? */
+static inline int pc_same_key(const struct pc_pool *p, int32_t x, int32_t y) {
+    return p->blk[x].key == p->blk[y].key && (!p->wide || (p->bka[x] == p->bka[y] && p->bkb[x] == p->bkb[y]));
 }
 
-static int ht_alloc(struct pc_pool *p, uint64_t cap) {
-    if (cap > HT_MAX_CAP) return 0;
-    ht_entry *t = fpm_calloc_lines((int64_t)cap, sizeof(ht_entry));
-    if (t == NULL) return 0;
-    ht_entry *old = p->ht;
-    uint64_t oldcap = p->ht ? p->hmask + 1 : 0;
-    p->ht = t;
-    p->hmask = cap - 1;
-    p->hbits = 0;
-    while (((uint64_t)1 << p->hbits) < cap) p->hbits++;
-    for (uint64_t i = 0; i < oldcap; i++) {
-        if (old[i].head == 0) continue;
-        uint64_t j = ht_home(p, old[i].key);
-        while (t[j].head != 0) j = (j + 1) & p->hmask;
-        t[j] = old[i];
-        ht_moved(p, j);
+/* 2^bits buckets, the keyed blocks relinked bucket by bucket in list order (a key's blocks keep their order) */
+static int ht_alloc(struct pc_pool *p, int bits) {
+    int64_t cap = (int64_t)1 << bits;
+    int32_t *t = fpm_calloc(cap, sizeof(int32_t)), *tail = p->bucket ? fpm_calloc(cap, sizeof(int32_t)) : NULL;
+    if (t == NULL || (p->bucket && tail == NULL)) {
+        free(t);
+        free(tail);
+        return 0;
+    }
+    int32_t *old = p->bucket;
+    int64_t oldcap = old ? (int64_t)1 << p->hbits : 0;
+    p->bucket = t;
+    p->hbits = bits;
+    for (int64_t i = 0; i < oldcap; i++) {
+        for (int32_t x = old[i], nx; x; x = nx) {
+            nx = p->blk[x].hnext;
+            uint64_t h = ht_home(p, p->blk[x].key);
+            p->blk[x].hnext = 0;
+            if (tail[h])
+                p->blk[tail[h]].hnext = x;
+            else
+                t[h] = x;
+            tail[h] = x;
+        }
     }
     free(old);
+    free(tail);
     return 1;
 }
 
-static int64_t ht_find(const struct pc_pool *p, int64_t a, int64_t b) {
-    uint64_t w = pc_word(p, a, b), i = ht_home(p, w);
-    while (p->ht[i].head != 0) {
-        if (ht_match(p, i, w, a, b)) return (int64_t)i;
-        i = (i + 1) & p->hmask;
-    }
-    return -1;
+/* the first block cached under key (a, b) that still has it, or 0 */
+static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
+    uint64_t w = pc_word(p, a, b);
+    int32_t x = p->bucket[ht_home(p, w)];
+    while (x && !pc_match(p, x, w, a, b)) x = p->blk[x].hnext;
+    return x;
 }
 
-static void ht_delete_at(struct pc_pool *p, uint64_t i) {
-    p->ht[i].head = 0;
-    p->hcount--;
-    uint64_t j = i;
-    for (;;) {
-        j = (j + 1) & p->hmask;
-        if (p->ht[j].head == 0) break;
-        uint64_t k = ht_home(p, p->ht[j].key);
-        int move = (j > i) ? (k <= i || k > j) : (k <= i && k > j);
-        if (move) {
-            p->ht[i] = p->ht[j];
-            ht_moved(p, i);
-            p->ht[j].head = 0;
-            i = j;
-        }
-    }
-}
-
-/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching
- * order; the chain's head or tail finds its entry by its slot */
+/* drop the key of block b, which has one: b leaves its bucket's list; the next block of its key, if any,
+ * becomes the key's first and takes the Mamba stamp */
 static void pc_evict_key(struct pc_pool *p, int32_t b) {
     pc_block *bl = &p->blk[b];
-    int32_t prev = bl->prev, next = bl->next;
-    if (prev) p->blk[prev].next = next;
-    if (next) p->blk[next].prev = prev;
-    if (!prev || !next) { /* the chain's head or tail: its entry changes */
-        uint32_t slot = bl->slot;
-        ht_entry *en = &p->ht[slot - 1];
-        if (!next && !prev) {
-            ht_delete_at(p, slot - 1);
-        } else if (!prev) {
-            en->head = next;
-            p->blk[next].slot = slot;
-            if (p->bstamp) p->bstamp[next] = p->bstamp[b];
-        } else {
-            en->tail = prev;
-            p->blk[prev].slot = slot;
+    int32_t *link = &p->bucket[ht_home(p, bl->key)];
+    int first = 1;
+    while (*link != b) {
+        if (pc_same_key(p, *link, b)) first = 0;
+        link = &p->blk[*link].hnext;
+    }
+    *link = bl->hnext;
+    if (first && p->mamba) {
+        for (int32_t x = bl->hnext; x; x = p->blk[x].hnext) {
+            if (pc_same_key(p, x, b)) {
+                p->blk[x].stamp = bl->stamp;
+                break;
+            }
         }
     }
-    bl->next = bl->prev = 0;
-    bl->slot = 0;
+    bl->hnext = 0;
+    bl->key = NOKEY;
+    p->hcount--;
 }
 
 /* drop block b's key (eviction), if it has one */
 static inline void pc_evict(struct pc_pool *p, int32_t b) {
-    if (p->blk[b].slot) pc_evict_key(p, b);
+    if (p->blk[b].key != NOKEY) pc_evict_key(p, b);
 }
 
 /* does block b carry key (a, kb)? */
 static int pc_has_key(const struct pc_pool *p, int32_t b, int64_t a, int64_t kb) {
-    if (!p->blk[b].slot) return 0;
-    return p->wide ? p->bka[b] == a && p->bkb[b] == kb : p->blk[b].key == pc_word(p, a, kb);
+    return pc_match(p, b, pc_word(p, a, kb), a, kb);
 }
 
-/* cache block b under key (a, kb); a Mamba state records the step */
-static void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int mamba) {
+/* cache block b under key (a, kb), after the blocks cached under it before; a Mamba state records the step */
+static inline void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int mamba) {
     if (b == 0) return;
     pc_evict(p, b);
-    if ((p->hcount + 1) * 2 > (int64_t)(p->hmask + 1) && !ht_alloc(p, (p->hmask + 1) * 2)) p->oom = 1;
-    if ((p->hcount + 1) * 4 > (int64_t)(p->hmask + 1) * 3) return; /* out of memory: the key is not cached */
+    if ((p->hcount + 1) * 2 > ((int64_t)1 << p->hbits) && !ht_alloc(p, p->hbits + 1)) p->oom = 1;
+    if ((p->hcount + 1) * 4 > ((int64_t)3 << p->hbits)) return; /* out of memory: the key is not cached */
     uint64_t w = pc_word(p, a, kb);
-    uint64_t j = ht_home(p, w); /* the key's entry, or the free slot that ends its probe */
-    while (p->ht[j].head != 0 && !ht_match(p, j, w, a, kb)) j = (j + 1) & p->hmask;
+    int32_t *link = &p->bucket[ht_home(p, w)], first = 0;
+    while (*link) {
+        if (!first && pc_match(p, *link, w, a, kb)) first = *link;
+        link = &p->blk[*link].hnext;
+    }
+    *link = b;
     pc_block *bl = &p->blk[b];
-    ht_entry *en = &p->ht[j];
+    bl->key = w;
+    bl->hnext = 0;
     if (p->wide) {
         p->bka[b] = a;
         p->bkb[b] = kb;
     }
-    bl->key = w;
-    bl->slot = (uint32_t)j + 1;
-    bl->next = 0;
-    if (en->head == 0) {
-        en->key = w;
-        en->head = en->tail = b;
-        p->hcount++;
-        bl->prev = 0;
-        if (p->bstamp) p->bstamp[b] = 0;
-    } else {
-        p->blk[en->tail].next = b;
-        bl->prev = en->tail;
-        en->tail = b;
+    p->hcount++;
+    if (!first) {
+        first = b;
+        bl->stamp = 0;
     }
-    if (mamba) p->bstamp[en->head] = p->stamp;
+    if (mamba) p->blk[first].stamp = p->stamp;
 }
 
-static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
-    int64_t i = ht_find(p, a, b);
-    return i < 0 ? 0 : p->ht[i].head;
-}
-
-/* The block loops ask for the map slot of a key PC_AHEAD blocks before they need it: a lookup or an
- * insertion is one cache miss in a map far larger than the cache, which the loop's work then overlaps. */
+/* The block loops ask for a key's bucket PC_AHEAD blocks before they need it: a lookup or an insertion
+ * starts with a cache miss in a map larger than the cache, which the loop's work then overlaps. */
 #define PC_AHEAD 8
 static inline void pc_prefetch_key(const struct pc_pool *p, int64_t a, int64_t b) {
-    __builtin_prefetch(&p->ht[ht_home(p, pc_word(p, a, b))]);
+    __builtin_prefetch(&p->bucket[ht_home(p, pc_word(p, a, b))]);
 }
 
 /* Was a Mamba state cached under key (a, b) in this step? */
 static int pc_cached_this_step(const struct pc_pool *p, int64_t a, int64_t b) {
-    int64_t i = ht_find(p, a, b);
-    return i >= 0 && p->bstamp[p->ht[i].head] == p->stamp;
+    int32_t x = pc_lookup_key(p, a, b);
+    return x && p->blk[x].stamp == p->stamp;
 }
 
 /* ------------------------------------------------------------ free queue */
@@ -321,7 +300,7 @@ static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int u
         int32_t b = bs[i];
         if (b == 0) continue;
         p->blk[b].ref--;
-        if (p->blk[b].ref == 0 && !p->blk[b].slot && !uncached_to_back) {
+        if (p->blk[b].ref == 0 && p->blk[b].key == NOKEY && !uncached_to_back) {
             q_insert_after(p, front, b);
             front = b;
             p->qlen++;
@@ -330,7 +309,7 @@ static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int u
     for (int64_t i = 0; i < n; i++) {
         int32_t b = bs[i];
         if (b == 0) continue;
-        if (p->blk[b].ref == 0 && (p->blk[b].slot || uncached_to_back)) {
+        if (p->blk[b].ref == 0 && (p->blk[b].key != NOKEY || uncached_to_back)) {
             q_insert_after(p, p->blk[0].qp, b);
             p->qlen++;
         }
@@ -355,8 +334,7 @@ void pc_free(struct pc_pool *p) {
     if (p->blk) free(p->blk - 1);
     free(p->bka);
     free(p->bkb);
-    free(p->bstamp);
-    free(p->ht);
+    free(p->bucket);
     free(p->hold);
     free(p->tab);
     free(p->hit_lo);
@@ -398,9 +376,8 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->fresh = 1;
     p->nblk = 0;
     pc_choose_keys(p, e);
-    int mamba = 0;
     for (int gi = 0; gi < e->G; gi++)
-        if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) mamba = 1;
+        if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) p->mamba = 1;
     int64_t first = min64(p->U + 1, 1024);
     pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
     p->blk = base ? base + 1 : NULL;
@@ -408,7 +385,6 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
         p->bka = fpm_calloc(first, sizeof(int64_t));
         p->bkb = fpm_calloc(first, sizeof(int64_t));
     }
-    if (mamba) p->bstamp = fpm_calloc(first, sizeof(int64_t));
     int64_t ns = 0;
     if (e->nslots > INT64_MAX / e->G) goto fail;
     ns = e->nslots * e->G;
@@ -420,11 +396,12 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
     p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
-    if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || (mamba && !p->bstamp) || !p->hold || !p->tab ||
+    if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
         !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
-        !ht_alloc(p, 1024))
+        !ht_alloc(p, 10))
         goto fail;
     p->nblk = first;
+    for (int64_t b = 0; b < first; b++) p->blk[b].key = NOKEY;
     /* the queue: sentinel 0 <-> the fresh range 1 ... U */
     if (p->U > 0) {
         p->blk[0].qn = MARK;
@@ -820,8 +797,8 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
             int64_t ka, kb;
             pc_key(e, r, gi, col, &ka, &kb);
             if (pc_has_key(p, b, ka, kb)) {
-                int64_t j = ht_find(p, ka, kb);
-                if (j >= 0) p->bstamp[p->ht[j].head] = p->stamp;
+                int32_t x = pc_lookup_key(p, ka, kb);
+                if (x) p->blk[x].stamp = p->stamp;
             } else {
                 pc_set_key(p, b, ka, kb, 1);
             }
