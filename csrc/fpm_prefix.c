@@ -75,6 +75,7 @@ struct pc_pool {
     int32_t *bucket;    /* the key map: first block of each bucket (0: empty) */
     int hbits;          /* 2^hbits buckets */
     int64_t hcount;     /* blocks with a key */
+    int64_t hgrow;      /* hcount at which an insertion first doubles the buckets (load 1/2) */
     int64_t stamp;
     int oom;
     int64_t maxc, G;
@@ -129,7 +130,7 @@ static inline uint64_t pc_word(const struct pc_pool *p, int64_t a, int64_t b) {
 
 /* The bucket of a key word (Fibonacci hashing: the product's top bits). */
 static inline uint64_t ht_home(const struct pc_pool *p, uint64_t w) {
-    return ((w ^ (w >> 29)) * 0x9E3779B97F4A7C15ULL) >> (64 - p->hbits);
+    return (w * 0x9E3779B97F4A7C15ULL) >> (64 - p->hbits);
 }
 
 /* Does block x carry key (a, b) of word w? */
@@ -155,6 +156,7 @@ static int ht_alloc(struct pc_pool *p, int bits) {
     int64_t oldcap = old ? (int64_t)1 << p->hbits : 0;
     p->bucket = t;
     p->hbits = bits;
+    p->hgrow = cap / 2;
     for (int64_t i = 0; i < oldcap; i++) {
         for (int32_t x = old[i], nx; x; x = nx) {
             nx = p->blk[x].hnext;
@@ -215,11 +217,14 @@ static int pc_has_key(const struct pc_pool *p, int32_t b, int64_t a, int64_t kb)
 }
 
 /* cache block b under key (a, kb), after the blocks cached under it before; a Mamba state records the step */
-static inline void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int mamba) {
+static inline __attribute__((always_inline)) void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb,
+                                                             int mamba) {
     if (b == 0) return;
     pc_evict(p, b);
-    if ((p->hcount + 1) * 2 > ((int64_t)1 << p->hbits) && !ht_alloc(p, p->hbits + 1)) p->oom = 1;
-    if ((p->hcount + 1) * 4 > ((int64_t)3 << p->hbits)) return; /* out of memory: the key is not cached */
+    if (p->hcount >= p->hgrow) {
+        if (!ht_alloc(p, p->hbits + 1)) p->oom = 1;
+        if ((p->hcount + 1) * 4 > ((int64_t)3 << p->hbits)) return; /* out of memory: the key is not cached */
+    }
     uint64_t w = pc_word(p, a, kb);
     int32_t *link = &p->bucket[ht_home(p, w)], first = 0;
     while (*link) {
@@ -272,7 +277,7 @@ static inline void q_insert_after(struct pc_pool *p, int32_t pr, int32_t b) {
 }
 
 /* get_new_blocks: the block at the front of the queue, its key evicted (0 when out of memory) */
-static int32_t pc_take_front(struct pc_pool *p) {
+static inline __attribute__((always_inline)) int32_t pc_take_front(struct pc_pool *p) {
     int32_t b = p->blk[0].qn;
     if (b == MARK) {
         if (!pc_grow_blocks(p, p->fresh)) return 0;
@@ -294,26 +299,23 @@ static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
 }
 
 /* free_blocks: cached blocks to the back in batch order, the others to the front */
-static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int uncached_to_back) {
+static void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncached_to_back) {
     int32_t front = 0;
+    int64_t nback = 0; /* the blocks for the back, in batch order, gathered in bs[0 .. nback) (a batch's blocks are
+                          distinct and the front insertions change no key, so this is the second pass's choice) */
     for (int64_t i = 0; i < n; i++) {
         int32_t b = bs[i];
         if (b == 0) continue;
-        p->blk[b].ref--;
-        if (p->blk[b].ref == 0 && p->blk[b].key == NOKEY && !uncached_to_back) {
+        if (--p->blk[b].ref != 0) continue;
+        if (p->blk[b].key == NOKEY && !uncached_to_back) {
             q_insert_after(p, front, b);
             front = b;
-            p->qlen++;
+        } else {
+            bs[nback++] = b;
         }
+        p->qlen++;
     }
-    for (int64_t i = 0; i < n; i++) {
-        int32_t b = bs[i];
-        if (b == 0) continue;
-        if (p->blk[b].ref == 0 && (p->blk[b].key != NOKEY || uncached_to_back)) {
-            q_insert_after(p, p->blk[0].qp, b);
-            p->qlen++;
-        }
-    }
+    for (int64_t i = 0; i < nback; i++) q_insert_after(p, p->blk[0].qp, bs[i]);
 }
 
 static void pc_touch(struct pc_pool *p, int32_t b) {
@@ -477,10 +479,26 @@ static void origin_start(const engine_t *e, const request_t *r, origin_cursor *o
     oc->sorted = e->pool->origins_sorted;
 }
 
-static int64_t origin_next(origin_cursor *oc, int64_t q) {
+static inline int64_t origin_next(origin_cursor *oc, int64_t q) {
     if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
     while (oc->i < oc->n && q > oc->upto[oc->i]) oc->i++;
     return oc->i < oc->n ? oc->key[oc->i] : oc->own;
+}
+
+/* ks[j] for j in [j0, j1): the origin keys of blocks j0 ... j1 - 1 (tokens up to (j + 1) * B), a fresh cursor */
+static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, int64_t *ks) {
+    if (!oc->sorted) {
+        for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
+        return;
+    }
+    int64_t i = 0, j = j0;
+    while (j < j1) {
+        while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
+        if (i == oc->n) break;
+        int64_t key = oc->key[i], last = oc->upto[i] / B; /* blocks j with (j + 1) B <= upto: up to upto / B - 1 */
+        for (int64_t end = min64(j1, last); j < end; j++) ks[j] = key;
+    }
+    for (; j < j1; j++) ks[j] = oc->own;
 }
 
 static void pc_key(const engine_t *e, const request_t *r, int gi, int64_t j, int64_t *ka, int64_t *kb) {
@@ -820,7 +838,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
             int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
             origin_cursor oc;
             origin_start(e, r, &oc);
-            for (int64_t j = j0; j < nfull; j++) ks[j] = origin_next(&oc, (j + 1) * e->sched_block);
+            origin_fill(&oc, e->sched_block, j0, nfull, ks);
             for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * e->G + gi);
             for (int64_t j = j0; j < nfull; j++) {
                 if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * e->G + gi);
