@@ -5,6 +5,7 @@
  *   fpm_align.c    the align split (04 G-2 ... G-6)    <-> fpmcore/replay/align.py
  *   fpm_pool.c     block-count pool (R-4 ... R-10)     <-> fpmcore/replay/pool.py
  *   fpm_prefix.c   prefix-caching pool (R-36 ... R-38) <-> fpmcore/replay/prefix.py
+ *   fpm_prefix_pool.h  its block records, key map and free queue (included by fpm_prefix.c only)
  *   fpm_open.c     opening a replay: checks, settings  <-> the start of fpmcore/replay/reference.py
  *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
  *   fpm_jump.c     jumps over idle periods and decode-only stretches without step records (C only:

@@ -8,281 +8,24 @@
  * Memory grows with the blocks the replay has used, not with the pool: the
  * free queue keeps the never-used blocks as one range ("fresh" blocks,
  * in id order, between the blocks freed to the front and those freed to the
- * back), and the per-block arrays and the key map grow on demand.
+ * back), and the per-block records and the key map grow on demand.
+ *
+ * The block records, the key map and the free queue: fpm_prefix_pool.h.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fpm_internal.h"
-
-#define PC_MAXM 4    /* Mamba blocks one request holds in one group: running, transient, checkpoint */
-#define MARK (-1)    /* the fresh range's place in the free queue */
-#define EMPTY INT64_MIN
-
-typedef struct {
-    int64_t ka, kb; /* ka == EMPTY: free entry */
-    int32_t head, tail;
-    int64_t stamp;  /* step (+1) in which a Mamba state was cached under this key */
-} ht_entry;
-
-typedef struct {
-    int64_t lo, len;   /* attention: table entries [lo, len) are blocks, [0, lo) null */
-    int64_t ncached;   /* cache_blocks progress (vLLM num_cached_block) */
-    int64_t mn, mcols; /* Mamba: entries held and block columns covered */
-    int64_t mcol[PC_MAXM];
-    int32_t mid[PC_MAXM];
-    int32_t ring;
-} pc_hold;
-
-struct pc_pool {
-    int64_t U;             /* usable blocks, ids 1 ... U */
-    int64_t fresh;         /* next never-used id (fresh ids fresh ... U are free, in order) */
-    int64_t nblk;          /* per-block arrays cover ids 0 ... nblk - 1 */
-    int32_t *qn, *qp, *ref, *bnext, *bprev; /* bnext, bprev: the chain of blocks cached under one key */
-    int64_t *bka, *bkb;
-    int32_t mark_next, mark_prev; /* links of the fresh range's place */
-    int64_t qlen;          /* free queue length, fresh blocks included */
-    ht_entry *ht;
-    uint64_t hmask;
-    int64_t hcount;
-    int64_t stamp;
-    int oom;
-    int64_t maxc, G;
-    pc_hold *hold; /* nslots * G */
-    int32_t *tab;  /* nslots * G * maxc */
-    /* the last lookup */
-    int64_t hit_h;
-    int64_t *hit_lo, *hit_n; /* per group: hit blocks are hit_tab[g][hit_lo .. hit_n) */
-    int32_t *hit_tab;
-    int32_t *hit_m;
-    int32_t *batch;
-    int origins_sorted; /* every request's origin pairs in order of upto */
-};
-
-/* ------------------------------------------------------------ storage */
-
-static int pc_grow_blocks(struct pc_pool *p, int64_t id) {
-    if (id < p->nblk) return 1;
-    int64_t n = p->nblk;
-    while (n <= id) n = n * 2;
-    if (n > p->U + 1) n = p->U + 1;
-    int64_t old = p->nblk;
-    if (!fpm_grow((void **)&p->qn, old, n, sizeof(int32_t)) || !fpm_grow((void **)&p->qp, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->ref, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bnext, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bprev, old, n, sizeof(int32_t)) ||
-        !fpm_grow((void **)&p->bka, old, n, sizeof(int64_t)) || !fpm_grow((void **)&p->bkb, old, n, sizeof(int64_t))) {
-        p->oom = 1;
-        return 0;
-    }
-    for (int64_t b = old; b < n; b++) p->bka[b] = EMPTY;
-    p->nblk = n;
-    return 1;
-}
-
-static uint64_t pc_hash(int64_t a, int64_t b) {
-    uint64_t x = (uint64_t)a * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)b + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 29;
-    return x;
-}
-
-static int ht_alloc(struct pc_pool *p, uint64_t cap) {
-    ht_entry *t = fpm_calloc((int64_t)cap, sizeof(ht_entry));
-    if (t == NULL) return 0;
-    for (uint64_t i = 0; i < cap; i++) t[i].ka = EMPTY;
-    ht_entry *old = p->ht;
-    uint64_t oldcap = p->ht ? p->hmask + 1 : 0;
-    p->ht = t;
-    p->hmask = cap - 1;
-    for (uint64_t i = 0; i < oldcap; i++) {
-        if (old[i].ka == EMPTY) continue;
-        uint64_t j = pc_hash(old[i].ka, old[i].kb) & p->hmask;
-        while (t[j].ka != EMPTY) j = (j + 1) & p->hmask;
-        t[j] = old[i];
-    }
-    free(old);
-    return 1;
-}
-
-static int64_t ht_find(const struct pc_pool *p, int64_t a, int64_t b) {
-    uint64_t i = pc_hash(a, b) & p->hmask;
-    while (p->ht[i].ka != EMPTY) {
-        if (p->ht[i].ka == a && p->ht[i].kb == b) return (int64_t)i;
-        i = (i + 1) & p->hmask;
-    }
-    return -1;
-}
-
-static void ht_delete_at(struct pc_pool *p, uint64_t i) {
-    p->ht[i].ka = EMPTY;
-    p->hcount--;
-    uint64_t j = i;
-    for (;;) {
-        j = (j + 1) & p->hmask;
-        if (p->ht[j].ka == EMPTY) break;
-        uint64_t k = pc_hash(p->ht[j].ka, p->ht[j].kb) & p->hmask;
-        int move = (j > i) ? (k <= i || k > j) : (k <= i && k > j);
-        if (move) {
-            p->ht[i] = p->ht[j];
-            p->ht[j].ka = EMPTY;
-            i = j;
-        }
-    }
-}
-
-/* drop the key of block b, which has one: b leaves its key's chain, a doubly linked list in caching order */
-static __attribute__((noinline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
-    int32_t prev = p->bprev[b], next = p->bnext[b];
-    if (prev) p->bnext[prev] = next;
-    if (next) p->bprev[next] = prev;
-    if (!prev || !next) { /* the chain's head or tail: its entry changes */
-        int64_t i = ht_find(p, p->bka[b], p->bkb[b]);
-        if (i >= 0) {
-            ht_entry *en = &p->ht[i];
-            if (!prev) en->head = next;
-            if (!next) en->tail = prev;
-            if (en->head == 0) ht_delete_at(p, (uint64_t)i);
-        }
-    }
-    p->bnext[b] = p->bprev[b] = 0;
-    p->bka[b] = EMPTY;
-}
-
-/* drop block b's key (eviction), if it has one */
-static inline void pc_evict(struct pc_pool *p, int32_t b) {
-    if (p->bka[b] != EMPTY) pc_evict_key(p, b);
-}
-
-/* cache block b under key (a, kb); a Mamba state records the step */
-static void pc_set_key(struct pc_pool *p, int32_t b, int64_t a, int64_t kb, int mamba) {
-    if (b == 0) return;
-    pc_evict(p, b);
-    if ((p->hcount + 1) * 2 > (int64_t)(p->hmask + 1) && !ht_alloc(p, (p->hmask + 1) * 2)) p->oom = 1;
-    if ((p->hcount + 1) * 4 > (int64_t)(p->hmask + 1) * 3) return; /* out of memory: the key is not cached */
-    p->bka[b] = a;
-    p->bkb[b] = kb;
-    uint64_t j = pc_hash(a, kb) & p->hmask; /* the key's entry, or the free slot that ends its probe */
-    while (p->ht[j].ka != EMPTY && (p->ht[j].ka != a || p->ht[j].kb != kb)) j = (j + 1) & p->hmask;
-    int64_t i = p->ht[j].ka == EMPTY ? -1 : (int64_t)j;
-    if (i < 0) {
-        p->ht[j].ka = a;
-        p->ht[j].kb = kb;
-        p->ht[j].head = p->ht[j].tail = b;
-        p->ht[j].stamp = 0;
-        p->hcount++;
-        i = (int64_t)j;
-        p->bprev[b] = 0;
-    } else {
-        p->bnext[p->ht[i].tail] = b;
-        p->bprev[b] = p->ht[i].tail;
-        p->ht[i].tail = b;
-    }
-    p->bnext[b] = 0;
-    if (mamba) p->ht[i].stamp = p->stamp;
-}
-
-static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
-    int64_t i = ht_find(p, a, b);
-    return i < 0 ? 0 : p->ht[i].head;
-}
-
-/* ------------------------------------------------------------ free queue */
-
-static int32_t q_next(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_next : p->qn[x]; }
-static int32_t q_prev(const struct pc_pool *p, int32_t x) { return x == MARK ? p->mark_prev : p->qp[x]; }
-static void q_set_next(struct pc_pool *p, int32_t x, int32_t v) {
-    if (x == MARK)
-        p->mark_next = v;
-    else
-        p->qn[x] = v;
-}
-static void q_set_prev(struct pc_pool *p, int32_t x, int32_t v) {
-    if (x == MARK)
-        p->mark_prev = v;
-    else
-        p->qp[x] = v;
-}
-
-static void q_unlink(struct pc_pool *p, int32_t b) {
-    int32_t pr = q_prev(p, b), nx = q_next(p, b);
-    q_set_next(p, pr, nx);
-    q_set_prev(p, nx, pr);
-}
-
-static void q_insert_after(struct pc_pool *p, int32_t pr, int32_t b) {
-    int32_t nx = q_next(p, pr);
-    q_set_next(p, pr, b);
-    q_set_prev(p, b, pr);
-    q_set_next(p, b, nx);
-    q_set_prev(p, nx, b);
-}
-
-/* get_new_blocks: the block at the front of the queue, its key evicted (0 when out of memory) */
-static int32_t pc_take_front(struct pc_pool *p) {
-    int32_t b = q_next(p, 0);
-    if (b == MARK) {
-        if (!pc_grow_blocks(p, p->fresh)) return 0;
-        b = (int32_t)p->fresh++;
-        if (p->fresh > p->U) q_unlink(p, MARK);
-    } else {
-        q_unlink(p, b);
-        pc_evict(p, b);
-    }
-    p->qlen--;
-    p->ref[b] = 1;
-    return b;
-}
-
-static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = pc_take_front(p);
-}
-
-/* free_blocks: cached blocks to the back in batch order, the others to the front */
-static void pc_free_batch(struct pc_pool *p, const int32_t *bs, int64_t n, int uncached_to_back) {
-    int32_t front = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t b = bs[i];
-        if (b == 0) continue;
-        p->ref[b]--;
-        if (p->ref[b] == 0 && p->bka[b] == EMPTY && !uncached_to_back) {
-            q_insert_after(p, front, b);
-            front = b;
-            p->qlen++;
-        }
-    }
-    for (int64_t i = 0; i < n; i++) {
-        int32_t b = bs[i];
-        if (b == 0) continue;
-        if (p->ref[b] == 0 && (p->bka[b] != EMPTY || uncached_to_back)) {
-            q_insert_after(p, q_prev(p, 0), b);
-            p->qlen++;
-        }
-    }
-}
-
-static void pc_touch(struct pc_pool *p, int32_t b) {
-    if (b == 0) return;
-    if (p->ref[b] == 0) {
-        q_unlink(p, b);
-        p->qlen--;
-    }
-    p->ref[b]++;
-}
+#include "fpm_prefix_pool.h"
 
 int64_t pc_free_count(const struct pc_pool *p) { return p->qlen; }
 
 void pc_free(struct pc_pool *p) {
     if (p == NULL) return;
-    free(p->qn);
-    free(p->qp);
-    free(p->ref);
-    free(p->bnext);
-    free(p->bprev);
+    if (p->blk) free(p->blk - 1);
     free(p->bka);
     free(p->bkb);
-    free(p->ht);
+    free(p->bucket);
     free(p->hold);
     free(p->tab);
     free(p->hit_lo);
@@ -290,7 +33,28 @@ void pc_free(struct pc_pool *p) {
     free(p->hit_tab);
     free(p->hit_m);
     free(p->batch);
+    free(p->origin_scratch);
     free(p);
+}
+
+/* Compact keys when every origin key is in [0, 2^(63 - kshift)) and every block index * groups + group
+ * (below maxc * G, maxc covering the longest request's blocks) in [0, 2^kshift). */
+static void pc_choose_keys(struct pc_pool *p, const engine_t *e) {
+    int64_t kmax = p->maxc > INT64_MAX / max64(p->G, 1) ? INT64_MAX : p->maxc * p->G, top = 0;
+    p->kshift = 1;
+    while (p->kshift < 62 && ((int64_t)1 << p->kshift) <= kmax) p->kshift++;
+    int ok = p->kshift < 62;
+    for (int64_t i = 0; i < e->n && ok; i++) {
+        if (e->in[i].own_key < 0) ok = 0;
+        top = max64(top, e->in[i].own_key);
+        if (e->in[i].origin_len <= 0) continue;
+        const int64_t *key = &e->cfg.origin_key[e->in[i].origin_off];
+        for (int64_t k = 0; k < e->in[i].origin_len; k++) {
+            if (key[k] < 0) ok = 0;
+            top = max64(top, key[k]);
+        }
+    }
+    p->wide = !ok || top >= ((int64_t)1 << (63 - p->kshift));
 }
 
 /* The pool of R-38: blocks 1 ... U in the free queue; slot tables for the requests that hold blocks. */
@@ -302,14 +66,16 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->maxc = maxc;
     p->fresh = 1;
     p->nblk = 0;
+    pc_choose_keys(p, e);
+    for (int gi = 0; gi < e->G; gi++)
+        if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) p->mamba = 1;
     int64_t first = min64(p->U + 1, 1024);
-    p->qn = fpm_calloc(first, sizeof(int32_t));
-    p->qp = fpm_calloc(first, sizeof(int32_t));
-    p->ref = fpm_calloc(first, sizeof(int32_t));
-    p->bnext = fpm_calloc(first, sizeof(int32_t));
-    p->bprev = fpm_calloc(first, sizeof(int32_t));
-    p->bka = fpm_calloc(first, sizeof(int64_t));
-    p->bkb = fpm_calloc(first, sizeof(int64_t));
+    pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
+    p->blk = base ? base + 1 : NULL;
+    if (p->wide) {
+        p->bka = fpm_calloc(first, sizeof(int64_t));
+        p->bkb = fpm_calloc(first, sizeof(int64_t));
+    }
     int64_t ns = 0;
     if (e->nslots > INT64_MAX / e->G) goto fail;
     ns = e->nslots * e->G;
@@ -320,17 +86,19 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_tab = (maxc > INT64_MAX / e->G) ? NULL : fpm_calloc(e->G * maxc, sizeof(int32_t));
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
-    if (!p->qn || !p->qp || !p->ref || !p->bnext || !p->bprev || !p->bka || !p->bkb || !p->hold || !p->tab ||
-        !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !ht_alloc(p, 1024))
+    p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
+    if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
+        !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
+        !ht_alloc(p, 10))
         goto fail;
     p->nblk = first;
-    for (int64_t b = 0; b < first; b++) p->bka[b] = EMPTY;
+    for (int64_t b = 0; b < first; b++) p->blk[b].key = NOKEY;
     /* the queue: sentinel 0 <-> the fresh range 1 ... U */
     if (p->U > 0) {
-        p->qn[0] = MARK;
-        p->qp[0] = MARK;
-        p->mark_next = 0;
-        p->mark_prev = 0;
+        p->blk[0].qn = MARK;
+        p->blk[0].qp = MARK;
+        p->blk[MARK].qn = 0;
+        p->blk[MARK].qp = 0;
     }
     p->qlen = p->U;
     p->origins_sorted = 1;
@@ -400,10 +168,26 @@ static void origin_start(const engine_t *e, const request_t *r, origin_cursor *o
     oc->sorted = e->pool->origins_sorted;
 }
 
-static int64_t origin_next(origin_cursor *oc, int64_t q) {
+static inline int64_t origin_next(origin_cursor *oc, int64_t q) {
     if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
     while (oc->i < oc->n && q > oc->upto[oc->i]) oc->i++;
     return oc->i < oc->n ? oc->key[oc->i] : oc->own;
+}
+
+/* ks[j] for j in [j0, j1): the origin keys of blocks j0 ... j1 - 1 (tokens up to (j + 1) * B), a fresh cursor */
+static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, int64_t *ks) {
+    if (!oc->sorted) {
+        for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
+        return;
+    }
+    int64_t i = 0, j = j0;
+    while (j < j1) {
+        while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
+        if (i == oc->n) break;
+        int64_t key = oc->key[i], last = oc->upto[i] / B; /* blocks j with (j + 1) B <= upto: up to upto / B - 1 */
+        for (int64_t end = min64(j1, last); j < end; j++) ks[j] = key;
+    }
+    for (; j < j1; j++) ks[j] = oc->own;
 }
 
 static void pc_key(const engine_t *e, const request_t *r, int gi, int64_t j, int64_t *ka, int64_t *kb) {
@@ -494,12 +278,19 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     int64_t cap = maxb * B, longest = -1;
     int first_candidate = 1; /* cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned */
     if (has_full) {
-        int64_t j = 0;
+        int64_t j = 0, *ks = p->origin_scratch;
         origin_cursor oc;
         origin_start(e, r, &oc);
+        for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
         for (; j < maxb; j++) {
             int all = 1;
-            int64_t ka = origin_next(&oc, (j + 1) * B);
+            int64_t ka = ks[j];
+            if (j + PC_AHEAD < maxb) {
+                int64_t k = j + PC_AHEAD;
+                ks[k] = origin_next(&oc, (k + 1) * B);
+                for (int gi = 0; gi < e->G; gi++)
+                    if (e->cfg.groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * e->G + gi);
+            }
             for (int gi = 0; gi < e->G && all; gi++) {
                 if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
                 int32_t b = pc_lookup_key(p, ka, j * e->G + gi);
@@ -557,8 +348,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
             int64_t ka, kb;
             pc_key(e, r, gi, h / B - 1, &ka, &kb);
-            int64_t i = ht_find(p, ka, kb);
-            if (i >= 0 && p->ht[i].stamp == p->stamp) *same_step = 1;
+            if (pc_cached_this_step(p, ka, kb)) *same_step = 1;
         }
     }
     return h;
@@ -567,7 +357,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
 static int64_t pc_evictable(const struct pc_pool *p, const int32_t *bs, int64_t lo, int64_t hi) {
     int64_t n = 0;
     for (int64_t j = lo; j < hi; j++)
-        if (bs[j] && p->ref[bs[j]] == 0) n++;
+        if (bs[j] && pc_ref(p, bs[j]) == 0) n++;
     return n;
 }
 
@@ -599,7 +389,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
                 if (p->hit_m[gi]) {
                     cols[ncols++] = c / g->block - 1;
                     mcols = c / g->block;
-                    if (p->ref[p->hit_m[gi]] == 0) need++;
+                    if (pc_ref(p, p->hit_m[gi]) == 0) need++;
                 }
             } else if (s) {
                 int64_t bound = pc_bound(e, c, gi, s->mcols);
@@ -636,7 +426,7 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
             int64_t cols[1], ncols = 0, ev = 0;
             if (p->hit_m[gi]) {
                 cols[ncols++] = h / g->block - 1;
-                if (p->ref[p->hit_m[gi]] == 0) ev = 1;
+                if (pc_ref(p, p->hit_m[gi]) == 0) ev = 1;
             }
             int64_t ck = pc_checkpoint(e, r, gi, h, nt, cols, ncols, p->hit_m[gi] ? h / g->block : 0);
             total += max64(min64(cdiv64(nt, g->block) - h / g->block, 1 + ck), 0) + ev;
@@ -713,9 +503,9 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
             int32_t b = s->mid[i];
             int64_t ka, kb;
             pc_key(e, r, gi, col, &ka, &kb);
-            if (p->bka[b] == ka && p->bkb[b] == kb) {
-                int64_t j = ht_find(p, ka, kb);
-                if (j >= 0) p->ht[j].stamp = p->stamp;
+            if (pc_has_key(p, b, ka, kb)) {
+                int32_t x = pc_lookup_key(p, ka, kb);
+                if (x) p->blk[x].stamp = p->stamp;
             } else {
                 pc_set_key(p, b, ka, kb, 1);
             }
@@ -734,11 +524,15 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         if (start >= nfull) continue;
         if (is_attention(g->kind)) {
             int32_t *t = tab_at(e, r, gi);
+            int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
             origin_cursor oc;
             origin_start(e, r, &oc);
-            for (int64_t j = max64(start, s->lo); j < nfull; j++) {
+            origin_fill(&oc, e->sched_block, j0, nfull, ks);
+            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * e->G + gi);
+            for (int64_t j = j0; j < nfull; j++) {
+                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * e->G + gi);
                 if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
-                pc_set_key(p, t[j], origin_next(&oc, (j + 1) * e->sched_block), j * e->G + gi, 0);
+                pc_set_key(p, t[j], ks[j], j * e->G + gi, 0);
             }
         } else {
             int64_t bcols[2];
