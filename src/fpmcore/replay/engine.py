@@ -30,7 +30,7 @@ import attrs
 
 from fpmcore.errors import FpmError
 from fpmcore.hooktypes import AlignStopQuery
-from fpmcore.replay import records
+from fpmcore.replay import record_lines, records
 from fpmcore.replay.model import (
     ARRIVE_STEP,
     ARRIVE_TIME,
@@ -389,6 +389,7 @@ class ReplayRun:
         self.ended = not trace.requests
         self._raw_error: RawError | None = None
         self._totals: RawTotals | None = None
+        self._lines: Any = None  # the C engine's record writer, made on the first advance_lines
 
     def advance(self, max_steps: int | None = None) -> ReplayChunk:
         """Replay up to ``max_steps`` more steps (default :attr:`chunk_steps`); their records."""
@@ -403,12 +404,35 @@ class ReplayRun:
         reqs = [records.request_record(self._trace[r.request], r) for r in raw.done]
         for rec, r in zip(reqs, raw.done):
             self._stats.add(rec, r.reject_reason)
+        self._account(raw)
+        return ReplayChunk(first, step_recs, reqs)
+
+    def advance_lines(self, max_steps: int | None = None) -> record_lines.RecordLines:
+        """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.jsonio.dumps_output` writes of them);
+        the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`)."""
+        if self._lines is None and self.backend == "c":
+            fields = record_lines.trace_fields(self._trace)
+            self._lines = record_lines.LineWriter(self.cfg, fields, self._ids, self._stats) if fields else False
+        if not self._lines or self.ended:
+            from fpmcore.jsonio import dumps_output
+
+            chunk = self.advance(max_steps)
+            return record_lines.RecordLines(chunk.first_step, b"".join(map(dumps_output, chunk.steps)),
+                                            b"".join(map(dumps_output, chunk.requests)))  # fmt: skip
+        n = self.chunk_steps if max_steps is None else max_steps
+        if n < 1:
+            raise ValueError(f"max_steps must be positive, got {n}")
+        raw, steps, requests = self._engine.advance_lines(n, self._with_steps, self._lines)
+        first = self.steps_done
+        self._account(raw)
+        return record_lines.RecordLines(first, steps, requests)
+
+    def _account(self, raw: RawChunk) -> None:
         self.steps_done = raw.steps_total
         self.requests_completed = raw.completed_total
         self.ended = raw.ended
         self._raw_error = raw.error
         self._totals = raw.totals
-        return ReplayChunk(first, step_recs, reqs)
 
     def __iter__(self) -> Iterator[ReplayChunk]:
         while not self.ended:

@@ -91,6 +91,10 @@ class _Jsonl:
 
             self._gz.write(b"".join(map(dumps_output, records)))
 
+    def write_lines(self, lines: bytes) -> None:
+        if lines:
+            self._gz.write(lines)
+
     def close(self) -> None:
         self._gz.close()
         self._raw.close()
@@ -184,6 +188,19 @@ class RecordFiles:
         try:
             self._steps.write(steps)
             self._requests.write(requests)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    @property
+    def takes_lines(self) -> bool:
+        """The records are JSON lines (``jsonl.zst``, ``jsonl.gz``): :meth:`write_lines` takes them as bytes."""
+        return self.format != "parquet"
+
+    def write_lines(self, steps: bytes, requests: bytes) -> None:
+        """Append the records of one chunk as JSON lines (:class:`fpmcore.replay.record_lines.RecordLines`)."""
+        try:
+            self._steps.write_lines(steps)
+            self._requests.write_lines(requests)
         except OSError as exc:
             raise self._failed(exc) from None
 
