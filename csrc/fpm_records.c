@@ -42,23 +42,43 @@ static int reads_back(uint64_t m, int e, double v) {
     return strtod(s, NULL) == v;
 }
 
+/* v rounded to p significant digits by printf: m x 10^e, m of p digits. */
+static uint64_t printed(double v, int p, int *e) {
+    char s[40];
+    snprintf(s, sizeof s, "%.*e", p - 1, v);
+    uint64_t m = 0;
+    const char *c = s;
+    for (; *c != 'e' && *c != '\0'; c++)
+        if (*c >= '0' && *c <= '9') m = m * 10 + (uint64_t)(*c - '0');
+    *e = (*c == 'e' ? atoi(c + 1) : 0) - (p - 1);
+    return m;
+}
+
+/* v rounded to p < 17 digits, from its 17 digits m17 x 10^e17 when they decide it (the dropped digits are not
+ * exactly half), else by printf. */
+static uint64_t rounded(double v, int p, uint64_t m17, int e17, int *e) {
+    uint64_t div = 1;
+    for (int i = p; i < 17; i++) div *= 10;
+    uint64_t r = m17 % div, m = m17 / div;
+    if (r == div / 2) return printed(v, p, e);
+    *e = e17 + (17 - p);
+    return r > div / 2 ? m + 1 : m;
+}
+
 /* The shortest decimal m x 10^e (m without trailing zeros) that reads back as v (finite, > 0); of two that
  * short, the closer.  A double has one decimal of at most 15 significant digits that reads back when it has
  * any (DBL_DIG), and then v rounded to 15 digits is it; of 16 digits it may have two, the correctly rounded
  * one or, next to a power of two, its neighbour on the wider side; 17 digits always read back.  A subnormal
  * has fewer digits of its own: every length is tried, from one. */
 static void shortest(double v, uint64_t *mant, int *exp10) {
-    char s[40];
     int subnormal = v < DBL_MIN;
+    int e17;
+    uint64_t m17 = printed(v, 17, &e17);
     for (int p = subnormal ? 1 : 15; p <= 17; p++) {
-        snprintf(s, sizeof s, "%.*e", p - 1, v);
-        uint64_t m = 0;
-        const char *c = s;
-        for (; *c != 'e' && *c != '\0'; c++)
-            if (*c >= '0' && *c <= '9') m = m * 10 + (uint64_t)(*c - '0');
-        int e = (*c == 'e' ? atoi(c + 1) : 0) - (p - 1);
-        int found = reads_back(m, e, v);
-        if (!found && (p == 16 || subnormal) && p < 17) {
+        int e = e17;
+        uint64_t m = p == 17 ? m17 : subnormal ? printed(v, p, &e) : rounded(v, p, m17, e17, &e);
+        int found = p == 17 || reads_back(m, e, v);
+        if (!found && (p == 16 || subnormal)) {
             uint64_t lo = 1, hi = 10;
             for (int i = 1; i < p; i++) lo *= 10, hi *= 10;
             if (m + 1 < hi && reads_back(m + 1, e, v)) {
@@ -69,7 +89,7 @@ static void shortest(double v, uint64_t *mant, int *exp10) {
                 found = 1;
             }
         }
-        if (found || p == 17) {
+        if (found) {
             while (m != 0 && m % 10 == 0) {
                 m /= 10;
                 e++;
