@@ -80,5 +80,6 @@ def test_the_extension_exports_only_the_public_api():
     assert public == {
         "fpm_version", "fpm_replay_open", "fpm_replay_advance", "fpm_replay_close", "fpm_replay_run",
         "fpm_align_stop", "fpm_step_time", "fpm_block_range", "fpm_peak_request_blocks",
+        "fpm_format_steps", "fpm_format_requests", "fpm_format_double",
     }  # fmt: skip
     assert exported == public | {"PyInit__native"}

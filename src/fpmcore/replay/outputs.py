@@ -22,8 +22,9 @@ Formats (``fpm replay --out-format``):
     ``pandas.read_json(lines=True)``).  On the 20,000-request benchmark
     replay (docs/guides/replaying.md) its files are as small as Parquet's (5.1 MB of step
     records against 5.2 MB; gzip: 10.1 MB) and it takes half Parquet's CPU
-    time and memory: building the records costs most of the time whatever
-    the format, and JSON adds the least to it.
+    time and memory.  ``fpm replay`` hands the JSON formats the records of
+    a chunk as JSON lines the C library wrote (:meth:`RecordFiles.write_lines`,
+    :mod:`fpmcore.replay.record_lines`), with no Python object per record.
 ``jsonl.gz``
     the same lines, gzip level 1, for tool chains without zstd.
 ``parquet``
@@ -89,9 +90,10 @@ class _Jsonl:
         if records:
             from fpmcore.jsonio import dumps_output
 
-            self._gz.write(b"".join(map(dumps_output, records)))
+            self.write_lines(b"".join(map(dumps_output, records)))
 
     def write_lines(self, lines: bytes) -> None:
+        """Append records already serialised as JSON lines (every record reaches the file through here)."""
         if lines:
             self._gz.write(lines)
 
