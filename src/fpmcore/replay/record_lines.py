@@ -167,21 +167,16 @@ class LineWriter:
         """The request records of ``done[0 .. ndone)`` (``fpm_request_rec``), added to the stats."""
         if ndone == 0:
             return b""
-        ffi, lib, text, stats = self._ffi, self._lib, self._text, self._stats
-        reasons, rejected = self._reasons(done, ndone)
+        ffi, stats = self._ffi, self._stats
         if ndone > self._latency_room:
             self._latency_room = max(ndone, 2 * self._latency_room)
             self._latency = [ffi.new("double[]", self._latency_room) for _ in range(3)]
+        sums = self._format_requests(done, ndone, None)
+        rejected: list[tuple[int, str | None]] = []
+        if sums.rejected:  # written again with the reasons, which only Python words
+            reasons, rejected = self._reasons(done, ndone)
+            sums = self._format_requests(done, ndone, reasons)
         ttft, tpot, e2e = self._latency
-        sums = ffi.new("fpm_request_sums *")
-        while True:
-            st = lib.fpm_format_requests(done, ndone, self._trace, reasons[0] if reasons else ffi.NULL, text.ptr,
-                                         text.room, self._len, self._need, ttft, tpot, e2e, sums)  # fmt: skip
-            if st == lib.FPM_OK:
-                break
-            if st != lib.FPM_ENOSPC:
-                raise RuntimeError(f"fpm_format_requests failed with status {st}")
-            text.grow(self._need[0])
         stats.requests += ndone
         stats.finished += sums.finished
         stats.rejected += sums.rejected
@@ -192,16 +187,25 @@ class LineWriter:
         stats.e2e.frombytes(ffi.buffer(e2e, 8 * sums.ne2e))
         for code, reason in rejected:
             stats.add_rejection(code, reason)
-        return text.take(self._len[0])
+        return self._text.take(self._len[0])
 
-    def _reasons(self, done: Any, ndone: int) -> tuple[list[Any] | None, list[tuple[int, str | None]]]:
-        """The reject reasons of the chunk's records (JSON strings, empty for null) when some were rejected."""
+    def _format_requests(self, done: Any, ndone: int, reasons: list[Any] | None) -> Any:
+        """``fpm_format_requests`` into the text buffer (grown to fit); the sums of the records."""
+        ffi, lib, text = self._ffi, self._lib, self._text
+        ttft, tpot, e2e = self._latency
+        while True:
+            sums = ffi.new("fpm_request_sums *")
+            st = lib.fpm_format_requests(done, ndone, self._trace, reasons[0] if reasons else ffi.NULL, text.ptr,
+                                         text.room, self._len, self._need, ttft, tpot, e2e, sums)  # fmt: skip
+            if st == lib.FPM_OK:
+                return sums
+            if st != lib.FPM_ENOSPC:
+                raise RuntimeError(f"fpm_format_requests failed with status {st}")
+            text.grow(self._need[0])
+
+    def _reasons(self, done: Any, ndone: int) -> tuple[list[Any], list[tuple[int, str | None]]]:
+        """The reject reasons of the chunk's records (JSON strings, empty for null), and each rejection's code."""
         ffi = self._ffi
-        size = ffi.sizeof("fpm_request_rec")
-        mem = memoryview(ffi.buffer(done, ndone * size)).cast("B")
-        status = mem.cast("i")[ffi.offsetof("fpm_request_rec", "status") // 4 :: size // 4]
-        if all(s == ST_FINISHED for s in status):
-            return None, []
         texts: list[bytes] = []
         rejected: list[tuple[int, str | None]] = []
         for k in range(ndone):
