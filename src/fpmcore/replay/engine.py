@@ -352,7 +352,9 @@ class ReplayRun:
     gives records.  With ``steps=False`` no step record is made: the C engine
     then jumps over idle periods and decode-only stretches (a chunk may cover
     many more steps than asked), and :meth:`advance` returns only request
-    records.  ``backend`` and ``align_stop`` are those of :func:`run_replay`.
+    records.  :meth:`advance_lines` gives a chunk's records as JSON lines
+    instead (``fpm replay --out``).  ``backend`` and ``align_stop`` are those
+    of :func:`run_replay`.
     """
 
     chunk_steps = 4096
