@@ -22,17 +22,36 @@ static char *put(char *w, const char *s, size_t n) {
 
 #define PUT_LIT(w, lit) put((w), (lit), sizeof(lit) - 1)
 
+/* "00" "01" ... "99": two digits per division. */
+static const char TWO_DIGITS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354"
+    "555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
 static char *put_int(char *w, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    if (v < 0) {
+        *w++ = '-';
+        u = (uint64_t)0 - u;
+    }
+    if (u < 10) {
+        *w++ = (char)('0' + u);
+        return w;
+    }
+    if (u < 100) return put(w, TWO_DIGITS + 2 * u, 2);
     char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0) *w++ = '-';
-    while (n > 0) *w++ = tmp[--n];
-    return w;
+    char *p = tmp + sizeof tmp;
+    while (u >= 100) {
+        p -= 2;
+        memcpy(p, TWO_DIGITS + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, TWO_DIGITS + 2 * u, 2);
+    } else {
+        *--p = (char)('0' + u);
+    }
+    return put(w, p, (size_t)(tmp + sizeof tmp - p));
 }
 
 /* Does the decimal m x 10^e read back as exactly v? (digits only: no locale's decimal point) */
