@@ -9,7 +9,7 @@ and the Mooncake conversation trace (its first 3,000 requests with
 output is reduced to the SHA-256 of its bytes (record files decompressed),
 so that two builds can be compared::
 
-    .venv/bin/python tools/record_digests.py --write before.json
+    .venv/bin/python tools/record_digests.py --write before.json --src OLD/src   # e.g. git archive of the base
     .venv/bin/python tools/record_digests.py --write after.json
     .venv/bin/python tools/record_digests.py --compare before.json after.json
 """
@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,8 @@ MOONCAKE = Path(os.environ.get("FPM_MOONCAKE_TRACE", "/work/shared/traces/moonca
 #: Profile stem -> its example latency table.
 TABLES = {"plain-llama8b-like": "plain-llama8b-like.json", "glm53flash-tp4": "glm53flash-tp4.json"}
 #: Extra settings run on every example trace besides the defaults: rejections and a stopped replay.
+#: Another checkout's ``src`` to run first on the path (``--src``: the code before a change).
+SRC = ""
 VARIANTS: tuple[tuple[str, ...], ...] = ((), ("--max-num-queued-reqs", "6"), ("--max-steps", "40"))
 
 
@@ -54,11 +57,15 @@ def _cases() -> list[tuple[str, list[str], bool]]:
                         name = f"{stem}|{trace.name}|{table.name if table else '-'}|{caching}|{' '.join(variant)}"
                         cases.append((name + "|json", [*args, "--json"], False))
                         cases.append((name + "|out", args, True))
+                        if table is not None and stem == "plain-llama8b-like":  # both outputs of one run
+                            cases.append((name + "|out+json", [*args, "--json"], True))
     if MOONCAKE.exists():
         llama70 = str(EXAMPLES / "profiles" / "plain-llama70b-tp8.fpm-profile.json")
         base = [llama70, "--trace", str(MOONCAKE), "--max-num-seqs", "256", "--max-num-batched-tokens", "8192"]
         for caching in ("on", "off"):
             cases.append((f"mooncake|whole|{caching}|json", [*base, "--prefix-caching", caching, "--json"], False))
+            cases.append((f"mooncake|3000|{caching}|out+json", [*base, "--prefix-caching", caching, "--limit", "3000",
+                                                                "--json"], True))  # fmt: skip
             for fmt in ("jsonl.gz", "jsonl.zst"):
                 cases.append((f"mooncake|3000|{caching}|out-{fmt}",
                               [*base, "--prefix-caching", caching, "--limit", "3000", "--out-format", fmt], True))  # fmt: skip
@@ -86,6 +93,8 @@ def _run(case: tuple[str, list[str], bool], work: Path) -> tuple[str, dict[str, 
         if "--out-format" not in args:
             cmd += ["--out-format", "jsonl.gz"]
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    if SRC:
+        env["PYTHONPATH"] = SRC
     p = subprocess.run(cmd, capture_output=True, env=env, check=False)
     result = {"exit": str(p.returncode), "stdout": hashlib.sha256(p.stdout).hexdigest()}
     if p.returncode:  # the rule the run stopped with (the message may name the temporary folder)
@@ -99,8 +108,14 @@ def _run(case: tuple[str, list[str], bool], work: Path) -> tuple[str, dict[str, 
 
 def write(path: Path, jobs: int, only: str | None = None) -> None:
     cases = [c for c in _cases() if only is None or c[0].startswith(only)]
-    with tempfile.TemporaryDirectory(prefix="fpm-digests-") as tmp, ThreadPoolExecutor(jobs) as pool:
-        results = dict(pool.map(lambda c: _run(c, Path(tmp)), cases))
+    work = Path(tempfile.gettempdir()) / "fpm-record-digests"  # one path for every run: --json names the folder
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        with ThreadPoolExecutor(jobs) as pool:
+            results = dict(pool.map(lambda c: _run(c, work), cases))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print(f"{len(results)} cases, {sum(len(v) for v in results.values())} digests -> {path}")
 
@@ -130,7 +145,10 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, nargs=2, metavar="FILE.json")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", metavar="PREFIX", help="only the cases whose name starts with PREFIX")
+    ap.add_argument("--src", help="run with this src folder first on PYTHONPATH (another checkout's code)")
     args = ap.parse_args()
+    global SRC
+    SRC = args.src or ""
     if args.compare:
         return compare(*args.compare)
     if args.write is None:

@@ -61,6 +61,21 @@ def test_c_lines_equal_the_records_through_orjson(cfg, tr, chunk, steps):
     assert _lines(cfg, tr, chunk, steps) == _lines_of_records(cfg, tr, chunk, steps)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(configs(), pc_configs()), st.one_of(traces(), shared_traces()), st.sampled_from([1, 7]))
+def test_request_records_as_objects_beside_the_lines(cfg, tr, chunk):
+    """``advance_lines(requests=True)`` (``fpm replay --out --json``): the objects of ``advance`` beside the lines."""
+    run, objects = ReplayRun(cfg, tr, backend="c"), []
+    while not run.ended:
+        objects += run.advance(chunk).requests
+    run, lines, from_lines = ReplayRun(cfg, tr, backend="c"), [], []
+    while not run.ended:
+        c = run.advance_lines(chunk, requests=True)
+        lines.append(c.requests)
+        from_lines += c.request_records
+    assert from_lines == objects and b"".join(lines) == b"".join(map(dumps_output, objects))
+
+
 _ID_CHARS = st.characters(codec="utf-8", exclude_categories=["Cs"])
 
 

@@ -203,21 +203,26 @@ class CReplay:
     def advance(self, max_steps: int, with_steps: bool) -> RawChunk:
         """Run up to ``max_steps`` more steps; the chunk's records."""
         ffi, out = self._ffi, self._run(max_steps, with_steps)
-        dc = _columns(ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
-        done = tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
+        done = self._done(out)
         steps = None
         if with_steps:
             steps = _step_columns(ffi, [self._bufs[f] for f in ("steps", "sched", "events", "held")],
                                   (out.nsteps, out.nsched, out.nevents, out.nheld), self.G)  # fmt: skip
         return self._chunk(out, steps, done)
 
-    def advance_lines(self, max_steps: int, with_steps: bool, writer: Any) -> tuple[RawChunk, bytes, bytes]:
-        """Run up to ``max_steps`` more steps; the chunk (without records) and its records as JSON lines, written
-        by ``writer`` (a :class:`fpmcore.replay.record_lines.LineWriter`)."""
+    def advance_lines(self, max_steps: int, with_steps: bool, writer: Any,
+                      done: bool = False) -> tuple[RawChunk, bytes, bytes]:  # fmt: skip
+        """Run up to ``max_steps`` more steps; the chunk (without step records, with the completed requests only
+        when ``done``) and its records as JSON lines, written by ``writer`` (a
+        :class:`fpmcore.replay.record_lines.LineWriter`)."""
         out = self._run(max_steps, with_steps)
         steps = writer.steps(out) if with_steps else b""
         requests = writer.requests(self._bufs["done"], out.ndone)
-        return self._chunk(out, None, ()), steps, requests
+        return self._chunk(out, None, self._done(out) if done else ()), steps, requests
+
+    def _done(self, out: Any) -> tuple[RawRequest, ...]:
+        dc = _columns(self._ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
+        return tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
 
     @staticmethod
     def _chunk(out: Any, steps: StepColumns | None, done: tuple[RawRequest, ...]) -> RawChunk:

@@ -409,9 +409,10 @@ class ReplayRun:
         self._account(raw)
         return ReplayChunk(first, step_recs, reqs)
 
-    def advance_lines(self, max_steps: int | None = None) -> record_lines.RecordLines:
+    def advance_lines(self, max_steps: int | None = None, *, requests: bool = False) -> record_lines.RecordLines:
         """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.jsonio.dumps_output` writes of them);
-        the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`)."""
+        the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`).  ``requests``:
+        the request records as objects too (``request_records``)."""
         if self._lines is None and self.backend == "c":
             fields = record_lines.trace_fields(self._trace)
             self._lines = record_lines.LineWriter(self.cfg, fields, self._ids, self._stats) if fields else False
@@ -420,14 +421,16 @@ class ReplayRun:
 
             chunk = self.advance(max_steps)
             return record_lines.RecordLines(chunk.first_step, b"".join(map(dumps_output, chunk.steps)),
-                                            b"".join(map(dumps_output, chunk.requests)))  # fmt: skip
+                                            b"".join(map(dumps_output, chunk.requests)),
+                                            chunk.requests if requests else None)  # fmt: skip
         n = self.chunk_steps if max_steps is None else max_steps
         if n < 1:
             raise ValueError(f"max_steps must be positive, got {n}")
-        raw, steps, requests = self._engine.advance_lines(n, self._with_steps, self._lines)
+        raw, step_lines, request_lines = self._engine.advance_lines(n, self._with_steps, self._lines, requests)
         first = self.steps_done
         self._account(raw)
-        return record_lines.RecordLines(first, steps, requests)
+        recs = [records.request_record(self._trace[r.request], r) for r in raw.done] if requests else None
+        return record_lines.RecordLines(first, step_lines, request_lines, recs)
 
     def _account(self, raw: RawChunk) -> None:
         self.steps_done = raw.steps_total

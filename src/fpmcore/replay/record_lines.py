@@ -39,12 +39,14 @@ class RecordLines:
 
     ``steps`` and ``requests`` are the lines of the chunk's step records and of the requests completed in it
     (the concatenated :func:`~fpmcore.jsonio.dumps_output` of :class:`~fpmcore.replay.ReplayChunk`'s records);
-    ``first_step`` is the step number of the chunk's first step record.
+    ``first_step`` is the step number of the chunk's first step record; ``request_records`` the request records
+    as objects when they were asked for (else ``None``).
     """
 
     first_step: int
     steps: bytes
     requests: bytes
+    request_records: list[dict[str, Any]] | None = None
 
 
 @attrs.frozen
