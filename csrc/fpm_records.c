@@ -84,6 +84,66 @@ static uint64_t rounded(double v, int p, uint64_t m17, int e17, int *e) {
     return r > div / 2 ? m + 1 : m;
 }
 
+__extension__ typedef unsigned __int128 u128;
+
+/* Is the decimal c x 10^-k (c scaled as N below) within v's rounding interval?  v x 10^k = N / 2^s exactly;
+ * half a unit in the last place of v is 5^k / 2^(s+1) in the same scale, the bound included when v's
+ * significand is even (ties round to even). */
+static int within(u128 c, u128 n, int s, u128 five_k, int even) {
+    u128 a = c << (s + 1), b = n << 1;
+    u128 d = a > b ? a - b : b - a;
+    return d < five_k || (even && d == five_k);
+}
+
+/* The shortest digits of a normal v (not a power of two) in [1e-11, 2^53) by exact integer arithmetic: v is
+ * f x 2^q, and v x 10^k = f x 5^k / 2^s with k = 16 - floor(log10 v) and s = -(k + q) in 1 .. 64, so that f x 5^k
+ * fits 117 bits.  Returns 0 (the caller takes printf's digits) outside that range. */
+static int shortest_exact(double v, uint64_t *mant, int *exp10) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    int be = (int)((bits >> 52) & 0x7ff);
+    uint64_t f = bits & ((1ULL << 52) - 1);
+    if (be == 0 || f == 0 || v < 1e-11 || v >= 9007199254740992.0) return 0;
+    f |= 1ULL << 52;
+    int q = be - 1075;
+    int k = 16 - (int)floor(log10(v));
+    int s = -(k + q);
+    if (k < 0 || k > 27 || s < 1 || s > 64) return 0;
+    u128 five_k = 1;
+    for (int i = 0; i < k; i++) five_k *= 5;
+    u128 n = (u128)f * five_k;
+    static const uint64_t P10[] = {1, 10, 100};
+    for (int p = 15; p <= 17; p++) {
+        u128 unit = (u128)P10[17 - p] << s; /* one in the last of p digits */
+        u128 m = n / unit, r = n % unit;
+        if (2 * r > unit || (2 * r == unit && (m & 1))) m++;
+        if (p == 17 && (m < 10000000000000000ULL || m >= 100000000000000000ULL)) return 0; /* log10 was off */
+        int found = within(m * P10[17 - p], n, s, five_k, !(f & 1));
+        if (!found && p == 16) {
+            if (within((m + 1) * P10[1], n, s, five_k, !(f & 1))) {
+                m++;
+                found = 1;
+            } else if (m > 0 && within((m - 1) * P10[1], n, s, five_k, !(f & 1))) {
+                m--;
+                found = 1;
+            }
+        }
+        if (!found && p == 17) return 0;
+        if (found) {
+            int e = (17 - p) - k;
+            uint64_t mm = (uint64_t)m;
+            while (mm != 0 && mm % 10 == 0) {
+                mm /= 10;
+                e++;
+            }
+            *mant = mm;
+            *exp10 = e;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The shortest decimal m x 10^e (m without trailing zeros) that reads back as v (finite, > 0); of two that
  * short, the closer.  A double has one decimal of at most 15 significant digits that reads back when it has
  * any (DBL_DIG), and then v rounded to 15 digits is it; of 16 digits it may have two, the correctly rounded
@@ -134,7 +194,7 @@ static char *put_double(char *w, double v) {
     }
     uint64_t m;
     int e;
-    shortest(v, &m, &e);
+    if (!shortest_exact(v, &m, &e)) shortest(v, &m, &e);
     char d[24];
     int n = 0;
     char tmp[24];
