@@ -20,5 +20,6 @@ FPM_API fpm_status fpm_version(const char **out);
 
 #include "fpm_replay.h"
 #include "fpm_trace.h"
+#include "fpm_records.h"
 
 #endif /* FPMCORE_H */

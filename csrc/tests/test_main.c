@@ -24,6 +24,8 @@ extern const fpm_test_case FPM_BOUNDARY_CASES[];
 extern const size_t FPM_BOUNDARY_NCASES;
 extern const fpm_test_case FPM_TRACE_CASES[];
 extern const size_t FPM_TRACE_NCASES;
+extern const fpm_test_case FPM_RECORDS_CASES[];
+extern const size_t FPM_RECORDS_NCASES;
 
 static void run_cases(const fpm_test_case *cases, size_t n, int *passed, int *failed) {
     for (size_t i = 0; i < n; i++) {
@@ -44,6 +46,7 @@ int main(void) {
     run_cases(FPM_REPLAY_CASES, FPM_REPLAY_NCASES, &passed, &failed);
     run_cases(FPM_BOUNDARY_CASES, FPM_BOUNDARY_NCASES, &passed, &failed);
     run_cases(FPM_TRACE_CASES, FPM_TRACE_NCASES, &passed, &failed);
+    run_cases(FPM_RECORDS_CASES, FPM_RECORDS_NCASES, &passed, &failed);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -19,7 +19,7 @@ assert _VERSION is not None, "src/fpmcore/__init__.py names no __version__"
 VERSION = _VERSION.group(1)
 
 #: The public headers, in include order: the single source of the declarations.
-HEADERS = ("fpm_status.h", "fpmcore.h", "fpm_replay.h", "fpm_trace.h")
+HEADERS = ("fpm_status.h", "fpmcore.h", "fpm_replay.h", "fpm_trace.h", "fpm_records.h")
 _EXPORT_MARK = re.compile(r"^FPM_API\s+")
 _DEFINE = re.compile(r"#\s*define\s+(\w+)\s+\(?(-?\d+)(?:LL)?\)?(?![\w.])")
 

@@ -218,15 +218,15 @@ def test_a_write_error_keeps_the_earlier_output(tmp_path, trace2k, monkeypatch):
     assert first.exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     calls = {"n": 0}
-    real = record_files._Jsonl.write
+    real = record_files._Jsonl.write_lines
 
-    def failing(self, records):
+    def failing(self, lines):
         calls["n"] += 1
         if calls["n"] == 2:  # the request records of the first chunk
             raise OSError(28, os.strerror(28))
-        real(self, records)
+        real(self, lines)
 
-    monkeypatch.setattr(record_files._Jsonl, "write", failing)
+    monkeypatch.setattr(record_files._Jsonl, "write_lines", failing)
     r = run_fpm("replay", str(PLAIN), "--trace", str(trace2k), "--out", str(out))
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == (

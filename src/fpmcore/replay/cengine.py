@@ -206,6 +206,35 @@ class CReplay:
 
     def advance(self, max_steps: int, with_steps: bool) -> RawChunk:
         """Run up to ``max_steps`` more steps; the chunk's records."""
+        ffi, out = self._ffi, self._run(max_steps, with_steps)
+        done = self._done(out)
+        steps = None
+        if with_steps:
+            steps = _step_columns(ffi, [self._bufs[f] for f in ("steps", "sched", "events", "held")],
+                                  (out.nsteps, out.nsched, out.nevents, out.nheld), self.G)  # fmt: skip
+        return self._chunk(out, steps, done)
+
+    def advance_lines(self, max_steps: int, with_steps: bool, writer: Any,
+                      done: bool = False) -> tuple[RawChunk, bytes, bytes]:  # fmt: skip
+        """Run up to ``max_steps`` more steps; the chunk (without step records, with the completed requests only
+        when ``done``) and its records as JSON lines, written by ``writer`` (a
+        :class:`fpmcore.replay.record_lines.LineWriter`)."""
+        out = self._run(max_steps, with_steps)
+        steps = writer.steps(out) if with_steps else b""
+        requests = writer.requests(self._bufs["done"], out.ndone)
+        return self._chunk(out, None, self._done(out) if done else ()), steps, requests
+
+    def _done(self, out: Any) -> tuple[RawRequest, ...]:
+        dc = _columns(self._ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
+        return tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
+
+    @staticmethod
+    def _chunk(out: Any, steps: StepColumns | None, done: tuple[RawRequest, ...]) -> RawChunk:
+        return RawChunk(steps=steps, done=done, steps_total=out.steps_total, completed_total=out.completed_total,
+                        ended=bool(out.ended), error=_error(out), totals=_totals(out))  # fmt: skip
+
+    def _run(self, max_steps: int, with_steps: bool) -> Any:
+        """``fpm_replay_advance`` into the output buffers (grown to a step's needs); the output it filled."""
         ffi, lib, out = self._ffi, self._lib, self._out
         if with_steps:
             self._size_for_steps(min(max_steps, STEP_CHUNK))
@@ -228,14 +257,7 @@ class CReplay:
             for field in ("steps", "sched", "events", "held"):
                 setattr(out, field, self._bufs[field])
                 setattr(out, field + "_cap", self._caps[field])
-        dc = _columns(ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
-        done = tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
-        steps = None
-        if with_steps:
-            steps = _step_columns(ffi, [self._bufs[f] for f in ("steps", "sched", "events", "held")],
-                                  (out.nsteps, out.nsched, out.nevents, out.nheld), self.G)  # fmt: skip
-        return RawChunk(steps=steps, done=done, steps_total=out.steps_total, completed_total=out.completed_total,
-                        ended=bool(out.ended), error=_error(out), totals=_totals(out))  # fmt: skip
+        return out
 
 
 def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawResult:

@@ -296,6 +296,13 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         with ctx.progress("requests", steps=True) as bar:
             task = bar.add_task(f"replaying {Path(args.trace).name}", total=run.requests_total, steps=0)
             chunk_steps = CHUNK_STEPS if with_steps else CHUNK_STEPS_SUMMARY
+            # step records wanted only in the files: written as JSON lines without a record object
+            as_lines = files is not None and files.takes_lines and plot is None and not keep_steps
+            while as_lines and not run.ended:
+                lines = run.advance_lines(chunk_steps, requests=ctx.json)
+                files.write_lines(lines.steps, lines.requests)  # type: ignore[union-attr]
+                requests.extend(lines.request_records or ())
+                bar.update(task, completed=run.requests_completed, steps=run.steps_done)
             while not run.ended:
                 chunk = run.advance(chunk_steps)
                 if files is not None:

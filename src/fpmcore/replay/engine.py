@@ -30,7 +30,7 @@ import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import AlignStopQuery
-from fpmcore.replay import records
+from fpmcore.replay import record_lines, records
 from fpmcore.replay.model import (
     ARRIVE_STEP,
     ARRIVE_TIME,
@@ -353,7 +353,9 @@ class ReplayRun:
     gives records.  With ``steps=False`` no step record is made: the C engine
     then jumps over idle periods and decode-only stretches (a chunk may cover
     many more steps than asked), and :meth:`advance` returns only request
-    records.  ``backend`` and ``align_stop`` are those of :func:`run_replay`.
+    records.  :meth:`advance_lines` gives a chunk's records as JSON lines
+    instead (``fpm replay --out``).  ``backend`` and ``align_stop`` are those
+    of :func:`run_replay`.
     """
 
     chunk_steps = 4096
@@ -370,6 +372,7 @@ class ReplayRun:
         self.cfg = cfg
         # the trace fields of request i's record: its line, or a column view of it
         self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
+        self._trace = trace
         self._ids = list(trace.request_ids()) if steps else []  # the names of the step records
         self._with_steps = steps
         self.backend = _backend(backend, align_stop)
@@ -401,6 +404,7 @@ class ReplayRun:
         self.ended = not trace.requests
         self._raw_error: RawError | None = None
         self._totals: RawTotals | None = None
+        self._lines: Any = None  # the C engine's record writer, made on the first advance_lines
 
     def advance(self, max_steps: int | None = None) -> ReplayChunk:
         """Replay up to ``max_steps`` more steps (default :attr:`chunk_steps`); their records."""
@@ -415,12 +419,38 @@ class ReplayRun:
         reqs = [records.request_record(self._fields(r.request), r) for r in raw.done]
         for rec, r in zip(reqs, raw.done):
             self._stats.add(rec, r.reject_reason)
+        self._account(raw)
+        return ReplayChunk(first, step_recs, reqs)
+
+    def advance_lines(self, max_steps: int | None = None, *, requests: bool = False) -> record_lines.RecordLines:
+        """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.jsonio.dumps_output` writes of them);
+        the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`).  ``requests``:
+        the request records as objects too (``request_records``)."""
+        if self._lines is None and self.backend == "c":
+            fields = record_lines.trace_fields(self._trace)
+            self._lines = record_lines.LineWriter(self.cfg, fields, self._ids, self._stats) if fields else False
+        if not self._lines or self.ended:
+            from fpmcore.documents.jsonio import dumps_output
+
+            chunk = self.advance(max_steps)
+            return record_lines.RecordLines(chunk.first_step, b"".join(map(dumps_output, chunk.steps)),
+                                            b"".join(map(dumps_output, chunk.requests)),
+                                            chunk.requests if requests else None)  # fmt: skip
+        n = self.chunk_steps if max_steps is None else max_steps
+        if n < 1:
+            raise ValueError(f"max_steps must be positive, got {n}")
+        raw, step_lines, request_lines = self._engine.advance_lines(n, self._with_steps, self._lines, requests)
+        first = self.steps_done
+        self._account(raw)
+        recs = [records.request_record(self._fields(r.request), r) for r in raw.done] if requests else None
+        return record_lines.RecordLines(first, step_lines, request_lines, recs)
+
+    def _account(self, raw: RawChunk) -> None:
         self.steps_done = raw.steps_total
         self.requests_completed = raw.completed_total
         self.ended = raw.ended
         self._raw_error = raw.error
         self._totals = raw.totals
-        return ReplayChunk(first, step_recs, reqs)
 
     def __iter__(self) -> Iterator[ReplayChunk]:
         while not self.ended:

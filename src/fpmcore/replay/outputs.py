@@ -3,7 +3,7 @@
 The records of each chunk of a :class:`~fpmcore.replay.ReplayRun` are
 appended to the files as the chunk is made, so memory is bounded by a chunk,
 never by the steps.  The folder is written as one output
-(:class:`fpmcore.outputs.StagedFolder`, rules ``O-1`` … ``O-6``): the files
+(:class:`fpmcore.documents.output_files.StagedFolder`, rules ``O-1`` … ``O-6``): the files
 grow in a temporary sibling folder and are published together at the end, so
 a kill at any moment leaves the earlier output or the new one whole, and two
 runs into the same folder leave one complete output.
@@ -22,8 +22,9 @@ Formats (``fpm replay --out-format``):
     ``pandas.read_json(lines=True)``).  On the 20,000-request benchmark
     replay (docs/guides/replaying.md) its files are as small as Parquet's (5.1 MB of step
     records against 5.2 MB; gzip: 10.1 MB) and it takes half Parquet's CPU
-    time and memory: building the records costs most of the time whatever
-    the format, and JSON adds the least to it.
+    time and memory.  ``fpm replay`` hands the JSON formats the records of
+    a chunk as JSON lines the C library wrote (:meth:`RecordFiles.write_lines`,
+    :mod:`fpmcore.replay.record_lines`), with no Python object per record.
 ``jsonl.gz``
     the same lines, gzip level 1, for tool chains without zstd.
 ``parquet``
@@ -89,7 +90,12 @@ class _Jsonl:
         if records:
             from fpmcore.documents.jsonio import dumps_output
 
-            self._gz.write(b"".join(map(dumps_output, records)))
+            self.write_lines(b"".join(map(dumps_output, records)))
+
+    def write_lines(self, lines: bytes) -> None:
+        """Append records already serialised as JSON lines (every record reaches the file through here)."""
+        if lines:
+            self._gz.write(lines)
 
     def close(self) -> None:
         self._gz.close()
@@ -157,7 +163,7 @@ class _Parquet:
 class RecordFiles:
     """The ``--out`` folder being written: stream chunks with :meth:`write`, then :meth:`publish` or :meth:`discard`.
 
-    ``target`` must have passed :func:`fpmcore.outputs.check_output_folder`.
+    ``target`` must have passed :func:`fpmcore.documents.output_files.check_output_folder`.
     """
 
     def __init__(self, target: Path, fmt: str = DEFAULT_FORMAT, *, groups: int = 1) -> None:
@@ -184,6 +190,19 @@ class RecordFiles:
         try:
             self._steps.write(steps)
             self._requests.write(requests)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    @property
+    def takes_lines(self) -> bool:
+        """The records are JSON lines (``jsonl.zst``, ``jsonl.gz``): :meth:`write_lines` takes them as bytes."""
+        return self.format != "parquet"
+
+    def write_lines(self, steps: bytes, requests: bytes) -> None:
+        """Append the records of one chunk as JSON lines (:class:`fpmcore.replay.record_lines.RecordLines`)."""
+        try:
+            self._steps.write_lines(steps)
+            self._requests.write_lines(requests)
         except OSError as exc:
             raise self._failed(exc) from None
 

@@ -218,10 +218,15 @@ class RequestStats:
                 self.tpot.append(rec["tpot_s"])
         else:
             self.rejected += 1
-            kind = REJECT_KINDS.get(reject_code)
-            if kind is not None:
-                self.rejected_by_reason[kind] += 1
-                self.first_rejection.setdefault(kind, rec["reject_reason"])
+            self.add_rejection(reject_code, rec["reject_reason"])
+
+    def add_rejection(self, reject_code: int, reason: str | None) -> None:
+        """Count a rejected request's kind (the counts of requests are the caller's)."""
+        kind = REJECT_KINDS.get(reject_code)
+        if kind is not None:
+            self.rejected_by_reason[kind] += 1
+            if reason is not None:
+                self.first_rejection.setdefault(kind, reason)
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float:
