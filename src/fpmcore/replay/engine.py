@@ -428,7 +428,8 @@ class ReplayRun:
         the request records as objects too (``request_records``)."""
         if self._lines is None and self.backend == "c":
             fields = record_lines.trace_fields(self._trace)
-            self._lines = record_lines.LineWriter(self.cfg, fields, self._ids, self._stats) if fields else False
+            names = self._ids if self._with_steps else self._trace.request_ids()  # the reject reasons name them
+            self._lines = record_lines.LineWriter(self.cfg, fields, names, self._stats) if fields else False
         if not self._lines or self.ended:
             from fpmcore.documents.jsonio import dumps_output
 
