@@ -2,7 +2,7 @@
 
 Public API::
 
-    from fpmcore.profile import load_profile
+    from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, load_table, load_trace, run_replay
 
     cfg = config_from_profile(load_profile(path), prefix_caching=True, table=load_table(t),
@@ -182,7 +182,7 @@ from importlib import import_module
 from typing import Any
 
 #: public name -> the submodule that defines it; loaded on first use, so that
-#: registering ``fpm replay`` (which imports :mod:`fpmcore.replay.cli`) stays cheap.
+#: registering ``fpm replay`` (which imports :mod:`fpmcore.replay.command`) stays cheap.
 _EXPORTS = {
     "check_config": "config", "config_from_profile": "config", "group_spec": "config", "make_config": "config",
     "runtime_pin": "config",

@@ -28,7 +28,7 @@ A profile or table that lies in a finalized campaign (a ``final.json`` beside
 it) is read only when every file the campaign's ``final.json`` names is
 unchanged; ``--campaign CAMPAIGN`` reads the table of that finalized campaign
 (``--fpm-table``, when given, must be it), checked the same way (F-2, F-8 of
-:mod:`fpmcore.collect.finalize`).
+:mod:`fpmcore.campaign.finalize`).
 
 ``--prefix-caching`` defaults to the profile's ``enable_prefix_caching``;
 an explicit value that differs from it is noted on stderr.  Without
@@ -42,7 +42,7 @@ request records to disk as they are made and publishes the folder atomically
 at the end (:mod:`fpmcore.replay.outputs`); ``--plot OUT.png`` draws
 downsampled series collected while streaming (:mod:`fpmcore.replay.plot`).
 Both output paths are checked before the replay starts (rules ``O-1`` …
-``O-6`` of :mod:`fpmcore.outputs`).  ``--json`` prints ``{"schema": 1,
+``O-6`` of :mod:`fpmcore.documents.output_files`).  ``--json`` prints ``{"schema": 1,
 "summary": …, "requests": […], "steps": […], "latency": …}`` (steps only with
 ``--steps``, which keeps them in memory).  Exit 0 when the whole trace ran,
 1 when the replay stopped (R-9, R-26, R-27: the records up to the stop are

@@ -223,7 +223,7 @@ def config_from_profile(
     of the same name, and an ``fpm sweep`` setting); one not given takes its
     default.  ``max_num_seqs`` and ``max_num_batched_tokens`` default to the
     deployment's (its ``max_batch_size`` and ``max_num_tokens``,
-    :data:`fpmcore.profile.RUNTIME_SETTINGS`), ``prefix_caching`` to its
+    :data:`fpmcore.documents.profile.RUNTIME_SETTINGS`), ``prefix_caching`` to its
     recorded ``runtime_memory.enable_prefix_caching``
     (:func:`profile_prefix_caching`).  Without a table and without
     ``fixed_step_seconds`` every step takes 1.0 s (R-31).  ``rules`` are the

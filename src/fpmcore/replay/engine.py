@@ -423,7 +423,7 @@ class ReplayRun:
         return ReplayChunk(first, step_recs, reqs)
 
     def advance_lines(self, max_steps: int | None = None, *, requests: bool = False) -> record_lines.RecordLines:
-        """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.jsonio.dumps_output` writes of them);
+        """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.documents.jsonio.dumps_output` writes of them);
         the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`).  ``requests``:
         the request records as objects too (``request_records``)."""
         if self._lines is None and self.backend == "c":

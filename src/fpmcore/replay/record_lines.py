@@ -41,7 +41,7 @@ class RecordLines:
     """The records of one chunk of a :class:`~fpmcore.replay.ReplayRun` as JSON lines (R-34, R-35).
 
     ``steps`` and ``requests`` are the lines of the chunk's step records and of the requests completed in it
-    (the concatenated :func:`~fpmcore.jsonio.dumps_output` of :class:`~fpmcore.replay.ReplayChunk`'s records);
+    (the concatenated :func:`~fpmcore.documents.jsonio.dumps_output` of :class:`~fpmcore.replay.ReplayChunk`'s records);
     ``first_step`` is the step number of the chunk's first step record; ``request_records`` the request records
     as objects when they were asked for (else ``None``).
     """

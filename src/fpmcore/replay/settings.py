@@ -6,7 +6,7 @@ Each :class:`ReplaySetting` is one setting of a replay: the keyword of
 option that sets it, and the setting of that name an ``fpm sweep`` grid
 varies.  Everything else is derived from :data:`SETTINGS`:
 
-* ``fpm replay``'s options (:func:`fpmcore.replay.cli.configure`, in the order
+* ``fpm replay``'s options (:func:`fpmcore.replay.command.configure`, in the order
   and the help sections below);
 * the sweep's settings, their checks and their JSON Schema
   (:mod:`fpmcore.sweep.settings`, :func:`fpmcore.sweep.grid.grid_json_schema`);
@@ -16,7 +16,7 @@ varies.  Everything else is derived from :data:`SETTINGS`:
   (:data:`RELEASE_SETTINGS`, ``ReplayRules.settings``).
 
 Two settings take the profile's value when unset, under the profile's
-name for it (:data:`fpmcore.profile.RUNTIME_SETTINGS`): ``max_num_seqs``
+name for it (:data:`fpmcore.documents.profile.RUNTIME_SETTINGS`): ``max_num_seqs``
 (``max_batch_size``) and ``max_num_batched_tokens`` (``max_num_tokens``);
 ``prefix_caching`` takes the profile's recorded ``enable_prefix_caching``.
 """

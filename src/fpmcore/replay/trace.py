@@ -2,7 +2,7 @@
 
 A trace is JSONL: one request object per line.  :func:`parse_trace`
 validates the whole trace before the first step and raises
-:class:`~fpmcore.errors.FpmError` (rule ``R-33``) at the first error, with
+:class:`~fpmcore.documents.errors.FpmError` (rule ``R-33``) at the first error, with
 the exact diagnostics of R-33.  Besides ``arrival_time`` a line may give
 ``arrival_step`` (step-exact arrivals) and ``prefix_of``/``prefix_of_len``
 (its first tokens equal an earlier request's), the two alternatives that a

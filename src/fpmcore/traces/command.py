@@ -10,7 +10,7 @@ transforms, when given); ``--plot`` draws the arrival rate over time and the pro
 length distributions.  ``convert`` writes fpmcore's JSONL (06 R-32): one request per line,
 ``hash_ids``/``hash_block_tokens`` kept for a trace with content-block ids; the output is
 checked before the trace is read and written atomically (rules ``O-1`` … ``O-6`` of
-:mod:`fpmcore.outputs`).  Both say on stderr which format read the file (sniffed or named) and
+:mod:`fpmcore.documents.output_files`).  Both say on stderr which format read the file (sniffed or named) and
 what was skipped; ``--json`` prints ``{"trace": provenance, "stats": …}`` or
 ``{"trace": provenance, "out": OUT}``.
 """

@@ -101,7 +101,7 @@ class TraceFormat:
     from); ``sniff(head)`` says whether the file whose first bytes (at most :data:`SNIFF_BYTES`,
     decompressed) are ``head`` is of this format: cheap, never raising; ``read(source)`` yields the
     requests (:class:`~fpmcore.replay.trace.TraceRequest`) and :class:`SkippedRow` s in file order,
-    streaming, and raises :class:`~fpmcore.errors.FpmError` naming the line of a malformed row;
+    streaming, and raises :class:`~fpmcore.documents.errors.FpmError` naming the line of a malformed row;
     ``filters`` the keys of ``--trace-filter`` it reads.
     """
 
