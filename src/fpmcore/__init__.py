@@ -5,33 +5,56 @@ declared plugin API (and its tests from :mod:`fpmcore.testing`)::
 
     from fpmcore.plugin_api import hookimpl, PluginInfo, SpecClassification
 
-The hook value types are importable from here too.
+The hook value types are importable from here too (each imported when first read).
 """
 
-from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
-from fpmcore.hookspecs import hookimpl
-from fpmcore.host.hooktypes import (
-    API_VERSION,
-    AlignStopQuery,
-    CliCommand,
-    Diagnostic,
-    EngineLimit,
-    EngineRequest,
-    ExecutionIdentity,
-    HashBlockQuery,
-    ImportRules,
-    LiveProbeOptions,
-    PlanLimits,
-    PluginInfo,
-    PointPlan,
-    ProducerContract,
-    ReplayRules,
-    RuleEntry,
-    SpecClassification,
-    StartupLimits,
-)
-from fpmcore.replay.trace import TraceRequest
-from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
+    from fpmcore.hookspecs import hookimpl
+    from fpmcore.host.hooktypes import (
+        API_VERSION,
+        AlignStopQuery,
+        CliCommand,
+        Diagnostic,
+        EngineLimit,
+        EngineRequest,
+        ExecutionIdentity,
+        HashBlockQuery,
+        ImportRules,
+        LiveProbeOptions,
+        PlanLimits,
+        PluginInfo,
+        PointPlan,
+        ProducerContract,
+        ReplayRules,
+        RuleEntry,
+        SpecClassification,
+        StartupLimits,
+    )
+    from fpmcore.replay.trace import TraceRequest
+    from fpmcore.traces.format import SkippedRow, TraceFormat, TraceSource
+
+#: Where each name of :data:`__all__` lives: imported when first read (``fpmcore.PluginInfo``), so that
+#: ``import fpmcore`` (which every ``fpm`` command does) imports none of them.
+_HOME = {
+    **dict.fromkeys(("FRAMEWORK", "RuntimePin"), "fpmcore.documents.runtime_pin"),
+    "hookimpl": "fpmcore.hookspecs",
+    "TraceRequest": "fpmcore.replay.trace",
+    **dict.fromkeys(("SkippedRow", "TraceFormat", "TraceSource"), "fpmcore.traces.format"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import importlib
+
+        value = getattr(importlib.import_module(_HOME.get(name, "fpmcore.host.hooktypes")), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fpmcore' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
