@@ -22,7 +22,7 @@ full-attention profile of block 16 and 62,560 usable blocks
 (``examples/profiles/plain-llama70b-tp8.fpm-profile.json``), ``max_num_seqs``
 256 and a budget of 8,192 tokens, prefix caching on and off, beside NVIDIA
 Dynamo's mocker (``ai-dynamo-runtime==1.6.1``, installed by ``make
-bench-mocker-env`` in ``.venv-mocker``: ``run_mocker_trace_replay`` offline
+bench-env`` in ``.venv-mocker``: ``run_mocker_trace_replay`` offline
 with the same pool and settings), each as whole-process CPU time of a fresh
 process; the bench fails when the mocker's interpreter is missing or cannot
 import it.  ``--scaling`` adds the scaling table: generated conversations
@@ -169,7 +169,7 @@ def peer_table(trace: str, mocker_python: str) -> int:
         if Path(mocker_python).exists() else None  # fmt: skip
     if probe is None or probe.returncode != 0:
         why = "does not exist" if probe is None else probe.stderr.strip().splitlines()[-1]
-        print(f"bench: the Dynamo mocker peer is missing: {mocker_python} {why}; run make bench-mocker-env",
+        print(f"bench: the Dynamo mocker peer is missing: {mocker_python} {why}; run make bench-env",
               file=sys.stderr)  # fmt: skip
         return 2
     if not Path(trace).is_file():
@@ -287,7 +287,7 @@ def main() -> int:
     ap.add_argument(
         "--mocker-python",
         default=str(ROOT / ".venv-mocker" / "bin" / "python"),
-        help="the interpreter with ai-dynamo-runtime (make bench-mocker-env)",
+        help="the interpreter with ai-dynamo-runtime (make bench-env)",
     )
     ap.add_argument("--mocker", choices=("on", "off"), help=argparse.SUPPRESS)
     args = ap.parse_args()
