@@ -9,7 +9,7 @@ FPM := $(VENV)/bin/fpm
 PLUGINS := plugins/vllm_support plugins/vllm_027 plugins/vllm_033 plugins/vllm_032 plugins/glm53flash plugins/dsv41
 STAMP := $(VENV)/.fpmcore-installed
 # Anything whose change needs a reinstall (metadata, entry points, C sources).
-INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/_native_build.py \
+INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/replay/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
 .PHONY: env demo test lint test-python test-c test-real docs bench bench-env clean
@@ -100,4 +100,4 @@ bench: env bench-env
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(MOCKER_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/_native*.so
+	rm -rf $(VENV) $(BENCH_VENV) $(MOCKER_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/replay/_native*.so

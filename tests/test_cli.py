@@ -100,7 +100,7 @@ def test_schema_profile_and_record(run_fpm):
 
 
 def test_native_backend_is_c_and_matches_the_package():
-    from fpmcore import native
+    from fpmcore.replay import native
 
     assert native.BACKEND == "c"
     assert native.version() == fpmcore.__version__
@@ -113,7 +113,7 @@ def test_native_backend_is_c_and_matches_the_package():
     ({"FPMCORE_PUREPYTHON": "1"}, "c"),  # no other name selects the reference
 ])  # fmt: skip
 def test_reference_switch(env, backend):
-    code = "from fpmcore import native; print(native.BACKEND, native.version())"
+    code = "from fpmcore.replay import native; print(native.BACKEND, native.version())"
     base = {k: v for k, v in os.environ.items() if k != "FPM_PUREPYTHON"}
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
                          check=False)  # fmt: skip
@@ -123,7 +123,7 @@ def test_reference_switch(env, backend):
 def test_a_stale_build_is_refused(monkeypatch):
     import importlib
 
-    from fpmcore import native
+    from fpmcore.replay import native
 
     monkeypatch.setattr(fpmcore, "__version__", "0.0.0-stale")
     monkeypatch.delenv("FPM_PUREPYTHON", raising=False)

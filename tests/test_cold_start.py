@@ -68,7 +68,7 @@ NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich.pro
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
     "fpmcore.replay.command", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
-    "fpmcore.native", "cffi", "fpmcore.campaign.finalize", "fpmcore.validate.command",
+    "fpmcore.replay.native", "cffi", "fpmcore.campaign.finalize", "fpmcore.validate.command",
 )  # fmt: skip
 
 
@@ -97,7 +97,7 @@ def test_the_replay_runs_on_what_it_imports(tmp_path):
     assert started["code"] == 0
     summary = json.loads(started["stdout"])["summary"]
     assert (summary["requests"], summary["finished"], summary["steps"]) == (1, 1, 4)
-    assert {"fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.native"} <= set(started["modules"])
+    assert {"fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.replay.native"} <= set(started["modules"])
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("plugins",)], ids=["help", "plugins"])

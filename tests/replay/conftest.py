@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 def _reference_only() -> bool:
     """``FPM_PUREPYTHON=1`` asks for the Python reference alone; otherwise the C
     engine is tested too, and a missing build fails its tests (never skips them)."""
-    from fpmcore.native import want_reference
+    from fpmcore.replay.native import want_reference
 
     return want_reference(os.environ)
 

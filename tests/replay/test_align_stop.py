@@ -18,7 +18,7 @@ from fpmcore.replay.align import align_stop as py_align_stop
 def _impls():
     out = [("python", py_align_stop)]
     try:
-        from fpmcore import _native  # noqa: F401
+        from fpmcore.replay import _native  # noqa: F401
         from fpmcore.replay.cengine import align_stop_c
 
         out.append(("c", align_stop_c))

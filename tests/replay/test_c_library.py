@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fpmcore._native import lib
 from fpmcore.replay import model
+from fpmcore.replay._native import lib
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
 
@@ -72,7 +72,7 @@ def test_the_extension_exports_only_the_public_api():
     """
     import subprocess
 
-    from fpmcore import _native
+    from fpmcore.replay import _native
 
     table = subprocess.run(["nm", "-D", "--defined-only", _native.__file__], capture_output=True, text=True, check=True)
     exported = {line.split()[-1] for line in table.stdout.splitlines() if line.strip()}

@@ -24,7 +24,9 @@ from fpmcore.replay.engine import ReplayRun
 from fpmcore.replay.record_lines import format_double, text_list, trace_fields
 from fpmcore.replay.trace import Trace, parse_trace_lines
 
-pytestmark = pytest.mark.skipif(__import__("fpmcore.native").native.BACKEND != "c", reason="needs the C build")
+pytestmark = pytest.mark.skipif(
+    __import__("fpmcore.replay.native").replay.native.BACKEND != "c", reason="needs the C build"
+)
 
 
 def _lines_of_records(cfg, tr, chunk, steps=True):

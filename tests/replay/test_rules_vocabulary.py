@@ -17,8 +17,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fpmcore._native import ffi
 from fpmcore.documents.profile import RUNTIME_SETTINGS, FpmResourceProfile
+from fpmcore.replay._native import ffi
 from fpmcore.replay.model import ReplayConfig
 from fpmcore.replay.rules import SCHEDULER_SETTINGS, SWITCHES, ReplayRules, default_rules
 from fpmcore.replay.settings import DEFAULTS, SETTINGS

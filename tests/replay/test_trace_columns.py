@@ -181,7 +181,7 @@ def test_a_replay_from_columns_is_the_replay_from_requests(tmp_path_factory, cas
 
 def _same_origins(trace, ref_trace) -> None:
     """``fpm_hash_origins`` on the columns gives :func:`origins`' breakpoints and keys."""
-    from fpmcore._native import ffi, lib
+    from fpmcore.replay._native import ffi, lib
     from fpmcore.replay.column_engine import column_origins
 
     cols = trace.columns
@@ -207,7 +207,7 @@ def test_a_window_stops_reading_at_its_end_as_the_reference_does(tmp_path):
 
 
 def test_the_c_reader_bounds_are_the_format_bounds():
-    from fpmcore._native import lib
+    from fpmcore.replay._native import lib
     from fpmcore.traces.format import MAX_TOKENS
 
     assert lib.FPM_TRACE_MAX_TOKENS == MAX_TOKENS

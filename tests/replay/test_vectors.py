@@ -340,7 +340,7 @@ def test_rv7_sizing_python_and_c():
     assert occupancy_request_bytes(cfg2, 4096) == 608
     assert cfg2.fixed_request_bytes == 128
     try:
-        from fpmcore import _native  # noqa: F401
+        from fpmcore.replay import _native  # noqa: F401
     except ImportError:  # pragma: no cover - installs without the C library
         return
     from fpmcore.replay.cengine import block_range_c, peak_request_blocks_c

@@ -54,7 +54,7 @@ STEP_CHUNK = 65536
 
 
 def _lib() -> tuple[Any, Any]:  # imported lazily: FPM_PUREPYTHON=1 runs without the build
-    from fpmcore._native import ffi, lib
+    from fpmcore.replay._native import ffi, lib
 
     return ffi, lib
 

@@ -9,7 +9,7 @@ Two entry points:
   move a progress bar and stream step and request records to disk while the
   replay runs, with memory bounded by the trace (never by the steps).
 
-The backend follows :mod:`fpmcore.native` (``FPM_PUREPYTHON=1`` selects the
+The backend follows :mod:`fpmcore.replay.native` (``FPM_PUREPYTHON=1`` selects the
 Python reference); ``backend=`` overrides it.
 
 The align-stop rule (06 R-§4): the C engine has vLLM 0.33.0's Mamba align
@@ -266,7 +266,7 @@ def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayReques
 
 
 def default_backend() -> str:
-    from fpmcore import native
+    from fpmcore.replay import native
 
     return native.BACKEND
 

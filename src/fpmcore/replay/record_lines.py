@@ -111,7 +111,7 @@ def trace_fields(trace: Trace) -> TraceFields | None:
 
 
 def _native() -> tuple[Any, Any]:
-    from fpmcore._native import ffi, lib
+    from fpmcore.replay._native import ffi, lib
 
     return ffi, lib
 

@@ -26,14 +26,14 @@ CHUNK = 1 << 20
 
 def available() -> bool:
     """The C library is the backend (``FPM_PUREPYTHON=1`` reads every trace with the reference reader)."""
-    from fpmcore import native
+    from fpmcore.replay import native
 
     return native.BACKEND == "c"
 
 
 def read_columns(source: TraceSource, t: Transforms) -> tuple[TraceColumns, dict[str, int]] | None:
     """The Mooncake trace of ``source`` after ``t`` as columns, and the counts of the transforms; or ``None``."""
-    from fpmcore._native import ffi, lib
+    from fpmcore.replay._native import ffi, lib
 
     w = ffi.new("fpm_trace_window *")
     w.hash_block_tokens = source.hash_block_tokens

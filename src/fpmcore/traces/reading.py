@@ -34,7 +34,7 @@ from fpmcore.traces.column_reader import available as column_reader_available
 from fpmcore.traces.column_reader import read_columns
 from fpmcore.traces.format import DEFAULT_HASH_BLOCK_TOKENS, MAX_TOKENS, SkippedRow, TraceFormat, TraceSource, read_head
 from fpmcore.traces.mooncake import MOONCAKE
-from fpmcore.traces.native import FPMCORE_JSONL, SCHED_JSON
+from fpmcore.traces.own_formats import FPMCORE_JSONL, SCHED_JSON
 from fpmcore.traces.transforms import Transforms, apply, window
 
 #: The host's own formats, in sniffing order (the JSONL is sniffed after every plugin's format).

@@ -1,7 +1,7 @@
-"""cffi build script of :mod:`fpmcore._native` (API out-of-line mode).
+"""cffi build script of :mod:`fpmcore.replay._native` (API out-of-line mode).
 
 ``setup.py`` names it in ``cffi_modules``.  The C sources live in ``csrc/``;
-``FPM_VERSION`` is the package version, so that :mod:`fpmcore.native` can
+``FPM_VERSION`` is the package version, so that :mod:`fpmcore.replay.native` can
 refuse a stale build.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cffi import FFI
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CSRC = ROOT / "csrc"
 _VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "src" / "fpmcore" / "__init__.py").read_text(), re.M)
 assert _VERSION is not None, "src/fpmcore/__init__.py names no __version__"
@@ -72,7 +72,7 @@ COMPILE_FLAGS = (
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
-    "fpmcore._native",
+    "fpmcore.replay._native",
     '#include "fpmcore.h"',
     sources=sorted(str(p.relative_to(ROOT)) for p in CSRC.glob("*.c")),
     include_dirs=[str(CSRC.relative_to(ROOT))],

@@ -1,6 +1,6 @@
 """The native backend: the C library through cffi, or its Python reference.
 
-``BACKEND`` is ``"c"`` when the compiled :mod:`fpmcore._native` module is
+``BACKEND`` is ``"c"`` when the compiled :mod:`fpmcore.replay._native` module is
 importable and was built for this package version, ``"python"`` when
 ``FPM_PUREPYTHON=1`` is set (:mod:`fpmcore.replay.engine` then runs
 :mod:`fpmcore.replay.reference`).  A missing or stale build raises
@@ -38,8 +38,8 @@ if want_reference():
 
 else:
     try:
-        from fpmcore._native import ffi as _ffi
-        from fpmcore._native import lib as _lib
+        from fpmcore.replay._native import ffi as _ffi
+        from fpmcore.replay._native import lib as _lib
     except ImportError as exc:  # pragma: no cover - exercised by a fresh checkout without a build
         raise NativeBuildError(
             "fpmcore's C library is not built; reinstall fpmcore (pip install -e .) or set FPM_PUREPYTHON=1"
