@@ -59,7 +59,7 @@ def _run_onboard(args: argparse.Namespace, ctx: Any) -> int:
     )  # fmt: skip
 
     def report(stage: str, status: str) -> None:
-        ctx.err.print(f"onboard: {stage} {status}", markup=False, highlight=False)
+        ctx.message(f"onboard: {stage} {status}")
 
     try:
         c = onboard(ctx, Path(args.output), options, resume=args.resume, report=report)
@@ -67,7 +67,7 @@ def _run_onboard(args: argparse.Namespace, ctx: Any) -> int:
         if ctx.json:
             ctx.emit_json({"command": "onboard", "campaign": args.output, "status": "blocked",
                            "rule": exc.rule, "message": exc.message})  # fmt: skip
-        ctx.err.print(f"fpm: {exc.message} [{exc.rule}]", markup=False, highlight=False)
+        ctx.message(f"fpm: {exc.message} [{exc.rule}]")
         return 1
     if ctx.json:
         ctx.emit_json({"command": "onboard", "campaign": args.output, "manifest": c.manifest})

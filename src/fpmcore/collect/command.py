@@ -188,8 +188,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                               max_contended=args.max_contended, retake_pause=args.retake_pause,
                               prefill_idle=args.prefill_idle)  # fmt: skip
     except PointFailed as exc:
-        ctx.err.print(f"fpm: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]",
-                      markup=False, highlight=False)  # fmt: skip
+        ctx.message(f"fpm: {exc.message}; the finished points are kept, --resume continues [{exc.rule}]")  # fmt: skip
         return 1
     if ctx.json:
         ctx.emit_json({"command": "collect", **summary})

@@ -211,6 +211,6 @@ def _progress_line(ctx: Any, message: str) -> Iterator[None]:
         with ctx.err.status(message, spinner="dots"):
             yield
     else:
-        ctx.err.print(f"{message} …", markup=False, highlight=False)
+        ctx.message(f"{message} …")
         yield
-    ctx.err.print(f"{message}: {time.monotonic() - start:.1f} s", markup=False, highlight=False)
+    ctx.message(f"{message}: {time.monotonic() - start:.1f} s")

@@ -42,8 +42,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
                 ctx.emit_json({"command": "publish", "status": "refused",
                                "refused": [{"cell": None, "rule": exc.rule, "message": exc.message}]})  # fmt: skip
             else:
-                ctx.err.print(f"fpm: {args.assessment}: {exc.message} [{exc.rule}]", markup=False,
-                              highlight=False)  # fmt: skip
+                ctx.message(f"fpm: {args.assessment}: {exc.message} [{exc.rule}]")  # fmt: skip
             return 1
     doc, results = publish_run(ctx.host, args.run_dir, plan)
     if doc is None:
@@ -52,8 +51,7 @@ def _run(args: argparse.Namespace, ctx: Any) -> int:
             ctx.emit_json({"command": "publish", "status": "refused", "refused": refused})
         else:
             for x in refused:
-                ctx.err.print(f"fpm: cell {x['cell']} refused: {x['message']} [{x['rule']}]", markup=False,
-                              highlight=False)  # fmt: skip
+                ctx.message(f"fpm: cell {x['cell']} refused: {x['message']} [{x['rule']}]")  # fmt: skip
             ctx.err.print("fpm: nothing was published", markup=False)
         return 1
     if assessment is not None:

@@ -93,7 +93,7 @@ def _progress(ctx: Any) -> tuple[Any, Any]:
 
     def on_line(done: int, total: int, what: str) -> None:
         if done < total:
-            ctx.err.print(f"verify: serving {what} ({done + 1}/{total})", markup=False, highlight=False)
+            ctx.message(f"verify: serving {what} ({done + 1}/{total})")
 
     return None, on_line
 
