@@ -268,3 +268,67 @@ def test_a_passed_plugin_object_stands_over_its_entry_point():
     host = PluginHost(autoload=False, plugins=[fpmcore_glm53flash], environ={})
     assert (host.record("glm53flash").status, host.record("dsv41").status) == ("ok", "disabled")
     assert host.select_model("zai-org/GLM-5.3-Flash").id == "glm53flash"
+
+
+def _discovery_subjects() -> list[object]:
+    """Plugins of every shape pluggy discovers hooks on: modules, objects, classes, with every kind of attribute."""
+    from fpmcore.cli import commands
+    from fpmcore.host.build import build_host
+
+    def fpm_plugin_info() -> None: ...
+
+    module = types.ModuleType("shapes")
+    module.fpm_plugin_info = hookimpl(fpm_plugin_info)  # type: ignore[attr-defined]
+    module.plain = fpm_plugin_info  # type: ignore[attr-defined]
+    module.data = 3  # type: ignore[attr-defined]
+    module.static = staticmethod(hookimpl(fpm_plugin_info))  # type: ignore[attr-defined]
+    module.cls = type("C", (), {})  # type: ignore[attr-defined]
+
+    class Base:
+        @hookimpl
+        def fpm_plugin_info(self) -> None: ...
+
+    class Shapes(Base):
+        __slots__ = ("slotted",)
+        number = 1
+
+        @hookimpl
+        @staticmethod
+        def fpm_trace_formats() -> list[object]:
+            return []
+
+        @hookimpl
+        @classmethod
+        def fpm_cli_commands(cls) -> list[object]:
+            return []
+
+        @property
+        def fpm_rule_catalogue(self) -> list[object]:
+            raise AssertionError("a property must never run")
+
+    class WithDict:
+        @hookimpl
+        def fpm_plugin_info(self) -> None: ...
+
+    slotted = Shapes()
+    slotted.slotted = hookimpl(fpm_plugin_info)
+    own = WithDict()
+    own.fpm_trace_formats = hookimpl(lambda: [])  # type: ignore[attr-defined]
+    own.fpm_plugin_info = 5  # type: ignore[assignment]  # an instance attribute shadowing the class's
+    shipped = [plugin for _, plugin in build_host().pm.list_name_plugin()]
+    return [commands, module, slotted, own, Shapes, *shipped]
+
+
+def test_hook_discovery_reads_what_pluggy_reads():
+    """The manager's quick discovery of hook implementations answers as pluggy's own for every name."""
+    import pluggy
+
+    from fpmcore.host.plugins import _PluginManager
+
+    quick, reference = _PluginManager("fpmcore"), pluggy.PluginManager("fpmcore")
+    names = 0
+    for plugin in _discovery_subjects():
+        for name in dir(plugin):
+            assert quick.parse_hookimpl_opts(plugin, name) == reference.parse_hookimpl_opts(plugin, name), name
+            names += 1
+    assert names > 300

@@ -10,6 +10,10 @@ The hook value types are importable from here too (each imported when first read
 
 from typing import TYPE_CHECKING, Any
 
+from fpmcore.documents.generated_code import install as _install_code_cache
+
+_install_code_cache("attr._make")  # attrs' generated methods compiled once, not every run (generated_code)
+
 if TYPE_CHECKING:
     from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
     from fpmcore.hookspecs import hookimpl

@@ -28,7 +28,10 @@ import attrs
 import cattrs
 
 from fpmcore.documents.errors import FpmError
+from fpmcore.documents.generated_code import install as _install_code_cache
 from fpmcore.documents.jsonio import is_finite_number, one_line
+
+_install_code_cache("cattrs.gen")  # the converter functions cattrs generates, compiled once (generated_code)
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
