@@ -398,6 +398,10 @@ def test_no_stage_imports_another_stages_command():
     # the check is not vacuous: onboarding calling the collection through collect's command module is found
     graph["fpmcore.campaign.onboard"] = graph["fpmcore.campaign.onboard"] | {"fpmcore.collect.command"}
     assert command_importers(graph, stages) == {"fpmcore.collect.command": ["fpmcore.campaign.onboard"]}
+    # nor does a plugin: its commands are its own, through fpm_cli_commands
+    commands = {f"fpmcore.{stage}.command" for stage in stages}
+    plugins = {f: sorted(m & commands) for f, m in _plugin_imports().items()}
+    assert {f: m for f, m in plugins.items() if m} == {}
 
 
 def test_no_two_modules_share_a_name_that_says_nothing_unless_the_table_names_both():
