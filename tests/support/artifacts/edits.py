@@ -17,9 +17,9 @@ from tests.support.artifacts.attempts import glm_example
 from tests.support.artifacts.example_campaign import PRODUCER_DIR, canonical
 from tests.support.artifacts.rank_artifacts import measured_seconds, sidecar_evidence, slowest_wall
 
+#: The end of a diagnostic about the row of benchmark id 2 on rank 0.
 SUFFIX = ": benchmark_id=2 rank=0: r0.json"
-
-
+#: The start of an A-32 diagnostic.
 A32 = (
     "benchmark_measurement does not hold the producer's ten measured repetitions with their adjacent_upper_median "
     "estimate: "
