@@ -12,7 +12,7 @@ STAMP := $(VENV)/.fpmcore-installed
 INSTALL_INPUTS := pyproject.toml setup.py requirements-dev.txt src/fpmcore/replay/_native_build.py \
 	$(wildcard csrc/*.c csrc/*.h) $(foreach p,$(PLUGINS),$(p)/pyproject.toml)
 
-.PHONY: env demo test lint test-python test-c test-real docs bench bench-env clean
+.PHONY: env demo test lint test-python test-c test-real docs bench bench-env replay-digests clean
 
 env: $(STAMP)
 
@@ -98,6 +98,13 @@ bench: env bench-env
 	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling \
 		--peer-trace $(PEER_TRACE) --mocker-python $(MOCKER_VENV)/bin/python
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
+
+# make replay-digests BASE=DIR: every replay output of tools/replay_digests.py (example profiles x traces,
+# settings, transforms, --out formats, the Mooncake trace) run with this checkout's code and with the code of
+# the base checkout DIR (built with make env there), compared; DIGESTS=FILE.json compares with a saved file
+# instead (tools/replay_digests.py --write FILE.json saves one).  Exit 1 when an output differs.
+replay-digests: env
+	$(PY) tools/replay_digests.py $(if $(BASE),--src $(BASE),$(if $(DIGESTS),--compare $(DIGESTS),--help))
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(MOCKER_VENV) build csrc/build src/*.egg-info plugins/*/src/*.egg-info src/fpmcore/replay/_native*.so

@@ -12,7 +12,8 @@
 * **The folders are the concepts of ARCHITECTURE.md**: the top of
   ``src/fpmcore`` holds the packages its host table names and only the modules
   fixed there (:data:`FIXED_AT_THE_TOP`; the C engine's binding is in ``replay/``); each stage's
-  package has one ``command.py``, the source of its ``fpm`` commands; no two
+  package has one ``command.py``, the source of its ``fpm`` commands, which no module outside the
+  stage's package imports (another stage calls the stage's functions); no two
   modules share a name that says nothing of whose they are
   (:data:`AMBIGUOUS_NAMES`) unless the table names both.
 """
@@ -368,6 +369,39 @@ def test_each_stage_package_has_one_command_module():
         assert found == [f"{stage}/command.py"], stage
     modules = {module for _, _, module, _ in PIPELINE_COMMANDS}
     assert modules - {"fpmcore.cli.explain"} == {f"fpmcore.{stage}.command" for stage in stages}
+
+
+def command_importers(graph: dict[str, set[str]], stages: set[str]) -> dict[str, list[str]]:
+    """``stage's command module → the modules outside the stage's package that import it``, for those imported."""
+    found = {}
+    for stage in sorted(stages):
+        command, package = f"fpmcore.{stage}.command", f"fpmcore.{stage}"
+        outside = sorted(
+            n
+            for n, imported in graph.items()
+            if command in imported and n != package and not n.startswith(f"{package}.")
+        )
+        if outside:
+            found[command] = outside
+    return found
+
+
+def test_no_stage_imports_another_stages_command():
+    """A stage's ``command.py`` holds its ``fpm`` commands only (argparse and the call of the stage's functions):
+    no module outside the stage's package imports it — another stage calls the stage's functions
+    (``fpm onboard`` runs ``collect.run.run_collect``), and only the command line's registration
+    (:data:`fpmcore.cli.commands.PIPELINE_COMMANDS`, by module name) loads a command module."""
+    table = host_table()
+    stages = {p for row in STAGE_ROWS for p in packages_named(table[row])}
+    graph = import_graph()
+    assert command_importers(graph, stages) == {}
+    # the check is not vacuous: onboarding calling the collection through collect's command module is found
+    graph["fpmcore.campaign.onboard"] = graph["fpmcore.campaign.onboard"] | {"fpmcore.collect.command"}
+    assert command_importers(graph, stages) == {"fpmcore.collect.command": ["fpmcore.campaign.onboard"]}
+    # nor does a plugin: its commands are its own, through fpm_cli_commands
+    commands = {f"fpmcore.{stage}.command" for stage in stages}
+    plugins = {f: sorted(m & commands) for f, m in _plugin_imports().items()}
+    assert {f: m for f, m in plugins.items() if m} == {}
 
 
 def test_no_two_modules_share_a_name_that_says_nothing_unless_the_table_names_both():

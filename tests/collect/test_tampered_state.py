@@ -93,6 +93,8 @@ def test_finalize_reads_the_manifest_as_resume_does(campaign, tmp_path):
                                             "start a new run folder"),
     (lambda r: r.__setitem__("runtime", None), "collect.json is damaged: runtime must be a string, found null; "
                                                "start a new run folder"),
+    (lambda r: r.__setitem__("runtime", "fp8"), "collect.json is damaged: runtime must be a runtime pin "
+                                                '(framework==version), found "fp8"; start a new run folder'),
     (lambda r: r.pop("limits"), "collect.json is damaged: limits must be an object, found nothing; "
                                 "start a new run folder"),
     (lambda r: r["settings"].__setitem__("repetitions", "x"),

@@ -1,6 +1,6 @@
 """What every measurement-artifact test shares (core and plugin tests alike).
 
-``M`` is ``tests/support/make_artifacts.py``, the writer of artifacts in the producers'
+``M`` is ``tests/support/artifacts``, the writer of artifacts in the producers'
 shape; ``host``, ``strict`` and ``producer_dir`` are fixtures a test module
 imports to use::
 
@@ -24,7 +24,7 @@ import fpmcore_glm53flash
 from fpmcore.host.plugins import PluginHost
 from fpmcore.testing import make_host
 from fpmcore.validate.integers import INT, NINT, ROWS
-from tests.support import make_artifacts as M
+from tests.support import artifacts as M
 
 ROOT = Path(__file__).resolve().parents[2]
 

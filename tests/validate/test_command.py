@@ -1,7 +1,7 @@
 """``fpm validate`` (05): the committed example runs, exit codes, ``--json``, and the reader's
 refusals of input that is not a run or not a plan.
 
-The artifacts come from ``tests/support/make_artifacts.py`` (the producer's shape);
+The artifacts come from ``tests/support/artifacts`` (the producer's shape);
 the committed example runs are ``examples/artifacts``.
 """
 

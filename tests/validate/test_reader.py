@@ -2,7 +2,7 @@
 cells, the merge invariants, the negative cases on disk, publication (A-41, A-42) and a plan of the
 reference.
 
-The artifacts come from ``tests/support/make_artifacts.py`` (the producer's shape).
+The artifacts come from ``tests/support/artifacts`` (the producer's shape).
 """
 
 from __future__ import annotations

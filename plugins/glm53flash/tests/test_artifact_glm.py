@@ -1,6 +1,6 @@
 """The ``glm53flash_native_graph_policy`` contract (05 §7, §8): the valid example and every negative case.
 
-The artifacts are built by ``tests/support/make_artifacts.py`` in the producer's
+The artifacts are built by ``tests/support/artifacts`` in the producer's
 shape; its smoke cell reproduces the row of 05 §9.1 and the context of §9.2,
 and its ``CASES`` are the negative cases of §9.3 (N1 … N40) plus fpmcore's own
 (X1 …): each changes the valid example in one way and must be refused by the

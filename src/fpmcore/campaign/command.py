@@ -21,7 +21,7 @@ def _on_off(text: str) -> bool:
 
 
 def configure_onboard(p: argparse.ArgumentParser) -> None:
-    from fpmcore.collect.command import add_protocol_options, at_least
+    from fpmcore.collect.protocol_options import add_protocol_options, at_least
 
     p.add_argument("model_dir", metavar="MODEL_DIR", help="the model folder (config.json, weights, tokenizer)")
     p.add_argument("-o", "--output", required=True, metavar="CAMPAIGN", help="the campaign folder (new or empty)")

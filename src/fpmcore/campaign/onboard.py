@@ -249,14 +249,14 @@ def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 
 
 def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: bool) -> None:
-    from fpmcore.collect.command import run_collect
+    from fpmcore.collect.run import run_collect
     from fpmcore.documents.jsonio import load_path
 
     run = c.path(folder)
-    run_collect(ctx, plan_path=str(c.path(PLAN)), plan=load_path(c.path(PLAN)), model_dir=o.model_dir,
-                output=str(run), smoke=smoke, warmups=o.warmups, repetitions=o.repetitions,
-                resume=run.exists(), dtype=o.probe.dtype, spacing=o.spacing, passes=o.passes,
-                max_contended=o.max_contended, retake_pause=o.retake_pause, prefill_idle=o.prefill_idle)  # fmt: skip
+    run_collect(ctx, plan=load_path(c.path(PLAN)), model_dir=o.model_dir, output=str(run), smoke=smoke,
+                warmups=o.warmups, repetitions=o.repetitions, resume=run.exists(),
+                dtype=o.probe.dtype, spacing=o.spacing, passes=o.passes, max_contended=o.max_contended,
+                retake_pause=o.retake_pause, prefill_idle=o.prefill_idle)  # fmt: skip
 
 
 def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:

@@ -26,6 +26,7 @@ import hashlib
 import os
 import secrets
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +404,76 @@ def collect(
     files = store.build_artifacts(c.run, c.done.values())
     store.publish_artifacts(c.folder, files)
     return files
+
+
+def replan(fix: str) -> str:
+    """The way out of an engine limit for a plan: its profile was probed with the setting the engine cannot run."""
+    return f"the plan's deployment needs {fix}: probe the model with {fix}, then import and plan it again"
+
+
+def run_collect(
+    ctx: Any,
+    *,
+    plan: Any,
+    model_dir: str,
+    output: str,
+    smoke: bool = False,
+    warmups: int | None = None,
+    repetitions: int | None = None,
+    resume: bool = False,
+    dtype: str | None = None,
+    spacing: float | None = None,
+    passes: int | None = None,
+    max_contended: int | None = None,
+    retake_pause: float | None = None,
+    prefill_idle: float | None = None,
+) -> dict[str, Any]:
+    """Collect (or resume) a run of ``plan`` with a progress bar on ``ctx``: the measurement run of ``fpm collect``
+    and of ``fpm onboard``'s smoke and collect stages.  The engine limits of the plan's runtime are asked before
+    its engine starts; a run already complete only has its artifacts built again.  The summary of the finished run."""
+    from fpmcore.host import engine_limits
+
+    c = prepare(plan, model_dir, output, smoke=smoke, warmups=warmups, repetitions=repetitions,
+                resume=resume, spacing=spacing, passes=passes, max_contended=max_contended,
+                retake_pause=retake_pause, prefill_idle=prefill_idle)  # fmt: skip
+    driver = ctx.host.hooks.measurement_driver(plan["engine"]["runtime"]) if not c.complete else None
+    if driver is not None:  # what the runtime's engine cannot run is refused before it starts
+        engine_limits.refuse(ctx.host.hooks.runtime(plan["engine"]["runtime"]), model_dir,
+                             prefix_caching=bool(plan["engine"]["prefix_caching"]),
+                             dtype=dtype if dtype is not None else plan["engine"].get("dtype"),
+                             max_model_len=plan["engine"]["max_model_len"], way_out=replan)  # fmt: skip
+    label = f"collect {c.stage.cell['cell_id']}"
+    bar = ctx.progress("points", transient=False) if not ctx.json else None
+    with bar if bar is not None else nullcontext():
+        task = bar.add_task(label, total=c.total_visits) if bar is not None else None
+
+        def progress(done: int, total: int, point: Any) -> None:
+            if bar is not None:
+                bar.update(task, completed=done, total=total)
+
+        if driver is None:
+            files = store.build_artifacts(c.run or c.folder.read_run(), c.done.values())
+            store.publish_artifacts(c.folder, files)
+        else:
+            collect(c, driver, progress=progress, dtype=dtype)
+    return {
+        "run": output,
+        "cell": c.stage.cell["cell_id"],
+        "points": len(c.stage.points),
+        "resumed": c.resumed,
+        "repetitions": c.settings.repetitions,
+        "warmups": c.settings.warmups,
+        "passes": c.settings.passes,
+        **contention_counts(c.done.values(), c.settings.passes),
+    }
+
+
+def contention_counts(records: Any, passes: int) -> dict[str, Any]:
+    """What the run's records say about contention and disagreeing passes: the samples retaken because they
+    were contended, the points re-measured because their passes disagreed, and those still disagreeing."""
+    recs = list(records)
+    return {
+        "contended_samples": sum(1 for r in recs for rep in r["repetitions"] if rep.get("role") == "contended"),
+        "remeasured_points": sorted(r["benchmark_id"] for r in recs if len(r.get("passes", ())) > passes),
+        "flagged_points": sorted(r["benchmark_id"] for r in recs if r.get("flagged")),
+    }

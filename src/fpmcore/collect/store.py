@@ -162,6 +162,12 @@ class RunFolder:
                     found = "nothing" if key not in run else one_line(json_text(run[key]))[:80]
                     raise FpmError("collect", f"{RUN_FILE} is damaged: {key} must be {what}, found {found}; "
                                               "start a new run folder", str(path))  # fmt: skip
+        try:  # the artifacts' provenance is the pin's two sides
+            RuntimePin.parse(run["runtime"])
+        except ValueError:
+            found = one_line(json_text(run["runtime"]))[:80]
+            raise FpmError("collect", f"{RUN_FILE} is damaged: runtime must be a runtime pin (framework==version), "
+                                      f"found {found}; start a new run folder", str(path)) from None  # fmt: skip
         return run
 
     def create(self, run: Mapping[str, Any]) -> None:

@@ -71,15 +71,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fpmcore.importer.command import import_command
-
 __all__ = ["ConfigResult", "HostServices", "ImportRun", "import_command", "import_evidence"]
 
 
 def __getattr__(name: str) -> Any:
-    # The pipeline loads on first use: the CLI imports this package to register the command.
+    # The pipeline and the command load on first use: another stage imports the pipeline
+    # (fpmcore.importer.pipeline) without the command, the command line the command by its module name.
     if name in ("ConfigResult", "HostServices", "ImportRun", "import_evidence"):
         from fpmcore.importer import pipeline
 
         return getattr(pipeline, name)
+    if name == "import_command":
+        from fpmcore.importer import command
+
+        return command.import_command
     raise AttributeError(name)

@@ -301,7 +301,7 @@ def plan_problem(plan: Any) -> str | None:
     return None
 
 
-#: The frozen plans fpmcore writes (``tests/support/make_artifacts.py``): ``sha256`` is the digest of every other field.
+#: The frozen plans fpmcore writes (``tests/support/artifacts/plans.py``): ``sha256`` is the digest of every other field.
 OWN_FROZEN_PLAN = "fpmcore_collection_plan_excerpt"
 
 
