@@ -53,10 +53,12 @@ def _started(tmp_path: Path, *argv: str) -> dict:
 
 
 #: Imported by no command of the three: the plugins' observers and dry probes, the record classes and
-#: their converter, the validation rules, the planner, the sweep, the campaign finalization.
+#: their converter, the measurement's store and contention, the validation rules, the planner, the sweep, the
+#: campaign finalization (read only when an input lies in a finalized campaign).
 NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.probe.dry_run",
-    "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
+    "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.collect.store", "fpmcore.collect.contention",
+    "fpmcore.campaign.finalize", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
     "importlib.metadata", "email",

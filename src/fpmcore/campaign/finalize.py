@@ -254,21 +254,10 @@ def check_finalized(campaign_dir: str | os.PathLike[str], *, required: bool = Fa
         raise FpmError("F-2", change.message(), str(root / change.path))
 
 
-def _campaign_folders(path: str | os.PathLike[str]) -> list[Path]:
-    """The folder holding ``path``, and the folder holding the file it resolves to when that is another one."""
-    lexical = Path(path).parent
-    real = Path(os.path.realpath(path)).parent
-    return [lexical] if os.path.realpath(lexical) == str(real) else [lexical, real]
-
-
 def check_inputs(*paths: str | os.PathLike[str] | None) -> None:
     """:func:`check_finalized` for every input file that lies in a finalized campaign (``final.json`` beside it)."""
-    for path in paths:
-        if path is None:
-            continue
-        for folder in _campaign_folders(path):
-            if (folder / layout.FINAL).exists():
-                check_finalized(folder)
+    for folder in layout.finalized_folders(*paths):
+        check_finalized(folder)
 
 
 def campaign_table(campaign_dir: str | os.PathLike[str], table: str | os.PathLike[str] | None) -> str:

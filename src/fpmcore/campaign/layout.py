@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fpmcore.collect import store
 from fpmcore.documents.jsonio import one_line
 
 #: The manifest of ``fpm onboard`` and its schema.
@@ -150,6 +150,8 @@ def folder_sha256(path: Path) -> str | None:
 
 def run_sha256(path: Path) -> str | None:
     """A collected run is pinned by its artifact index (05 §1)."""
+    from fpmcore.collect import store
+
     return file_sha256(path / store.INDEX)
 
 
@@ -164,3 +166,18 @@ def digest(root: Path, kind: str, name: str) -> str | None:
     if kind == "run":
         return run_sha256(p)
     return file_sha256(p)
+
+
+def finalized_folders(*paths: str | os.PathLike[str] | None) -> list[Path]:
+    """The finalized campaign folders (a ``final.json`` in them) that hold one of ``paths``: the folder holding
+    a path, and the folder holding the file it resolves to when that is another one."""
+    found: list[Path] = []
+    for path in paths:
+        if path is None:
+            continue
+        lexical = Path(path).parent
+        real = Path(os.path.realpath(path)).parent
+        for folder in [lexical] if os.path.realpath(lexical) == str(real) else [lexical, real]:
+            if (folder / FINAL).exists() and folder not in found:
+                found.append(folder)
+    return found

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from fpmcore.collect.contention import Contention
 from fpmcore.documents.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
+
+if TYPE_CHECKING:
+    from fpmcore.collect.contention import Contention  # an annotation only: no document holds a step
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.

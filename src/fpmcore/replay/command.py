@@ -231,8 +231,7 @@ CHUNK_STEPS_SUMMARY = 1 << 20
 
 
 def run(args: argparse.Namespace, ctx: Any) -> int:
-    from fpmcore.campaign.finalize import campaign_table, check_inputs
-    from fpmcore.campaign.layout import TABLE
+    from fpmcore.campaign.layout import TABLE, finalized_folders
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin
     from fpmcore.replay.config import profile_prefix_caching
@@ -240,9 +239,12 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     if args.campaign is not None and args.fpm_table is None:
         args.fpm_table = str(Path(args.campaign) / TABLE)
     out, plot_path, plot_fmt = _check_outputs(args)  # before any work
-    if args.campaign is not None:
-        campaign_table(args.campaign, args.fpm_table)  # F-8, F-2
-    check_inputs(args.profile, args.fpm_table)  # an input of a finalized campaign: its digests (F-2)
+    if args.campaign is not None or finalized_folders(args.profile, args.fpm_table):
+        from fpmcore.campaign.finalize import campaign_table, check_inputs
+
+        if args.campaign is not None:
+            campaign_table(args.campaign, args.fpm_table)  # F-8, F-2
+        check_inputs(args.profile, args.fpm_table)  # an input of a finalized campaign: its digests (F-2)
     profile = load_profile(args.profile)
     if not 0 <= args.deployment < len(profile.deployments):
         raise FpmError("R-1", f"profile has no deployment {args.deployment}", args.profile)
