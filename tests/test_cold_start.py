@@ -52,10 +52,12 @@ def _started(tmp_path: Path, *argv: str) -> dict:
     return found
 
 
-#: Imported by no command of the three: the plugins' observers and dry probes, the record classes and
-#: their converter, the validation rules, the planner, the sweep, the campaign finalization.
+#: Imported by no command of the three: the plugins' observers and dry probes, the work of their commands (the
+#: tiny model writer and the live engine of ``vllm_032``), the record classes and their converter, the validation
+#: rules, the planner, the sweep, the campaign finalization.
 NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.probe.dry_run",
+    "fpmcore_vllm032.tiny_models", "fpmcore_vllm032.engine", "fpmcore_vllm032.steps",
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
