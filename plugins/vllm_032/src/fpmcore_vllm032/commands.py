@@ -78,9 +78,13 @@ def missing_packages(command: str, missing: list[str]) -> FpmError:
 def _configure_tiny_model(parser: argparse.ArgumentParser) -> None:
     from fpmcore_vllm032.tiny_models import KINDS
 
-    parser.add_argument("kind", choices=sorted(KINDS), help="the architecture")
-    parser.add_argument("-o", "--out", required=True, help="the model directory (must not exist or be empty)")
-    parser.add_argument("--seed", type=int, default=0, help="the seed of the random weights (default 0)")
+    parser.add_argument(
+        "kind", choices=sorted(KINDS), metavar="KIND", help=f"the architecture: {', '.join(sorted(KINDS))}"
+    )
+    parser.add_argument(
+        "-o", "--out", required=True, metavar="DIR", help="the model directory (must not exist or be empty)"
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="the seed of the random weights (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
 
 
@@ -124,20 +128,28 @@ def _on_off(value: str) -> bool:
 
 def _configure_live_steps(parser: argparse.ArgumentParser) -> None:
     ap = parser
-    ap.add_argument("model", help="a model directory (fpm tiny-model writes tiny ones)")
+    ap.add_argument("model", metavar="MODEL_DIR", help="a model directory (fpm tiny-model writes tiny ones)")
     ap.add_argument("--caching", type=_on_off, default=True, metavar="on|off", help="prefix caching (default on)")
-    ap.add_argument("--max-model-len", type=int, default=2048, help="the engine's max_model_len (default 2048)")
-    ap.add_argument("--dtype", default="float32", help="the model's dtype in the engine (default float32)")
+    ap.add_argument(
+        "--max-model-len", type=int, default=2048, metavar="N", help="the engine's max_model_len (default 2048)"
+    )
+    ap.add_argument(
+        "--dtype", default="float32", metavar="DTYPE", help="the model's dtype in the engine (default float32)"
+    )
     ap.add_argument("--kv-cache-space", type=float, default=1.0, metavar="GIB",
                     help="KV cache memory in GiB (kv_cache_memory_bytes; default 1)")  # fmt: skip
     ap.add_argument("--num-blocks", type=int, default=None, metavar="N",
                     help="num_gpu_blocks_override: force a small pool (memory pressure, preemptions)")  # fmt: skip
-    ap.add_argument("--max-num-seqs", type=int, default=None, help="the engine's max_num_seqs (default vLLM's)")
-    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
+    ap.add_argument(
+        "--max-num-seqs", type=int, default=None, metavar="N", help="the engine's max_num_seqs (default vLLM's)"
+    )
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="N",
                     help="the engine's max_num_batched_tokens (default vLLM's)")  # fmt: skip
     ap.add_argument("--compile", action="store_true", help="start with torch.compile (slow start)")
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--trace", help="a step-exact JSONL trace (each line with its arrival_step) to run")
+    src.add_argument(
+        "--trace", metavar="TRACE.jsonl", help="a step-exact JSONL trace (each line with its arrival_step) to run"
+    )
     src.add_argument("--random-trace", type=int, metavar="SEED", help="run random traces with shared prefixes")
     ap.add_argument("--traces", type=int, default=1, metavar="K",
                     help="with --random-trace: K traces (seeds SEED … SEED+K-1) on one engine, the prefix cache "
@@ -145,10 +157,14 @@ def _configure_live_steps(parser: argparse.ArgumentParser) -> None:
     ap.add_argument("--compare-replay", action="store_true",
                     help="probe and import the engine, replay every trace with the imported profile and compare "
                          "every step")  # fmt: skip
-    ap.add_argument("--requests", type=int, default=16, help="requests of --random-trace (default 16)")
-    ap.add_argument("--prompt-max", type=int, default=600, help="longest prompt of --random-trace (default 600)")
-    ap.add_argument("--output-max", type=int, default=48, help="longest output of --random-trace (default 48)")
-    ap.add_argument("--steps-out", help="write the step records as JSONL")
+    ap.add_argument("--requests", type=int, default=16, metavar="N", help="requests of --random-trace (default 16)")
+    ap.add_argument(
+        "--prompt-max", type=int, default=600, metavar="N", help="longest prompt of --random-trace (default 600)"
+    )
+    ap.add_argument(
+        "--output-max", type=int, default=48, metavar="N", help="longest output of --random-trace (default 48)"
+    )
+    ap.add_argument("--steps-out", metavar="STEPS.jsonl", help="write the step records as JSONL")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout")
 
 
