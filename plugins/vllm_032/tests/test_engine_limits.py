@@ -72,7 +72,7 @@ def test_which_models_build_mamba2_layers(runtime, config, meets):
     assert _rules(runtime, config) == (["mamba2-prefix-caching"] if meets else [])
 
 
-#: A Jamba configuration as tools/tiny_models.py writes it (three Mamba1 layers, attention in layer 3).
+#: A Jamba configuration as fpm tiny-model writes it (three Mamba1 layers, attention in layer 3).
 JAMBA = {"architectures": ["JambaForCausalLM"], "attn_layer_period": 4, "attn_layer_offset": 3, "mamba_d_state": 16,
          "mamba_expand": 2, "dtype": "float32"}  # fmt: skip
 
@@ -87,7 +87,7 @@ def test_mamba1_layers_are_refused_with_and_without_prefix_caching(runtime, arch
     assert arch in limit.message and "_C.selective_scan_fwd" in limit.message and "_custom_ops.py:1975" in limit.message
 
 
-#: A DeepSeek-V2 configuration as tools/tiny_models.py writes it: the 576-wide latent of DeepSeek-V2/V3.
+#: A DeepSeek-V2 configuration as fpm tiny-model writes it: the 576-wide latent of DeepSeek-V2/V3.
 DEEPSEEK_V2 = {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "kv_lora_rank": 512,
                "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64, "dtype": "float32"}  # fmt: skip
 

@@ -1,6 +1,6 @@
 """The chunked-local family on the live vLLM 0.32.0 CPU engine (marked live: ``tox -e vllm032-live``).
 
-``tools/tiny_models.py llama4`` (Llama 4 text: three chunked-local layers with
+``fpm tiny-model llama4`` (Llama 4 text: three chunked-local layers with
 a chunk of 256 tokens, two CPU blocks, and one global layer, float32) runs
 with prefix caching on and off (README §9).  For each setting, as for the
 Mamba2 hybrids (``test_live_hybrid.py``):
@@ -38,7 +38,7 @@ from fpmcore.testing import make_host, run_fpm
 pytestmark = pytest.mark.live
 
 OPTIONS = ["--dtype", "float32", "--max-model-len", "2048", "--kv-cache-space", "0.25"]
-#: The chunk of the tiny model's chunked-local layers (tools/tiny_models.py ATTENTION_CHUNK) and the CPU block.
+#: The chunk of the tiny model's chunked-local layers (fpmcore_vllm032.tiny_models.ATTENTION_CHUNK) and the CPU block.
 CHUNK, BLOCK = 256, 128
 #: The profile's groups as (kind, block, chunk): the three chunked-local layers, one group each, then the global one.
 GROUPS = [("attention", BLOCK, CHUNK)] * 3 + [("attention", BLOCK, None)]

@@ -1,6 +1,6 @@
 """The Mamba2 hybrids on the live vLLM 0.32.0 CPU engine (marked live: ``tox -e vllm032-live``).
 
-``tools/tiny_models.py granite-hybrid`` (GraniteMoeHybrid: three Mamba2
+``fpm tiny-model granite-hybrid`` (GraniteMoeHybrid: three Mamba2
 layers, one attention layer, float32), ``nemotron-h`` (NemotronH: three Mamba2,
 one attention and two MLP layers), ``falcon-h1`` (FalconH1: attention and
 Mamba2 side by side in each of four layers) and ``zamba2`` (four Mamba2 layers,

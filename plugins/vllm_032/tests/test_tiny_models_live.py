@@ -1,4 +1,5 @@
-"""tools/tiny_models.py: deterministic tiny models that the vLLM 0.32.0 CPU engine (the plugin's engine driver) loads and runs."""
+"""fpmcore_vllm032.tiny_models (``fpm tiny-model``): deterministic tiny models that the vLLM 0.32.0 CPU engine (the
+plugin's engine driver) loads and runs."""
 
 from __future__ import annotations
 

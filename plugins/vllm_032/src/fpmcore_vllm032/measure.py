@@ -272,7 +272,7 @@ class VllmMeasurementEngine:
 
 def start(model_dir: str, options: EngineOptions) -> VllmMeasurementEngine:
     """Check the installed vLLM files, start the engine for the plan's deployment (module docstring)."""
-    from fpmcore_vllm032 import engine as live_engine
+    from fpmcore_vllm032 import engine
 
     diffs = installed_differences()
     if diffs:
@@ -281,12 +281,12 @@ def start(model_dir: str, options: EngineOptions) -> VllmMeasurementEngine:
     if options.kv_cache_bytes is not None:  # the usable pool plus the null block's page: the probed num_blocks
         kv = options.kv_cache_bytes + (options.kv_cache_page_bytes or 0)
     dtype = DTYPES.get(options.dtype, options.dtype) if options.dtype is not None else None
-    opts = live_engine.EngineOptions(
+    opts = engine.EngineOptions(
         model=model_dir, caching=options.prefix_caching, max_model_len=options.max_model_len, dtype=dtype,
-        kv_cache_bytes=kv if kv is not None else live_engine.GIB, max_num_seqs=options.max_num_seqs,
+        kv_cache_bytes=kv if kv is not None else engine.GIB, max_num_seqs=options.max_num_seqs,
         max_num_batched_tokens=options.max_num_batched_tokens, enforce_eager=True, seed=options.seed,
     )  # fmt: skip
-    return VllmMeasurementEngine(live_engine.start_engine(opts))
+    return VllmMeasurementEngine(engine.start_engine(opts))
 
 
 def driver() -> MeasurementDriver:

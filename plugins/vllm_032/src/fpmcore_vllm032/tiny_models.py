@@ -1,11 +1,7 @@
-#!/usr/bin/env python3
-"""Write a deterministic tiny random-weight model with an offline byte-level tokenizer.
+"""Deterministic tiny random-weight models with an offline byte-level tokenizer, for the live engine.
 
-::
-
-    python tools/tiny_models.py KIND -o DIR [--seed N] [--json]
-
-``KIND`` is one of :data:`KINDS`:
+``fpm tiny-model KIND -o DIR [--seed N] [--json]`` (:mod:`fpmcore_vllm032.commands`)
+writes one with :func:`write_model`.  ``KIND`` is one of :data:`KINDS`:
 
 ``llama``
     a Llama-like plain model (4 full-attention layers): one ``FullAttentionSpec``
@@ -67,27 +63,25 @@ a byte-level BPE trained on a fixed corpus held in this file, with
 network access is needed.  The model directory loads with vLLM (``LLM(model=DIR)``)
 and with ``transformers``.
 
-torch, transformers and tokenizers are imported inside the functions only;
-``--help`` and argument errors need none of them.  The directory must not
-exist or be empty; the files are written into a temporary sibling and renamed
-into place, so an interrupted run leaves no partial model.  Exit codes: 0
-written, 2 bad usage (an unknown kind, a non-empty output directory, a
-missing package).
+torch, transformers, tokenizers and safetensors (:data:`PACKAGES`) are imported
+inside the functions only, so that importing this module costs ``fpm`` nothing.
+The directory must not exist or be empty; the files are written into a
+temporary sibling and renamed into place, so an interrupted run leaves no
+partial model.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+#: The packages :func:`write_model` imports (the live engine's environment has them all).
+PACKAGES = ("torch", "transformers", "tokenizers", "safetensors")
 #: Tokens of the tokenizer and of every model's embedding.
 VOCAB_SIZE = 512
 #: The special tokens, in id order after the byte-level BPE vocabulary.
@@ -114,15 +108,6 @@ CORPUS = (
     "Il était une fois un petit modèle qui comptait les blocs de sa mémoire.",
     "Der schnelle braune Fuchs springt über den faulen Hund.",
 )
-
-
-def _package_error(exc: ImportError) -> SystemExit:
-    print(
-        f"tiny_models: error: {exc.name or exc} is not installed; run this tool with an interpreter "
-        "that has torch, transformers and tokenizers (the live engine's venv)",
-        file=sys.stderr,
-    )
-    return SystemExit(2)
 
 
 # --------------------------------------------------------------------------
@@ -557,38 +542,3 @@ def write_model(kind: str, out_dir: str | os.PathLike[str], seed: int = 0) -> di
         "dir": str(out),
         "files": files,
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="tiny_models.py",
-        description="Write a deterministic tiny random-weight model with an offline byte-level tokenizer.",
-    )
-    ap.add_argument("kind", choices=sorted(KINDS), help="the architecture")
-    ap.add_argument("-o", "--out", required=True, help="the model directory (must not exist or be empty)")
-    ap.add_argument("--seed", type=int, default=0, help="the seed of the random weights (default 0)")
-    ap.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        print(f"tiny_models.py: error: {out} exists and is not an empty directory", file=sys.stderr)
-        return 2
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        summary = write_model(args.kind, out, args.seed)
-    except ImportError as exc:
-        raise _package_error(exc) from None
-    if args.json:
-        print(json.dumps(summary, sort_keys=True))
-    else:
-        print(
-            f"{summary['kind']} (seed {summary['seed']}): {summary['architecture']}, "
-            f"{summary['parameters']:,} parameters -> {summary['dir']}",
-            file=sys.stderr,
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
