@@ -32,6 +32,8 @@ Plugin identity and hooks
     a refusal naming its rule: exit 2, one line
 ``build_host``
     the host fpm runs (its plugins and hook facade), for a hook that needs another plugin
+``check_output_folder``
+    a command's output folder checked before any work (O-1 … O-4), as fpm's own are
 
 Runtime pins
 ------------
@@ -311,6 +313,9 @@ if TYPE_CHECKING:
     from fpmcore.documents.jsonio import (
         loads as load_json,
     )
+    from fpmcore.documents.output_files import (
+        check_output_folder,
+    )
     from fpmcore.documents.profile import (
         FpmModelProfile,
     )
@@ -522,6 +527,7 @@ EXPORTS: dict[str, str] = {
     "Diagnostic": "fpmcore.host.hooktypes:Diagnostic",
     "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host.build:build_host",
+    "check_output_folder": "fpmcore.documents.output_files:check_output_folder",
     # Runtime pins
     "RuntimePin": "fpmcore.documents.runtime_pin:RuntimePin",
     "FRAMEWORK": "fpmcore.documents.runtime_pin:FRAMEWORK",
@@ -731,6 +737,7 @@ __all__ = [
     "build_host",
     "cdiv",
     "check_no_unbound_repetition_lines",
+    "check_output_folder",
     "check_repetition_sidecar",
     "check_seeded_tokens_with_evidence",
     "check_warmup_recorded",

@@ -119,9 +119,19 @@ def test_tiny_model_refuses_a_non_empty_directory(tmp_path):
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()
-        == f"fpm: {tmp_path}: exists and is not an empty folder; give a new or an empty folder [O-2]"
+        == f"fpm: {tmp_path}: the output folder exists and is not empty; give a new or an empty folder [O-2]"
     )
     assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_tiny_model_creates_no_missing_folder(tmp_path):
+    proc = _fpm("tiny-model", "llama", "-o", str(tmp_path / "models" / "tiny-llama"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"fpm: {tmp_path / 'models' / 'tiny-llama'}: the folder {tmp_path / 'models'} does not exist; "
+        "fpm never creates missing folders (create it first) [O-1]"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tiny_model_names_a_package_that_fails_to_import(tmp_path):

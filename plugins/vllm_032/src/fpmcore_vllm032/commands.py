@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fpmcore.plugin_api import CliCommand, FpmError
+from fpmcore.plugin_api import CliCommand, FpmError, check_output_folder
 
 #: The rule of a command that needs the live engine's environment where it is not installed.
 ENV_RULE = "engine-env"
@@ -93,9 +93,7 @@ def _run_tiny_model(args: argparse.Namespace, ctx: Any) -> int:
 
     from fpmcore_vllm032.tiny_models import PACKAGES, write_model
 
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FpmError("O-2", "exists and is not an empty folder; give a new or an empty folder", str(out))
+    out = check_output_folder(args.out)  # O-1 … O-4: a new or empty folder in an existing one
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
         raise missing_packages("tiny-model", missing)
