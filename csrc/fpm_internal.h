@@ -63,17 +63,34 @@ static inline int64_t window_drop_at(const fpm_group *g, int64_t lo) {
 
 /* ------------------------------------------------------- latency model */
 
+/* The latency table's rows grouped once (lin_prepare), so that a step's
+ * time interpolates only the knots around its point: the rows of a phase as
+ * doubles, decode rows in groups of one batch size, prefill rows in groups of
+ * one batch size and, inside, of one prefill-token count; the floors. */
 typedef struct {
-    double *kx, *ky, *tx, *ty, *bx, *by; /* scratch knots, sized to the largest table */
+    int64_t nd;       /* decode: batch-size groups */
+    double *d_beta;   /* nd: their batch sizes */
+    int64_t *d_start; /* nd + 1: their rows [d_start[g], d_start[g + 1]) */
+    double *d_x, *d_y; /* per decode row: KV read tokens, wall time */
+    double d_floor;    /* the least decode wall time */
+    int64_t np;       /* prefill: batch-size groups */
+    double *p_beta;   /* np: their batch sizes */
+    int64_t *p_start; /* np + 1: their prefill-token groups [p_start[g], p_start[g + 1]) */
+    double *p_tj;     /* per prefill-token group: its prefill tokens */
+    int64_t *p_rows;  /* per prefill-token group + 1: its rows */
+    double *p_x, *p_y; /* per prefill row: KV read tokens, wall time */
+    double p_floor;    /* the least prefill wall time */
+    double shared;     /* shared_step_seconds */
     int extrapolated;
 } lin_ctx;
 
-int lin_alloc(lin_ctx *lc, int64_t n);
+/* Group cfg's rows (valid: table_ok) into lc; 0 when out of memory.  lin_free releases it. */
+int lin_prepare(lin_ctx *lc, const fpm_replay_config *cfg);
 void lin_free(lin_ctx *lc);
 int table_ok(const fpm_replay_config *cfg);
-/* R-31 with caller scratch; *missing = -1, or the phase without points. */
-void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd,
-               int64_t dkv, double *sec, int32_t *extra, int32_t *missing);
+/* R-31 on the rows lin_prepare grouped; *missing = -1, or the phase without points. */
+void step_time(lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd, int64_t dkv, double *sec,
+               int32_t *extra, int32_t *missing);
 
 /* ------------------------------------------------------------ align rule */
 

@@ -181,7 +181,7 @@ static int allocate_state(engine_t *e) {
     e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
     return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold && e->grow_at &&
            e->shrink_at && e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
-           lin_alloc(&e->lc, max64(e->cfg.nprefill, e->cfg.ndecode));
+           lin_prepare(&e->lc, &e->cfg);
 }
 
 /* the prefix-caching pool, its block tables as wide as the longest request; 0 on ENOMEM. */

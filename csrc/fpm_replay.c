@@ -154,7 +154,7 @@ static void release_all(engine_t *e, request_t *r) {
 
 /* 04 G-2 ... G-6 with the deployment's Mamba groups (R-§4) */
 static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
-    if (!e->split) return n;
+    if (!e->split || start >= max64(r->prompt_len, req_len(r) - 1)) return n; /* align_stop past the prefill */
     fpm_align_query q;
     memset(&q, 0, sizeof q);
     q.start = start;
@@ -474,7 +474,7 @@ static int step_duration(engine_t *e) {
         dur = e->cfg.fixed_step_seconds;
     } else if (e->nsched > 0) {
         int32_t missing = -1;
-        step_time(&e->cfg, &e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
+        step_time(&e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
         if (missing >= 0) {
             e->stop = FPM_RERR_NO_PHASE;
             e->err_i[0] = missing;
