@@ -152,9 +152,8 @@ static void release_all(engine_t *e, request_t *r) {
     r->slot = -1;
 }
 
-/* 04 G-2 ... G-6 with the deployment's Mamba groups (R-§4) */
-static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
-    if (!e->split || start >= max64(r->prompt_len, req_len(r) - 1)) return n; /* align_stop past the prefill */
+/* 04 G-2 ... G-6 with the deployment's Mamba groups (R-§4): the align query of a chunk inside the prefill */
+static int64_t align_split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
     fpm_align_query q;
     memset(&q, 0, sizeof q);
     q.start = start;
@@ -168,6 +167,12 @@ static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64
     q.junction = r->junction;
     q.last_stop_at_tokens = e->cfg.rules.align_last_stop_at_tokens;
     return align_stop(&q);
+}
+
+/* 04 G-2 ... G-6: align_stop keeps a chunk that starts past the prefill as it is */
+static inline int64_t split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
+    if (!e->split || start >= max64(r->prompt_len, req_len(r) - 1)) return n;
+    return align_split(e, r, start, n);
 }
 
 /* ------------------------------------------------------------ events */
@@ -334,31 +339,66 @@ static int unschedule(engine_t *e, int64_t idx) {
     return 0;
 }
 
+/* R-14 for the running requests from position i on, as long as each one's chunk stays inside the
+ * blocks it holds (the fast path: no pool change), the step's counts kept in locals; returns the
+ * position of the first request whose chunk needs the pool, or where the list or the budget ends. */
+static int64_t schedule_held(engine_t *e, int64_t i) {
+    const int64_t nrun = e->nrun, threshold = e->threshold, *running = e->running;
+    const int64_t *grow_at = e->grow_at, *shrink_at = e->shrink_at;
+    const request_t *req = e->req;
+    const int defer = e->defer;
+    int64_t *sreq = e->sched_req, *sn = e->sched_n, *sc = e->sched_c;
+    int64_t budget = e->budget, ns = e->nsched, np = e->np, pt = e->pt, pkv = e->pkv, nd = e->nd, dkv = e->dkv;
+    int prefill = e->prefill_scheduled;
+    for (; i < nrun && budget > 0; i++) {
+        int64_t idx = running[i];
+        const request_t *r = &req[idx];
+        if (defer && r->prefill_chunk) continue;
+        int64_t c = r->computed, len = req_len(r), n = len - c;
+        if (threshold > 0 && threshold < n) n = threshold;
+        n = min64(n, budget);
+        n = split(e, r, c, n);
+        if (n == 0) continue;
+        if (c + n > grow_at[r->slot] || c >= shrink_at[r->slot]) break;
+        prefill |= r->prefill_chunk;
+        sreq[ns] = idx;
+        sn[ns] = n;
+        sc[ns] = c;
+        ns++;
+        budget -= n;
+        if (n == 1 && c == len - 1 && r->generated >= 1) { /* is_decode */
+            nd++;
+            dkv += c;
+        } else {
+            np++;
+            pt += n;
+            pkv += c;
+        }
+    }
+    e->budget = budget;
+    e->nsched = ns;
+    e->np = np;
+    e->pt = pt;
+    e->pkv = pkv;
+    e->nd = nd;
+    e->dkv = dkv;
+    e->prefill_scheduled = prefill;
+    return i;
+}
+
 /* */
 static void schedule_running(engine_t *e) {
     int64_t i = 0;
-    while (i < e->nrun && e->budget > 0) {
+    for (;;) {
+        i = schedule_held(e, i);
+        if (i >= e->nrun || e->budget <= 0) return;
+        /* running[i]'s chunk needs the pool */
         int64_t idx = e->running[i];
         request_t *r = &e->req[idx];
-        if (e->defer && r->prefill_chunk) {
-            i++;
-            continue;
-        }
         int64_t c = r->computed, n = req_len(r) - c;
         if (e->threshold > 0 && e->threshold < n) n = e->threshold;
         n = min64(n, e->budget);
         n = split(e, r, c, n);
-        if (n == 0) {
-            i++;
-            continue;
-        }
-        /* fast path: the chunk stays inside the blocks r holds (no pool change) */
-        if (c + n <= e->grow_at[r->slot] && c < e->shrink_at[r->slot]) {
-            e->prefill_scheduled |= r->prefill_chunk;
-            schedule(e, idx, n, c);
-            i++;
-            continue;
-        }
         int64_t hb = projected_bytes(e, r, c, c + n, 0);
         if (hb > e->cap) {
             oversized(e, hb, n, c);
@@ -494,36 +534,36 @@ static int step_duration(engine_t *e) {
 
 /* advance computed tokens, sample, finish and release */
 static void finish_step(engine_t *e) {
-    const int64_t L = e->cfg.max_model_len;
+    const int64_t L = e->cfg.max_model_len, ns = e->nsched, *sreq = e->sched_req, *sn = e->sched_n, *sc = e->sched_c;
+    request_t *req = e->req;
     double t_end = e->rec.t_end;
     int any = 0;
-    for (int64_t s = 0; s < e->nsched; s++) {
-        request_t *r = &e->req[e->sched_req[s]];
-        int64_t len = req_len(r);
-        r->prefill_chunk = e->sched_c[s] + e->sched_n[s] < len;
-        r->computed += e->sched_n[s];
-        if (r->computed == len) {
-            r->generated++;
-            if (r->generated == 1) {
-                e->info[r - e->req].first_token_time = t_end;
-                e->queued_tokens -= r->prompt_len;
-            }
-            if (r->generated >= r->output_len || len + 1 >= L) {
-                e->info[r - e->req].finish_time = t_end;
-                r->status = FPM_RST_FINISHED;
-                release_all(e, r);
-                event(e, FPM_EV_FINISHED, r - e->req);
-                e->done_list[e->ndone++] = r - e->req;
-                e->completed++;
-                e->unfinished--;
-                any = 1;
-            }
+    for (int64_t s = 0; s < ns; s++) {
+        request_t *r = &req[sreq[s]];
+        int64_t len = req_len(r), n = sn[s];
+        r->prefill_chunk = sc[s] + n < len;
+        r->computed += n;
+        if (r->computed != len) continue;
+        int64_t g = ++r->generated;
+        if (g == 1) {
+            e->info[r - req].first_token_time = t_end;
+            e->queued_tokens -= r->prompt_len;
+        }
+        if (g >= r->output_len || len + 1 >= L) {
+            e->info[r - req].finish_time = t_end;
+            r->status = FPM_RST_FINISHED;
+            release_all(e, r);
+            event(e, FPM_EV_FINISHED, r - req);
+            e->done_list[e->ndone++] = r - req;
+            e->completed++;
+            e->unfinished--;
+            any = 1;
         }
     }
     if (any) {
         int64_t w = 0;
         for (int64_t q = 0; q < e->nrun; q++)
-            if (e->req[e->running[q]].status != FPM_RST_FINISHED) e->running[w++] = e->running[q];
+            if (req[e->running[q]].status != FPM_RST_FINISHED) e->running[w++] = e->running[q];
         e->nrun = w;
     }
 }
