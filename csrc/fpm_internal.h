@@ -72,12 +72,15 @@ typedef struct {
     double *d_beta;   /* nd: their batch sizes */
     int64_t *d_start; /* nd + 1: their rows [d_start[g], d_start[g + 1]) */
     double *d_x, *d_y; /* per decode row: KV read tokens, wall time */
+    double *d_lo, *d_hi; /* nd: a group's first and last KV knot (-inf, inf for a single row: no flag) */
     double d_floor;    /* the least decode wall time */
     int64_t np;       /* prefill: batch-size groups */
     double *p_beta;   /* np: their batch sizes */
     int64_t *p_start; /* np + 1: their prefill-token groups [p_start[g], p_start[g + 1]) */
     double *p_tj;     /* per prefill-token group: its prefill tokens */
     int64_t *p_rows;  /* per prefill-token group + 1: its rows */
+    double *p_tlo, *p_thi; /* np: a batch-size group's first and last prefill-token knot (as d_lo, d_hi) */
+    double *p_klo, *p_khi; /* per prefill-token group: its first and last KV knot (as d_lo, d_hi) */
     double *p_x, *p_y; /* per prefill row: KV read tokens, wall time */
     double p_floor;    /* the least prefill wall time */
     double shared;     /* shared_step_seconds */

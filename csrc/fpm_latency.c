@@ -73,9 +73,9 @@ static double prefill_time(lin_ctx *lc, int64_t b, int64_t t, int64_t k) {
     }
     for (int64_t g = 0; g < n && !lc->extrapolated; g++) {
         double tt = lc->p_beta[g] * nbar, kk = lc->p_beta[g] * pbar;
-        int64_t t0 = lc->p_start[g], nt = lc->p_start[g + 1] - t0;
-        flag(lc, tt, &lc->p_tj[t0], nt);
-        for (int64_t j = t0; j < t0 + nt; j++) flag(lc, kk, &lc->p_x[lc->p_rows[j]], lc->p_rows[j + 1] - lc->p_rows[j]);
+        if (tt < lc->p_tlo[g] || tt > lc->p_thi[g]) lc->extrapolated = 1;
+        for (int64_t j = lc->p_start[g]; j < lc->p_start[g + 1]; j++)
+            if (kk < lc->p_klo[j] || kk > lc->p_khi[j]) lc->extrapolated = 1;
     }
     return v;
 }
@@ -96,8 +96,15 @@ static double decode_time(lin_ctx *lc, int64_t d, int64_t k) {
         v = on_segment(x, lc->d_beta[i], ya, lc->d_beta[i + 1], yb);
     }
 #undef SLICE
-    for (int64_t g = 0; g < n && !lc->extrapolated; g++)
-        flag(lc, lc->d_beta[g] * cbar, &lc->d_x[lc->d_start[g]], lc->d_start[g + 1] - lc->d_start[g]);
+    if (!lc->extrapolated) {
+        for (int64_t g = 0; g < n; g++) {
+            double kk = lc->d_beta[g] * cbar;
+            if (kk < lc->d_lo[g] || kk > lc->d_hi[g]) {
+                lc->extrapolated = 1;
+                break;
+            }
+        }
+    }
     return v;
 }
 
@@ -177,6 +184,12 @@ int table_ok(const fpm_replay_config *cfg) {
     return 1;
 }
 
+/* The range outside which lin over the knots xs[0 .. m) flags its point: none for a single knot. */
+static void knot_range(const double *xs, int64_t m, double *lo, double *hi) {
+    *lo = m > 1 ? xs[0] : -INFINITY;
+    *hi = m > 1 ? xs[m - 1] : INFINITY;
+}
+
 int lin_prepare(lin_ctx *lc, const fpm_replay_config *cfg) {
     int64_t nd = 0, np = 0, nt = 0;
     for (int64_t i = 0; i < cfg->ndecode; i++) nd += i == 0 || cfg->decode[i].batch_size != cfg->decode[i - 1].batch_size;
@@ -199,8 +212,15 @@ int lin_prepare(lin_ctx *lc, const fpm_replay_config *cfg) {
     lc->p_rows = fpm_calloc(nt + 1, sizeof(int64_t));
     lc->p_x = fpm_calloc(cfg->nprefill + 1, sizeof(double));
     lc->p_y = fpm_calloc(cfg->nprefill + 1, sizeof(double));
+    lc->d_lo = fpm_calloc(nd + 1, sizeof(double));
+    lc->d_hi = fpm_calloc(nd + 1, sizeof(double));
+    lc->p_tlo = fpm_calloc(np + 1, sizeof(double));
+    lc->p_thi = fpm_calloc(np + 1, sizeof(double));
+    lc->p_klo = fpm_calloc(nt + 1, sizeof(double));
+    lc->p_khi = fpm_calloc(nt + 1, sizeof(double));
     if (!lc->d_beta || !lc->d_start || !lc->d_x || !lc->d_y || !lc->p_beta || !lc->p_start || !lc->p_tj ||
-        !lc->p_rows || !lc->p_x || !lc->p_y) {
+        !lc->p_rows || !lc->p_x || !lc->p_y || !lc->d_lo || !lc->d_hi || !lc->p_tlo || !lc->p_thi || !lc->p_klo ||
+        !lc->p_khi) {
         lin_free(lc);
         return 0;
     }
@@ -234,6 +254,10 @@ int lin_prepare(lin_ctx *lc, const fpm_replay_config *cfg) {
     }
     lc->p_start[np] = nt;
     lc->p_rows[nt] = cfg->nprefill;
+    for (g = 0; g < nd; g++) knot_range(&lc->d_x[lc->d_start[g]], lc->d_start[g + 1] - lc->d_start[g], &lc->d_lo[g], &lc->d_hi[g]);
+    for (b = 0; b < np; b++)
+        knot_range(&lc->p_tj[lc->p_start[b]], lc->p_start[b + 1] - lc->p_start[b], &lc->p_tlo[b], &lc->p_thi[b]);
+    for (t = 0; t < nt; t++) knot_range(&lc->p_x[lc->p_rows[t]], lc->p_rows[t + 1] - lc->p_rows[t], &lc->p_klo[t], &lc->p_khi[t]);
     return 1;
 }
 
@@ -248,6 +272,12 @@ void lin_free(lin_ctx *lc) {
     free(lc->p_rows);
     free(lc->p_x);
     free(lc->p_y);
+    free(lc->d_lo);
+    free(lc->d_hi);
+    free(lc->p_tlo);
+    free(lc->p_thi);
+    free(lc->p_klo);
+    free(lc->p_khi);
     memset(lc, 0, sizeof *lc);
 }
 

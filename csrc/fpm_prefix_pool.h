@@ -169,16 +169,16 @@ static int ht_alloc(struct pc_pool *p, int bits) {
 }
 
 /* the first block cached under key (a, b) that still has it, or 0 */
-static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
+static inline __attribute__((always_inline)) int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
     uint64_t w = pc_word(p, a, b);
     int32_t x = p->bucket[ht_home(p, w)];
     while (x && !pc_match(p, x, w, a, b)) x = p->blk[x].hnext;
     return x;
 }
 
-/* drop the key of block b, which has one: b leaves its bucket's list; the next block of its key, if any,
- * becomes the key's first and takes the Mamba stamp */
-static void pc_evict_key(struct pc_pool *p, int32_t b) {
+/* drop the key of block b, which has one, with Mamba stamps: b leaves its bucket's list; the next block
+ * of its key, if any, becomes the key's first and takes the Mamba stamp */
+static void pc_evict_stamped_key(struct pc_pool *p, int32_t b) {
     pc_block *bl = &p->blk[b];
     int32_t *link = &p->bucket[ht_home(p, bl->key)];
     int first = 1;
@@ -187,7 +187,7 @@ static void pc_evict_key(struct pc_pool *p, int32_t b) {
         link = &p->blk[*link].hnext;
     }
     *link = bl->hnext;
-    if (first && p->mamba) {
+    if (first) {
         for (int32_t x = bl->hnext; x; x = p->blk[x].hnext) {
             if (pc_same_key(p, x, b)) {
                 p->blk[x].stamp = bl->stamp;
@@ -195,6 +195,21 @@ static void pc_evict_key(struct pc_pool *p, int32_t b) {
             }
         }
     }
+    bl->hnext = 0;
+    bl->key = NOKEY;
+    p->hcount--;
+}
+
+/* drop the key of block b, which has one: b leaves its bucket's list (no stamps without Mamba groups) */
+static inline __attribute__((always_inline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
+    if (p->mamba) {
+        pc_evict_stamped_key(p, b);
+        return;
+    }
+    pc_block *bl = &p->blk[b];
+    int32_t *link = &p->bucket[ht_home(p, bl->key)];
+    while (*link != b) link = &p->blk[*link].hnext;
+    *link = bl->hnext;
     bl->hnext = 0;
     bl->key = NOKEY;
     p->hcount--;
@@ -221,9 +236,13 @@ static inline __attribute__((always_inline)) void pc_set_key(struct pc_pool *p, 
     }
     uint64_t w = pc_word(p, a, kb);
     int32_t *link = &p->bucket[ht_home(p, w)], first = 0;
-    while (*link) {
-        if (!first && pc_match(p, *link, w, a, kb)) first = *link;
-        link = &p->blk[*link].hnext;
+    if (p->mamba) {
+        while (*link) {
+            if (!first && pc_match(p, *link, w, a, kb)) first = *link;
+            link = &p->blk[*link].hnext;
+        }
+    } else { /* the stamps are read for Mamba groups only */
+        while (*link) link = &p->blk[*link].hnext;
     }
     *link = b;
     pc_block *bl = &p->blk[b];
@@ -234,6 +253,7 @@ static inline __attribute__((always_inline)) void pc_set_key(struct pc_pool *p, 
         p->bkb[b] = kb;
     }
     p->hcount++;
+    if (!p->mamba) return;
     if (!first) {
         first = b;
         bl->stamp = 0;
@@ -309,7 +329,15 @@ static void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncache
         }
         p->qlen++;
     }
-    for (int64_t i = 0; i < nback; i++) q_insert_after(p, p->blk[0].qp, bs[i]);
+    if (nback == 0) return;
+    int32_t tail = p->blk[0].qp; /* the back blocks, chained after the queue's last */
+    for (int64_t i = 0; i < nback; i++) {
+        p->blk[tail].qn = bs[i];
+        p->blk[bs[i]].qp = tail;
+        tail = bs[i];
+    }
+    p->blk[tail].qn = 0;
+    p->blk[0].qp = tail;
 }
 
 static void pc_touch(struct pc_pool *p, int32_t b) {
