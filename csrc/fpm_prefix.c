@@ -282,20 +282,23 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         origin_cursor oc;
         origin_start(e, r, &oc);
         for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
+        const int64_t G = e->G, maxc = p->maxc;
+        const fpm_group *groups = e->cfg.groups;
+        int32_t *hit_tab = p->hit_tab;
         for (; j < maxb; j++) {
             int all = 1;
             int64_t ka = ks[j];
             if (j + PC_AHEAD < maxb) {
                 int64_t k = j + PC_AHEAD;
                 ks[k] = origin_next(&oc, (k + 1) * B);
-                for (int gi = 0; gi < e->G; gi++)
-                    if (e->cfg.groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * e->G + gi);
+                for (int gi = 0; gi < G; gi++)
+                    if (groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * G + gi);
             }
-            for (int gi = 0; gi < e->G && all; gi++) {
-                if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
-                int32_t b = pc_lookup_key(p, ka, j * e->G + gi);
+            for (int gi = 0; gi < G && all; gi++) {
+                if (groups[gi].kind != FPM_KIND_FULL) continue;
+                int32_t b = pc_lookup_key(p, ka, j * G + gi);
                 if (!b) all = 0;
-                p->hit_tab[gi * p->maxc + j] = b;
+                hit_tab[gi * maxc + j] = b;
             }
             if (!all) break;
         }
@@ -528,11 +531,13 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
             origin_cursor oc;
             origin_start(e, r, &oc);
             origin_fill(&oc, e->sched_block, j0, nfull, ks);
-            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * e->G + gi);
+            const int64_t G = e->G;
+            const int full = g->kind == FPM_KIND_FULL;
+            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
             for (int64_t j = j0; j < nfull; j++) {
-                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * e->G + gi);
-                if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
-                pc_set_key(p, t[j], ks[j], j * e->G + gi, 0);
+                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
+                if (!full && !window_retained(e, r, g, j)) continue;
+                pc_set_key(p, t[j], ks[j], j * G + gi, 0);
             }
         } else {
             int64_t bcols[2];

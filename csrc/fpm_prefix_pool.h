@@ -62,12 +62,14 @@ struct pc_pool {
     int64_t nblk;       /* per-block records cover ids 0 ... nblk - 1 */
     pc_block *blk;      /* blk[-1] ... blk[nblk - 1]: blk[-1] is the fresh range's place (MARK) */
     int64_t *bka, *bkb; /* wide keys only: each block's key pair */
-    int wide;           /* keys do not pack into one word */
-    int mamba;          /* a Mamba group: keys carry stamps */
-    int kshift;         /* compact keys: origin << kshift | block index * groups + group */
+    /* wide, mamba, kshift and hbits are int16_t, a type no block loop stores through: the loops keep
+     * them in registers across their stores to the int32_t block records */
+    int16_t wide;       /* keys do not pack into one word */
+    int16_t mamba;      /* a Mamba group: keys carry stamps */
+    int16_t kshift;     /* compact keys: origin << kshift | block index * groups + group */
     int64_t qlen;       /* free queue length, fresh blocks included */
     int32_t *bucket;    /* the key map: first block of each bucket (0: empty) */
-    int hbits;          /* 2^hbits buckets */
+    int16_t hbits;      /* 2^hbits buckets */
     int64_t hcount;     /* blocks with a key */
     int64_t hgrow;      /* hcount at which an insertion first doubles the buckets (load 1/2) */
     int64_t stamp;
@@ -149,7 +151,7 @@ static int ht_alloc(struct pc_pool *p, int bits) {
     int32_t *old = p->bucket;
     int64_t oldcap = old ? (int64_t)1 << p->hbits : 0;
     p->bucket = t;
-    p->hbits = bits;
+    p->hbits = (int16_t)bits;
     p->hgrow = cap / 2;
     for (int64_t i = 0; i < oldcap; i++) {
         for (int32_t x = old[i], nx; x; x = nx) {
