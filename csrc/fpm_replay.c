@@ -355,6 +355,19 @@ static int64_t schedule_held(engine_t *e, int64_t i) {
         const request_t *r = &req[idx];
         if (defer && r->prefill_chunk) continue;
         int64_t c = r->computed, len = req_len(r), n = len - c;
+        if (n == 1 && r->generated >= 1) {
+            /* a decode entry (is_decode): one token, which no cap, budget (> 0) or align split shortens */
+            if (c + 1 > grow_at[r->slot] || c >= shrink_at[r->slot]) break;
+            prefill |= r->prefill_chunk;
+            sreq[ns] = idx;
+            sn[ns] = 1;
+            sc[ns] = c;
+            ns++;
+            budget--;
+            nd++;
+            dkv += c;
+            continue;
+        }
         if (threshold > 0 && threshold < n) n = threshold;
         n = min64(n, budget);
         n = split(e, r, c, n);
