@@ -180,7 +180,14 @@ static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, in
         for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
         return;
     }
-    int64_t i = 0, j = j0;
+    int64_t i = 0, j = j0, hi = oc->n; /* the first pair with (j0 + 1) B <= upto, by bisection */
+    while (i < hi) {
+        int64_t mid = i + (hi - i) / 2;
+        if ((j0 + 1) * B <= oc->upto[mid])
+            hi = mid;
+        else
+            i = mid + 1;
+    }
     while (j < j1) {
         while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
         if (i == oc->n) break;

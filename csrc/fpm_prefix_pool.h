@@ -310,8 +310,25 @@ static inline __attribute__((always_inline)) int32_t pc_take_front(struct pc_poo
     return b;
 }
 
+/* get_new_blocks of n: the used blocks at the front of the queue are taken as one run (their keys
+ * evicted, the queue relinked once after the run), then fresh ones one by one */
 static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = pc_take_front(p);
+    int64_t i = 0;
+    int32_t b = p->blk[0].qn;
+    while (i < n && b != MARK && b != 0) {
+        int32_t nx = p->blk[b].qn;
+        if (nx > 0) __builtin_prefetch(&p->blk[nx], 1);
+        pc_evict(p, b);
+        p->blk[b].ref = 1;
+        out[i++] = b;
+        b = nx;
+    }
+    if (i > 0) {
+        p->blk[0].qn = b;
+        p->blk[b].qp = 0;
+        p->qlen -= i;
+    }
+    for (; i < n; i++) out[i] = pc_take_front(p);
 }
 
 /* free_blocks: cached blocks to the back in batch order, the others to the front */
