@@ -115,8 +115,10 @@ typedef struct {
     int32_t status;      /* 0, FPM_RST_* */
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
-    int64_t junction;    /* kept while running */
-    int64_t preemptions;
+    /* the fast path of a running request (pool_thresholds, pc_thresholds): a chunk c -> a with
+     * a <= grow_at and c < shrink_at changes nothing in the pool */
+    int64_t grow_at;   /* fewest tokens at which a group needs a new block (or a block fills, with caching) */
+    int64_t shrink_at; /* fewest computed tokens at which a group releases a block */
 } request_t;
 
 /* The rest of a request's record: read at arrival, admission, finish and output. */
@@ -125,6 +127,8 @@ typedef struct {
     int64_t reject_a, reject_b;
     int64_t hit_tokens;  /* prefix hit of the first admission */
     int64_t arrival_seq; /* order of arrival: the priority tie-break */
+    int64_t junction;    /* kept while running */
+    int64_t preemptions;
     double arrival_time, first_scheduled_time, first_token_time, finish_time;
 } request_info_t;
 
@@ -167,8 +171,6 @@ struct fpm_replay {
     int64_t nrun;
     /* the block-count pool */
     hold_t *hold;   /* nslots * G */
-    int64_t *grow_at;   /* per slot: fewest tokens at which an attention group needs a new block */
-    int64_t *shrink_at; /* per slot: fewest computed tokens at which a windowed group drops a block */
     int64_t *free_slot;
     int64_t nfree_slot;
     int64_t used_blocks, used_bytes;
@@ -219,7 +221,7 @@ int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a);
 void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes);
 int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a);
 int64_t window_admission_blocks(const engine_t *e, const fpm_group *g);
-void pool_thresholds(engine_t *e, const request_t *r);
+void pool_thresholds(engine_t *e, request_t *r);
 
 /* prefix-caching pool (fpm_prefix.c) */
 struct pc_pool *pc_new(const engine_t *e, int64_t maxc);

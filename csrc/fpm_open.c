@@ -87,8 +87,6 @@ void fpm_replay_close(fpm_replay *e) {
     free(e->wq);
     free(e->running);
     free(e->hold);
-    free(e->grow_at);
-    free(e->shrink_at);
     free(e->free_slot);
     free(e->sched_req);
     free(e->sched_n);
@@ -171,16 +169,14 @@ static int allocate_state(engine_t *e) {
     e->done_list = fpm_calloc(nn, sizeof(int64_t));
     e->running = fpm_calloc(slots, sizeof(int64_t));
     e->hold = (slots > INT64_MAX / e->G) ? NULL : fpm_calloc(slots * e->G, sizeof(hold_t));
-    e->grow_at = fpm_calloc(slots, sizeof(int64_t));
-    e->shrink_at = fpm_calloc(slots, sizeof(int64_t));
     e->free_slot = fpm_calloc(slots, sizeof(int64_t));
     e->sched_req = fpm_calloc(slots, sizeof(int64_t));
     e->sched_n = fpm_calloc(slots, sizeof(int64_t));
     e->sched_c = fpm_calloc(slots, sizeof(int64_t));
     e->ev_cap = nn + 3 * slots;
     e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
-    return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold && e->grow_at &&
-           e->shrink_at && e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
+    return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold &&
+           e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
            lin_prepare(&e->lc, &e->cfg);
 }
 

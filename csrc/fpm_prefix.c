@@ -351,7 +351,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             p->hit_m[gi] = pc_cached(e, r, gi, h / B - 1);
         }
     }
-    r->junction = (e->G >= 2 && longest > h) ? longest : 0;
+    e->info[r - e->req].junction = (e->G >= 2 && longest > h) ? longest : 0;
     *same_step = 0;
     if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
         for (int gi = 0; gi < e->G; gi++) {
@@ -489,9 +489,10 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
 static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
     if (e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK) return 1; /* a chunk's blocks: vLLM's base mask */
     int64_t need = window_run(g), B = e->sched_block;
-    int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
+    int64_t junction = e->info[r - e->req].junction;
+    int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, junction / B * B / g->block};
     for (int i = 0; i < 2; i++) {
-        if (i == 1 && r->junction <= 0) continue;
+        if (i == 1 && junction <= 0) continue;
         if (ends[i] - need <= j && j < ends[i]) return 1;
     }
     return 0;
@@ -549,7 +550,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         } else {
             int64_t bcols[2];
             int nbc = 0;
-            int64_t qs[2] = {r->prompt_len - 1, r->junction};
+            int64_t qs[2] = {r->prompt_len - 1, e->info[r - e->req].junction};
             for (int i = 0; i < 2; i++) {
                 if (qs[i] > 0) {
                     int64_t col = (qs[i] / e->sched_block * e->sched_block) / g->block - 1;
@@ -580,7 +581,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
  *   shrink_at: no windowed block leaves the window (window_first(c) <= lo), no Mamba state falls
  *            below the release bound ((c - 1) / B <= its lowest column), and c is not the prompt's
  *            boundary whose Mamba state vLLM 0.32.0 keys again (pc_recache_boundary_state). */
-static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
+static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
     for (int gi = 0; gi < e->G; gi++) {
@@ -603,8 +604,8 @@ static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
     int64_t boundary = (r->prompt_len - 1) / e->sched_block * e->sched_block;
     if (mamba && e->cfg.rules.mamba_boundary_recached && boundary > 0 && from <= boundary)
         shrink = min64(shrink, boundary);
-    e->grow_at[r->slot] = grow;
-    e->shrink_at[r->slot] = shrink;
+    r->grow_at = grow;
+    r->shrink_at = shrink;
 }
 
 /* R-7 step 4 with prefix caching; 0 when out of memory. */
@@ -693,7 +694,7 @@ void pc_release_all(engine_t *e, request_t *r) {
     }
     e->free_slot[e->nfree_slot++] = r->slot;
     r->slot = -1;
-    r->junction = 0;
+    e->info[r - e->req].junction = 0;
 }
 
 int64_t pc_held(const engine_t *e, const request_t *r, int gi) {

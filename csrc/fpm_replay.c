@@ -164,7 +164,7 @@ static int64_t align_split(const engine_t *e, const request_t *r, int64_t start,
     q.hash_block_size = e->hash_block;
     q.max_num_batched_tokens = e->split_limit;
     q.checkpoint_alignment = (e->ckpt_all && e->first_align > 0) ? e->first_align : 0;
-    q.junction = r->junction;
+    q.junction = e->info[r - e->req].junction;
     q.last_stop_at_tokens = e->cfg.rules.align_last_stop_at_tokens;
     return align_stop(&q);
 }
@@ -309,7 +309,7 @@ static void preempt(engine_t *e, int64_t pos) {
     request_t *v = &e->req[vi];
     release_all(e, v);
     v->computed = 0;
-    v->preemptions++;
+    e->info[vi].preemptions++;
     waiting_push_front(e, vi);
     event(e, FPM_EV_PREEMPTED, vi);
     e->preempted = 1;
@@ -344,7 +344,6 @@ static int unschedule(engine_t *e, int64_t idx) {
  * position of the first request whose chunk needs the pool, or where the list or the budget ends. */
 static int64_t schedule_held(engine_t *e, int64_t i) {
     const int64_t nrun = e->nrun, threshold = e->threshold, *running = e->running;
-    const int64_t *grow_at = e->grow_at, *shrink_at = e->shrink_at;
     const request_t *req = e->req;
     const int defer = e->defer;
     int64_t *sreq = e->sched_req, *sn = e->sched_n, *sc = e->sched_c;
@@ -357,7 +356,7 @@ static int64_t schedule_held(engine_t *e, int64_t i) {
         int64_t c = r->computed, len = req_len(r), n = len - c;
         if (n == 1 && r->generated >= 1) {
             /* a decode entry (is_decode): one token, which no cap, budget (> 0) or align split shortens */
-            if (c + 1 > grow_at[r->slot] || c >= shrink_at[r->slot]) break;
+            if (c + 1 > r->grow_at || c >= r->shrink_at) break;
             prefill |= r->prefill_chunk;
             sreq[ns] = idx;
             sn[ns] = 1;
@@ -372,7 +371,7 @@ static int64_t schedule_held(engine_t *e, int64_t i) {
         n = min64(n, budget);
         n = split(e, r, c, n);
         if (n == 0) continue;
-        if (c + n > grow_at[r->slot] || c >= shrink_at[r->slot]) break;
+        if (c + n > r->grow_at || c >= r->shrink_at) break;
         prefill |= r->prefill_chunk;
         sreq[ns] = idx;
         sn[ns] = n;
@@ -655,7 +654,7 @@ static void request_record(const engine_t *e, int64_t idx, fpm_request_rec *o) {
     o->first_token_time = ri->first_token_time;
     o->finish_time = ri->finish_time;
     o->output_tokens = r->generated;
-    o->preemptions = r->preemptions;
+    o->preemptions = ri->preemptions;
     o->prefix_hit_tokens = ri->hit_tokens;
     o->request = idx;
 }
