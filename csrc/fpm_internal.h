@@ -153,6 +153,7 @@ struct fpm_replay {
     int G;
     /* derived configuration */
     int block_mode, align_mode, split, ckpt_all, pc, has_windowed;
+    int releases_skipped; /* a windowed or Mamba group: R-7 step 1 (release_skipped) may release blocks */
     int64_t usable, cap, first_align, sched_block, hash_block, fixed_bytes;
     int64_t token_budget;        /* min(max_num_scheduled_tokens, max_num_batched_tokens) */
     int64_t split_limit;         /* the align split's chunk limit (04 G-5) */

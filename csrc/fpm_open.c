@@ -143,6 +143,7 @@ static void derive_settings(engine_t *e) {
         if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) e->fixed_bytes += g->blocks_per_request * g->page;
     }
     e->split = e->align_mode && has_mamba;
+    e->releases_skipped = e->has_windowed || has_mamba;
     e->ckpt_all = has_mamba && all_ckpt;
     e->sched_block = attn_block ? attn_block : (mamba_block ? mamba_block : 1);
     e->hash_block = cfg->hash_block_size > 0 ? cfg->hash_block_size : e->sched_block;

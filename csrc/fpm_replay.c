@@ -103,32 +103,48 @@ static int64_t held_count(const engine_t *e, const request_t *r, int gi) {
     return e->pc ? pc_held(e, r, gi) : pool_held(e, r, gi);
 }
 
-/* the bytes of r's complete holding for c -> a (hits: a waiting head) */
-static int64_t projected_bytes(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits) {
-    int64_t nb, nby, hb;
-    if (e->pc) {
-        pc_need(e, r, c, a, hits, &nb, &hb);
-        return hb * e->cfg.groups[0].page;
-    }
-    pool_project(e, r, c, a, &nb, &nby, &hb);
-    return hb;
+/* R-9's projection of r's holding for c -> a (hits: a waiting head): the blocks and bytes it takes
+ * (with caching: blocks from the free queue) and the blocks (with caching) or bytes it then holds */
+typedef struct {
+    int64_t blocks, bytes, held;
+} projection;
+
+static void project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits, projection *pr) {
+    pr->bytes = 0;
+    if (e->pc)
+        pc_need(e, r, c, a, hits, &pr->blocks, &pr->held);
+    else
+        pool_project(e, r, c, a, &pr->blocks, &pr->bytes, &pr->held);
 }
 
-/* release first, project, check, commit all groups or nothing. */
-static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits) {
+/* the bytes of r's complete holding for c -> a */
+static int64_t projected_bytes(const engine_t *e, const projection *pr) {
+    return e->pc ? pr->held * e->cfg.groups[0].page : pr->held;
+}
+
+/* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
+ * before the release, which stands when the engine has no group that releases skipped blocks. */
+static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits,
+                        const projection *known) {
     int before = e->cfg.rules.check_before_release;
+    projection pr;
     if (e->pc) {
-        int64_t need, held;
         if (!before) pc_release_skipped(e, r, c);
-        pc_need(e, r, c, a, hits, &need, &held);
-        if (need > pc_free_count(e->pool) - watermark) return 0;
+        if (known && !e->releases_skipped)
+            pr = *known;
+        else
+            project(e, r, c, a, hits, &pr);
+        if (pr.blocks > pc_free_count(e->pool) - watermark) return 0;
         if (before) pc_release_skipped(e, r, c);
         if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
     if (!before) pool_release_skipped(e, r, c);
-    int64_t nb, nby, hb;
-    pool_project(e, r, c, a, &nb, &nby, &hb);
+    if (known && !e->releases_skipped)
+        pr = *known;
+    else
+        project(e, r, c, a, hits, &pr);
+    int64_t nb = pr.blocks, nby = pr.bytes;
     if (e->block_mode) {
         if (nb > e->usable - e->used_blocks - watermark) return 0;
     } else if (nby > e->cap - e->used_bytes) {
@@ -411,14 +427,16 @@ static void schedule_running(engine_t *e) {
         if (e->threshold > 0 && e->threshold < n) n = e->threshold;
         n = min64(n, e->budget);
         n = split(e, r, c, n);
-        int64_t hb = projected_bytes(e, r, c, c + n, 0);
+        projection pr;
+        project(e, r, c, c + n, 0, &pr);
+        int64_t hb = projected_bytes(e, &pr);
         if (hb > e->cap) {
             oversized(e, hb, n, c);
             return;
         }
         int ok = 0, self = 0;
-        for (;;) {
-            if (try_allocate(e, r, c, c + n, 0, 0)) {
+        for (;;) { /* r's projection stands while others are preempted */
+            if (try_allocate(e, r, c, c + n, 0, 0, &pr)) {
                 ok = 1;
                 break;
             }
@@ -481,7 +499,9 @@ static void schedule_waiting(engine_t *e) {
         n = min64(n, e->budget);
         n = split(e, r, h, n);
         if (n == 0) break;
-        int64_t hb = projected_bytes(e, r, h, h + n, 1);
+        projection pr;
+        project(e, r, h, h + n, 1, &pr);
+        int64_t hb = projected_bytes(e, &pr);
         if (hb > e->cap) {
             oversized(e, hb, n, h);
             return;
@@ -499,7 +519,7 @@ static void schedule_waiting(engine_t *e) {
                 break;
             }
         }
-        if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1)) break;
+        if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1, &pr)) break;
         if (halted(e)) return;
         waiting_pop(e);
         e->running[e->nrun++] = idx;
