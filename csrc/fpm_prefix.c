@@ -292,7 +292,17 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         const int64_t G = e->G, maxc = p->maxc;
         const fpm_group *groups = e->cfg.groups;
         int32_t *hit_tab = p->hit_tab;
-        for (; j < maxb; j++) {
+        for (; G == 1 && j < maxb; j++) { /* one group, full attention: key (origin, j) */
+            if (j + PC_AHEAD < maxb) {
+                int64_t k = j + PC_AHEAD;
+                ks[k] = origin_next(&oc, (k + 1) * B);
+                pc_prefetch_key(p, ks[k], k);
+            }
+            int32_t b = pc_lookup_key(p, ks[j], j);
+            hit_tab[j] = b;
+            if (!b) break;
+        }
+        for (; G > 1 && j < maxb; j++) {
             int all = 1;
             int64_t ka = ks[j];
             if (j + PC_AHEAD < maxb) {
