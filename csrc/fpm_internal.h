@@ -8,6 +8,7 @@
  *   fpm_prefix_pool.h  its block records, key map and free queue (included by fpm_prefix.c only)
  *   fpm_open.c     opening a replay: checks, settings  <-> the start of fpmcore/replay/reference.py
  *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
+ *   fpm_waiting.c  the waiting queue: FCFS ring or priority heap (R-12, R-18)
  *   fpm_jump.c     jumps over idle periods and decode-only stretches without step records (C only:
  *                  the same totals and records as stepping, which the reference does)
  *
@@ -253,6 +254,12 @@ static inline void count_add_product(int64_t *count, int64_t a, int64_t b) {
     else
         *count += a * b;
 }
+
+/* the waiting queue (fpm_waiting.c) */
+void waiting_push_back(engine_t *e, int64_t idx);
+void waiting_push_front(engine_t *e, int64_t idx);
+int64_t waiting_head(const engine_t *e);
+void waiting_pop(engine_t *e);
 
 /* jumps without step records (fpm_jump.c) */
 /* Steps k ... k + m - 1 repeat a step that scheduled nothing (no arrival in between). */
