@@ -1,6 +1,9 @@
 /* The FPM latency model (spec 06 R-27 ... R-31).  Mirrors
  * src/fpmcore/replay/latency.py function by function: both must round alike
- * (the build turns off fused multiply-add). */
+ * (the build turns off fused multiply-add).  The reference interpolates every
+ * knot of the table; here the rows are grouped once (lin_prepare) and a step
+ * interpolates only the knots around its point, by the same operations, and
+ * takes the other knots' extrapolation flags by comparison with their ends. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
