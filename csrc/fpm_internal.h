@@ -8,6 +8,7 @@
  *   fpm_prefix_pool.h  its block records, key map and free queue (included by fpm_prefix.c only)
  *   fpm_open.c     opening a replay: checks, settings  <-> the start of fpmcore/replay/reference.py
  *   fpm_replay.c   the scheduler loop (R-11 ... R-26)  <-> fpmcore/replay/reference.py
+ *   fpm_waiting.c  the waiting queue: FCFS ring or priority heap (R-12, R-18)
  *   fpm_jump.c     jumps over idle periods and decode-only stretches without step records (C only:
  *                  the same totals and records as stepping, which the reference does)
  *
@@ -63,17 +64,37 @@ static inline int64_t window_drop_at(const fpm_group *g, int64_t lo) {
 
 /* ------------------------------------------------------- latency model */
 
+/* The latency table's rows grouped once (lin_prepare), so that a step's
+ * time interpolates only the knots around its point: the rows of a phase as
+ * doubles, decode rows in groups of one batch size, prefill rows in groups of
+ * one batch size and, inside, of one prefill-token count; the floors. */
 typedef struct {
-    double *kx, *ky, *tx, *ty, *bx, *by; /* scratch knots, sized to the largest table */
+    int64_t nd;       /* decode: batch-size groups */
+    double *d_beta;   /* nd: their batch sizes */
+    int64_t *d_start; /* nd + 1: their rows [d_start[g], d_start[g + 1]) */
+    double *d_x, *d_y; /* per decode row: KV read tokens, wall time */
+    double *d_lo, *d_hi; /* nd: a group's first and last KV knot (-inf, inf for a single row: no flag) */
+    double d_floor;    /* the least decode wall time */
+    int64_t np;       /* prefill: batch-size groups */
+    double *p_beta;   /* np: their batch sizes */
+    int64_t *p_start; /* np + 1: their prefill-token groups [p_start[g], p_start[g + 1]) */
+    double *p_tj;     /* per prefill-token group: its prefill tokens */
+    int64_t *p_rows;  /* per prefill-token group + 1: its rows */
+    double *p_tlo, *p_thi; /* np: a batch-size group's first and last prefill-token knot (as d_lo, d_hi) */
+    double *p_klo, *p_khi; /* per prefill-token group: its first and last KV knot (as d_lo, d_hi) */
+    double *p_x, *p_y; /* per prefill row: KV read tokens, wall time */
+    double p_floor;    /* the least prefill wall time */
+    double shared;     /* shared_step_seconds */
     int extrapolated;
 } lin_ctx;
 
-int lin_alloc(lin_ctx *lc, int64_t n);
+/* Group cfg's rows (valid: table_ok) into lc; 0 when out of memory.  lin_free releases it. */
+int lin_prepare(lin_ctx *lc, const fpm_replay_config *cfg);
 void lin_free(lin_ctx *lc);
 int table_ok(const fpm_replay_config *cfg);
-/* R-31 with caller scratch; *missing = -1, or the phase without points. */
-void step_time(const fpm_replay_config *cfg, lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd,
-               int64_t dkv, double *sec, int32_t *extra, int32_t *missing);
+/* R-31 on the rows lin_prepare grouped; *missing = -1, or the phase without points. */
+void step_time(lin_ctx *lc, int64_t np, int64_t pt, int64_t pkv, int64_t nd, int64_t dkv, double *sec,
+               int32_t *extra, int32_t *missing);
 
 /* ------------------------------------------------------------ align rule */
 
@@ -95,8 +116,10 @@ typedef struct {
     int32_t status;      /* 0, FPM_RST_* */
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
-    int64_t junction;    /* kept while running */
-    int64_t preemptions;
+    /* the fast path of a running request (pool_thresholds, pc_thresholds): a chunk c -> a with
+     * a <= grow_at and c < shrink_at changes nothing in the pool */
+    int64_t grow_at;   /* fewest tokens at which a group needs a new block (or a block fills, with caching) */
+    int64_t shrink_at; /* fewest computed tokens at which a group releases a block */
 } request_t;
 
 /* The rest of a request's record: read at arrival, admission, finish and output. */
@@ -105,6 +128,8 @@ typedef struct {
     int64_t reject_a, reject_b;
     int64_t hit_tokens;  /* prefix hit of the first admission */
     int64_t arrival_seq; /* order of arrival: the priority tie-break */
+    int64_t junction;    /* kept while running */
+    int64_t preemptions;
     double arrival_time, first_scheduled_time, first_token_time, finish_time;
 } request_info_t;
 
@@ -129,6 +154,7 @@ struct fpm_replay {
     int G;
     /* derived configuration */
     int block_mode, align_mode, split, ckpt_all, pc, has_windowed;
+    int releases_skipped; /* a windowed or Mamba group: R-7 step 1 (release_skipped) may release blocks */
     int64_t usable, cap, first_align, sched_block, hash_block, fixed_bytes;
     int64_t token_budget;        /* min(max_num_scheduled_tokens, max_num_batched_tokens) */
     int64_t split_limit;         /* the align split's chunk limit (04 G-5) */
@@ -147,8 +173,6 @@ struct fpm_replay {
     int64_t nrun;
     /* the block-count pool */
     hold_t *hold;   /* nslots * G */
-    int64_t *grow_at;   /* per slot: fewest tokens at which an attention group needs a new block */
-    int64_t *shrink_at; /* per slot: fewest computed tokens at which a windowed group drops a block */
     int64_t *free_slot;
     int64_t nfree_slot;
     int64_t used_blocks, used_bytes;
@@ -199,7 +223,7 @@ int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a);
 void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes);
 int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a);
 int64_t window_admission_blocks(const engine_t *e, const fpm_group *g);
-void pool_thresholds(engine_t *e, const request_t *r);
+void pool_thresholds(engine_t *e, request_t *r);
 
 /* prefix-caching pool (fpm_prefix.c) */
 struct pc_pool *pc_new(const engine_t *e, int64_t maxc);
@@ -230,6 +254,12 @@ static inline void count_add_product(int64_t *count, int64_t a, int64_t b) {
     else
         *count += a * b;
 }
+
+/* the waiting queue (fpm_waiting.c) */
+void waiting_push_back(engine_t *e, int64_t idx);
+void waiting_push_front(engine_t *e, int64_t idx);
+int64_t waiting_head(const engine_t *e);
+void waiting_pop(engine_t *e);
 
 /* jumps without step records (fpm_jump.c) */
 /* Steps k ... k + m - 1 repeat a step that scheduled nothing (no arrival in between). */

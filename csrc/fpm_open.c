@@ -87,8 +87,6 @@ void fpm_replay_close(fpm_replay *e) {
     free(e->wq);
     free(e->running);
     free(e->hold);
-    free(e->grow_at);
-    free(e->shrink_at);
     free(e->free_slot);
     free(e->sched_req);
     free(e->sched_n);
@@ -145,6 +143,7 @@ static void derive_settings(engine_t *e) {
         if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) e->fixed_bytes += g->blocks_per_request * g->page;
     }
     e->split = e->align_mode && has_mamba;
+    e->releases_skipped = e->has_windowed || has_mamba;
     e->ckpt_all = has_mamba && all_ckpt;
     e->sched_block = attn_block ? attn_block : (mamba_block ? mamba_block : 1);
     e->hash_block = cfg->hash_block_size > 0 ? cfg->hash_block_size : e->sched_block;
@@ -171,17 +170,15 @@ static int allocate_state(engine_t *e) {
     e->done_list = fpm_calloc(nn, sizeof(int64_t));
     e->running = fpm_calloc(slots, sizeof(int64_t));
     e->hold = (slots > INT64_MAX / e->G) ? NULL : fpm_calloc(slots * e->G, sizeof(hold_t));
-    e->grow_at = fpm_calloc(slots, sizeof(int64_t));
-    e->shrink_at = fpm_calloc(slots, sizeof(int64_t));
     e->free_slot = fpm_calloc(slots, sizeof(int64_t));
     e->sched_req = fpm_calloc(slots, sizeof(int64_t));
     e->sched_n = fpm_calloc(slots, sizeof(int64_t));
     e->sched_c = fpm_calloc(slots, sizeof(int64_t));
     e->ev_cap = nn + 3 * slots;
     e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
-    return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold && e->grow_at &&
-           e->shrink_at && e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
-           lin_alloc(&e->lc, max64(e->cfg.nprefill, e->cfg.ndecode));
+    return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold &&
+           e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
+           lin_prepare(&e->lc, &e->cfg);
 }
 
 /* the prefix-caching pool, its block tables as wide as the longest request; 0 on ENOMEM. */

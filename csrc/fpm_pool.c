@@ -88,7 +88,7 @@ static void take(engine_t *e, const fpm_group *g, int64_t n) {
 /* The fast-path thresholds of r's slot: the fewest tokens at which an
  * attention group needs a new block, and the fewest computed tokens at which
  * a windowed group drops one.  Below both an allocation changes nothing. */
-void pool_thresholds(engine_t *e, const request_t *r) {
+void pool_thresholds(engine_t *e, request_t *r) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
@@ -96,8 +96,8 @@ void pool_thresholds(engine_t *e, const request_t *r) {
         if (is_attention(g->kind)) grow = min64(grow, h->hi * g->block);
         if (is_windowed(g->kind)) shrink = min64(shrink, window_drop_at(g, h->lo));
     }
-    e->grow_at[r->slot] = grow;
-    e->shrink_at[r->slot] = shrink;
+    r->grow_at = grow;
+    r->shrink_at = shrink;
 }
 
 /* R-7 step 1: window blocks below first(c) and align-mode extras. */

@@ -180,7 +180,14 @@ static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, in
         for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
         return;
     }
-    int64_t i = 0, j = j0;
+    int64_t i = 0, j = j0, hi = oc->n; /* the first pair with (j0 + 1) B <= upto, by bisection */
+    while (i < hi) {
+        int64_t mid = i + (hi - i) / 2;
+        if ((j0 + 1) * B <= oc->upto[mid])
+            hi = mid;
+        else
+            i = mid + 1;
+    }
     while (j < j1) {
         while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
         if (i == oc->n) break;
@@ -282,20 +289,33 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         origin_cursor oc;
         origin_start(e, r, &oc);
         for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
-        for (; j < maxb; j++) {
+        const int64_t G = e->G, maxc = p->maxc;
+        const fpm_group *groups = e->cfg.groups;
+        int32_t *hit_tab = p->hit_tab;
+        for (; G == 1 && j < maxb; j++) { /* one group, full attention: key (origin, j) */
+            if (j + PC_AHEAD < maxb) {
+                int64_t k = j + PC_AHEAD;
+                ks[k] = origin_next(&oc, (k + 1) * B);
+                pc_prefetch_key(p, ks[k], k);
+            }
+            int32_t b = pc_lookup_key(p, ks[j], j);
+            hit_tab[j] = b;
+            if (!b) break;
+        }
+        for (; G > 1 && j < maxb; j++) {
             int all = 1;
             int64_t ka = ks[j];
             if (j + PC_AHEAD < maxb) {
                 int64_t k = j + PC_AHEAD;
                 ks[k] = origin_next(&oc, (k + 1) * B);
-                for (int gi = 0; gi < e->G; gi++)
-                    if (e->cfg.groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * e->G + gi);
+                for (int gi = 0; gi < G; gi++)
+                    if (groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * G + gi);
             }
-            for (int gi = 0; gi < e->G && all; gi++) {
-                if (e->cfg.groups[gi].kind != FPM_KIND_FULL) continue;
-                int32_t b = pc_lookup_key(p, ka, j * e->G + gi);
+            for (int gi = 0; gi < G && all; gi++) {
+                if (groups[gi].kind != FPM_KIND_FULL) continue;
+                int32_t b = pc_lookup_key(p, ka, j * G + gi);
                 if (!b) all = 0;
-                p->hit_tab[gi * p->maxc + j] = b;
+                hit_tab[gi * maxc + j] = b;
             }
             if (!all) break;
         }
@@ -341,7 +361,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             p->hit_m[gi] = pc_cached(e, r, gi, h / B - 1);
         }
     }
-    r->junction = (e->G >= 2 && longest > h) ? longest : 0;
+    e->info[r - e->req].junction = (e->G >= 2 && longest > h) ? longest : 0;
     *same_step = 0;
     if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
         for (int gi = 0; gi < e->G; gi++) {
@@ -479,9 +499,10 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
 static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
     if (e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK) return 1; /* a chunk's blocks: vLLM's base mask */
     int64_t need = window_run(g), B = e->sched_block;
-    int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, r->junction / B * B / g->block};
+    int64_t junction = e->info[r - e->req].junction;
+    int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, junction / B * B / g->block};
     for (int i = 0; i < 2; i++) {
-        if (i == 1 && r->junction <= 0) continue;
+        if (i == 1 && junction <= 0) continue;
         if (ends[i] - need <= j && j < ends[i]) return 1;
     }
     return 0;
@@ -528,16 +549,18 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
             origin_cursor oc;
             origin_start(e, r, &oc);
             origin_fill(&oc, e->sched_block, j0, nfull, ks);
-            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * e->G + gi);
+            const int64_t G = e->G;
+            const int full = g->kind == FPM_KIND_FULL;
+            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
             for (int64_t j = j0; j < nfull; j++) {
-                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * e->G + gi);
-                if (g->kind != FPM_KIND_FULL && !window_retained(e, r, g, j)) continue;
-                pc_set_key(p, t[j], ks[j], j * e->G + gi, 0);
+                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
+                if (!full && !window_retained(e, r, g, j)) continue;
+                pc_set_key(p, t[j], ks[j], j * G + gi, 0);
             }
         } else {
             int64_t bcols[2];
             int nbc = 0;
-            int64_t qs[2] = {r->prompt_len - 1, r->junction};
+            int64_t qs[2] = {r->prompt_len - 1, e->info[r - e->req].junction};
             for (int i = 0; i < 2; i++) {
                 if (qs[i] > 0) {
                     int64_t col = (qs[i] / e->sched_block * e->sched_block) / g->block - 1;
@@ -568,7 +591,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
  *   shrink_at: no windowed block leaves the window (window_first(c) <= lo), no Mamba state falls
  *            below the release bound ((c - 1) / B <= its lowest column), and c is not the prompt's
  *            boundary whose Mamba state vLLM 0.32.0 keys again (pc_recache_boundary_state). */
-static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
+static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
     for (int gi = 0; gi < e->G; gi++) {
@@ -591,8 +614,8 @@ static void pc_thresholds(engine_t *e, const request_t *r, int64_t from) {
     int64_t boundary = (r->prompt_len - 1) / e->sched_block * e->sched_block;
     if (mamba && e->cfg.rules.mamba_boundary_recached && boundary > 0 && from <= boundary)
         shrink = min64(shrink, boundary);
-    e->grow_at[r->slot] = grow;
-    e->shrink_at[r->slot] = shrink;
+    r->grow_at = grow;
+    r->shrink_at = shrink;
 }
 
 /* R-7 step 4 with prefix caching; 0 when out of memory. */
@@ -681,7 +704,7 @@ void pc_release_all(engine_t *e, request_t *r) {
     }
     e->free_slot[e->nfree_slot++] = r->slot;
     r->slot = -1;
-    r->junction = 0;
+    e->info[r - e->req].junction = 0;
 }
 
 int64_t pc_held(const engine_t *e, const request_t *r, int gi) {

@@ -62,12 +62,14 @@ struct pc_pool {
     int64_t nblk;       /* per-block records cover ids 0 ... nblk - 1 */
     pc_block *blk;      /* blk[-1] ... blk[nblk - 1]: blk[-1] is the fresh range's place (MARK) */
     int64_t *bka, *bkb; /* wide keys only: each block's key pair */
-    int wide;           /* keys do not pack into one word */
-    int mamba;          /* a Mamba group: keys carry stamps */
-    int kshift;         /* compact keys: origin << kshift | block index * groups + group */
+    /* wide, mamba, kshift and hbits are int16_t, a type no block loop stores through: the loops keep
+     * them in registers across their stores to the int32_t block records */
+    int16_t wide;       /* keys do not pack into one word */
+    int16_t mamba;      /* a Mamba group: keys carry stamps */
+    int16_t kshift;     /* compact keys: origin << kshift | block index * groups + group */
     int64_t qlen;       /* free queue length, fresh blocks included */
     int32_t *bucket;    /* the key map: first block of each bucket (0: empty) */
-    int hbits;          /* 2^hbits buckets */
+    int16_t hbits;      /* 2^hbits buckets */
     int64_t hcount;     /* blocks with a key */
     int64_t hgrow;      /* hcount at which an insertion first doubles the buckets (load 1/2) */
     int64_t stamp;
@@ -149,7 +151,7 @@ static int ht_alloc(struct pc_pool *p, int bits) {
     int32_t *old = p->bucket;
     int64_t oldcap = old ? (int64_t)1 << p->hbits : 0;
     p->bucket = t;
-    p->hbits = bits;
+    p->hbits = (int16_t)bits;
     p->hgrow = cap / 2;
     for (int64_t i = 0; i < oldcap; i++) {
         for (int32_t x = old[i], nx; x; x = nx) {
@@ -169,16 +171,16 @@ static int ht_alloc(struct pc_pool *p, int bits) {
 }
 
 /* the first block cached under key (a, b) that still has it, or 0 */
-static int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
+static inline __attribute__((always_inline)) int32_t pc_lookup_key(const struct pc_pool *p, int64_t a, int64_t b) {
     uint64_t w = pc_word(p, a, b);
     int32_t x = p->bucket[ht_home(p, w)];
     while (x && !pc_match(p, x, w, a, b)) x = p->blk[x].hnext;
     return x;
 }
 
-/* drop the key of block b, which has one: b leaves its bucket's list; the next block of its key, if any,
- * becomes the key's first and takes the Mamba stamp */
-static void pc_evict_key(struct pc_pool *p, int32_t b) {
+/* drop the key of block b, which has one, with Mamba stamps: b leaves its bucket's list; the next block
+ * of its key, if any, becomes the key's first and takes the Mamba stamp */
+static void pc_evict_stamped_key(struct pc_pool *p, int32_t b) {
     pc_block *bl = &p->blk[b];
     int32_t *link = &p->bucket[ht_home(p, bl->key)];
     int first = 1;
@@ -187,7 +189,7 @@ static void pc_evict_key(struct pc_pool *p, int32_t b) {
         link = &p->blk[*link].hnext;
     }
     *link = bl->hnext;
-    if (first && p->mamba) {
+    if (first) {
         for (int32_t x = bl->hnext; x; x = p->blk[x].hnext) {
             if (pc_same_key(p, x, b)) {
                 p->blk[x].stamp = bl->stamp;
@@ -195,6 +197,21 @@ static void pc_evict_key(struct pc_pool *p, int32_t b) {
             }
         }
     }
+    bl->hnext = 0;
+    bl->key = NOKEY;
+    p->hcount--;
+}
+
+/* drop the key of block b, which has one: b leaves its bucket's list (no stamps without Mamba groups) */
+static inline __attribute__((always_inline)) void pc_evict_key(struct pc_pool *p, int32_t b) {
+    if (p->mamba) {
+        pc_evict_stamped_key(p, b);
+        return;
+    }
+    pc_block *bl = &p->blk[b];
+    int32_t *link = &p->bucket[ht_home(p, bl->key)];
+    while (*link != b) link = &p->blk[*link].hnext;
+    *link = bl->hnext;
     bl->hnext = 0;
     bl->key = NOKEY;
     p->hcount--;
@@ -221,9 +238,13 @@ static inline __attribute__((always_inline)) void pc_set_key(struct pc_pool *p, 
     }
     uint64_t w = pc_word(p, a, kb);
     int32_t *link = &p->bucket[ht_home(p, w)], first = 0;
-    while (*link) {
-        if (!first && pc_match(p, *link, w, a, kb)) first = *link;
-        link = &p->blk[*link].hnext;
+    if (p->mamba) {
+        while (*link) {
+            if (!first && pc_match(p, *link, w, a, kb)) first = *link;
+            link = &p->blk[*link].hnext;
+        }
+    } else { /* the stamps are read for Mamba groups only */
+        while (*link) link = &p->blk[*link].hnext;
     }
     *link = b;
     pc_block *bl = &p->blk[b];
@@ -234,6 +255,7 @@ static inline __attribute__((always_inline)) void pc_set_key(struct pc_pool *p, 
         p->bkb[b] = kb;
     }
     p->hcount++;
+    if (!p->mamba) return;
     if (!first) {
         first = b;
         bl->stamp = 0;
@@ -288,8 +310,25 @@ static inline __attribute__((always_inline)) int32_t pc_take_front(struct pc_poo
     return b;
 }
 
+/* get_new_blocks of n: the used blocks at the front of the queue are taken as one run (their keys
+ * evicted, the queue relinked once after the run), then fresh ones one by one */
 static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = pc_take_front(p);
+    int64_t i = 0;
+    int32_t b = p->blk[0].qn;
+    while (i < n && b != MARK && b != 0) {
+        int32_t nx = p->blk[b].qn;
+        if (nx > 0) __builtin_prefetch(&p->blk[nx], 1);
+        pc_evict(p, b);
+        p->blk[b].ref = 1;
+        out[i++] = b;
+        b = nx;
+    }
+    if (i > 0) {
+        p->blk[0].qn = b;
+        p->blk[b].qp = 0;
+        p->qlen -= i;
+    }
+    for (; i < n; i++) out[i] = pc_take_front(p);
 }
 
 /* free_blocks: cached blocks to the back in batch order, the others to the front */
@@ -309,7 +348,15 @@ static void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncache
         }
         p->qlen++;
     }
-    for (int64_t i = 0; i < nback; i++) q_insert_after(p, p->blk[0].qp, bs[i]);
+    if (nback == 0) return;
+    int32_t tail = p->blk[0].qp; /* the back blocks, chained after the queue's last */
+    for (int64_t i = 0; i < nback; i++) {
+        p->blk[tail].qn = bs[i];
+        p->blk[bs[i]].qp = tail;
+        tail = bs[i];
+    }
+    p->blk[tail].qn = 0;
+    p->blk[0].qp = tail;
 }
 
 static void pc_touch(struct pc_pool *p, int32_t b) {

@@ -17,74 +17,6 @@
 
 #include "fpm_internal.h"
 
-/* ------------------------------------------------------------ waiting queue
- * FCFS: a ring buffer, preempted requests to the front.  Priority: a binary
- * heap on (priority, arrival order), as vLLM's PriorityRequestQueue. */
-
-static int wait_less(const engine_t *e, int64_t a, int64_t b) {
-    const fpm_replay_request *x = &e->in[a], *y = &e->in[b];
-    if (x->priority != y->priority) return x->priority < y->priority;
-    return e->info[a].arrival_seq < e->info[b].arrival_seq;
-}
-
-static void heap_push(engine_t *e, int64_t idx) {
-    int64_t i = e->wq_len++;
-    e->wq[i] = idx;
-    while (i > 0) {
-        int64_t p = (i - 1) / 2;
-        if (!wait_less(e, e->wq[i], e->wq[p])) break;
-        int64_t t = e->wq[i];
-        e->wq[i] = e->wq[p];
-        e->wq[p] = t;
-        i = p;
-    }
-}
-
-static void heap_pop(engine_t *e) {
-    e->wq[0] = e->wq[--e->wq_len];
-    int64_t i = 0;
-    for (;;) {
-        int64_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->wq_len && wait_less(e, e->wq[l], e->wq[m])) m = l;
-        if (r < e->wq_len && wait_less(e, e->wq[r], e->wq[m])) m = r;
-        if (m == i) break;
-        int64_t t = e->wq[i];
-        e->wq[i] = e->wq[m];
-        e->wq[m] = t;
-        i = m;
-    }
-}
-
-static void waiting_push_back(engine_t *e, int64_t idx) {
-    if (e->cfg.policy == FPM_POLICY_PRIORITY) {
-        heap_push(e, idx);
-        return;
-    }
-    e->wq[(e->wq_head + e->wq_len) % e->n] = idx;
-    e->wq_len++;
-}
-
-static void waiting_push_front(engine_t *e, int64_t idx) {
-    if (e->cfg.policy == FPM_POLICY_PRIORITY) {
-        heap_push(e, idx);
-        return;
-    }
-    e->wq_head = (e->wq_head + e->n - 1) % e->n;
-    e->wq[e->wq_head] = idx;
-    e->wq_len++;
-}
-
-static int64_t waiting_head(const engine_t *e) { return e->cfg.policy == FPM_POLICY_PRIORITY ? e->wq[0] : e->wq[e->wq_head]; }
-
-static void waiting_pop(engine_t *e) {
-    if (e->cfg.policy == FPM_POLICY_PRIORITY) {
-        heap_pop(e);
-        return;
-    }
-    e->wq_head = (e->wq_head + 1) % e->n;
-    e->wq_len--;
-}
-
 /* ------------------------------------------------------------ stops */
 
 /* The replay stopped in this step: a stop of the replay (R-9, R-26, R-27, the
@@ -103,32 +35,48 @@ static int64_t held_count(const engine_t *e, const request_t *r, int gi) {
     return e->pc ? pc_held(e, r, gi) : pool_held(e, r, gi);
 }
 
-/* the bytes of r's complete holding for c -> a (hits: a waiting head) */
-static int64_t projected_bytes(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits) {
-    int64_t nb, nby, hb;
-    if (e->pc) {
-        pc_need(e, r, c, a, hits, &nb, &hb);
-        return hb * e->cfg.groups[0].page;
-    }
-    pool_project(e, r, c, a, &nb, &nby, &hb);
-    return hb;
+/* R-9's projection of r's holding for c -> a (hits: a waiting head): the blocks and bytes it takes
+ * (with caching: blocks from the free queue) and the blocks (with caching) or bytes it then holds */
+typedef struct {
+    int64_t blocks, bytes, held;
+} projection;
+
+static void project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits, projection *pr) {
+    pr->bytes = 0;
+    if (e->pc)
+        pc_need(e, r, c, a, hits, &pr->blocks, &pr->held);
+    else
+        pool_project(e, r, c, a, &pr->blocks, &pr->bytes, &pr->held);
 }
 
-/* release first, project, check, commit all groups or nothing. */
-static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits) {
+/* the bytes of r's complete holding for c -> a */
+static int64_t projected_bytes(const engine_t *e, const projection *pr) {
+    return e->pc ? pr->held * e->cfg.groups[0].page : pr->held;
+}
+
+/* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
+ * before the release, which stands when the engine has no group that releases skipped blocks. */
+static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits,
+                        const projection *known) {
     int before = e->cfg.rules.check_before_release;
+    projection pr;
     if (e->pc) {
-        int64_t need, held;
         if (!before) pc_release_skipped(e, r, c);
-        pc_need(e, r, c, a, hits, &need, &held);
-        if (need > pc_free_count(e->pool) - watermark) return 0;
+        if (known && !e->releases_skipped)
+            pr = *known;
+        else
+            project(e, r, c, a, hits, &pr);
+        if (pr.blocks > pc_free_count(e->pool) - watermark) return 0;
         if (before) pc_release_skipped(e, r, c);
         if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
     if (!before) pool_release_skipped(e, r, c);
-    int64_t nb, nby, hb;
-    pool_project(e, r, c, a, &nb, &nby, &hb);
+    if (known && !e->releases_skipped)
+        pr = *known;
+    else
+        project(e, r, c, a, hits, &pr);
+    int64_t nb = pr.blocks, nby = pr.bytes;
     if (e->block_mode) {
         if (nb > e->usable - e->used_blocks - watermark) return 0;
     } else if (nby > e->cap - e->used_bytes) {
@@ -152,9 +100,8 @@ static void release_all(engine_t *e, request_t *r) {
     r->slot = -1;
 }
 
-/* 04 G-2 ... G-6 with the deployment's Mamba groups (R-§4) */
-static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
-    if (!e->split) return n;
+/* 04 G-2 ... G-6 with the deployment's Mamba groups (R-§4): the align query of a chunk inside the prefill */
+static int64_t align_split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
     fpm_align_query q;
     memset(&q, 0, sizeof q);
     q.start = start;
@@ -165,9 +112,15 @@ static int64_t split(const engine_t *e, const request_t *r, int64_t start, int64
     q.hash_block_size = e->hash_block;
     q.max_num_batched_tokens = e->split_limit;
     q.checkpoint_alignment = (e->ckpt_all && e->first_align > 0) ? e->first_align : 0;
-    q.junction = r->junction;
+    q.junction = e->info[r - e->req].junction;
     q.last_stop_at_tokens = e->cfg.rules.align_last_stop_at_tokens;
     return align_stop(&q);
+}
+
+/* 04 G-2 ... G-6: align_stop keeps a chunk that starts past the prefill as it is */
+static inline int64_t split(const engine_t *e, const request_t *r, int64_t start, int64_t n) {
+    if (!e->split || start >= max64(r->prompt_len, req_len(r) - 1)) return n;
+    return align_split(e, r, start, n);
 }
 
 /* ------------------------------------------------------------ events */
@@ -304,7 +257,7 @@ static void preempt(engine_t *e, int64_t pos) {
     request_t *v = &e->req[vi];
     release_all(e, v);
     v->computed = 0;
-    v->preemptions++;
+    e->info[vi].preemptions++;
     waiting_push_front(e, vi);
     event(e, FPM_EV_PREEMPTED, vi);
     e->preempted = 1;
@@ -334,39 +287,88 @@ static int unschedule(engine_t *e, int64_t idx) {
     return 0;
 }
 
+/* R-14 for the running requests from position i on, as long as each one's chunk stays inside the
+ * blocks it holds (the fast path: no pool change), the step's counts kept in locals; returns the
+ * position of the first request whose chunk needs the pool, or where the list or the budget ends. */
+static int64_t schedule_held(engine_t *e, int64_t i) {
+    const int64_t nrun = e->nrun, threshold = e->threshold, *running = e->running;
+    const request_t *req = e->req;
+    const int defer = e->defer;
+    int64_t *sreq = e->sched_req, *sn = e->sched_n, *sc = e->sched_c;
+    int64_t budget = e->budget, ns = e->nsched, np = e->np, pt = e->pt, pkv = e->pkv, nd = e->nd, dkv = e->dkv;
+    int prefill = e->prefill_scheduled;
+    for (; i < nrun && budget > 0; i++) {
+        int64_t idx = running[i];
+        const request_t *r = &req[idx];
+        if (defer && r->prefill_chunk) continue;
+        int64_t c = r->computed, len = req_len(r), n = len - c;
+        if (n == 1 && r->generated >= 1) {
+            /* a decode entry (is_decode): one token, which no cap, budget (> 0) or align split shortens */
+            if (c + 1 > r->grow_at || c >= r->shrink_at) break;
+            prefill |= r->prefill_chunk;
+            sreq[ns] = idx;
+            sn[ns] = 1;
+            sc[ns] = c;
+            ns++;
+            budget--;
+            nd++;
+            dkv += c;
+            continue;
+        }
+        if (threshold > 0 && threshold < n) n = threshold;
+        n = min64(n, budget);
+        n = split(e, r, c, n);
+        if (n == 0) continue;
+        if (c + n > r->grow_at || c >= r->shrink_at) break;
+        prefill |= r->prefill_chunk;
+        sreq[ns] = idx;
+        sn[ns] = n;
+        sc[ns] = c;
+        ns++;
+        budget -= n;
+        if (n == 1 && c == len - 1 && r->generated >= 1) { /* is_decode */
+            nd++;
+            dkv += c;
+        } else {
+            np++;
+            pt += n;
+            pkv += c;
+        }
+    }
+    e->budget = budget;
+    e->nsched = ns;
+    e->np = np;
+    e->pt = pt;
+    e->pkv = pkv;
+    e->nd = nd;
+    e->dkv = dkv;
+    e->prefill_scheduled = prefill;
+    return i;
+}
+
 /* */
 static void schedule_running(engine_t *e) {
     int64_t i = 0;
-    while (i < e->nrun && e->budget > 0) {
+    for (;;) {
+        i = schedule_held(e, i);
+        if (i >= e->nrun || e->budget <= 0) return;
+        /* running[i]'s chunk needs the pool */
         int64_t idx = e->running[i];
         request_t *r = &e->req[idx];
-        if (e->defer && r->prefill_chunk) {
-            i++;
-            continue;
-        }
         int64_t c = r->computed, n = req_len(r) - c;
         if (e->threshold > 0 && e->threshold < n) n = e->threshold;
         n = min64(n, e->budget);
         n = split(e, r, c, n);
-        if (n == 0) {
-            i++;
-            continue;
-        }
-        /* fast path: the chunk stays inside the blocks r holds (no pool change) */
-        if (c + n <= e->grow_at[r->slot] && c < e->shrink_at[r->slot]) {
-            e->prefill_scheduled |= r->prefill_chunk;
-            schedule(e, idx, n, c);
-            i++;
-            continue;
-        }
-        int64_t hb = projected_bytes(e, r, c, c + n, 0);
+        projection pr;
+        project(e, r, c, c + n, 0, &pr);
+        int64_t hb = projected_bytes(e, &pr);
         if (hb > e->cap) {
             oversized(e, hb, n, c);
             return;
         }
         int ok = 0, self = 0;
-        for (;;) {
-            if (try_allocate(e, r, c, c + n, 0, 0)) {
+        for (;;) { /* r's projection stands while others are preempted */
+            if (try_allocate(e, r, c, c + n, 0, 0, &pr)) {
                 ok = 1;
                 break;
             }
@@ -429,7 +431,9 @@ static void schedule_waiting(engine_t *e) {
         n = min64(n, e->budget);
         n = split(e, r, h, n);
         if (n == 0) break;
-        int64_t hb = projected_bytes(e, r, h, h + n, 1);
+        projection pr;
+        project(e, r, h, h + n, 1, &pr);
+        int64_t hb = projected_bytes(e, &pr);
         if (hb > e->cap) {
             oversized(e, hb, n, h);
             return;
@@ -447,7 +451,7 @@ static void schedule_waiting(engine_t *e) {
                 break;
             }
         }
-        if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1)) break;
+        if (!try_allocate(e, r, h, h + n, e->block_mode ? wm : 0, 1, &pr)) break;
         if (halted(e)) return;
         waiting_pop(e);
         e->running[e->nrun++] = idx;
@@ -474,7 +478,7 @@ static int step_duration(engine_t *e) {
         dur = e->cfg.fixed_step_seconds;
     } else if (e->nsched > 0) {
         int32_t missing = -1;
-        step_time(&e->cfg, &e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
+        step_time(&e->lc, np, pt, pkv, nd, dkv, &dur, &extra, &missing);
         if (missing >= 0) {
             e->stop = FPM_RERR_NO_PHASE;
             e->err_i[0] = missing;
@@ -494,36 +498,36 @@ static int step_duration(engine_t *e) {
 
 /* advance computed tokens, sample, finish and release */
 static void finish_step(engine_t *e) {
-    const int64_t L = e->cfg.max_model_len;
+    const int64_t L = e->cfg.max_model_len, ns = e->nsched, *sreq = e->sched_req, *sn = e->sched_n, *sc = e->sched_c;
+    request_t *req = e->req;
     double t_end = e->rec.t_end;
     int any = 0;
-    for (int64_t s = 0; s < e->nsched; s++) {
-        request_t *r = &e->req[e->sched_req[s]];
-        int64_t len = req_len(r);
-        r->prefill_chunk = e->sched_c[s] + e->sched_n[s] < len;
-        r->computed += e->sched_n[s];
-        if (r->computed == len) {
-            r->generated++;
-            if (r->generated == 1) {
-                e->info[r - e->req].first_token_time = t_end;
-                e->queued_tokens -= r->prompt_len;
-            }
-            if (r->generated >= r->output_len || len + 1 >= L) {
-                e->info[r - e->req].finish_time = t_end;
-                r->status = FPM_RST_FINISHED;
-                release_all(e, r);
-                event(e, FPM_EV_FINISHED, r - e->req);
-                e->done_list[e->ndone++] = r - e->req;
-                e->completed++;
-                e->unfinished--;
-                any = 1;
-            }
+    for (int64_t s = 0; s < ns; s++) {
+        request_t *r = &req[sreq[s]];
+        int64_t len = req_len(r), n = sn[s];
+        r->prefill_chunk = sc[s] + n < len;
+        r->computed += n;
+        if (r->computed != len) continue;
+        int64_t g = ++r->generated;
+        if (g == 1) {
+            e->info[r - req].first_token_time = t_end;
+            e->queued_tokens -= r->prompt_len;
+        }
+        if (g >= r->output_len || len + 1 >= L) {
+            e->info[r - req].finish_time = t_end;
+            r->status = FPM_RST_FINISHED;
+            release_all(e, r);
+            event(e, FPM_EV_FINISHED, r - req);
+            e->done_list[e->ndone++] = r - req;
+            e->completed++;
+            e->unfinished--;
+            any = 1;
         }
     }
     if (any) {
         int64_t w = 0;
         for (int64_t q = 0; q < e->nrun; q++)
-            if (e->req[e->running[q]].status != FPM_RST_FINISHED) e->running[w++] = e->running[q];
+            if (req[e->running[q]].status != FPM_RST_FINISHED) e->running[w++] = e->running[q];
         e->nrun = w;
     }
 }
@@ -602,7 +606,7 @@ static void request_record(const engine_t *e, int64_t idx, fpm_request_rec *o) {
     o->first_token_time = ri->first_token_time;
     o->finish_time = ri->finish_time;
     o->output_tokens = r->generated;
-    o->preemptions = r->preemptions;
+    o->preemptions = ri->preemptions;
     o->prefix_hit_tokens = ri->hit_tokens;
     o->request = idx;
 }

@@ -2,7 +2,10 @@
 
 Mirrors ``csrc/fpm_latency.c`` function by function; both evaluate in IEEE-754
 double precision in the same order (the C build turns off fused multiply-add),
-so C and Python step times are bit-identical.
+so C and Python step times are bit-identical.  The C side groups the table's
+rows once per replay and evaluates only the knots around a step's point (the
+others' extrapolation flags by comparison with their ends): the same values
+and flags as interpolating every knot, as done here.
 """
 
 from __future__ import annotations
