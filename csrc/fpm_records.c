@@ -473,3 +473,16 @@ fpm_status fpm_format_double(double value, char *buf, int64_t *len) {
     *len = put_double(buf, value) - buf;
     return FPM_OK;
 }
+
+static int double_cmp(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+fpm_status fpm_sort_doubles(double *v, int64_t n) {
+    if (n < 0 || (v == NULL && n != 0)) return FPM_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(v[i])) return FPM_EINVAL;
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, double_cmp);
+    return FPM_OK;
+}

@@ -74,4 +74,9 @@ FPM_API fpm_status fpm_format_requests(const fpm_request_rec *done, int64_t ndon
 /* One double as the records write it (at most 24 bytes and no terminator). */
 FPM_API fpm_status fpm_format_double(double value, char *buf, int64_t *len);
 
+/* v[0 .. n) in ascending order (the latencies of the summary's quantiles, none NaN): the order Python's sorted()
+ * gives, but for the order of 0.0 and -0.0 among themselves, which a latency (a later time less an earlier
+ * one) never is. */
+FPM_API fpm_status fpm_sort_doubles(double *v, int64_t n);
+
 #endif /* FPM_RECORDS_H */

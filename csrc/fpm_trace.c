@@ -1,7 +1,8 @@
-/* Trace input on columns (fpm_trace.h): the Mooncake line reader, the hash
- * chains' origins and the engine-form requests. */
+/* Trace input on columns (fpm_trace.h): the line readers of the Mooncake format
+ * and of fpmcore's JSONL, the hash chains' origins and the engine-form requests. */
 #include "fpm_trace.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,29 +30,135 @@ static int col_push(col8 *c, const void *value) {
     return 1;
 }
 
-#define NCOLS 6
-enum { C_LINE, C_PROMPT, C_OUTPUT, C_TIME, C_OFF, C_IDS };
+/* A growable text: strings one after another, their end offsets in a col8 (which starts with 0). */
+typedef struct {
+    char *data;
+    int64_t len, cap;
+} text_buf;
+
+static int text_push(text_buf *t, col8 *off, const char *s, int64_t n) {
+    if (t->len + n > t->cap) {
+        int64_t cap = t->cap ? 2 * t->cap : 4096;
+        while (cap < t->len + n) cap *= 2;
+        char *grown = fpm_calloc(cap, 1);
+        if (grown == NULL) return 0;
+        if (t->len) memcpy(grown, t->data, (size_t)t->len);
+        free(t->data);
+        t->data = grown;
+        t->cap = cap;
+    }
+    if (n) memcpy(t->data + t->len, s, (size_t)n);
+    t->len += n;
+    return col_push(off, &t->len);
+}
+
+/* The request_ids read so far, to find one given twice: an open-addressing set (linear probing, at most
+ * three quarters full) of references to the kept ids (id < 2**31) or to the other ids (OTHER | id). */
+#define ID_EMPTY UINT32_MAX
+#define ID_OTHER 0x80000000u
+
+typedef struct {
+    uint32_t *slot;
+    int64_t cap, count;
+    text_buf other; /* the ids of requests read but not kept (before the window, dropped, after it) */
+    col8 other_off;
+} id_set;
+
+static uint64_t id_hash(const char *s, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    return h * 0xbf58476d1ce4e5b9ULL ^ (h >> 32);
+}
+
+#define NCOLS 7
+enum { C_LINE, C_PROMPT, C_OUTPUT, C_TIME, C_OFF, C_IDS, C_IDOFF };
 
 struct fpm_trace_reader {
     fpm_trace_window w;
     col8 col[NCOLS];
+    text_buf id_text; /* the kept requests' request_ids (FPM_TRACE_FPMCORE) */
+    int64_t id_longest;
+    id_set ids;
     int64_t line;      /* lines read */
     int64_t requests;  /* valid requests read (kept or not) */
     double first, last;
     int32_t state;
+    int32_t blank_seen; /* FPM_TRACE_FPMCORE: a blank line was read (only blank lines may follow) */
     int64_t refused_line, dropped, clipped;
 };
 
+/* The id of set reference ref. */
+static const char *id_of(const fpm_trace_reader *r, uint32_t ref, int64_t *n) {
+    const text_buf *t = ref & ID_OTHER ? &r->ids.other : &r->id_text;
+    const int64_t *off = (ref & ID_OTHER ? r->ids.other_off.data : r->col[C_IDOFF].data);
+    const uint32_t k = ref & ~ID_OTHER;
+    *n = off[k + 1] - off[k];
+    return t->data + off[k];
+}
+
+static int id_grow(fpm_trace_reader *r) {
+    id_set *set = &r->ids;
+    const int64_t cap = set->cap ? 2 * set->cap : 4096;
+    uint32_t *slot = fpm_calloc(cap, sizeof *slot);
+    if (slot == NULL) return 0;
+    for (int64_t i = 0; i < cap; i++) slot[i] = ID_EMPTY;
+    for (int64_t i = 0; i < set->cap; i++) {
+        if (set->slot[i] == ID_EMPTY) continue;
+        int64_t n;
+        const char *s = id_of(r, set->slot[i], &n);
+        uint64_t h = id_hash(s, n) & (uint64_t)(cap - 1);
+        while (slot[h] != ID_EMPTY) h = (h + 1) & (uint64_t)(cap - 1);
+        slot[h] = set->slot[i];
+    }
+    free(set->slot);
+    set->slot = slot;
+    set->cap = cap;
+    return 1;
+}
+
+/* Adds request_id s[0 .. n) (stored as kept or not): 1 added, 0 given before (or too many), -1 out of memory. */
+static int id_add(fpm_trace_reader *r, const char *s, int64_t n, int kept) {
+    id_set *set = &r->ids;
+    if (4 * (set->count + 1) > 3 * set->cap && !id_grow(r)) return -1;
+    uint64_t h = id_hash(s, n) & (uint64_t)(set->cap - 1);
+    while (set->slot[h] != ID_EMPTY) {
+        int64_t m;
+        const char *t = id_of(r, set->slot[h], &m);
+        if (m == n && memcmp(s, t, (size_t)n) == 0) return 0;
+        h = (h + 1) & (uint64_t)(set->cap - 1);
+    }
+    text_buf *text = kept ? &r->id_text : &set->other;
+    col8 *off = kept ? &r->col[C_IDOFF] : &set->other_off;
+    const int64_t zero = 0;
+    if (off->len == 0 && !col_push(off, &zero)) return -1;
+    const int64_t k = off->len - 1;
+    if (k >= (int64_t)ID_OTHER - 1) return 0; /* 2**31 ids: the reference reader reads such a trace */
+    if (!text_push(text, off, s, n)) return -1;
+    set->slot[h] = (uint32_t)k | (kept ? 0u : ID_OTHER);
+    set->count++;
+    if (kept && n > r->id_longest) r->id_longest = n;
+    return 1;
+}
+
+static void id_set_free(id_set *set) {
+    free(set->slot);
+    free(set->other.data);
+    free(set->other_off.data);
+    memset(set, 0, sizeof *set);
+}
+
 fpm_status fpm_trace_reader_open(const fpm_trace_window *w, fpm_trace_reader **out) {
     if (w == NULL || out == NULL || w->hash_block_tokens < 1 || w->hash_block_tokens > FPM_TRACE_MAX_TOKENS ||
-        w->start < 0 || (w->end >= 0 && w->end < w->start))
+        w->start < 0 || (w->end >= 0 && w->end < w->start) ||
+        (w->format != FPM_TRACE_MOONCAKE && w->format != FPM_TRACE_FPMCORE))
         return FPM_EINVAL;
     fpm_trace_reader *r = fpm_calloc(1, sizeof *r);
     if (r == NULL) return FPM_ENOMEM;
     r->w = *w;
     int64_t zero = 0;
-    if (!col_push(&r->col[C_OFF], &zero)) {
-        free(r);
+    if (!col_push(w->format == FPM_TRACE_FPMCORE ? &r->col[C_IDOFF] : &r->col[C_OFF], &zero)) {
+        fpm_trace_reader_close(r);
         return FPM_ENOMEM;
     }
     *out = r;
@@ -61,6 +168,8 @@ fpm_status fpm_trace_reader_open(const fpm_trace_window *w, fpm_trace_reader **o
 void fpm_trace_reader_close(fpm_trace_reader *r) {
     if (r == NULL) return;
     for (int i = 0; i < NCOLS; i++) free(r->col[i].data);
+    free(r->id_text.data);
+    id_set_free(&r->ids);
     free(r);
 }
 
@@ -113,9 +222,49 @@ static int blank(const char *s, const char *e) {
     return 1;
 }
 
-/* One line without its line end: 1 read (kept or not), 0 refused, -1 out of memory. */
-static int read_line(fpm_trace_reader *r, const char *s, const char *e) {
-    while (e > s && (e[-1] == '\r' || e[-1] == '\n')) e--;
+/* Whether request `index` with prompt length `prompt` is in the window and kept (not dropped as over-long),
+ * and whether it is clipped (its prompt cut to max_prompt_len). */
+static void window_of(const fpm_trace_reader *r, int64_t index, int64_t prompt, int *in_window, int *keep,
+                      int *clipped) {
+    *in_window = index >= r->w.start && (r->w.end < 0 || index < r->w.end);
+    *keep = *in_window;
+    *clipped = 0;
+    if (*keep && r->w.max_prompt_len >= 0 && prompt > r->w.max_prompt_len) {
+        if (r->w.clip)
+            *clipped = 1;
+        else
+            *keep = 0;
+    }
+}
+
+/* The request just read (index r->requests): counted, and its columns pushed when it is kept.
+ * 1 read, -1 out of memory. */
+static int take_request(fpm_trace_reader *r, int in_window, int keep, int clipped, int64_t prompt, int64_t output,
+                        double t) {
+    const int64_t index = r->requests++;
+    if (r->w.end >= 0 && index >= r->w.end) {
+        r->state = FPM_TRACE_DONE;
+        return 1;
+    }
+    if (!in_window) return 1;
+    if (!keep) {
+        r->dropped++;
+        return 1;
+    }
+    if (clipped) {
+        r->clipped++;
+        prompt = r->w.max_prompt_len;
+    }
+    if (!col_push(&r->col[C_PROMPT], &prompt) || !col_push(&r->col[C_OUTPUT], &output) ||
+        !col_push(&r->col[C_TIME], &t))
+        return -1;
+    if (r->w.format == FPM_TRACE_FPMCORE) return 1; /* its ids are the request_ids; it has no content-block ids */
+    int64_t line = r->line, off = r->col[C_IDS].len;
+    return col_push(&r->col[C_LINE], &line) && col_push(&r->col[C_OFF], &off) ? 1 : -1;
+}
+
+/* One Mooncake line without its line end: 1 read (kept or not), 0 refused, -1 out of memory. */
+static int read_mooncake_line(fpm_trace_reader *r, const char *s, const char *e) {
     if (blank(s, e)) return 1;
     if (r->line == 1 && e - s >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0) return 0;
     int64_t ts, prompt, output;
@@ -128,18 +277,9 @@ static int read_line(fpm_trace_reader *r, const char *s, const char *e) {
     if (prompt < 1 || prompt > FPM_TRACE_MAX_TOKENS || output < 1 || output > FPM_TRACE_MAX_TOKENS) return 0;
     const int64_t H = r->w.hash_block_tokens;
     const int64_t blocks = prompt / H + (prompt % H != 0);
-    const int64_t index = r->requests;
-    const int keep_window = index >= r->w.start && (r->w.end < 0 || index < r->w.end);
-    int64_t keep_blocks = blocks;
-    int keep = keep_window, clipped = 0;
-    if (keep && r->w.max_prompt_len >= 0 && prompt > r->w.max_prompt_len) {
-        if (r->w.clip) {
-            clipped = 1;
-            keep_blocks = r->w.max_prompt_len / H + (r->w.max_prompt_len % H != 0);
-        } else {
-            keep = 0;
-        }
-    }
+    int in_window, keep, clipped;
+    window_of(r, r->requests, prompt, &in_window, &keep, &clipped);
+    const int64_t keep_blocks = clipped ? r->w.max_prompt_len / H + (r->w.max_prompt_len % H != 0) : blocks;
     /* the ids: stored as they are read (the kept ones), taken back when the line is refused */
     col8 *ids = &r->col[C_IDS];
     const int64_t ids_before = ids->len;
@@ -160,32 +300,131 @@ static int read_line(fpm_trace_reader *r, const char *s, const char *e) {
     }
     if (!read_lit(&p, e, "]}") || p != e || count != blocks) goto refuse;
     double t = (double)ts / 1000.0;
-    if (index == 0) r->first = t;
+    if (r->requests == 0) r->first = t;
     t -= r->first;
     if (t < r->last) goto refuse;
     r->last = t;
-    r->requests++;
-    if (r->w.end >= 0 && index >= r->w.end) {
-        r->state = FPM_TRACE_DONE;
-        return 1;
-    }
-    if (!keep_window) return 1;
-    if (!keep) {
-        r->dropped++;
-        return 1;
-    }
-    if (clipped) {
-        r->clipped++;
-        prompt = r->w.max_prompt_len;
-    }
-    int64_t line = r->line, off = ids->len;
-    if (!col_push(&r->col[C_LINE], &line) || !col_push(&r->col[C_PROMPT], &prompt) ||
-        !col_push(&r->col[C_OUTPUT], &output) || !col_push(&r->col[C_TIME], &t) || !col_push(&r->col[C_OFF], &off))
-        return -1;
-    return 1;
+    return take_request(r, in_window, keep, clipped, prompt, output, t);
 refuse:
     ids->len = ids_before;
     return 0;
+}
+
+/* JSON whitespace within a line. */
+static void skip_ws(const char **p, const char *e) {
+    while (*p < e && (**p == ' ' || **p == '\t' || **p == '\r')) (*p)++;
+}
+
+/* A JSON string of printable ASCII without escapes at *p: its characters [*s, *s + *n). */
+static int read_plain_string(const char **p, const char *e, const char **s, int64_t *n) {
+    const char *q = *p;
+    if (q >= e || *q != '"') return 0;
+    const char *start = ++q;
+    for (; q < e && *q != '"'; q++)
+        if (*q < 0x20 || *q > 0x7e || *q == '\\') return 0;
+    if (q >= e) return 0;
+    *s = start;
+    *n = q - start;
+    *p = q + 1;
+    return 1;
+}
+
+static int digits(const char **p, const char *e) {
+    const char *s = *p;
+    while (*p < e && **p >= '0' && **p <= '9') (*p)++;
+    return *p > s;
+}
+
+/* A JSON number without a sign at *p that is a finite double (a result that overflows or underflows is not
+ * taken): the correctly rounded value, which is what Python's float() makes of it. */
+static int read_seconds(const char **p, const char *e, double *v) {
+    const char *s = *p, *q = s;
+    if (q < e && *q == '0')
+        q++;
+    else if (q >= e || *q < '1' || *q > '9' || !digits(&q, e))
+        return 0;
+    if (q < e && *q == '.' && (++q, !digits(&q, e))) return 0;
+    if (q < e && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < e && (*q == '+' || *q == '-')) q++;
+        if (!digits(&q, e)) return 0;
+    }
+    char buf[64];
+    const size_t n = (size_t)(q - s);
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end = NULL;
+    errno = 0;
+    const double x = strtod(buf, &end);
+    /* strtod reads the whole number only under a locale whose decimal point is '.' */
+    if (end != buf + n || errno != 0 || !isfinite(x)) return 0;
+    *v = x;
+    *p = q;
+    return 1;
+}
+
+enum { F_ID = 1, F_TIME = 2, F_PROMPT = 4, F_OUTPUT = 8 };
+
+static int field_of(const char *key, int64_t n) {
+    static const struct {
+        const char *name;
+        int field;
+    } FIELDS[] = {{"request_id", F_ID}, {"arrival_time", F_TIME}, {"prompt_len", F_PROMPT}, {"output_len", F_OUTPUT}};
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++)
+        if ((size_t)n == strlen(FIELDS[i].name) && memcmp(key, FIELDS[i].name, (size_t)n) == 0)
+            return FIELDS[i].field;
+    return 0;
+}
+
+/* One line of fpmcore's JSONL without its line end: 1 read (kept or not), 0 refused, -1 out of memory. */
+static int read_fpmcore_line(fpm_trace_reader *r, const char *s, const char *e) {
+    if (blank(s, e)) {
+        r->blank_seen = 1;
+        return 1;
+    }
+    if (r->blank_seen) return 0; /* a blank line between two requests */
+    const char *p = s, *id = NULL;
+    int64_t idlen = 0, prompt = 0, output = 0;
+    double t = 0.0;
+    int seen = 0;
+    skip_ws(&p, e);
+    if (!read_lit(&p, e, "{")) return 0;
+    for (int k = 0; k < 4; k++) {
+        const char *key;
+        int64_t klen;
+        skip_ws(&p, e);
+        if (k > 0) {
+            if (!read_lit(&p, e, ",")) return 0;
+            skip_ws(&p, e);
+        }
+        if (!read_plain_string(&p, e, &key, &klen)) return 0;
+        skip_ws(&p, e);
+        if (!read_lit(&p, e, ":")) return 0;
+        skip_ws(&p, e);
+        const int f = field_of(key, klen);
+        if (f == 0 || (seen & f)) return 0;
+        seen |= f;
+        int ok = 0;
+        if (f == F_ID)
+            ok = read_plain_string(&p, e, &id, &idlen) && idlen > 0;
+        else if (f == F_TIME)
+            ok = read_seconds(&p, e, &t);
+        else if (f == F_PROMPT)
+            ok = read_int(&p, e, &prompt) && prompt >= 1 && prompt <= FPM_TRACE_MAX_TOKENS;
+        else
+            ok = read_int(&p, e, &output) && output >= 1 && output <= FPM_TRACE_MAX_TOKENS;
+        if (!ok) return 0;
+    }
+    skip_ws(&p, e);
+    if (!read_lit(&p, e, "}")) return 0;
+    skip_ws(&p, e);
+    if (p != e) return 0;
+    int in_window, keep, clipped;
+    window_of(r, r->requests, prompt, &in_window, &keep, &clipped);
+    const int added = id_add(r, id, idlen, keep);
+    if (added <= 0) return added;
+    return take_request(r, in_window, keep, clipped, prompt, output, t);
 }
 
 fpm_status fpm_trace_reader_feed(fpm_trace_reader *r, const char *buf, int64_t len, int32_t at_end,
@@ -198,14 +437,16 @@ fpm_status fpm_trace_reader_feed(fpm_trace_reader *r, const char *buf, int64_t l
         if (nl == NULL && !at_end) break;
         const char *e = nl != NULL ? nl : buf + len;
         r->line++;
-        int got = read_line(r, s, e);
+        while (e > s && (e[-1] == '\r' || e[-1] == '\n')) e--;
+        int got = r->w.format == FPM_TRACE_FPMCORE ? read_fpmcore_line(r, s, e) : read_mooncake_line(r, s, e);
         if (got < 0) return FPM_ENOMEM;
         if (got == 0) {
             r->state = FPM_TRACE_REFUSED;
             r->refused_line = r->line;
         }
-        pos = (e - buf) + (nl != NULL);
+        pos = (nl != NULL ? nl + 1 : buf + len) - buf;
     }
+    if (r->state != FPM_TRACE_MORE || (at_end && pos == len)) id_set_free(&r->ids); /* no id is added any more */
     *consumed = pos;
     *state = r->state;
     return FPM_OK;
@@ -213,7 +454,7 @@ fpm_status fpm_trace_reader_feed(fpm_trace_reader *r, const char *buf, int64_t l
 
 fpm_status fpm_trace_reader_columns(fpm_trace_reader *r, fpm_trace_columns *out) {
     if (r == NULL || out == NULL) return FPM_EINVAL;
-    out->n = r->col[C_LINE].len;
+    out->n = r->col[C_PROMPT].len;
     out->line = r->col[C_LINE].data;
     out->prompt_len = r->col[C_PROMPT].data;
     out->output_len = r->col[C_OUTPUT].data;
@@ -225,6 +466,10 @@ fpm_status fpm_trace_reader_columns(fpm_trace_reader *r, fpm_trace_columns *out)
     out->over_long_clipped = r->clipped;
     out->lines = r->line;
     out->refused_line = r->refused_line;
+    const int own = r->w.format == FPM_TRACE_FPMCORE;
+    out->id_text = own ? (r->id_text.data != NULL ? r->id_text.data : "") : NULL;
+    out->id_off = own ? r->col[C_IDOFF].data : NULL;
+    out->id_longest = own ? r->id_longest : 0;
     return FPM_OK;
 }
 

@@ -1,7 +1,8 @@
-/* Trace input: the Mooncake line reader, the origins of content-block ids and
- * the engine-form requests, all on columns (no object per request).
+/* Trace input: the line readers of the Mooncake format and of fpmcore's own
+ * JSONL, the origins of content-block ids and the engine-form requests, all
+ * on columns (no object per request).
  *
- * The reader takes the lines of the Mooncake release's own shape,
+ * FPM_TRACE_MOONCAKE takes the lines of the Mooncake release's own shape,
  *     {"timestamp": T, "input_length": P, "output_length": O, "hash_ids": [I, ...]}
  * (the four fields in this order, integers below 10**18, one optional space
  * after each ':' and ','), and blank lines.  Any other line, and any line that
@@ -9,9 +10,21 @@
  * other than ceil(P / hash_block_tokens), a timestamp before the previous
  * one), ends the reading with FPM_TRACE_REFUSED: the host then reads the whole
  * file with its reference reader (fpmcore.traces.mooncake), which accepts
- * every valid line and names the fault of an invalid one.  What the reader
- * keeps equals what the reference reader and the window and over-long
- * transforms (fpmcore.traces.transforms) keep.
+ * every valid line and names the fault of an invalid one.
+ *
+ * FPM_TRACE_FPMCORE takes the timed lines of fpmcore's JSONL (06 R-32),
+ *     {"request_id": "ID", "arrival_time": T, "prompt_len": P, "output_len": O}
+ * (exactly these four fields, in any order, JSON whitespace between the
+ * tokens; ID printable ASCII without escapes; T a JSON number >= 0 that is a
+ * finite double, read as Python's float() reads it; P and O integers in
+ * 1 ... 2**40), and blank lines after the last request.  Any other line (the
+ * optional fields, escapes, a blank line between two requests) and any line
+ * that breaks a rule (a request_id given before) ends the reading with
+ * FPM_TRACE_REFUSED: the host's reader (fpmcore.replay.trace) then reads the
+ * file.  Arrival times are kept as they are (no shift, any order).
+ *
+ * What either reader keeps equals what the reference reader and the window
+ * and over-long transforms (fpmcore.traces.transforms) keep.
  */
 #ifndef FPM_TRACE_H
 #define FPM_TRACE_H
@@ -26,8 +39,12 @@
 #define FPM_TRACE_DONE 1    /* the window is complete (and the request after it checked): read no further */
 #define FPM_TRACE_REFUSED 2 /* a line the reader does not take: read the file with the reference reader */
 
-/* The largest length of a Mooncake line (the release's bound, 2**40). */
+/* The largest length of a line (the Mooncake release's bound, 2**40). */
 #define FPM_TRACE_MAX_TOKENS 1099511627776LL
+
+/* The formats of fpm_trace_window.format. */
+#define FPM_TRACE_MOONCAKE 0
+#define FPM_TRACE_FPMCORE 1
 
 typedef struct {
     int64_t hash_block_tokens; /* tokens per content-block id (>= 1) */
@@ -35,22 +52,30 @@ typedef struct {
     int64_t end;               /* < 0: no end; else requests [start, end) are kept and request end is checked */
     int64_t max_prompt_len;    /* < 0: none; else a longer prompt is dropped, or clipped (clip) */
     int32_t clip;
+    int32_t format;            /* FPM_TRACE_MOONCAKE or FPM_TRACE_FPMCORE */
 } fpm_trace_window;
 
 /* The kept requests, in file order; pointers valid until the next feed or the close. */
 typedef struct {
     int64_t n;
-    const int64_t *line;         /* each request's line number (its request_id) */
+    const int64_t *line;         /* Mooncake: each request's line number (its request_id) */
     const int64_t *prompt_len;
     const int64_t *output_len;
-    double *arrival_time;        /* seconds after the first request's timestamp; fpm_trace_scale_times scales them */
-    const int64_t *hash_off;     /* n + 1 offsets into hash_ids */
+    double *arrival_time;        /* Mooncake: seconds after the first request's timestamp; fpm_trace_scale_times
+                                    scales them */
+    const int64_t *hash_off;     /* Mooncake: n + 1 offsets into hash_ids */
     const int64_t *hash_ids;
     int64_t nids;
     int64_t over_long_dropped;
     int64_t over_long_clipped;
     int64_t lines;               /* lines read so far */
     int64_t refused_line;        /* the line that ended the reading with FPM_TRACE_REFUSED, else 0 */
+    /* FPM_TRACE_FPMCORE: request i's request_id is id_text[id_off[i] .. id_off[i + 1]) (n + 1 offsets; the
+       text needs no JSON escape), id_longest the longest (line, hash_off and hash_ids are NULL, nids 0);
+       NULL and 0 for a Mooncake trace */
+    const char *id_text;
+    const int64_t *id_off;
+    int64_t id_longest;
 } fpm_trace_columns;
 
 typedef struct fpm_trace_reader fpm_trace_reader;

@@ -28,12 +28,12 @@ process; the bench fails when the mocker's interpreter is missing or cannot
 import it.  ``--scaling`` adds the scaling table: generated conversations
 (:func:`write_conversations`) of 10**3 … 10**6 requests (10**7 with
 ``--scaling-max 7``), each replayed by ``fpm replay`` in its own process with
-prefix caching on and off, with its wall time, CPU time and peak RSS
-(``--scaling-only``: the table alone).
+prefix caching on and off (the summary printed, no ``--json``), with its wall time, CPU time and peak RSS
+(``--scaling-only``: the table alone; ``--scaling-min 7 --scaling-max 7``: the 10**7 row alone).
 
     .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling [--scaling-max 7]]
         [--peer-trace TRACE --mocker-python .venv-mocker/bin/python]
-    .venv/bin/python tools/bench_replay.py --scaling-only [--scaling-max 7]
+    .venv/bin/python tools/bench_replay.py --scaling-only [--scaling-min E] [--scaling-max 7]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -234,33 +235,42 @@ def write_conversations(path: Path, n: int, seed: int = 25) -> None:
                 open_.pop(k)
 
 
+#: A row of the summary table ``fpm replay`` prints: its quantity and value.
+_SUMMARY_ROW = re.compile(r"^\W*([a-z_]+)\s*\W\s*([0-9,.]+)\s*\W*$")
+
+
 def scaling_point(trace: Path, caching: bool) -> dict:
-    """``fpm replay`` of a generated trace on PLAIN70B in its own process: wall, CPU (user + system) and peak RSS."""
+    """``fpm replay`` of a generated trace on PLAIN70B in its own process: wall, CPU (user + system) and peak RSS.
+
+    The replay prints its summary (no ``--json``: the document's request records, a dict each, would be most of
+    the memory, some 19 GB at 10**7 requests); the steps and prefix-hit tokens are read from its table."""
     cmd = [str(Path(sys.executable).parent / "fpm"), "replay", str(PLAIN70B), "--trace", str(trace),
-           "--max-num-seqs", "256", "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off",
-           "--json"]  # fmt: skip
+           "--max-num-seqs", "256", "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off"]  # fmt: skip
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
+        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+        proc = subprocess.Popen(cmd, stdout=so, stderr=se, env=env)
         _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU and peak RSS
         wall = time.perf_counter() - t0
         if os.waitstatus_to_exitcode(status) != 0:
             se.seek(0)
             raise SystemExit(f"bench: {' '.join(cmd)} failed: {se.read().decode()[-600:]}")
         so.seek(0)
-        summary = json.loads(so.read())["summary"]
-    return {"steps": summary["steps"], "hit_tokens": summary["prefix_hit_tokens"], "seconds": wall,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}  # fmt: skip
+        rows = dict(m.groups() for m in map(_SUMMARY_ROW.match, so.read().decode().splitlines()) if m)
+    return {"steps": int(rows["steps"].replace(",", "")), "hit_tokens": int(rows["prefix_hit_tokens"].replace(",", "")),
+            "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}  # fmt: skip
 
 
-def scaling_table(max_exp: int) -> None:
-    """The scaling table: generated conversations of 10**3 ... 10**max_exp requests, prefix caching on and off."""
+def scaling_table(max_exp: int, min_exp: int = 3) -> None:
+    """The scaling table: generated conversations of 10**min_exp ... 10**max_exp requests, prefix caching on and
+    off.  Each trace is written line by line (:func:`write_conversations` holds only the open conversations) and
+    removed after its rows."""
     print(f"\nscaling: generated conversations (Mooncake format, {SCALING_RATE:g} request/s, shared prefixes) on "
-          f"{PLAIN70B.name}, max_num_seqs 256, budget 8,192; whole-process fpm replay --json, one run each")  # fmt: skip
+          f"{PLAIN70B.name}, max_num_seqs 256, budget 8,192; whole-process fpm replay (summary), one run each")  # fmt: skip
     print(f"{'requests':>10} {'caching':>8} {'steps':>11} {'hit tokens':>13} {'wall s':>9} {'CPU s':>9} "
           f"{'peak RSS MB':>12}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        for n in (n for n in SCALING_SIZES if n <= 10**max_exp):
+        for n in (n for n in SCALING_SIZES if 10**min_exp <= n <= 10**max_exp):
             trace = Path(tmp) / f"conversations-{n}.jsonl"
             write_conversations(trace, n)
             for caching in (True, False):
@@ -281,6 +291,8 @@ def main() -> int:
     ap.add_argument("--scaling", action="store_true", help="also the scaling table: 10**3 ... 10**6 requests")
     ap.add_argument("--scaling-max", type=int, default=6, choices=range(3, 8), metavar="E",
                     help="the scaling table's largest size, 10**E requests (3 ... 7; default 6)")  # fmt: skip
+    ap.add_argument("--scaling-min", type=int, default=3, choices=range(3, 8), metavar="E",
+                    help="the scaling table's smallest size, 10**E requests (3 ... 7; default 3)")  # fmt: skip
     ap.add_argument("--scaling-only", action="store_true", help="the scaling table alone (no peer runs)")
     ap.add_argument("--rust", type=int, metavar="N", help=argparse.SUPPRESS)
     ap.add_argument("--peer-trace", metavar="TRACE", help="a Mooncake trace (.jsonl or .jsonl.gz) for the mocker table")
@@ -299,7 +311,7 @@ def main() -> int:
         print(json.dumps({"seconds": wall, "cpu_seconds": cpu}))
         return 0
     if args.scaling_only:
-        scaling_table(args.scaling_max)
+        scaling_table(args.scaling_max, args.scaling_min)
         return 0
     if not Path(args.rust_python).exists():
         print(f"bench: {args.rust_python} does not exist; run make bench-env", file=sys.stderr)
@@ -324,7 +336,7 @@ def main() -> int:
             f"{rust['cpu_seconds'] / cpu:>6.1f}x"
         )
     if args.scaling:
-        scaling_table(args.scaling_max)
+        scaling_table(args.scaling_max, args.scaling_min)
     if args.peer_trace:
         return peer_table(args.peer_trace, args.mocker_python)
     return 0

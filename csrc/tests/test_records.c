@@ -133,9 +133,20 @@ static void test_request_records(void) {
     CHECK(fpm_format_requests(done, 2, &tr, NULL, buf, sizeof buf, &len, &need, ttft, tpot, e2e, &sums) == FPM_EINVAL);
 }
 
+static void test_sorts_latencies(void) {
+    double v[] = {3.5, 0.0, 1e-300, 2.0, 0.0, 1e300, 2.0};
+    CHECK(fpm_sort_doubles(v, 7) == FPM_OK);
+    for (int i = 1; i < 7; i++) CHECK(v[i - 1] <= v[i]);
+    CHECK(v[0] == 0.0 && v[2] == 1e-300 && v[6] == 1e300);
+    CHECK(fpm_sort_doubles(NULL, 0) == FPM_OK && fpm_sort_doubles(NULL, 1) == FPM_EINVAL);
+    double nan[] = {1.0, NAN};
+    CHECK(fpm_sort_doubles(nan, 2) == FPM_EINVAL);
+}
+
 const fpm_test_case FPM_RECORDS_CASES[] = {
     {"doubles_as_orjson_writes_them", test_doubles_as_orjson_writes_them},
     {"a_step_record", test_a_step_record},
     {"request_records", test_request_records},
+    {"sorts_latencies", test_sorts_latencies},
 };
 const size_t FPM_RECORDS_NCASES = sizeof FPM_RECORDS_CASES / sizeof FPM_RECORDS_CASES[0];

@@ -82,6 +82,6 @@ def test_the_extension_exports_only_the_public_api():
         "fpm_align_stop", "fpm_step_time", "fpm_block_range", "fpm_peak_request_blocks",
         "fpm_trace_reader_open", "fpm_trace_reader_feed", "fpm_trace_reader_columns", "fpm_trace_reader_close",
         "fpm_trace_scale_times", "fpm_hash_origins", "fpm_trace_requests",
-        "fpm_format_steps", "fpm_format_requests", "fpm_format_double",
+        "fpm_format_steps", "fpm_format_requests", "fpm_format_double", "fpm_sort_doubles",
     }  # fmt: skip
     assert exported == public | {"PyInit__native"}

@@ -42,9 +42,11 @@ def column_inputs(
     cols: TraceColumns = trace.columns
     n = len(cols)
     c, _none, keep = _marshal(ffi, cfg, (), 0)
-    hash_off = ffi.from_buffer("int64_t[]", cols.hash_off)
-    keep += [cols, hash_off]
-    if cfg.prefix_caching:  # own keys 0 … n-1, the chains' keys from n on (engine.origins)
+    keep.append(cols)
+    with_origins = cfg.prefix_caching and cols.hash_block_tokens is not None
+    hash_off = ffi.from_buffer("int64_t[]", cols.hash_off) if with_origins else ffi.NULL
+    if with_origins:  # own keys 0 … n-1, the chains' keys from n on (engine.origins)
+        keep.append(hash_off)
         upto, key, _nkeys = column_origins(ffi, lib, cols, n)
         c.origin_upto, c.origin_key, c.norigin = upto, key, len(cols.hash_ids)
         keep += [upto, key]
@@ -53,9 +55,8 @@ def column_inputs(
     step_seconds = cfg.fixed_step_seconds if mode == ARRIVE_STEP and cfg.fixed_step_seconds is not None else 0.0
     st = lib.fpm_trace_requests(n, ffi.from_buffer("int64_t[]", cols.prompt_len),
                                 ffi.from_buffer("int64_t[]", cols.output_len),
-                                ffi.from_buffer("double[]", cols.arrival_time),
-                                hash_off if cfg.prefix_caching else ffi.NULL, step_seconds, max_arrival_step, rq,
-                                bad)  # fmt: skip
+                                ffi.from_buffer("double[]", cols.arrival_time), hash_off, step_seconds,
+                                max_arrival_step, rq, bad)  # fmt: skip
     if st != lib.FPM_OK:
         raise RuntimeError(f"fpm_trace_requests failed with status {st}")
     if bad[0] >= 0:

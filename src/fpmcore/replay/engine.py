@@ -373,7 +373,8 @@ class ReplayRun:
         # the trace fields of request i's record: its line, or a column view of it
         self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
         self._trace = trace
-        self._ids = list(trace.request_ids()) if steps else []  # the names of the step records
+        # the names of the step records (a trace of columns makes each when it is read)
+        self._ids: Sequence[str] = trace.request_ids() if steps else []
         self._with_steps = steps
         self.backend = _backend(backend, align_stop)
         mode = arrival_mode(cfg, trace)

@@ -56,8 +56,8 @@ class RecordLines:
 class TextList:
     """Strings as the C library takes them: JSON-escaped, without quotes, one after another (``fpm_text_list``)."""
 
-    text: bytes
-    offsets: array[int]
+    text: bytes | memoryview
+    offsets: array[int] | memoryview
     longest: int
 
 
@@ -76,26 +76,29 @@ def text_list(strings: Sequence[str]) -> TextList:
 
 @attrs.frozen
 class TraceFields:
-    """The trace's side of the records, one entry per trace line: request ids, lengths, arrival times (NaN: none)."""
+    """The trace's side of the records, one entry per trace line: request ids, lengths, arrival times (NaN: none);
+    arrays, or the memoryviews of a trace of columns."""
 
     ids: TextList
-    prompt_len: array[int]
-    output_len: array[int]
-    arrival_time: array[float]
+    prompt_len: array[int] | memoryview
+    output_len: array[int] | memoryview
+    arrival_time: array[float] | memoryview
 
 
 def trace_fields(trace: Trace) -> TraceFields | None:
     """What the records take of the trace's lines (``request_id``, ``prompt_len``, ``output_len``,
     ``arrival_time``) as columns; ``None`` when a value is not of the type the C writer writes (an arrival time
     that is not a float), which leaves the records to the reference.  A trace read into columns
-    (:class:`~fpmcore.replay.columns.TraceColumns`) gives them without a trace line per request."""
+    (:class:`~fpmcore.replay.columns.TraceColumns`) gives its columns themselves, without a copy or a trace line
+    per request (the ids of fpmcore's JSONL as read: they need no JSON escape)."""
     columns = trace.columns
     if columns is not None:
+        text = columns.id_text()
         return TraceFields(
-            ids=text_list(trace.request_ids()),
-            prompt_len=array("q", columns.prompt_len),
-            output_len=array("q", columns.output_len),
-            arrival_time=array("d", columns.arrival_time),
+            ids=text_list(trace.request_ids()) if text is None else TextList(*text),
+            prompt_len=columns.prompt_len,
+            output_len=columns.output_len,
+            arrival_time=columns.arrival_time,
         )
     requests = trace.requests
     arrivals = [r.arrival_time for r in requests]

@@ -108,13 +108,13 @@ def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict
         return _step_records(cfg, ids, step_columns(raw.steps, len(cfg.groups), keep=False))
 
 
-def step_records_of(cfg: ReplayConfig, ids: list[str], columns: StepColumns) -> list[dict[str, Any]]:
+def step_records_of(cfg: ReplayConfig, ids: Sequence[str], columns: StepColumns) -> list[dict[str, Any]]:
     """R-34 records of the steps in ``columns`` (one chunk of a replay)."""
     with gc_paused():
         return _step_records(cfg, ids, columns)
 
 
-def _step_records(cfg: ReplayConfig, ids: list[str], c: StepColumns) -> list[dict[str, Any]]:
+def _step_records(cfg: ReplayConfig, ids: Sequence[str], c: StepColumns) -> list[dict[str, Any]]:
     bm = cfg.block_mode
     usable = cfg.usable_blocks
     name = ids.__getitem__
@@ -235,12 +235,30 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return v[max(math.ceil(q * len(v)) - 1, 0)]
 
 
-def _stats(values: list[float]) -> dict[str, float | None]:
+def sorted_latencies(values: array[float]) -> Sequence[float]:
+    """``sorted(values)``; sorted by the C library (``fpm_sort_doubles``) into an array, without a float object
+    per value, when it is the backend."""
+    from fpmcore.replay import native
+
+    if native.BACKEND != "c" or len(values) < 2:
+        return sorted(values)
+    from fpmcore.replay._native import ffi, lib
+
+    v = array("d", values)
+    if lib.fpm_sort_doubles(ffi.from_buffer("double[]", v), len(v)) != lib.FPM_OK:
+        return sorted(values)  # a NaN: sorted() places it as it does
+    return v
+
+
+def _stats(values: array[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None}
-    v = sorted(values)  # the mean sums in this order: the summary's bytes depend on it
-    return {"mean": sum(v) / len(v), "p50": nearest_rank(v, 0.5), "p90": nearest_rank(v, 0.9),
-            "p99": nearest_rank(v, 0.99), "max": v[-1]}  # fmt: skip
+    v = sorted_latencies(values)  # the mean sums in this order: the summary's bytes depend on it
+
+    def rank(q: float) -> float:  # nearest_rank of v, sorted once
+        return v[max(math.ceil(q * len(v)) - 1, 0)]
+
+    return {"mean": sum(v) / len(v), "p50": rank(0.5), "p90": rank(0.9), "p99": rank(0.99), "max": v[-1]}
 
 
 def _shape(g: Any) -> dict[str, Any]:
@@ -341,8 +359,8 @@ def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) ->
         **sizing(cfg),
         "extrapolated_steps": tot.extrapolated_steps,
         "output_tokens_per_s": stats.output_tokens / makespan if makespan > 0 else None,
-        "ttft_s": _stats(list(stats.ttft)),
-        "tpot_s": _stats(list(stats.tpot)),
-        "e2e_s": _stats(list(stats.e2e)),
+        "ttft_s": _stats(stats.ttft),
+        "tpot_s": _stats(stats.tpot),
+        "e2e_s": _stats(stats.e2e),
         "rejected_by_reason": dict(stats.rejected_by_reason),
     }

@@ -1,19 +1,22 @@
-"""Reading a Mooncake trace into columns with the C line reader (``csrc/fpm_trace.c``).
+"""Reading a Mooncake trace or fpmcore's own JSONL into columns with the C line readers (``csrc/fpm_trace.c``).
 
 :func:`read_columns` streams the (decompressed) file through ``fpm_trace_reader_feed`` in
 chunks of :data:`CHUNK` bytes and applies the window (``--start``/``--limit``), the over-long
 prompts (``--max-prompt-len``, ``--over-long drop|clip``) and the time transforms
-(``--time-scale``, ``--rate``) on the columns, exactly as :mod:`fpmcore.traces.mooncake` and
+(``--time-scale``, ``--rate``) on the columns, exactly as the reference readers
+(:mod:`fpmcore.traces.mooncake`, :func:`fpmcore.replay.trace.iter_trace_requests`) and
 :mod:`fpmcore.traces.transforms` do on request objects.  It answers ``None`` whenever the result
-could differ from theirs or they would refuse the trace: a line of another shape than the
-release's own, a line that breaks a rule of the format, a file that cannot be read, no request
-left, a rate of requests that arrive at one time.  The caller then reads the file with the
-reference reader, which gives the same trace or the diagnostic naming the line.
+could differ from theirs or they would refuse the trace: a line of another shape than the one the
+C reader takes (``fpm_trace.h``), a line that breaks a rule of the format, a file that cannot be
+read, no request left, a rate of requests that arrive at one time.  The caller then reads the file
+with the reference reader, which gives the same trace or the diagnostic naming the line.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.replay.columns import TraceColumns
@@ -31,11 +34,15 @@ def available() -> bool:
     return native.BACKEND == "c"
 
 
-def read_columns(source: TraceSource, t: Transforms) -> tuple[TraceColumns, dict[str, int]] | None:
-    """The Mooncake trace of ``source`` after ``t`` as columns, and the counts of the transforms; or ``None``."""
+def read_columns(
+    source: TraceSource, t: Transforms, *, own_format: bool = False
+) -> tuple[TraceColumns, dict[str, int]] | None:
+    """The Mooncake trace (or with ``own_format`` fpmcore's JSONL) of ``source`` after ``t`` as columns, and the
+    counts of the transforms; or ``None``."""
     from fpmcore.replay._native import ffi, lib
 
     w = ffi.new("fpm_trace_window *")
+    w.format = lib.FPM_TRACE_FPMCORE if own_format else lib.FPM_TRACE_MOONCAKE
     w.hash_block_tokens = source.hash_block_tokens
     w.start = t.start
     w.end = -1 if t.limit is None else t.start + t.limit
@@ -68,7 +75,10 @@ def read_columns(source: TraceSource, t: Transforms) -> tuple[TraceColumns, dict
     if n == 0:
         return None
     times = _view(ffi, cols.arrival_time, n, "d")
-    first, last = times[0], times[n - 1]  # arrival times never go back in a Mooncake trace
+    if own_format:  # fpmcore's JSONL need not be in arrival order
+        first, last = min(times), max(times)
+    else:  # arrival times never go back in a Mooncake trace
+        first, last = times[0], times[n - 1]
     shift = first if t.start > 0 else 0.0
     factor = 1.0 if t.time_scale is None else t.time_scale
     if t.rate is not None:
@@ -83,16 +93,21 @@ def read_columns(source: TraceSource, t: Transforms) -> tuple[TraceColumns, dict
         counts["over_long_dropped"] = cols.over_long_dropped
     if cols.over_long_clipped:
         counts["over_long_clipped"] = cols.over_long_clipped
+    nothing = _view(ffi, ffi.NULL, 0)
     columns = TraceColumns(
-        line=_view(ffi, cols.line, n),
+        line=nothing if own_format else _view(ffi, cols.line, n),
         prompt_len=_view(ffi, cols.prompt_len, n),
         output_len=_view(ffi, cols.output_len, n),
         arrival_time=times,
-        hash_off=_view(ffi, cols.hash_off, n + 1),
+        hash_off=nothing if own_format else _view(ffi, cols.hash_off, n + 1),
         hash_ids=_view(ffi, cols.hash_ids, cols.nids),
-        hash_block_tokens=source.hash_block_tokens,
+        hash_block_tokens=None if own_format else source.hash_block_tokens,
         owner=reader,
     )
+    if own_format:
+        ids_off = _view(ffi, cols.id_off, n + 1)
+        ids = memoryview(ffi.buffer(cols.id_text, ids_off[n]) if ids_off[n] else b"")
+        columns = attrs.evolve(columns, ids=ids, ids_off=ids_off, ids_longest=cols.id_longest)
     return columns, counts
 
 

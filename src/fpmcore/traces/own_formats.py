@@ -1,7 +1,9 @@
 """fpmcore's own trace formats: its JSONL (06 R-32) and the oracle's SCHED.json, as trace formats.
 
 ``fpmcore`` reads a JSONL trace line by line (:func:`~fpmcore.replay.trace.iter_trace_requests`:
-the diagnostics of R-33).  A file that is one JSON document rather than one per line is read whole,
+the diagnostics of R-33); ``fpm replay`` and ``fpm trace`` read the lines of its timed form with the C
+line reader into columns first (:mod:`fpmcore.traces.column_reader`), and with this reader a file the C
+reader does not take whole.  A file that is one JSON document rather than one per line is read whole,
 as before: the oracle's SCHED.json (``{"requests": {id: …}}``) is converted, and a profile or a
 latency table given as the trace is named for what it is.  Its sniff is the loosest of the host's
 (any text that starts with ``{`` or ``[``), so the host sniffs it last.
@@ -30,6 +32,11 @@ def _one_document(source: TraceSource) -> bool:
     """The file is one JSON document, not one per line: it opens with ``{`` and no later line does."""
     head = read_head(source.path)
     return head.lstrip()[:1] == b"{" and b"\n{" not in head
+
+
+def reads_lines(source: TraceSource) -> bool:
+    """The file is read as JSONL, one request per line (not as one document): the C line reader may read it."""
+    return not _one_document(source)
 
 
 def _read_jsonl(source: TraceSource) -> Iterator[TraceRequest]:

@@ -12,8 +12,9 @@ checks what a plugin's reader yields (unique ids, lengths, one arrival field), a
 transforms (:mod:`fpmcore.traces.transforms`) and returns the trace with its provenance: the
 file, the format and how it was chosen, the rows skipped by reason, the transforms and their
 counts (``fpm replay`` records it as ``trace`` beside its summary, in ``--json`` and in ``--out``).
-A Mooncake trace is read by the C line reader into columns (:mod:`fpmcore.traces.column_reader`),
-the transforms applied there; a file it does not take whole is read by the format's reader.
+A Mooncake trace and fpmcore's own JSONL are read by the C line readers into columns
+(:mod:`fpmcore.traces.column_reader`), the transforms applied there; a file they do not take whole
+is read by the format's reader.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from fpmcore.traces.column_reader import available as column_reader_available
 from fpmcore.traces.column_reader import read_columns
 from fpmcore.traces.format import DEFAULT_HASH_BLOCK_TOKENS, MAX_TOKENS, SkippedRow, TraceFormat, TraceSource, read_head
 from fpmcore.traces.mooncake import MOONCAKE
-from fpmcore.traces.own_formats import FPMCORE_JSONL, SCHED_JSON
+from fpmcore.traces.own_formats import FPMCORE_JSONL, SCHED_JSON, reads_lines
 from fpmcore.traces.transforms import Transforms, apply, window
 
 #: The host's own formats, in sniffing order (the JSONL is sniffed after every plugin's format).
@@ -166,10 +167,14 @@ def read_trace(
             raise FpmError("T-3", f"--trace-filter {key}: the {fmt.name} format selects on {can}", str(p))
     source = TraceSource(path=p, hash_block_tokens=hash_block_tokens, filters=filters)
     skipped: dict[str, int] = {}
-    columns = read_columns(source, transforms) if fmt is MOONCAKE and column_reader_available() else None
+    columns = None
+    if fmt is MOONCAKE and column_reader_available():
+        columns = read_columns(source, transforms)
+    elif fmt is FPMCORE_JSONL and column_reader_available() and reads_lines(source):
+        columns = read_columns(source, transforms, own_format=True)
     if columns is not None:  # the C reader's columns: the same requests as the reference reader's
         trace, counts = Trace(ColumnRequests(columns[0]), "arrival_time"), columns[1]
-        with_hash_ids = True
+        with_hash_ids = columns[0].hash_block_tokens is not None
     else:
         requests = list(window(_checked(fmt.read(source), chosen.plugin, fmt, str(p), skipped), transforms))
         if not requests:
