@@ -215,6 +215,10 @@ def test_a_misspelt_option_is_named_before_the_required_one_it_stands_for(host):
     assert missing.exit_code == 2 and "the following arguments are required: --trace" in missing.stderr
     bad = run_fpm("replay", "X", "--trac", "T", "--max-num-seqs", "0", host=host)
     assert bad.exit_code == 2 and "unrecognized" not in bad.stderr and "--max-num-seqs" in bad.stderr
+    grouped = run_fpm("replay", "X", "--trace", "T", "--trace-fromat", "mooncake", host=host)  # an option of a group
+    assert grouped.stderr.endswith("unrecognized arguments: --trace-fromat mooncake (did you mean --trace-format?)\n")
+    nested = run_fpm("trace", "stats", "T", "--rat", "2", "--time-scael", "2", host=host)  # a group's exclusive group
+    assert nested.stderr.endswith("unrecognized arguments: --time-scael 2 (did you mean --time-scale?)\n")
 
 
 # --------------------------------------------------------------------------

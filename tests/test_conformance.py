@@ -88,6 +88,9 @@ def test_a_good_plugin_conforms(plugin_module):
     ([("return [CONTRACT]", "return []")],
      "fpm_choose_producer_contract('host_offload'): chose conf_eager, which the plugin does not register"),
     ([('help="what to say"', 'help=""')], "fpm_cli_commands: option --greeting of 'conf-hello' has no help"),
+    ([('p.add_argument("--greeting", help="what to say")',
+       'p.add_argument_group("g").add_mutually_exclusive_group().add_argument("--loud", action="store_true")')],
+     "fpm_cli_commands: option --loud of 'conf-hello' has no help"),
     ([("def fpm_plugin_info", "def fpm_plugin_info_")], "fpm_plugin_info: not implemented"),
 ])  # fmt: skip
 def test_each_kind_of_problem_is_found(plugin_module, replacements, problem):

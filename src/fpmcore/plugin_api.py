@@ -26,6 +26,8 @@ Plugin identity and hooks
     marks a check with the catalogued rule id it reports
 ``CliCommand``
     a subcommand a plugin adds (fpm_cli_commands)
+``CommandContext``
+    what a command's run(args, ctx) may use of ctx
 ``Diagnostic``
     one finding of a rule: id, message, file
 ``FpmError``
@@ -368,6 +370,7 @@ if TYPE_CHECKING:
         MODEL_DTYPE_LABELS,
         AlignStopQuery,
         CliCommand,
+        CommandContext,
         Diagnostic,
         EngineFacts,
         EngineLimit,
@@ -524,6 +527,7 @@ EXPORTS: dict[str, str] = {
     "RuleEntry": "fpmcore.host.hooktypes:RuleEntry",
     "checks": "fpmcore.documents.rules_catalogue:checks",
     "CliCommand": "fpmcore.host.hooktypes:CliCommand",
+    "CommandContext": "fpmcore.host.hooktypes:CommandContext",
     "Diagnostic": "fpmcore.host.hooktypes:Diagnostic",
     "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host.build:build_host",
@@ -662,6 +666,7 @@ __all__ = [
     "Binding",
     "CellView",
     "CliCommand",
+    "CommandContext",
     "ContractRules",
     "DecodePoint",
     "Diagnostic",

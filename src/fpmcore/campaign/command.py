@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from fpmcore.campaign import layout
 from fpmcore.campaign.finalize import Refused, finalize
 from fpmcore.campaign.layout import TABLE
 from fpmcore.campaign.onboard import Blocked, OnboardOptions, ProbeOptions, onboard
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 
 def _on_off(text: str) -> bool:
@@ -47,7 +46,7 @@ def configure_onboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the manifest on stdout")
 
 
-def _run_onboard(args: argparse.Namespace, ctx: Any) -> int:
+def _run_onboard(args: argparse.Namespace, ctx: CommandContext) -> int:
     options = OnboardOptions(
         model_dir=args.model_dir,
         probe=ProbeOptions(dtype=args.dtype, kv_cache_space=args.kv_cache_space, max_model_len=args.max_model_len,
@@ -86,7 +85,7 @@ def configure_finalize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON document on stdout")
 
 
-def _run_finalize(args: argparse.Namespace, ctx: Any) -> int:
+def _run_finalize(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
     from fpmcore.documents.jsonio import one_line
 

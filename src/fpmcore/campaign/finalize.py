@@ -110,13 +110,16 @@ import datetime
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from fpmcore.campaign import layout
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
+
+if TYPE_CHECKING:
+    from fpmcore.host.hooktypes import CommandContext
 
 FINAL_SCHEMA = "fpmcore.final/v1"
 #: ``schema`` of the repeatability report (``fpm assess``, its ``kind``: :data:`fpmcore.campaign.layout.ASSESSMENT_KIND`) and of the
@@ -472,7 +475,7 @@ def finalize(campaign_dir: str | os.PathLike[str]) -> Outcome:
     return Outcome(doc, written=True)
 
 
-def stage_finalize(ctx: Any, campaign: Any, options: Any) -> None:
+def stage_finalize(ctx: CommandContext, campaign: Any, options: Any) -> None:
     """The finalize stage of ``fpm onboard`` (its ``RUNNERS`` signature): :func:`finalize`, then the stage
     recorded with every artifact as its input and ``final.json`` as its output.
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -58,6 +58,9 @@ from fpmcore.campaign.layout import (
 )
 from fpmcore.collect import store
 from fpmcore.documents.errors import FpmError
+
+if TYPE_CHECKING:
+    from fpmcore.host.hooktypes import CommandContext
 
 #: The stages of a smoke campaign and of a full one, in order (:mod:`fpmcore.campaign.layout`).
 STAGES, FULL = COLLECTION_STAGES, FULL_STAGES
@@ -86,7 +89,7 @@ class ProbeOptions:
 ProbeStage = Callable[[Any, str, Path, ProbeOptions], None]
 
 
-def live_probe(ctx: Any, model_dir: str, out_dir: Path, options: ProbeOptions) -> None:
+def live_probe(ctx: CommandContext, model_dir: str, out_dir: Path, options: ProbeOptions) -> None:
     """The live probe (:func:`fpmcore.probe.live.probe_live`, what ``fpm probe --live`` runs) with the options."""
     from fpmcore.probe.live import live_options, probe_live, refusal_line
 
@@ -207,7 +210,7 @@ class OnboardOptions:
         return STAGES if self.smoke else FULL
 
 
-def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_probe(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     out = c.path(PROBE_DIR)
     if out.exists():  # an unfinished probe of an earlier attempt: ours, inside the campaign
         shutil.rmtree(out)
@@ -221,7 +224,7 @@ def _stage_probe(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("probe", {"model_config": ("model", o.model_dir)}, {"evidence": ("folder", PROBE_DIR)})
 
 
-def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_import(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.documents.profile import save_profile
     from fpmcore.importer.pipeline import HostServices, import_evidence
 
@@ -235,7 +238,7 @@ def _stage_import(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("import", {"evidence": ("folder", PROBE_DIR)}, {"profile": ("file", PROFILE)})
 
 
-def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_plan(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.documents.profile import load_profile
     from fpmcore.plan.planning import generate, plan_document, resolve_limits, write_plan
 
@@ -248,7 +251,7 @@ def _stage_plan(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("plan", {"profile": ("file", PROFILE)}, {"plan": ("file", PLAN)})
 
 
-def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: bool) -> None:
+def _collect_into(ctx: CommandContext, c: Campaign, o: OnboardOptions, folder: str, smoke: bool) -> None:
     from fpmcore.collect.run import run_collect
     from fpmcore.documents.jsonio import load_path
 
@@ -259,7 +262,7 @@ def _collect_into(ctx: Any, c: Campaign, o: OnboardOptions, folder: str, smoke: 
                 retake_pause=o.retake_pause, prefill_idle=o.prefill_idle)  # fmt: skip
 
 
-def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_collect(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     if not o.smoke:  # the full collection waits for readiness
         from fpmcore.campaign.readiness import first_blocker, read_readiness
 
@@ -272,7 +275,7 @@ def _stage_collect(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
              {"run": ("run", RUN_DIR)})  # fmt: skip
 
 
-def _stage_smoke(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_smoke(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     """The smoke subset into ``smoke/``; a point that fails is a readiness blocker, recorded with the stage."""
     from fpmcore.collect.measure import PointFailed
 
@@ -285,7 +288,7 @@ def _stage_smoke(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
              {"run": ("folder", SMOKE_DIR)}, extra={"failure": failure} if failure else None)  # fmt: skip
 
 
-def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_readiness(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.campaign.readiness import readiness
     from fpmcore.documents.jsonio import load_path
     from fpmcore.documents.profile import load_profile
@@ -299,7 +302,7 @@ def _stage_readiness(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
              {"readiness": ("file", READINESS)})  # fmt: skip
 
 
-def _stage_assess(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_assess(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     """fpm assess of the full run (its verdict is enforced by the publish stage, A-45)."""
     from fpmcore.collect.assess import assess_run
     from fpmcore.documents.jsonio import load_path
@@ -310,7 +313,7 @@ def _stage_assess(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("assess", {"run": ("run", RUN_DIR), "plan": ("file", PLAN)}, {"assessment": ("file", ASSESSMENT)})
 
 
-def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_validate(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.documents.jsonio import load_path
     from fpmcore.validate.reader import validate_run
 
@@ -329,7 +332,7 @@ def _stage_validate(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
     c.record("validate", {"run": ("run", RUN_DIR), "plan": ("file", PLAN)}, {"verdict": ("file", VALIDATION)})
 
 
-def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_publish(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.documents.jsonio import load_path
     from fpmcore.publish.publication import publish_run, write_table
 
@@ -361,7 +364,7 @@ def _stage_publish(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
 VERIFY_REQUESTS, VERIFY_RATE, VERIFY_RUNS = 40, 1.0, 2
 
 
-def _stage_verify(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_verify(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     """fpm verify of the published table against the served engine (its verdict is enforced by finalize, F-7)."""
     from fpmcore.verify.run import VerifyOptions, verify_campaign
     from fpmcore.verify.traces import PoissonSpec
@@ -374,7 +377,7 @@ def _stage_verify(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
              {"verification": ("file", VERIFICATION)})  # fmt: skip
 
 
-def _stage_finalize(ctx: Any, c: Campaign, o: OnboardOptions) -> None:
+def _stage_finalize(ctx: CommandContext, c: Campaign, o: OnboardOptions) -> None:
     from fpmcore.campaign.finalize import Refused, stage_finalize
 
     try:
@@ -421,7 +424,7 @@ def open_campaign(root: Path, options: OnboardOptions, resume: bool) -> Campaign
 
 
 def onboard(
-    ctx: Any,
+    ctx: CommandContext,
     root: Path,
     options: OnboardOptions,
     *,

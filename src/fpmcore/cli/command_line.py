@@ -23,18 +23,20 @@ import argparse
 import errno
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import fpmcore
-from fpmcore.cli.context import EXIT_OK, EXIT_USAGE, Context
+from fpmcore.cli.context import EXIT_OK, EXIT_USAGE, Context, emit_json
 from fpmcore.cli.options import integer, number
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.build import build_host
+from fpmcore.host.command_parser import CommandParser
+from fpmcore.host.hooktypes import CommandContext
 from fpmcore.host.plugins import PluginHost
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(CommandParser):
     """argparse that exits 2 through an exception, so tests can run ``main`` in-process.
 
     ``type=int`` and ``type=float`` of any option (fpmcore's or a plugin's)
@@ -72,7 +74,7 @@ class _SubParser(_Parser):
         did you mean ``--trace``?), even where argparse would first miss a required one it stands for."""
         import difflib
 
-        known = [o for o in self._option_string_actions if o.startswith("--")]
+        known = [o for o in self.option_strings() if o.startswith("--")]
         given = [a.split("=", 1)[0] for a in getattr(self, "_given", []) if a.startswith("--") and a != "--"]
         # neither an option of this subcommand nor the start of one (argparse takes unambiguous abbreviations)
         unknown = [a for a in given if not any(o.startswith(a) for o in known)]
@@ -133,9 +135,11 @@ def _error_document(ctx: Context | None, json_wanted: bool, rule: str, message: 
     """``--json``: the one JSON document of a run that ends in an error (exit 2), unless one was printed already."""
     if not json_wanted or (ctx is not None and ctx.emitted_json):
         return
-    (ctx or Context(None, json=True, debug=False)).emit_json(
-        {"status": "error", "diagnostics": [{"rule": rule, "message": message, "where": where}]}
-    )
+    document: dict[str, Any] = {"status": "error", "diagnostics": [{"rule": rule, "message": message, "where": where}]}
+    if ctx is None:
+        emit_json(document)
+    else:
+        ctx.emit_json(document)
 
 
 #: Errors of a write that the output's device gives (no space, quota, file size, I/O).
@@ -199,8 +203,9 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         _error_document(None, json_wanted, "usage", "fpm: error: no command given")
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)
+    run_command: Callable[[argparse.Namespace, CommandContext], int] = args._run  # CliCommand.run
     try:
-        code = int(args._run(args, ctx))
+        code = int(run_command(args, ctx))
         sys.stdout.flush()  # a full device fails here, not in the interpreter's last flush
         return code
     except FpmError as exc:

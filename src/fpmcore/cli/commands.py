@@ -16,10 +16,10 @@ import argparse
 import importlib
 from typing import Any
 
-from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, Context, print_table
+from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.hookspecs import hookimpl
-from fpmcore.host.hooktypes import API_VERSION, CliCommand, PluginInfo, ProducerContract
+from fpmcore.host.hooktypes import API_VERSION, CliCommand, CommandContext, PluginInfo, ProducerContract
 
 #: The pipeline commands, ``(name, help, module, factory)``: each is defined beside its pipeline
 #: (``module.factory()`` gives its :class:`~fpmcore.host.hooktypes.CliCommand`).  Its name and help are
@@ -69,7 +69,7 @@ def deferred_command(name: str, help: str, module: str, factory: str) -> CliComm
     def configure(parser: argparse.ArgumentParser) -> None:
         pipeline_command(module, factory).configure(parser)
 
-    def run(args: argparse.Namespace, ctx: Any) -> int:
+    def run(args: argparse.Namespace, ctx: CommandContext) -> int:
         return pipeline_command(module, factory).run(args, ctx)
 
     return CliCommand(name, help, configure, run)
@@ -128,7 +128,7 @@ def _configure_plugins(p: argparse.ArgumentParser) -> None:
     show.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
-def _run_plugins(args: argparse.Namespace, ctx: Context) -> int:
+def _run_plugins(args: argparse.Namespace, ctx: CommandContext) -> int:
     if args.action == "show":
         rec = ctx.host.record(args.plugin_id)
         formats = [f for plugin, f in ctx.host.hooks.trace_formats() if plugin == rec.id] if rec.status == "ok" else []
@@ -201,7 +201,7 @@ def _profile_summary(profile: Any) -> dict[str, Any]:
     }
 
 
-def _run_profile(args: argparse.Namespace, ctx: Context) -> int:
+def _run_profile(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.documents.jsonio import JsonError, read_input
     from fpmcore.documents.profile import parse_profile
 
@@ -235,7 +235,7 @@ def _diag(exc: FpmError) -> dict[str, str]:
     return {"rule": exc.rule, "message": exc.message, "where": exc.where}
 
 
-def _print_profile(ctx: Context, path: str, profile: Any, summary: dict[str, Any]) -> None:
+def _print_profile(ctx: CommandContext, path: str, profile: Any, summary: dict[str, Any]) -> None:
     from rich.markup import escape  # values from the profile are never read as markup
     from rich.table import Table
 
@@ -298,7 +298,7 @@ def _configure_schema(p: argparse.ArgumentParser) -> None:
                    help="print JSON on stdout: the schema itself, or without NAME the list of schemas")  # fmt: skip
 
 
-def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+def _run_schema(args: argparse.Namespace, ctx: CommandContext) -> int:
     """``fpm schema NAME``: the JSON Schema (draft 2020-12) on stdout, as it is (with or without ``--json``)."""
     import json
     import sys

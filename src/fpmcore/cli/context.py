@@ -9,7 +9,13 @@ module can use it without importing either.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from fpmcore.host.plugins import PluginHost
 
 #: 0 ok; 1 the operation's verdict is negative; 2 bad usage or unreadable input.
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
@@ -20,7 +26,7 @@ EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
 PIPE_WIDTH = 10_000
 
 
-def _console(stream: Any) -> Any:
+def _console(stream: Any) -> Console:
     """A rich console on ``stream``.
 
     A terminal keeps its width (``COLUMNS`` or the terminal's), and rich
@@ -87,30 +93,30 @@ def _print_rows(console: Any, table: Any) -> None:
 
 
 class Context:
-    """What a subcommand's ``run(args, ctx)`` gets.
+    """What a subcommand's ``run(args, ctx)`` gets: a :class:`fpmcore.host.hooktypes.CommandContext`.
 
     ``host``: the :class:`~fpmcore.host.plugins.PluginHost`; ``out``/``err``: rich
     consoles on stdout/stderr (created on first use); ``json``: ``--json``
     was given; ``debug``: ``--debug`` was given.
     """
 
-    def __init__(self, host: Any, *, json: bool, debug: bool) -> None:
+    def __init__(self, host: PluginHost, *, json: bool, debug: bool) -> None:
         self.host = host
         self.json = json
         self.debug = debug
-        self._out: Any = None
-        self._err: Any = None
+        self._out: Console | None = None
+        self._err: Console | None = None
         #: A JSON document was printed (``--json`` prints exactly one).
         self.emitted_json = False
 
     @property
-    def out(self) -> Any:
+    def out(self) -> Console:
         if self._out is None:
             self._out = _console(sys.stdout)
         return self._out
 
     @property
-    def err(self) -> Any:
+    def err(self) -> Console:
         if self._err is None:
             self._err = _console(sys.stderr)
         return self._err
@@ -129,17 +135,14 @@ class Context:
             return
         self.err.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
 
-    def print_table(self, table: Any) -> None:
+    def print_table(self, table: Table) -> None:
         """:func:`print_table` on stdout."""
         print_table(self.out, table)
 
     def emit_json(self, document: dict[str, Any]) -> None:
         """Write one JSON document to stdout (``"schema": 1`` first)."""
-        from fpmcore.documents.jsonio import dumps_output
-
         self.emitted_json = True
-        sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
-        sys.stdout.flush()
+        emit_json(document)
 
     def progress(self, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:
         """The command line's one progress bar, on stderr, off when stderr is not a terminal: the task's
@@ -149,6 +152,14 @@ class Context:
         if not _isatty(sys.stderr):
             return QuietProgress()
         return progress_bar(self.err, unit, steps=steps, transient=transient)
+
+
+def emit_json(document: dict[str, Any]) -> None:
+    """:meth:`Context.emit_json` outside a command (the error document of a command line that names none)."""
+    from fpmcore.documents.jsonio import dumps_output
+
+    sys.stdout.write(dumps_output({"schema": 1, **document}).decode("utf-8"))
+    sys.stdout.flush()
 
 
 class QuietProgress:

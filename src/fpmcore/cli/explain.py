@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import argparse
 
-from fpmcore.cli.context import EXIT_OK, Context, print_table
+from fpmcore.cli.context import EXIT_OK, print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.rules_catalogue import FAMILIES, FIELDS, Catalogued, build, closest, family_of, lookup
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 #: The rule id of ``fpm explain``'s own refusal (an id the catalogue does not hold).
 RULE = "explain"
 
 
-def catalogue(ctx: Context) -> dict[str, Catalogued]:
+def catalogue(ctx: CommandContext) -> dict[str, Catalogued]:
     """The host's entries and those of the plugins ``ctx`` loaded."""
     return build(ctx.host.hooks.rule_catalogue())
 
@@ -31,7 +31,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
                    help="print JSON on stdout: the entry, or without RULE every entry")  # fmt: skip
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+def _run(args: argparse.Namespace, ctx: CommandContext) -> int:
     entries = catalogue(ctx)
     if args.rule is None:
         return _list(ctx, entries)
@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _show(ctx: Context, hit: Catalogued) -> None:
+def _show(ctx: CommandContext, hit: Catalogued) -> None:
     """The entry: its id and meaning, then one ``field: value`` line per field (bold on a terminal)."""
     from rich.markup import escape
 
@@ -59,7 +59,7 @@ def _show(ctx: Context, hit: Catalogued) -> None:
         ctx.out.print(f"  [bold]{field + ':':<9}[/] {escape(value)}", highlight=False)
 
 
-def _list(ctx: Context, entries: dict[str, Catalogued]) -> int:
+def _list(ctx: CommandContext, entries: dict[str, Catalogued]) -> int:
     if ctx.json:
         ctx.emit_json({"rules": [c.to_json() for c in entries.values()]})
         return EXIT_OK

@@ -15,10 +15,9 @@ when the run is repeatable, 1 when it is not (A-45).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from fpmcore.collect.protocol_options import add_protocol_options, at_least
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -52,7 +51,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
-def _run(args: argparse.Namespace, ctx: Any) -> int:
+def _run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.collect.measure import PointFailed
     from fpmcore.collect.run import run_collect
     from fpmcore.documents.errors import FpmError
@@ -113,7 +112,7 @@ def configure_assess(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report on stdout")
 
 
-def _run_assess(args: argparse.Namespace, ctx: Any) -> int:
+def _run_assess(args: argparse.Namespace, ctx: CommandContext) -> int:
     from contextlib import nullcontext
     from pathlib import Path
 

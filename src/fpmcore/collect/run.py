@@ -45,7 +45,7 @@ from fpmcore.collect.measure import (
     ProtocolSettings,
 )
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.host.hooktypes import CommandContext, EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
 from fpmcore.validate.measured_values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
 
@@ -412,7 +412,7 @@ def replan(fix: str) -> str:
 
 
 def run_collect(
-    ctx: Any,
+    ctx: CommandContext,
     *,
     plan: Any,
     model_dir: str,

@@ -40,7 +40,6 @@ are left to the plugin's own tests with its fixtures.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import re
@@ -54,6 +53,7 @@ from typing import Any
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
+from fpmcore.host.command_parser import CommandParser
 from fpmcore.host.hooktypes import (
     API_VERSION,
     AlignStopQuery,
@@ -268,11 +268,10 @@ def _check_commands(plugin: object, problems: list[str]) -> None:
     for command in commands:
         if not command.help.strip():
             problems.append(f"fpm_cli_commands: command {command.name!r} has no help")
-        parser = argparse.ArgumentParser(prog=f"fpm {command.name}")
-        if _call(problems, f"fpm_cli_commands: configure {command.name!r}", command.configure, parser
-                 ) is None and parser._actions:  # fmt: skip
-            for action in parser._actions:
-                if action.option_strings and not isinstance(action, argparse._HelpAction) and not action.help:
+        parser = CommandParser(prog=f"fpm {command.name}")
+        if _call(problems, f"fpm_cli_commands: configure {command.name!r}", command.configure, parser) is None:
+            for action in parser.added_actions:  # -h/--help among them, with its help
+                if action.option_strings and not action.help:
                     problems.append(f"fpm_cli_commands: option {'/'.join(action.option_strings)} of "
                                     f"{command.name!r} has no help")  # fmt: skip
 

@@ -20,7 +20,11 @@ from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-expor
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from fpmcore.collect.contention import Contention  # an annotation only: no document holds a step
+    from fpmcore.host.plugins import PluginHost
 
 #: Version of the hook API.  A plugin whose :class:`PluginInfo` names another
 #: ``api_version`` is listed as ``incompatible`` and never called.
@@ -483,13 +487,37 @@ class CliCommand:
 
     ``configure(parser)`` adds its arguments; ``run(args, ctx)`` does the work
     and returns the exit code (0 ok, 1 negative verdict, 2 bad usage/input).
-    ``ctx`` is the :class:`fpmcore.cli.context.Context` (host, consoles, json flag).
+    ``ctx`` is a :class:`CommandContext` (fpm's :class:`fpmcore.cli.context.Context`).
     """
 
     name: str = attrs.field(validator=_nonblank)
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, Any], int]
+    run: Callable[[argparse.Namespace, CommandContext], int]
+
+
+class CommandContext(Protocol):
+    """What a command's ``run(args, ctx)`` may use of ``ctx``, the one ``fpm`` run it serves.
+
+    ``host`` the plugin host; ``json`` ``--json`` was given; ``out``/``err`` rich
+    consoles on stdout/stderr; ``message`` one plain line on stderr;
+    ``print_table`` a rich table on stdout at any width; ``emit_json`` the one
+    JSON document of ``--json``; ``progress`` the progress bar on stderr (rich's
+    ``Progress``, or one that does nothing when stderr is no terminal).
+    """
+
+    @property
+    def host(self) -> PluginHost: ...
+    @property
+    def json(self) -> bool: ...
+    @property
+    def out(self) -> Console: ...
+    @property
+    def err(self) -> Console: ...
+    def message(self, text: str) -> None: ...
+    def print_table(self, table: Table) -> None: ...
+    def emit_json(self, document: dict[str, Any]) -> None: ...
+    def progress(self, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any: ...
 
 
 # --------------------------------------------------------------------------

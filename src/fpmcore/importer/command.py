@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpmcore.cli.context import print_table
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 if TYPE_CHECKING:  # the pipeline is imported when the command runs, so that `fpm --help` stays fast
     from fpmcore.importer.pipeline import ImportRun
@@ -48,7 +48,7 @@ def _json_result(run: ImportRun) -> dict[str, Any]:
     }
 
 
-def _print_human(run: ImportRun, ctx: Any) -> None:
+def _print_human(run: ImportRun, ctx: CommandContext) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -173,7 +173,7 @@ def _write(run_: ImportRun, output: tuple[str, Path]) -> None:
         publish_folder(path, files, replace=True, command="import")
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     """``fpm import``: 0 complete, 1 incomplete, 2 unreadable evidence, an output refused, or bad usage."""
     from fpmcore.documents.output_files import OutputError
 
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     return code
 
 
-def _usage(ctx: Any, message: str, rule: str = "usage", where: str = "") -> None:
+def _usage(ctx: CommandContext, message: str, rule: str = "usage", where: str = "") -> None:
     if getattr(ctx, "json", False):
         from fpmcore.documents.jsonio import dumps_output
 

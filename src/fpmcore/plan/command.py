@@ -4,10 +4,9 @@ what it holds."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.plan.planning import (
     check_model_named,
     empty_plan_reason,
@@ -45,7 +44,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
-def _run(args: argparse.Namespace, ctx: Any) -> int:
+def _run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.documents.output_files import check_output_path
     from fpmcore.documents.profile import load_profile
 

@@ -30,7 +30,7 @@ import argparse
 from typing import Any
 
 from fpmcore.cli.context import print_table
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.probe.live import (
     EXIT_INTERRUPTED,
     find_runtime,
@@ -113,11 +113,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 LIVE_ONLY = ("max_model_len", "dtype", "kv_cache_space", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens")
 
 
-def _say(ctx: Any, message: str) -> None:
+def _say(ctx: CommandContext, message: str) -> None:
     ctx.message(f"fpm: {message}")
 
 
-def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
+def _runtime(ctx: CommandContext, mode: str) -> tuple[str, Any] | int:
     """:func:`find_runtime`, or the exit code after saying why there is none."""
     from fpmcore.documents.errors import FpmError
 
@@ -128,7 +128,7 @@ def _runtime(ctx: Any, mode: str) -> tuple[str, Any] | int:
         return EXIT_USAGE
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     """``fpm probe``: 0 written, 2 bad usage, a missing runtime or refused input, 130 interrupted."""
     if not (args.dry_run or args.live):
         _say(ctx, "say how: --dry-run plans a MODEL.json on CPU; --live starts the runtime's engine on a model folder")
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     return run_dry(args, ctx)
 
 
-def run_dry(args: argparse.Namespace, ctx: Any) -> int:
+def run_dry(args: argparse.Namespace, ctx: CommandContext) -> int:
     """``fpm probe --dry-run``: the runtime plugin plans MODEL.json (``fpm_dry_probe``)."""
     if args.tp < 1:
         _say(ctx, f"--tp must be at least 1; got {args.tp}")
@@ -197,7 +197,7 @@ def _live_options(args: argparse.Namespace) -> Any:
     return options
 
 
-def run_live(args: argparse.Namespace, ctx: Any) -> int:
+def run_live(args: argparse.Namespace, ctx: CommandContext) -> int:
     """``fpm probe --live``: the runtime plugin starts its engine on the folder and writes the evidence
     (:func:`probe_live`, ``fpm_live_probe``).
 
@@ -230,7 +230,7 @@ def run_live(args: argparse.Namespace, ctx: Any) -> int:
     return EXIT_OK
 
 
-def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:
+def _print_live_summary(ctx: CommandContext, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     ctx.out.print(f"{pin} live probe by {plugin}: {summary['configuration']} attempt {summary['attempt_id']} -> {output}",
@@ -255,7 +255,7 @@ def _print_live_summary(ctx: Any, pin: str, plugin: str, output: str, summary: d
     ctx.out.print(f"`fpm import {output}` turns the folder into a profile (tensor-level evidence)", markup=False)
 
 
-def _print_summary(ctx: Any, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:
+def _print_summary(ctx: CommandContext, pin: str, plugin: str, output: str, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     ctx.out.print(

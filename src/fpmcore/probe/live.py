@@ -8,9 +8,12 @@ import sys
 import time
 from collections.abc import Iterator
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
+
+if TYPE_CHECKING:
+    from fpmcore.host.hooktypes import CommandContext
 
 #: ``fpm probe --live`` interrupted (Ctrl-C): the shell's 128 + SIGINT.
 EXIT_INTERRUPTED = 130
@@ -97,7 +100,7 @@ def install_hint(targets: list[str], mode: str = "--dry-run") -> str:
     )
 
 
-def find_runtime(ctx: Any, mode: str) -> tuple[str, Any]:
+def find_runtime(ctx: CommandContext, mode: str) -> tuple[str, Any]:
     """``(pin, runtime hooks)`` of the installed runtime: the one plugin that targets the installed pin; a
     refusal (:func:`refusal_line` says it) when there is no runtime or no such plugin."""
     from fpmcore.documents.errors import FpmError
@@ -146,7 +149,7 @@ def refusal_line(exc: Any) -> str:
     return exc.message if exc.rule == "probe" else f"{exc.message} [{exc.rule}]"
 
 
-def probe_live(ctx: Any, model_dir: str, out_dir: str, options: Any) -> tuple[str, str, dict[str, Any]]:
+def probe_live(ctx: CommandContext, model_dir: str, out_dir: str, options: Any) -> tuple[str, str, dict[str, Any]]:
     """The live probe as a function — ``fpm probe --live`` and ``fpm onboard``'s probe stage run it.
 
     Checks the output folder, finds the plugin of the installed runtime,
@@ -204,7 +207,7 @@ def _sigint_raises(error: type[BaseException]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _progress_line(ctx: Any, message: str) -> Iterator[None]:
+def _progress_line(ctx: CommandContext, message: str) -> Iterator[None]:
     """``message`` with a live timer on stderr while the block runs (a terminal); one line before and after otherwise."""
     start = time.monotonic()
     if sys.stderr.isatty():

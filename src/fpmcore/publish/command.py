@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.publish.publication import assessment_source, publish_run, write_table
 
 
@@ -24,7 +23,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
-def _run(args: argparse.Namespace, ctx: Any) -> int:
+def _run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.documents.output_files import check_output_path
     from fpmcore.validate.reader import read_plan
 

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.replay.settings import SCHEDULER_GROUP, SETTINGS, ReplaySetting, Section
 
 
@@ -130,7 +130,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _print_summary(ctx: Any, s: dict[str, Any], title: str) -> None:
+def _print_summary(ctx: CommandContext, s: dict[str, Any], title: str) -> None:
     """The summary as two tables that fit an 80-column terminal whole: the quantities (a name is never cut: its
     column is as wide as the longest name), and the latency distributions, one row per metric and one column
     per statistic (a label never parted from its value)."""
@@ -185,7 +185,7 @@ def extrapolated_note(extrapolated: int, steps: int) -> str:
             "covers the deployment's batch sizes, chunks and contexts has none (docs: The latency model)")  # fmt: skip
 
 
-def _note(ctx: Any, text: str) -> None:
+def _note(ctx: CommandContext, text: str) -> None:
     ctx.message(f"fpm: note: {text}")
 
 
@@ -230,7 +230,7 @@ CHUNK_STEPS = 1024
 CHUNK_STEPS_SUMMARY = 1 << 20
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.campaign.layout import TABLE, finalized_folders
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, runtime_pin

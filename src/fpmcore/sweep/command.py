@@ -28,7 +28,7 @@ from typing import Any
 
 from fpmcore.cli.options import integer
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 RULE = "sweep"
 
@@ -133,7 +133,7 @@ def _describe(row: dict[str, Any]) -> str:
     )
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.sweep import engines, objective
     from fpmcore.sweep.grid import expand
     from fpmcore.sweep.results import ResultsWriter, read_rows

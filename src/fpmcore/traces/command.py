@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.cli.options import integer
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -43,11 +43,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     convert.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
-def _note(ctx: Any, text: str) -> None:
+def _note(ctx: CommandContext, text: str) -> None:
     ctx.message(f"fpm: {text}")
 
 
-def read_for_command(ctx: Any, args: argparse.Namespace, path: str) -> tuple[Any, dict[str, Any]]:
+def read_for_command(ctx: CommandContext, args: argparse.Namespace, path: str) -> tuple[Any, dict[str, Any]]:
     """The trace of ``path`` read through the installed formats with the options, its provenance noted on stderr."""
     from fpmcore.traces.options import read_options
     from fpmcore.traces.reading import describe, read_trace
@@ -57,7 +57,7 @@ def read_for_command(ctx: Any, args: argparse.Namespace, path: str) -> tuple[Any
     return trace, provenance
 
 
-def _run_convert(args: argparse.Namespace, ctx: Any) -> int:
+def _run_convert(args: argparse.Namespace, ctx: CommandContext) -> int:
     import orjson
 
     from fpmcore.documents import output_files as outputs
@@ -73,7 +73,7 @@ def _run_convert(args: argparse.Namespace, ctx: Any) -> int:
     return 0
 
 
-def _run_stats(args: argparse.Namespace, ctx: Any) -> int:
+def _run_stats(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.documents import output_files as outputs
     from fpmcore.traces.stats import trace_stats
 
@@ -120,7 +120,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     return _run_convert(args, ctx) if args.action == "convert" else _run_stats(args, ctx)
 
 

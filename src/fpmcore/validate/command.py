@@ -26,7 +26,7 @@ import attrs
 
 from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CliCommand, Diagnostic
+from fpmcore.host.hooktypes import CliCommand, CommandContext, Diagnostic
 from fpmcore.validate.measured_values import ABSENT, plain, shown
 from fpmcore.validate.reader import CellResult, read_plan, validate_run
 
@@ -63,7 +63,7 @@ def _configure(p: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
-def _read(args: Any, ctx: Any) -> list[CellResult]:
+def _read(args: Any, ctx: CommandContext) -> list[CellResult]:
     run_dir = Path(args.artifact_dir)
     if not run_dir.is_dir():
         raise FpmError("input", f"not a directory: {shown(str(run_dir))}")
@@ -77,7 +77,7 @@ def _read(args: Any, ctx: Any) -> list[CellResult]:
     return results
 
 
-def _run(args: Any, ctx: Any) -> int:
+def _run(args: Any, ctx: CommandContext) -> int:
     try:
         results = _read(args, ctx)
     except BrokenPipeError:
@@ -95,7 +95,7 @@ def _run(args: Any, ctx: Any) -> int:
     return 1 if refused else 0
 
 
-def _print(ctx: Any, results: list[CellResult]) -> None:
+def _print(ctx: CommandContext, results: list[CellResult]) -> None:
     from rich.markup import escape
     from rich.table import Table
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
-from fpmcore.host.hooktypes import CliCommand
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -80,7 +80,7 @@ def options_of(args: argparse.Namespace) -> Any:
                          warmup_requests=args.warmup_requests, noise_floor=args.noise_floor)  # fmt: skip
 
 
-def _progress(ctx: Any) -> tuple[Any, Any]:
+def _progress(ctx: CommandContext) -> tuple[Any, Any]:
     """``(bar or None, progress callback)``: a rich bar on a terminal, else one stderr line per serving."""
     if sys.stderr.isatty():
         bar = ctx.progress("servings", transient=False)
@@ -98,7 +98,7 @@ def _progress(ctx: Any) -> tuple[Any, Any]:
     return None, on_line
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from contextlib import nullcontext
 
     from fpmcore.documents import output_files as outputs
@@ -137,7 +137,7 @@ def _pct(v: Any, signed: bool = False) -> str:
     return f"{v:+.1%}" if signed else f"{v:.1%}"
 
 
-def print_report(ctx: Any, doc: dict[str, Any]) -> None:
+def print_report(ctx: CommandContext, doc: dict[str, Any]) -> None:
     """The human report on stdout (rich tables; values never read as markup)."""
     from rich.markup import escape
     from rich.table import Table

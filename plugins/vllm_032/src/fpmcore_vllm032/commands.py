@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fpmcore.plugin_api import CliCommand, FpmError, check_output_folder
+from fpmcore.plugin_api import CliCommand, CommandContext, FpmError, check_output_folder
 
 #: The rule of a command that needs the live engine's environment where it is not installed.
 ENV_RULE = "engine-env"
@@ -88,7 +88,7 @@ def _configure_tiny_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
 
 
-def _run_tiny_model(args: argparse.Namespace, ctx: Any) -> int:
+def _run_tiny_model(args: argparse.Namespace, ctx: CommandContext) -> int:
     import importlib.util
 
     from fpmcore_vllm032.tiny_models import PACKAGES, write_model
@@ -197,7 +197,7 @@ def _check_engine_installed() -> None:
         )
 
 
-def _run_live_steps(args: argparse.Namespace, ctx: Any) -> int:
+def _run_live_steps(args: argparse.Namespace, ctx: CommandContext) -> int:
     if not Path(args.model, "config.json").is_file():
         raise FpmError(LIVE_STEPS_RULE, f"{args.model} is not a model directory (no config.json)")
     traces = _traces(args)
@@ -253,7 +253,7 @@ def _start_failed(exc: BaseException) -> FpmError:
     return FpmError(LIVE_STEPS_RULE, f"the engine failed to start: {start_message(exc)}")
 
 
-def _step_traces(engine: Any, config: Any, traces: list[Any], report: dict[str, Any], ctx: Any) -> list[Any]:
+def _step_traces(engine: Any, config: Any, traces: list[Any], report: dict[str, Any], ctx: CommandContext) -> list[Any]:
     """Step every trace (compared with the replay when ``config`` is set); every step, tagged with its trace."""
     from fpmcore_vllm032.steps import run_trace, trace_stats
 
@@ -295,7 +295,7 @@ def _replay_config(engine: Any, args: argparse.Namespace, report: dict[str, Any]
         return None
 
 
-def _report(report: dict[str, Any], ctx: Any) -> None:
+def _report(report: dict[str, Any], ctx: CommandContext) -> None:
     """The report: one JSON document on stdout with ``--json``, else its lines on stderr."""
     if ctx.json:
         ctx.emit_json(json.loads(json.dumps(report, sort_keys=True, default=str)))
