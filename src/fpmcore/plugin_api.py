@@ -28,6 +28,8 @@ Plugin identity and hooks
     a subcommand a plugin adds (fpm_cli_commands)
 ``CommandContext``
     what a command's run(args, ctx) may use of ctx
+``ProgressBar``
+    what a command does with ctx.progress()
 ``Diagnostic``
     one finding of a rule: id, message, file
 ``FpmError``
@@ -389,6 +391,7 @@ if TYPE_CHECKING:
         ProducerContract,
         ProducerFile,
         ProducerRecord,
+        ProgressBar,
         RuleEntry,
         ServedRequest,
         ServeRequest,
@@ -528,6 +531,7 @@ EXPORTS: dict[str, str] = {
     "checks": "fpmcore.documents.rules_catalogue:checks",
     "CliCommand": "fpmcore.host.hooktypes:CliCommand",
     "CommandContext": "fpmcore.host.hooktypes:CommandContext",
+    "ProgressBar": "fpmcore.host.hooktypes:ProgressBar",
     "Diagnostic": "fpmcore.host.hooktypes:Diagnostic",
     "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host.build:build_host",
@@ -706,6 +710,7 @@ __all__ = [
     "ProducerContract",
     "ProducerFile",
     "ProducerRecord",
+    "ProgressBar",
     "RECORD_SCHEMA_VERSION",
     "Rank",
     "RankView",

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
     from rich.table import Table
 
+    from fpmcore.host.hooktypes import ProgressBar
     from fpmcore.host.plugins import PluginHost
 
 #: 0 ok; 1 the operation's verdict is negative; 2 bad usage or unreadable input.
@@ -144,7 +146,7 @@ class Context:
         self.emitted_json = True
         emit_json(document)
 
-    def progress(self, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:
+    def progress(self, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> ProgressBar:
         """The command line's one progress bar, on stderr, off when stderr is not a terminal: the task's
         description, a bar, ``done/total`` and ``unit``, with ``steps`` the task's ``steps`` field, the elapsed
         time and the ETA.  At any terminal width the counts and times stay whole: the description is shortened
@@ -182,7 +184,7 @@ class QuietProgress:
         return None
 
 
-def progress_bar(console: Any, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Any:
+def progress_bar(console: Console, unit: str | None = None, *, steps: bool = False, transient: bool = True) -> Progress:
     """:meth:`Context.progress` on ``console``."""
     from rich.progress import (
         BarColumn,

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK
-from fpmcore.host.hooktypes import CliCommand, CommandContext
+from fpmcore.host.hooktypes import CliCommand, CommandContext, ProgressBar
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -80,7 +81,7 @@ def options_of(args: argparse.Namespace) -> Any:
                          warmup_requests=args.warmup_requests, noise_floor=args.noise_floor)  # fmt: skip
 
 
-def _progress(ctx: CommandContext) -> tuple[Any, Any]:
+def _progress(ctx: CommandContext) -> tuple[ProgressBar | None, Callable[[int, int, str], None]]:
     """``(bar or None, progress callback)``: a rich bar on a terminal, else one stderr line per serving."""
     if sys.stderr.isatty():
         bar = ctx.progress("servings", transient=False)
