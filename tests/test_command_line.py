@@ -484,3 +484,24 @@ def test_prefix_caching_is_one_switch_with_two_spellings():
         (["replay", "p", "--trace", "t", "--caching", "off"], "prefix_caching"),
     ):
         assert getattr(parser.parse_args(argv), dest) in ("off", False), argv
+
+
+def test_a_table_too_wide_for_the_terminal_prints_one_block_per_row():
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from fpmcore.cli.context import print_table
+
+    table = Table(title="T")
+    for header in ("name", "a long header", "another long header"):
+        table.add_column(header)
+    table.add_row("first", "a-value-that-is-one-word", "b")
+    table.add_row("second", "c", "d")
+    out = io.StringIO()
+    print_table(Console(file=out, width=30), table)
+    assert out.getvalue().splitlines() == [
+        "T", "first", "  a long header: ", "a-value-that-is-one-word", "  another long header: b",
+        "second", "  a long header: c", "  another long header: d",
+    ]  # fmt: skip

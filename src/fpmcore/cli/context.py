@@ -87,8 +87,9 @@ def _print_rows(console: Any, table: Any) -> None:
     if table.title:
         console.print(table.title)
     columns = table.columns
+    by_column = [list(c.cells) for c in columns]
     for i in range(table.row_count):
-        cells = [c._cells[i] for c in columns]
+        cells = [column_cells[i] for column_cells in by_column]
         console.print(cells[0])
         for column, cell in zip(columns[1:], cells[1:], strict=True):
             console.print("  ", column.header, ": ", cell, sep="", highlight=False)
