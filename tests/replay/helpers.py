@@ -63,3 +63,28 @@ def sched(res) -> list[list[str]]:
 
 def col(res, key: str) -> list[Any]:
     return [s[key] for s in res.steps]
+
+
+def same_trace_as_reference(fast: Any, ref: Any) -> tuple[Any, Any] | None:
+    """Assert that a trace read into columns (``fast``: ``(trace, provenance)`` or a refusal) is the reference
+    reader's ``ref``: the same refusal, or the same provenance, requests, ids and column fields.  Returns
+    ``(trace, reference trace)`` when both read the file, ``None`` when both refused it."""
+    from hypothesis import event
+
+    if isinstance(ref, tuple) and isinstance(ref[0], str):
+        event("refused")
+        assert fast == ref
+        return None
+    (trace, prov), (ref_trace, ref_prov) = fast, ref
+    event("read into columns" if trace.columns is not None else "read by the reference reader")
+    assert prov == ref_prov
+    assert trace.arrival_field == ref_trace.arrival_field
+    assert list(trace.requests) == list(ref_trace.requests)
+    assert list(trace.request_ids()) == [r.request_id for r in ref_trace.requests]
+    if trace.columns is not None:
+        assert [trace.columns.fields(i) for i in range(len(trace.requests))] == [
+            (r.request_id, r.arrival_time, r.prompt_len, r.output_len) for r in ref_trace.requests
+        ]
+        for i, r in enumerate(ref_trace.requests):
+            assert trace.request_ids().index(r.request_id) == i
+    return trace, ref_trace
