@@ -63,11 +63,11 @@ NEVER = (
     "fpmcore.campaign.finalize", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
-    "importlib.metadata", "email",
+    "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
 #: reference engine, the plot, the progress bar.
-NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich.progress")
+NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich.progress", "rich._emoji_codes")
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
 NO_PIPELINE = (
@@ -79,7 +79,7 @@ NO_PIPELINE = (
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        (("--help",), NEVER + NO_PIPELINE + ("rich",)),
+        (("--help",), NEVER + NO_PIPELINE + ("rich", "hashlib", "fractions")),
         (("plugins",), NEVER + NO_PIPELINE),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
         (REPLAY, NEVER + NO_REPLAY_EXTRAS),

@@ -63,7 +63,10 @@ def test_what_it_cannot_read_is_left_to_importlib_metadata(tmp_path):
     nameless = tmp_path / "n"
     (nameless / "x-1.dist-info").mkdir(parents=True)
     (nameless / "x-1.dist-info" / "METADATA").write_text("Version: 1\n")
-    assert read_group(GROUP, [str(nameless)]) is None
+    # importlib.metadata tells it apart by its folder's name and finds no entry point in it: neither does this
+    assert read_group(GROUP, [str(nameless)]) == []
+    (nameless / "x-1.dist-info" / "entry_points.txt").write_text("[fpmcore.plugins]\nq = r\n")
+    assert read_group(GROUP, [str(nameless)]) is None  # its entry point needs the distribution's name: not there
     broken = tmp_path / "b"
     _dist(broken, "y-1.dist-info", "y", "1", "[fpmcore.plugins\nq = r\n")
     assert read_group(GROUP, [str(broken)]) is None

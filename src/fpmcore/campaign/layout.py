@@ -30,13 +30,12 @@ file) and a model folder by its ``config.json`` (:func:`digest`, kind
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fpmcore.documents.jsonio import one_line
+from fpmcore.documents.jsonio import one_line, sha256
 
 #: The manifest of ``fpm onboard`` and its schema.
 MANIFEST = "onboard.json"
@@ -132,7 +131,7 @@ def manifest_problem(manifest: Any) -> str | None:
 def file_sha256(path: Path) -> str | None:
     """The SHA-256 of a file's bytes; ``None`` when it cannot be read."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
 
@@ -141,10 +140,10 @@ def folder_sha256(path: Path) -> str | None:
     """SHA-256 over the sorted relative paths and SHA-256 of every visible file of a folder."""
     if not path.is_dir():
         return None
-    h = hashlib.sha256()
+    h = sha256()
     for p in sorted(path.rglob("*")):
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
-            h.update(p.relative_to(path).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+            h.update(p.relative_to(path).as_posix().encode() + b"\0" + sha256(p.read_bytes()).digest())
     return h.hexdigest()
 
 

@@ -35,11 +35,16 @@ def _console(stream: Any) -> Console:
     wraps text between words there.  A file or a pipe never gets a value
     wrapped or truncated: rich does not wrap (``soft_wrap``) and tables
     take their natural width, so a line a program reads stays one line.
+    Emoji codes are off: a ``:name:`` in a path or a model name is printed as
+    it is (and rich's emoji table is never loaded).
     """
     from rich.console import Console
 
     tty = _isatty(stream)
-    console = Console(file=stream) if tty else Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None)
+    if tty:
+        console = Console(file=stream, emoji=False)
+    else:
+        console = Console(file=stream, width=PIPE_WIDTH, soft_wrap=True, color_system=None, emoji=False)
     console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     return console
 

@@ -57,6 +57,8 @@ HEADER = MAGIC_NUMBER + b"fpm-generated-code-1\n"
 MAX_ENTRIES = 4000
 
 _Key = tuple[str, str, str, int]
+#: The builtin ``compile``, whatever :func:`install` does to :mod:`builtins` for a moment.
+_builtin_compile = builtins.compile
 
 #: attrs writes each class's ``__hash__`` with the hash of its own name as the first item of the tuple it
 #: hashes, a number that differs from process to process (string hashing is randomized).  It is keyed as
@@ -109,11 +111,11 @@ class CodeCache:
         if not dont_inherit:
             flags |= sys._getframe(1).f_code.co_flags & FUTURE_FLAGS
         if not (isinstance(source, str) and isinstance(filename, str) and optimize == -1 and not flags & ~FUTURE_FLAGS):
-            return builtins.compile(source, filename, mode, flags, True, optimize)
+            return _builtin_compile(source, filename, mode, flags, True, optimize)
         found = TYPE_HASH.search(source) if "hash((" in source else None
         if found is not None:
             if TYPE_HASH_STAND_IN in source:
-                return builtins.compile(source, filename, mode, flags, True)
+                return _builtin_compile(source, filename, mode, flags, True)
             source = f"{source[: found.start(1)]}{TYPE_HASH_STAND_IN}{source[found.end(1) :]}"
         key = (source, filename, mode, flags)
         blob = self._entries().get(key)
@@ -126,7 +128,7 @@ class CodeCache:
         if isinstance(code, CodeType):
             self._used.add(key)
         else:
-            code = builtins.compile(source, filename, mode, flags, True)
+            code = _builtin_compile(source, filename, mode, flags, True)
             self._added[key] = marshal.dumps(code)
             if not self._exit_registered:
                 self._exit_registered = True
@@ -169,7 +171,20 @@ CACHE = CodeCache(default_path())
 
 
 def install(module_name: str) -> None:
-    """Give the module ``module_name`` (imported here) the cache's ``compile`` in place of the builtin one."""
-    module = import_module(module_name)
+    """Give the module ``module_name`` (imported here) the cache's ``compile`` in place of the builtin one.
+
+    A module not imported yet is imported with the cache's ``compile`` as the builtin one, so that
+    what it generates while it is imported is cached too: attrs makes its own classes
+    (``Attribute``, the validators …) with its generated methods, 28 ``compile`` calls on every start.
+    The builtin is restored before this returns.
+    """
+    if module_name in sys.modules:
+        module = sys.modules[module_name]
+    else:
+        builtins.compile = CACHE.compile  # type: ignore[assignment]
+        try:
+            module = import_module(module_name)
+        finally:
+            builtins.compile = _builtin_compile
     if getattr(module, "compile", None) is not CACHE.compile:
         module.compile = CACHE.compile  # type: ignore[attr-defined]

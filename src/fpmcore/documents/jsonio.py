@@ -59,18 +59,20 @@ Machine output of the CLI (``--json``) goes through :func:`dumps_output`
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import os
 import re
 import stat
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, not in typeshed
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from fpmcore.documents.errors import FpmError
+
+if TYPE_CHECKING:
+    import hashlib
 
 #: Deepest nesting of arrays and objects the reader accepts.  fpmcore's documents nest
 #: fewer than ten levels; the limit keeps every recursive walker far from Python's own.
@@ -496,9 +498,20 @@ def canonical_bytes(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
+def sha256(data: bytes = b"") -> hashlib._Hash:
+    """``hashlib.sha256(data)``, for the modules every command imports.
+
+    :mod:`hashlib` is imported here when first called, not at the top: loading
+    OpenSSL costs every start about 3 ms, and most commands digest nothing.
+    """
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def digest(value: Any) -> str:
     """Lowercase hex SHA-256 of :func:`canonical_bytes`."""
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+    return sha256(canonical_bytes(value)).hexdigest()
 
 
 def file_form_bytes(value: Any) -> bytes:

@@ -79,12 +79,9 @@ For a command that adopts this module (``fpm replay --out DIR --plot P``)::
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import hashlib
 import os
 import re
-import secrets
 import shutil
 import stat
 import time
@@ -93,7 +90,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.documents.jsonio import file_kind
+from fpmcore.documents.jsonio import file_kind, sha256
 
 #: The manifest a replaceable output folder holds (written last).
 MANIFEST = "fpm-manifest.json"
@@ -316,7 +313,7 @@ _STARTED = time.time()
 
 def _temp_path(folder: Path, name: str) -> Path:
     """``.<name>.<pid>.<random>.tmp``: the process id names the writer, for :func:`remove_stale_temporaries`."""
-    return folder / f".{name[:80]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    return folder / f".{name[:80]}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
 
 
 def _alive(pid: int) -> bool:
@@ -425,7 +422,7 @@ def _unlink(path: Path) -> None:
 
 def manifest_bytes(files: Mapping[str, bytes], command: str) -> bytes:
     """The manifest of a folder output: the SHA-256 of every file, keys sorted."""
-    return _manifest({name: hashlib.sha256(data).hexdigest() for name, data in files.items()}, command)
+    return _manifest({name: sha256(data).hexdigest() for name, data in files.items()}, command)
 
 
 def _manifest(digests: Mapping[str, str], command: str) -> bytes:
@@ -467,7 +464,7 @@ def is_earlier_output(folder: PathLike) -> bool:
             present[rel] = p
     if set(present) != set(named):
         return False
-    return all(hashlib.sha256(present[n].read_bytes()).hexdigest() == named[n] for n in named)
+    return all(sha256(present[n].read_bytes()).hexdigest() == named[n] for n in named)
 
 
 def _check_relative(rel: str) -> None:
@@ -559,6 +556,8 @@ def _publish(tmp: Path, target: Path, *, replace: bool, refusal: str) -> None:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where not available."""
+    import ctypes  # here, not at the top: only a folder replaced needs it, and it costs every start
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
@@ -622,7 +621,7 @@ class StagedFolder:
     def digest(self, rel: str) -> str:
         """The SHA-256 of a file written (and closed), read back once."""
         if rel not in self._digests:
-            h = hashlib.sha256()
+            h = sha256()
             try:
                 with open(self.path / rel, "rb") as f:
                     for block in iter(lambda: f.read(1 << 20), b""):

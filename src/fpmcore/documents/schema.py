@@ -28,6 +28,7 @@ import attrs
 import cattrs
 
 from fpmcore.documents.errors import FpmError
+from fpmcore.documents.field_converters import as_tuple
 from fpmcore.documents.generated_code import install as _install_code_cache
 from fpmcore.documents.jsonio import is_finite_number, one_line
 
@@ -79,8 +80,8 @@ def field(
     if default is _NOTHING and not required:
         default = [] if kind == "list" else None
     if isinstance(default, list):
-        return attrs.field(factory=list, converter=tuple, metadata={"fpm": spec})
-    conv = tuple if kind == "list" else None
+        return attrs.field(factory=list, converter=as_tuple, metadata={"fpm": spec})
+    conv = as_tuple if kind == "list" else None
     return attrs.field(default=default, converter=conv, metadata={"fpm": spec})
 
 

@@ -79,6 +79,18 @@ def _headers(path: str) -> tuple[str, str | None]:
     return name, version
 
 
+def _name_from_folder(folder: str) -> str:
+    """The distribution name a metadata folder's own name gives (``pluggy`` of ``pluggy-1.5.0.dist-info``).
+
+    ``importlib.metadata`` tells distributions apart by this name when the
+    folder's name has one (``PathDistribution._normalized_name``), so its
+    ``METADATA`` is read only for a distribution that declares entry points
+    of the group, or whose folder name gives no name.
+    """
+    stem = os.path.splitext(os.path.basename(folder))[0]
+    return stem.partition("-")[0]
+
+
 def _section(path: str, group: str) -> list[tuple[str, str]]:
     """The ``name = value`` lines of section ``[group]`` of an ``entry_points.txt`` (INI, as importlib reads it)."""
     found: list[tuple[str, str]] = []
@@ -143,13 +155,17 @@ def read_group(group: str, path: Iterable[str] | None = None) -> list[EntryPoint
                 if os.path.exists(eps_file):
                     raise _Unreadable(folder)
                 continue
-            name, version = _headers(meta)
-            key = _normalized(name)
+            stem_name = _name_from_folder(folder)
+            headers = None if stem_name else _headers(meta)
+            key = _normalized(stem_name or headers[0])  # type: ignore[index]  # headers is set without a stem name
             if key in seen:
                 continue
             seen.add(key)
             if os.path.exists(eps_file):
-                found.extend(EntryPoint(n, v, name, version) for n, v in _section(eps_file, group))
+                lines = _section(eps_file, group)
+                if lines:
+                    name, version = headers or _headers(meta)
+                    found.extend(EntryPoint(n, v, name, version) for n, v in lines)
     except (_Unreadable, OSError, UnicodeDecodeError):
         return None
     return found

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fpmcore.documents.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
+from fpmcore.documents.field_converters import as_frozenset, as_tuple
 from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
 
@@ -77,7 +78,7 @@ class PluginInfo:
 
     id: str = attrs.field(validator=_nonblank)
     kind: PluginKind = attrs.field(validator=attrs.validators.in_(("runtime", "model", "builtin")))
-    targets: tuple[str, ...] = attrs.field(converter=tuple)
+    targets: tuple[str, ...] = attrs.field(converter=as_tuple)
     api_version: int = attrs.field(validator=attrs.validators.instance_of(int))
     summary: str = ""
 
@@ -277,16 +278,16 @@ class ImportRules:
     startup_blocks: Callable[[str, Mapping[str, Any], Any, StartupLimits], tuple[int, str] | None] = attrs.field(
         default=_no_startup_blocks, validator=attrs.validators.is_callable()
     )
-    nullable_settings: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    nullable_settings: frozenset[str] = attrs.field(default=frozenset(), converter=as_frozenset)
     in_flight_batches: Callable[[int, bool, Any], int] = attrs.field(
         default=_one_batch_per_stage, validator=attrs.validators.is_callable()
     )
     hash_block_size: Callable[[HashBlockQuery], int | str] = attrs.field(
         default=_scheduler_block, validator=attrs.validators.is_callable()
     )
-    kv_cache_sizing: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
-    storage_devices: tuple[str, ...] = attrs.field(default=("cuda:",), converter=tuple)
-    absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    kv_cache_sizing: frozenset[str] = attrs.field(default=frozenset(), converter=as_frozenset)
+    storage_devices: tuple[str, ...] = attrs.field(default=("cuda:",), converter=as_tuple)
+    absent_hardware: frozenset[str] = attrs.field(default=frozenset(), converter=as_frozenset)
     graph_capture: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     model_dtype_labels: Mapping[str, str] = attrs.field(
         default=MODEL_DTYPE_LABELS,
@@ -612,9 +613,9 @@ class EngineRun:
     ``output_tokens``: per prompt, the tokens it generated.
     """
 
-    steps: tuple[EngineStep, ...] = attrs.field(converter=tuple)
-    cached_tokens: tuple[int, ...] = attrs.field(converter=tuple)
-    output_tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    steps: tuple[EngineStep, ...] = attrs.field(converter=as_tuple)
+    cached_tokens: tuple[int, ...] = attrs.field(converter=as_tuple)
+    output_tokens: tuple[int, ...] = attrs.field(converter=as_tuple)
 
 
 @attrs.frozen
@@ -642,7 +643,7 @@ class EngineFacts:
 
     runtime: str = attrs.field(validator=_nonblank)
     vocab_size: int
-    excluded_token_ids: tuple[int, ...] = attrs.field(converter=tuple)
+    excluded_token_ids: tuple[int, ...] = attrs.field(converter=as_tuple)
     block_size: int
     hash_block_size: int
     max_num_batched_tokens: int
@@ -651,7 +652,7 @@ class EngineFacts:
     prefix_caching: bool
     kv_cache_bytes: int
     serving_config: Mapping[str, Any] = attrs.field(factory=dict)
-    cache_block_sizes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    cache_block_sizes: tuple[int, ...] = attrs.field(default=(), converter=as_tuple)
 
 
 @attrs.frozen
@@ -681,7 +682,7 @@ class ProducerRecord:
     runtime: str = attrs.field(validator=_nonblank)
     plugin: str = attrs.field(validator=_nonblank)
     timing_boundary: str = attrs.field(validator=_nonblank)
-    files: tuple[ProducerFile, ...] = attrs.field(converter=tuple)
+    files: tuple[ProducerFile, ...] = attrs.field(converter=as_tuple)
 
     def files_json(self) -> list[dict[str, str]]:
         return [{"path": f.path, "sha256": f.sha256} for f in self.files]
@@ -814,8 +815,8 @@ class Serving:
     be read.
     """
 
-    requests: tuple[ServedRequest, ...] = attrs.field(converter=tuple)
-    steps: tuple[EngineStep, ...] = attrs.field(converter=tuple)
+    requests: tuple[ServedRequest, ...] = attrs.field(converter=as_tuple)
+    steps: tuple[EngineStep, ...] = attrs.field(converter=as_tuple)
 
 
 @runtime_checkable

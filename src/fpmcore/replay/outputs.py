@@ -38,7 +38,6 @@ Formats (``fpm replay --out-format``):
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,8 @@ class _Jsonl:
 
             self._gz: Any = zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
         else:
+            import gzip
+
             self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0)
 
     def write(self, records: list[dict[str, Any]]) -> None:
@@ -261,5 +262,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
         with open(path, "rb") as raw, io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)) as f:
             return [loads(line, str(path)) for line in f]
+    import gzip
+
     with gzip.open(path, "rb") as f:
         return [loads(line, str(path)) for line in f]

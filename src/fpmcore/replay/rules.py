@@ -35,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from fpmcore.documents.field_converters import as_frozenset
 from fpmcore.replay.settings import RELEASE_SETTINGS
 
 #: The vLLM scheduler settings the engine models that a release may lack (field
@@ -122,7 +123,7 @@ class ReplayRules:
     no_ring_groups: bool = _switch()
     #: The scheduler settings of :data:`SCHEDULER_SETTINGS` the release has; a
     #: configuration that sets another one to a non-default value is refused.
-    settings: frozenset[str] = attrs.field(default=SCHEDULER_SETTINGS, converter=frozenset)
+    settings: frozenset[str] = attrs.field(default=SCHEDULER_SETTINGS, converter=as_frozenset)
 
     def __attrs_post_init__(self) -> None:
         unknown = self.settings - SCHEDULER_SETTINGS

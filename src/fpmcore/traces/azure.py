@@ -17,7 +17,6 @@ A row with 0 generated or 0 context tokens is skipped and counted.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Iterator
@@ -37,6 +36,8 @@ def timestamp_ns(text: str, line: int, where: str) -> int:
     try:
         if m is None:
             raise ValueError
+        import calendar  # here, not at the top: imported with every replay, needed by Azure traces only
+
         whole = calendar.timegm(time.strptime(f"{m[1]} {m[2]}", "%Y-%m-%d %H:%M:%S"))
     except ValueError:
         shown = repr(text) if len(text) <= 40 else repr(text[:37] + "…")

@@ -9,7 +9,6 @@ refused naming its line (T-2).
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections.abc import Iterator
@@ -22,17 +21,23 @@ _NUMBER = re.compile(r"^[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-
 
 
 def _fields(text: str) -> list[str]:
-    return [f.strip() for f in next(csv.reader([text]))]
+    """The stripped fields of one CSV line; ``ValueError`` (with :class:`csv.Error`'s text) if it is not one."""
+    import csv  # here, not at the top: every replay imports this module, few read a CSV trace
+
+    try:
+        return [f.strip() for f in next(csv.reader([text]))]
+    except csv.Error as exc:
+        raise ValueError(str(exc)) from None
 
 
 def header_matches(head: bytes, columns: tuple[str, ...]) -> bool:
     """The first line of ``head`` is a CSV header that names every one of ``columns``."""
     line = first_line(head)
-    if line is None:
+    if line is None or not all(c in line for c in columns):  # the quick test first: most heads are not CSV
         return False
     try:
         names = set(_fields(line))
-    except csv.Error:
+    except ValueError:
         return False
     return all(c in names for c in columns)
 
@@ -47,7 +52,7 @@ def rows(source: TraceSource, columns: tuple[str, ...], what: str) -> Iterator[t
             continue
         try:
             fields = _fields(text)
-        except csv.Error as exc:
+        except ValueError as exc:
             raise FpmError("T-2", f"line {n}: not a CSV row: {exc}", where) from None
         if index is None:
             missing = [c for c in columns if c not in fields]
