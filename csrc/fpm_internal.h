@@ -38,8 +38,12 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* fpm_alloc.c: count * size bytes, or NULL when the product does not fit size_t or
  * count is negative; zeroed.  Every allocation of the library goes through it. */
 void *fpm_calloc(int64_t count, size_t size);
-/* The same, aligned to a 64-byte cache line. */
-void *fpm_calloc_lines(int64_t count, size_t size);
+/* The same, aligned to a 64-byte cache line; *block receives what free() takes (NULL on failure). */
+void *fpm_calloc_lines(int64_t count, size_t size, void **block);
+/* Give the whole pages of [base, base + bytes) back to the system (Linux madvise MADV_DONTNEED: they read as
+ * zeros when touched again), from `released` bytes past the first whole page on, once at least 1 MiB more is
+ * whole; returns the bytes released so far (pass it back).  Elsewhere it releases nothing. */
+size_t fpm_release_front(void *base, size_t bytes, size_t released);
 /* Grow *p (count elements of size) to new_count; new elements zeroed.  0 on failure (*p unchanged). */
 int fpm_grow(void **p, int64_t count, int64_t new_count, size_t size);
 
@@ -116,6 +120,7 @@ typedef struct {
     int32_t status;      /* 0, FPM_RST_* */
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
+    uint8_t arrived;       /* its entry is written (all zero before its arrival) */
     /* the fast path of a running request (pool_thresholds, pc_thresholds): a chunk c -> a with
      * a <= grow_at and c < shrink_at changes nothing in the pool */
     int64_t grow_at;   /* fewest tokens at which a group needs a new block (or a block fills, with caching) */
@@ -163,10 +168,15 @@ struct fpm_replay {
     int64_t max_steps;
     int64_t nslots;
     /* requests and queues */
-    request_t *req;       /* 64-byte aligned */
+    request_t *req;       /* 64-byte aligned; a request's entry is written first at its arrival */
+    void *req_block;      /* what holds req (free) */
     request_info_t *info; /* parallel to req */
     int64_t *order; /* arrival order */
     int64_t pend;   /* next index into order */
+    /* fpm_replay_advance: requests [0, low) completed and their records written; the whole pages of req, info
+     * and order[0, pend) before them given back (release_completed) */
+    int64_t low;
+    size_t req_released, info_released, order_released;
     int64_t *wq;    /* waiting: FCFS ring buffer of n, or a binary heap (priority) */
     int64_t wq_head, wq_len;
     int64_t *running;

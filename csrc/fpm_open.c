@@ -81,7 +81,7 @@ static int order_cmp(const void *pa, const void *pb) {
 
 void fpm_replay_close(fpm_replay *e) {
     if (e == NULL) return;
-    free(e->req);
+    free(e->req_block);
     free(e->info);
     free(e->order);
     free(e->wq);
@@ -163,7 +163,7 @@ static void derive_settings(engine_t *e) {
  * allocation fails (fpm_replay_close frees what was taken). */
 static int allocate_state(engine_t *e) {
     int64_t nn = e->n > 0 ? e->n : 1, slots = e->nslots;
-    e->req = fpm_calloc_lines(nn, sizeof(request_t));
+    e->req = fpm_calloc_lines(nn, sizeof(request_t), &e->req_block);
     e->info = fpm_calloc(nn, sizeof(request_info_t));
     e->order = fpm_calloc(nn, sizeof(int64_t));
     e->wq = fpm_calloc(nn, sizeof(int64_t));
@@ -192,18 +192,12 @@ static int open_prefix_pool(engine_t *e) {
     return e->pool != NULL;
 }
 
-/* The requests before their arrival: no slot, no times; every slot free. */
+/* Every slot free.  The requests' entries stay untouched (all zero) until each arrives (arrive_request):
+ * a large trace's per-request state takes memory only from its arrival on, and fpm_replay_advance gives
+ * it back when the request completed (release_completed). */
 static void reset_requests(engine_t *e) {
     for (int64_t i = 0; i < e->nslots; i++) e->free_slot[i] = e->nslots - 1 - i;
     e->nfree_slot = e->nslots;
-    for (int64_t i = 0; i < e->n; i++) {
-        request_t *r = &e->req[i];
-        r->prompt_len = e->in[i].prompt_len;
-        r->output_len = e->in[i].output_len;
-        r->slot = -1;
-        request_info_t *ri = &e->info[i];
-        ri->arrival_time = ri->first_scheduled_time = ri->first_token_time = ri->finish_time = NAN;
-    }
 }
 
 /* the order of arrival (by step or time, then by index) into e->order; 0 on ENOMEM. */

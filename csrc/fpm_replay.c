@@ -152,6 +152,18 @@ static void reject(engine_t *e, request_t *r, int32_t reason, int64_t a, int64_t
 
 /* ------------------------------------------------------------ the phases */
 
+/* A request's entry, written at its arrival: no slot, no times yet. */
+static request_t *arrive_request(engine_t *e, int64_t idx) {
+    request_t *r = &e->req[idx];
+    r->prompt_len = e->in[idx].prompt_len;
+    r->output_len = e->in[idx].output_len;
+    r->slot = -1;
+    r->arrived = 1;
+    request_info_t *ri = &e->info[idx];
+    ri->arrival_time = ri->first_scheduled_time = ri->first_token_time = ri->finish_time = NAN;
+    return r;
+}
+
 /* and vLLM's front-end admission (max_num_queued_reqs, max_num_queued_tokens) */
 static void enqueue_arrivals(engine_t *e) {
     while (e->pend < e->n) {
@@ -163,7 +175,7 @@ static void enqueue_arrivals(engine_t *e) {
             break;
         }
         e->pend++;
-        request_t *r = &e->req[idx];
+        request_t *r = arrive_request(e, idx);
         e->info[idx].arrival_time = e->mode == FPM_ARRIVE_STEP ? e->t_start : q->arrival_time;
         const fpm_replay_config *cfg = &e->cfg;
         if (cfg->max_num_queued_reqs >= 0 && e->unfinished + 1 > cfg->max_num_queued_reqs) {
@@ -597,6 +609,12 @@ static void run_step(engine_t *e) {
 static void request_record(const engine_t *e, int64_t idx, fpm_request_rec *o) {
     const request_t *r = &e->req[idx];
     const request_info_t *ri = &e->info[idx];
+    if (!r->arrived) { /* never arrived (the replay stopped before): nothing happened to it */
+        memset(o, 0, sizeof *o);
+        o->arrival_time = o->first_scheduled_time = o->first_token_time = o->finish_time = NAN;
+        o->request = idx;
+        return;
+    }
     o->status = r->status;
     o->reject_reason = ri->reject_reason;
     o->reject_a = ri->reject_a;
@@ -706,6 +724,19 @@ static int out_ok(const fpm_replay_output *out) {
     return 1;
 }
 
+/* Give back the memory of the requests fpm_replay_advance is done with: those before the first request not
+ * completed, whose records were written (none is when a step is pending), and the arrival order before
+ * the next arrival.  Nothing reads them again: a completed request is in no queue, and fpm_replay_run,
+ * which reads every request at its end, does not call this.  A trace in arrival order (as most are) keeps
+ * memory for about the requests in flight, not for all of them. */
+static void release_completed(engine_t *e) {
+    if (e->pending) return;
+    while (e->low < e->n && e->req[e->low].status != 0) e->low++;
+    e->req_released = fpm_release_front(e->req, (size_t)e->low * sizeof(request_t), e->req_released);
+    e->info_released = fpm_release_front(e->info, (size_t)e->low * sizeof(request_info_t), e->info_released);
+    e->order_released = fpm_release_front(e->order, (size_t)e->pend * sizeof(int64_t), e->order_released);
+}
+
 fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_output *out) {
     if (e == NULL || out == NULL || max_steps < 1 || !out_ok(out)) return FPM_EINVAL;
     out->nsteps = out->nsched = out->nevents = out->nheld = out->ndone = 0;
@@ -742,6 +773,7 @@ fpm_status fpm_replay_advance(fpm_replay *e, int64_t max_steps, fpm_replay_outpu
     /* jumped steps are counted, not written */
     if (!records) out->nsteps = out->nsched = out->nheld = 0;
     report(e, out);
+    release_completed(e);
     return FPM_OK;
 }
 

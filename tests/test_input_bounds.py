@@ -108,6 +108,21 @@ def test_a_file_growing_past_the_limit_while_read_is_refused(tmp_path, monkeypat
     assert info.value.message == "cannot read: larger than the 4-byte input limit"
 
 
+def test_a_file_that_grew_after_it_was_opened_is_read_whole(tmp_path, monkeypatch):
+    """Read as the size seen at opening plus one byte, then the rest in pieces: no byte is lost."""
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"a": [1, 2, 3], "b": "' + b"x" * 3_000_000 + b'"}')
+    real_fstat = os.fstat
+
+    def fstat_before_growth(fd):  # the size seen when it was opened: 3 bytes
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, *st[1:6], 3, *st[7:]))
+
+    monkeypatch.setattr(jsonio.os, "fstat", fstat_before_growth)
+    assert jsonio.load_path(path) == {"a": [1, 2, 3], "b": "x" * 3_000_000}
+    assert jsonio.read_input(path) == path.read_bytes()
+
+
 def test_a_regular_file_and_a_symlink_to_one_are_read(tmp_path):
     path = tmp_path / "t.json"
     path.write_bytes(b'{"a": 1}')

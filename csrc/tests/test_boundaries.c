@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fpm_internal.h"
 #include "../fpmcore.h"
 #include "fpm_test.h"
 
@@ -403,7 +404,52 @@ static void test_sizing_counts_past_int64_max(void) {
     free(g);
 }
 
+/* fpm_replay_advance gives back the memory of completed requests and writes each request's entry at its
+ * arrival: a trace of 60,000 one-step requests advanced in chunks gives the records fpm_replay_run gives
+ * (which keeps every entry), releases the whole pages before the first request not completed (on Linux),
+ * and a run stopped by max_steps reports the requests that never arrived as before (nothing happened). */
+static void test_completed_requests_released(void) {
+    enum { N = 60000 };
+    fpm_group g = grp(FPM_KIND_FULL, 4, 4, 0, 0);
+    fpm_replay_config c = base(&g, 1, 64);
+    fpm_replay_request *r = calloc(N, sizeof *r);
+    fpm_request_rec *recs = calloc(N, sizeof *recs), done[256];
+    CHECK(r != NULL && recs != NULL);
+    if (r == NULL || recs == NULL) return;
+    for (int64_t i = 0; i < N; i++) r[i] = req(4 + i % 3, 1 + i % 2, i);
+    fpm_replay_output whole;
+    CHECK(size_run(&c, r, N, &whole, recs) == FPM_ENOSPC && whole.completed_total == N); /* a sizing pass */
+    fpm_replay *rp = NULL;
+    CHECK(fpm_replay_open(&c, r, N, FPM_ARRIVE_STEP, &rp) == FPM_OK);
+    fpm_replay_output o;
+    memset(&o, 0, sizeof o);
+    o.done = done;
+    o.done_cap = 256;
+    int64_t ndone = 0, mismatches = 0, calls = 0;
+    while (!o.ended && calls++ < 10 * N) {
+        CHECK(fpm_replay_advance(rp, 97, &o) == FPM_OK);
+        for (int64_t i = 0; i < o.ndone; i++, ndone++)
+            mismatches += memcmp(&done[i], &recs[done[i].request], sizeof(fpm_request_rec)) != 0;
+        CHECK(rp->low <= rp->pend);
+    }
+    CHECK(o.ended && ndone == N && mismatches == 0 && rp->low == N);
+#if defined(__linux__)
+    CHECK(rp->req_released >= ((size_t)1 << 20) && rp->info_released >= ((size_t)1 << 20));
+    CHECK(rp->req_released <= (size_t)N * sizeof(request_t) && rp->info_released <= (size_t)N * sizeof(request_info_t));
+#endif
+    fpm_replay_close(rp);
+    /* stopped after 10 steps: requests 10 ... N - 1 never arrived */
+    c.max_steps = 10;
+    CHECK(size_run(&c, r, N, &whole, recs) == FPM_ENOSPC && whole.error_code == FPM_RERR_STEP_LIMIT);
+    CHECK(recs[N - 1].status == 0 && recs[N - 1].request == N - 1 && isnan(recs[N - 1].arrival_time) &&
+          isnan(recs[N - 1].finish_time) && recs[N - 1].output_tokens == 0 && recs[N - 1].reject_reason == 0);
+    CHECK(recs[0].status == FPM_RST_FINISHED && recs[0].arrival_time == 0.0);
+    free(r);
+    free(recs);
+}
+
 const fpm_test_case FPM_BOUNDARY_CASES[] = {
+    {"completed_requests_released", test_completed_requests_released},
     {"header_compiles_alone", test_header_compiles_alone},
     {"sizing_helpers_at_int64_max", test_sizing_helpers_at_int64_max},
     {"config_fields_at_int64_max", test_config_fields_at_int64_max},

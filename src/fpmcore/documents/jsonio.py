@@ -477,10 +477,30 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
         kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open
         if kind is not None:
             raise _not_regular(kind)
-        data = f.read(MAX_INPUT_BYTES + 1)
+        data = _read_bounded(f, os.fstat(fd).st_size)
     if len(data) > MAX_INPUT_BYTES:
         raise _too_large()
     return data
+
+
+def _read_bounded(f: Any, size: int) -> bytes:
+    """The file's bytes, up to one past :data:`MAX_INPUT_BYTES`; ``size`` is its size when opened.
+
+    Read as ``size + 1`` bytes first (``read(n)`` allocates ``n`` bytes before
+    it reads: asking for the limit itself would take 4 GiB of address space
+    for every small file), then, only for a file that grew, in pieces.
+    """
+    data = f.read(min(size, MAX_INPUT_BYTES) + 1)
+    if len(data) <= size:
+        return bytes(data)
+    parts, total = [data], len(data)
+    while total <= MAX_INPUT_BYTES:
+        piece = f.read(min(1 << 20, MAX_INPUT_BYTES + 1 - total))
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+    return b"".join(parts)
 
 
 def is_finite_number(value: Any) -> bool:
