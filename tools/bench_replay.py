@@ -137,6 +137,51 @@ def time_rust(n: int, repeat: int = 5) -> tuple[float, float]:
     return best_of(once, repeat)
 
 
+GLM_PROFILE = ROOT / "examples" / "profiles" / "glm53flash-tp4.fpm-profile.json"
+GLM_TABLE = ROOT / "examples" / "fpm_tables" / "glm53flash-tp4.json"
+
+
+def glm_table(trace: str, repeat: int = 3) -> None:
+    """The whole Mooncake trace on the GLM-5.3-Flash TP4 example with its table, caching on and off: ns of
+    the replay per scheduled request-step, in this process.
+
+    The trace is read once (into the C reader's columns); the time is the best of ``repeat`` whole replays
+    by :class:`fpmcore.replay.ReplayRun` without step records (as ``fpm replay`` without ``--out`` runs
+    it), CPU and wall: the C engine and the Python that drives it by chunks and reads the completed
+    requests, an upper bound of the C time alone.  The request-steps are counted from the step records
+    of one more run.
+    """
+    sys.path.insert(0, str(ROOT / "src"))
+    from fpmcore.documents.profile import load_profile
+    from fpmcore.replay import ReplayRun, config_from_profile, load_table, run_replay
+    from fpmcore.traces.mooncake import MOONCAKE
+    from fpmcore.traces.reading import read_trace
+
+    profile, table = load_profile(GLM_PROFILE), load_table(GLM_TABLE)
+    tr, _provenance = read_trace([("fpmcore", MOONCAKE)], trace)
+    n = len(tr.requests)
+    print(f"\n{Path(trace).name} ({n:,} requests) on {GLM_PROFILE.name} with its table: the replay call, "
+          f"best of {repeat}, CPU (wall)")  # fmt: skip
+    print(f"{'prefix caching':>15} {'request-steps':>14} {'replay s':>16} {'ns/req-step':>14}")
+    cpu_of = {}
+    for caching in (True, False):
+        cfg = config_from_profile(profile, prefix_caching=caching, table=table)
+        rs = len(run_replay(cfg, tr, backend="c").raw.steps.columns(keep=False).sched_req)
+
+        def once(cfg=cfg) -> None:
+            run = ReplayRun(cfg, tr, steps=False, backend="c")  # as fpm replay runs it without --out
+            for _chunk in run:
+                pass
+            summary = run.summary()
+            assert summary["finished"] + summary["rejected"] == n and run.error is None, summary
+
+        wall, cpu = best_of(once, repeat)
+        cpu_of[caching] = cpu / rs
+        print(f"{'on' if caching else 'off':>15} {rs:>14,} {cpu:>7.3f} ({wall:.3f}) {cpu / rs * 1e9:>6.1f} "
+              f"({wall / rs * 1e9:.1f})")  # fmt: skip
+    print(f"{'on / off':>15} {'':>14} {'':>16} {cpu_of[True] / cpu_of[False]:>6.2f}x")
+
+
 def run_mocker(trace: str, caching: bool) -> None:
     """The Dynamo mocker on ``trace`` (runs in the mocker's interpreter, ``--mocker``)."""
     from dynamo._core import run_mocker_trace_replay
@@ -338,6 +383,7 @@ def main() -> int:
     if args.scaling:
         scaling_table(args.scaling_max, args.scaling_min)
     if args.peer_trace:
+        glm_table(args.peer_trace)
         return peer_table(args.peer_trace, args.mocker_python)
     return 0
 
