@@ -232,6 +232,23 @@ int64_t pool_held(const engine_t *e, const request_t *r, int gi);
 int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a);
 void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes);
 int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a);
+/* mamba_checkpoint of one request's c -> a, taken once for the Mamba groups of one loop over the groups: it
+ * depends on a group only through its block size and checkpoint setting, which a model's Mamba groups share
+ * (GLM-5.3-Flash: five).  A loop starts with CKPT_MEMO_NONE. */
+typedef struct {
+    int64_t block, blocks, alignment, value;
+} ckpt_memo;
+#define CKPT_MEMO_NONE {0, 0, 0, 0}
+static inline int64_t memo_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a,
+                                      ckpt_memo *m) {
+    if (m->block != g->block || m->blocks != g->checkpoint_blocks || m->alignment != g->checkpoint_alignment) {
+        m->block = g->block;
+        m->blocks = g->checkpoint_blocks;
+        m->alignment = g->checkpoint_alignment;
+        m->value = mamba_checkpoint(e, r, g, c, a);
+    }
+    return m->value;
+}
 int64_t window_admission_blocks(const engine_t *e, const fpm_group *g);
 void pool_thresholds(engine_t *e, request_t *r);
 

@@ -36,6 +36,7 @@ int64_t window_admission_blocks(const engine_t *e, const fpm_group *g) {
 void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int64_t *new_blocks,
                   int64_t *new_bytes, int64_t *held_bytes) {
     int64_t nb = 0, nby = 0, hb = 0;
+    ckpt_memo memo = CKPT_MEMO_NONE;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const hold_t *h = holdings(e, r, gi);
@@ -51,7 +52,7 @@ void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, i
             held = max64(hi, h->hi) - lo;
         } else if (g->kind == FPM_KIND_MAMBA && e->align_mode) {
             int64_t d = cdiv64(a, g->block) - h->cols;
-            int64_t ck = mamba_checkpoint(e, r, g, c, a);
+            int64_t ck = memo_checkpoint(e, r, g, c, a, &memo);
             n = d > 0 ? min64(d, 1 + ck) : 0;
             held = 1 + ((d > 0 && h->state > 0) ? 1 : 0) + ck;
         } else {
@@ -130,6 +131,7 @@ void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
 
 /* R-7 step 4: take the projected blocks of c -> a (r has a slot). */
 void pool_commit(engine_t *e, request_t *r, int64_t c, int64_t a) {
+    ckpt_memo memo = CKPT_MEMO_NONE;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         hold_t *h = hold_of(e, r, gi);
@@ -148,7 +150,7 @@ void pool_commit(engine_t *e, request_t *r, int64_t c, int64_t a) {
             }
         } else if (g->kind == FPM_KIND_MAMBA && e->align_mode) {
             int64_t d = cdiv64(a, g->block) - h->cols;
-            int64_t ck = mamba_checkpoint(e, r, g, c, a);
+            int64_t ck = memo_checkpoint(e, r, g, c, a, &memo);
             if (d > 0) {
                 if (h->state > 0) {
                     h->trans = 1;
@@ -203,6 +205,7 @@ int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a) {
 /* blocks and bytes of the whole input sequence from h (an empty holding). */
 void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes) {
     int64_t nt = min64(req_len(r), e->cfg.max_model_len), b = 0, by = 0;
+    ckpt_memo memo = CKPT_MEMO_NONE;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         int64_t n;
@@ -211,7 +214,7 @@ void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *block
         else if (is_windowed(g->kind))
             n = min64(cdiv64(nt, g->block), window_admission_blocks(e, g)) - h / g->block;
         else if (g->kind == FPM_KIND_MAMBA && e->align_mode)
-            n = min64(cdiv64(nt, g->block) - h / g->block, 1 + mamba_checkpoint(e, r, g, h, nt));
+            n = min64(cdiv64(nt, g->block) - h / g->block, 1 + memo_checkpoint(e, r, g, h, nt, &memo));
         else
             n = g->blocks_per_request;
         n = max64(n, 0);

@@ -213,9 +213,9 @@ static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->
 
 /* vLLM _needs_internal_checkpoint with the block-table condition. */
 static int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a, const int64_t *cols,
-                             int64_t ncols, int64_t mcols) {
+                             int64_t ncols, int64_t mcols, ckpt_memo *memo) {
     const fpm_group *g = &e->cfg.groups[gi];
-    if (!mamba_checkpoint(e, r, g, c, a)) return 0;
+    if (!memo_checkpoint(e, r, g, c, a, memo)) return 0;
     int64_t idx = cdiv64(a, g->block) - 2;
     if (idx >= mcols) return 1;
     for (int64_t i = 0; i < ncols; i++)
@@ -387,6 +387,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
              int64_t *held_out) {
     const struct pc_pool *p = e->pool;
     int64_t need = 0, held = 0;
+    ckpt_memo memo = CKPT_MEMO_NONE;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const pc_hold *s = r->slot >= 0 ? hold_at(e, r, gi) : NULL;
@@ -418,7 +419,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
                 mcols = s->mcols;
             }
             int64_t d = cdiv64(a, g->block) - mcols;
-            int64_t ck = pc_checkpoint(e, r, gi, c, a, cols, ncols, mcols);
+            int64_t ck = pc_checkpoint(e, r, gi, c, a, cols, ncols, mcols, &memo);
             int64_t nn = d > 0 ? min64(d, 1 + ck) : 0;
             need += nn;
             held += ncols + nn;
@@ -435,6 +436,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
 int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
     const struct pc_pool *p = e->pool;
     int64_t nt = min64(req_len(r), e->cfg.max_model_len), total = 0;
+    ckpt_memo memo = CKPT_MEMO_NONE;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         if (is_attention(g->kind)) {
@@ -448,7 +450,7 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
                 cols[ncols++] = h / g->block - 1;
                 if (pc_ref(p, p->hit_m[gi]) == 0) ev = 1;
             }
-            int64_t ck = pc_checkpoint(e, r, gi, h, nt, cols, ncols, p->hit_m[gi] ? h / g->block : 0);
+            int64_t ck = pc_checkpoint(e, r, gi, h, nt, cols, ncols, p->hit_m[gi] ? h / g->block : 0, &memo);
             total += max64(min64(cdiv64(nt, g->block) - h / g->block, 1 + ck), 0) + ev;
         } else {
             total += 1;
@@ -621,6 +623,7 @@ static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
 /* R-7 step 4 with prefix caching; 0 when out of memory. */
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     struct pc_pool *p = e->pool;
+    ckpt_memo memo = CKPT_MEMO_NONE;
     if (r->slot < 0) {
         r->slot = (int32_t)e->free_slot[--e->nfree_slot];
         for (int gi = 0; gi < e->G; gi++) memset(hold_at(e, r, gi), 0, sizeof(pc_hold));
@@ -659,7 +662,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
             }
         } else if (g->kind == FPM_KIND_MAMBA) {
             int64_t req = cdiv64(a, g->block), d = req - s->mcols;
-            int64_t ck = pc_checkpoint(e, r, gi, c, a, s->mcol, s->mn, s->mcols);
+            int64_t ck = pc_checkpoint(e, r, gi, c, a, s->mcol, s->mn, s->mcols, &memo);
             if (d > 0) {
                 int32_t newb[2];
                 pc_get_new(p, 1 + ck, newb);
