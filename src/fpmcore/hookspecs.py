@@ -52,6 +52,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from fpmcore.documents.profile import FpmModelProfile
+    from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
     from fpmcore.host.hooktypes import (
         AlignStopQuery,
         CliCommand,
@@ -61,13 +62,11 @@ if TYPE_CHECKING:
         ExecutionIdentity,
         ImportRules,
         LiveProbeOptions,
-        MeasurementDriver,
         PlanLimits,
         PluginInfo,
         PointPlan,
         ProducerContract,
         RuleEntry,
-        ServingDriver,
         SpecClassification,
     )
     from fpmcore.replay.rules import ReplayRules
@@ -357,8 +356,8 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
     SHA-256, known without importing the runtime; the engine-steps contract
     compares an artifact's producer with it, A-21) and ``start(model_dir,
     options)``, which imports the runtime, starts an engine for the model
-    folder with the deployment's :class:`~fpmcore.host.hooktypes.EngineOptions`
-    and returns a :class:`~fpmcore.host.hooktypes.MeasurementEngine`: it admits
+    folder with the deployment's :class:`~fpmcore.host.engine_drivers.EngineOptions`
+    and returns a :class:`~fpmcore.host.engine_drivers.MeasurementEngine`: it admits
     batches of requests with real token ids and reports every engine step
     (the workload the scheduler computed and its wall time) and each
     request's prefix-cache hit.
@@ -373,7 +372,7 @@ def fpm_measurement_driver(runtime: str) -> MeasurementDriver | None:
 
     :param runtime: the pin the plan's profile was probed on, ``"vllm==0.32.0"``:
         one of your targets.
-    :returns: a :class:`~fpmcore.host.hooktypes.MeasurementDriver`, or ``None`` when
+    :returns: a :class:`~fpmcore.host.engine_drivers.MeasurementDriver`, or ``None`` when
         the plugin does not drive an engine.
 
     ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``
@@ -397,14 +396,14 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     The answer's ``start(model_dir, options)`` imports the runtime, starts an
     engine for the model folder with the deployment's
-    :class:`~fpmcore.host.hooktypes.EngineOptions` (the plan's, as for
+    :class:`~fpmcore.host.engine_drivers.EngineOptions` (the plan's, as for
     :func:`fpm_measurement_driver`) and returns a
-    :class:`~fpmcore.host.hooktypes.ServingEngine`.  Its ``serve(requests)``
-    serves a list of :class:`~fpmcore.host.hooktypes.ServeRequest` open loop in
+    :class:`~fpmcore.host.engine_drivers.ServingEngine`.  Its ``serve(requests)``
+    serves a list of :class:`~fpmcore.host.engine_drivers.ServeRequest` open loop in
     wall-clock time, from an empty prefix cache: each request is added with
     its token ids once its arrival time has passed, the engine steps while a
     request is unfinished and waits for the next arrival when none is.  It
-    returns a :class:`~fpmcore.host.hooktypes.Serving`: per request its arrival,
+    returns a :class:`~fpmcore.host.engine_drivers.Serving`: per request its arrival,
     first-token and finish times (the ends of the steps that returned them)
     and its output tokens; per non-empty step its start and end, the
     workload the scheduler computed and what the machine did to it, read
@@ -422,7 +421,7 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     :param runtime: the pin of the plan's engine (``plan["engine"]["runtime"]``,
         ``"vllm==0.32.0"``): one of your targets.
-    :returns: a :class:`~fpmcore.host.hooktypes.ServingDriver`, or ``None`` when
+    :returns: a :class:`~fpmcore.host.engine_drivers.ServingDriver`, or ``None`` when
         the plugin serves no engine.
 
     ``driver.start("models/tiny-llama", EngineOptions(2048, 4096, 256, True))``

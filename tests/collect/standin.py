@@ -32,8 +32,7 @@ import attrs
 
 from fpmcore import API_VERSION, PluginInfo, hookimpl
 from fpmcore.collect.contention import Contention
-from fpmcore.host.hooktypes import (
-    AlignStopQuery,
+from fpmcore.host.engine_drivers import (
     EngineFacts,
     EngineOptions,
     EngineRun,
@@ -47,6 +46,7 @@ from fpmcore.host.hooktypes import (
     ServingDriver,
     StepWorkload,
 )
+from fpmcore.host.hooktypes import AlignStopQuery
 
 THIS_FILE = Path(__file__).resolve()
 
@@ -105,7 +105,7 @@ class _Req:
 
 
 class StandinEngine:
-    """The stand-in :class:`~fpmcore.host.hooktypes.MeasurementEngine`."""
+    """The stand-in :class:`~fpmcore.host.engine_drivers.MeasurementEngine`."""
 
     def __init__(self, config: StandinConfig, model_dir: str, options: EngineOptions) -> None:
         if not Path(model_dir, "config.json").is_file():

@@ -347,7 +347,7 @@ def test_a_decode_repetition_whose_prompt_the_budget_splits_is_measured_after_it
     fourth; a run whose third forward still prefills has its lockstep decode too late."""
     from fpmcore.collect.content import TokenSource
     from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings
-    from fpmcore.host.hooktypes import EngineRun, EngineStep, StepWorkload
+    from fpmcore.host.engine_drivers import EngineRun, EngineStep, StepWorkload
 
     point = PlannedPoint(30, "decode", 1, context_tokens=898)
     m = Measurer(None, TokenSource(0, 1000, ()), ProtocolSettings(1, 3, 3, 0), 1024, False)  # type: ignore[arg-type]
@@ -378,7 +378,7 @@ def test_a_decode_repetition_measures_after_its_lead_in_decodes_in_lockstep():
     request only (the other still prefilling, or finished) rejects the repetition, naming the step's count."""
     from fpmcore.collect.content import TokenSource
     from fpmcore.collect.measure import Measurer, PlannedPoint, ProtocolSettings, decode_lead_in
-    from fpmcore.host.hooktypes import EngineRun, EngineStep, StepWorkload
+    from fpmcore.host.engine_drivers import EngineRun, EngineStep, StepWorkload
 
     point = PlannedPoint(7, "decode", 2, context_tokens=258)
     assert decode_lead_in(point, 16, 128, True, 768) == 16

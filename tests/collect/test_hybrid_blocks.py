@@ -24,7 +24,7 @@ import pytest
 from fpmcore.collect import run as collect_run
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import load_path
-from fpmcore.host.hooktypes import EngineFacts
+from fpmcore.host.engine_drivers import EngineFacts
 from fpmcore.testing import make_host, run_fpm
 from tests.collect.standin import StandinConfig, StandinRuntime, fake_model_dir
 

@@ -60,7 +60,7 @@ from fpmcore.collect.content import TokenSource, prompt_sha256
 from fpmcore.collect.contention import ContentionBound, canary
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import one_line
-from fpmcore.host.hooktypes import EngineRun, EngineStep, MeasurementEngine, StepWorkload
+from fpmcore.host.engine_drivers import EngineRun, EngineStep, MeasurementEngine, StepWorkload
 from fpmcore.plan.point_grid import PlanPoint, decode_tail
 from fpmcore.validate.measured_values import PRODUCER_REDUCTIONS, TRIMMED_MEAN, UPPER_MEDIAN
 

@@ -45,7 +45,8 @@ from fpmcore.collect.measure import (
     ProtocolSettings,
 )
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import CommandContext, EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.host.engine_drivers import EngineFacts, EngineOptions, MeasurementDriver, ProducerRecord
+from fpmcore.host.hooktypes import CommandContext
 from fpmcore.validate.measured_values import PRODUCER_REDUCTIONS, canonical_digest, manifest_of
 from fpmcore.validate.protocol import EXECUTION_EVIDENCE
 
@@ -119,7 +120,7 @@ def engine_options(plan: Mapping[str, Any], *, dtype: str | None = None, seed: i
 def deployment_differences(facts: EngineFacts, plan: Mapping[str, Any]) -> list[str]:
     """Where a started engine does not run the deployment the plan was made for.
 
-    The blocks are compared as what they are (:class:`~fpmcore.host.hooktypes.EngineFacts`):
+    The blocks are compared as what they are (:class:`~fpmcore.host.engine_drivers.EngineFacts`):
     each cache group's block with the plan's ``engine.cache_block_sizes``, the
     scheduler block with ``engine.scheduler_block_size`` (02 I-96) and the
     hash block with ``limits.hash_block_size``.  The plan's

@@ -28,7 +28,7 @@ import attrs
 import cattrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.documents.field_converters import as_tuple
+from fpmcore.documents.field_helpers import as_tuple
 from fpmcore.documents.generated_code import install as _install_code_cache
 from fpmcore.documents.jsonio import is_finite_number, one_line
 

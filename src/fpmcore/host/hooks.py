@@ -44,6 +44,7 @@ import attrs
 
 from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.documents.runtime_pin import RuntimePin
+from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
 from fpmcore.host.hooktypes import (
     HARDWARE_KEYS,
     AlignStopQuery,
@@ -54,13 +55,11 @@ from fpmcore.host.hooktypes import (
     ExecutionIdentity,
     ImportRules,
     LiveProbeOptions,
-    MeasurementDriver,
     PlanLimits,
     PluginInfo,
     PointPlan,
     ProducerContract,
     RuleEntry,
-    ServingDriver,
     SpecClassification,
 )
 from fpmcore.replay.rules import ReplayRules
@@ -593,14 +592,14 @@ class RuntimeHooks:
         return self._call("fpm_classify_spec", spec_class=spec_class, spec=spec)  # type: ignore[no-any-return]
 
     def measurement_driver(self) -> MeasurementDriver:
-        """The :class:`~fpmcore.host.hooktypes.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
+        """The :class:`~fpmcore.host.engine_drivers.MeasurementDriver` of :func:`~fpmcore.hookspecs.fpm_measurement_driver`."""
         driver = self._call("fpm_measurement_driver")
         if driver is None:
             raise self._missing("fpm_measurement_driver")
         return driver  # type: ignore[no-any-return]
 
     def serving_engine(self) -> ServingDriver | None:
-        """The :class:`~fpmcore.host.hooktypes.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
+        """The :class:`~fpmcore.host.engine_drivers.ServingDriver` of :func:`~fpmcore.hookspecs.fpm_serving_engine`, or
         ``None`` when the plugin serves no engine (the hook is optional)."""
         return self._call("fpm_serving_engine")  # type: ignore[no-any-return]
 

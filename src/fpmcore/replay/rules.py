@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from fpmcore.documents.field_converters import as_frozenset
+from fpmcore.documents.field_helpers import as_frozenset
 from fpmcore.replay.settings import RELEASE_SETTINGS
 
 #: The vLLM scheduler settings the engine models that a release may lack (field

@@ -54,7 +54,7 @@ from typing import Any
 import attrs
 
 from fpmcore.collect.contention import Contention, ContentionBound
-from fpmcore.host.hooktypes import EngineStep, ServedRequest
+from fpmcore.host.engine_drivers import EngineStep, ServedRequest
 from fpmcore.replay.records import nearest_rank
 
 #: A serving with more of its served wall time in contended steps is contended (module docstring).

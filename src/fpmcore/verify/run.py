@@ -23,7 +23,7 @@ import attrs
 
 from fpmcore.collect.contention import ContentionBound
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import EngineStep, ServingDriver, ServingEngine
+from fpmcore.host.engine_drivers import EngineStep, ServingDriver, ServingEngine
 from fpmcore.replay.trace import Trace
 from fpmcore.verify import compare as cmp
 from fpmcore.verify.traces import (

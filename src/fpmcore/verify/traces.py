@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import ServeRequest
+from fpmcore.host.engine_drivers import ServeRequest
 from fpmcore.replay.trace import Trace, TraceRequest, parse_trace_lines
 
 

@@ -167,7 +167,7 @@ def scheduled_workload(out: Any, sched: Any) -> StepWorkload:
 
 
 class VllmMeasurementEngine:
-    """A started vLLM 0.32.0 CPU engine as a :class:`~fpmcore.host.hooktypes.MeasurementEngine`."""
+    """A started vLLM 0.32.0 CPU engine as a :class:`~fpmcore.host.engine_drivers.MeasurementEngine`."""
 
     def __init__(self, live: Any) -> None:
         self.live = live

@@ -50,7 +50,7 @@ from fpmcore_vllm032.measure import VllmMeasurementEngine, scheduled_workload
 
 
 class VllmServingEngine:
-    """A started vLLM 0.32.0 CPU engine as a :class:`~fpmcore.host.hooktypes.ServingEngine`."""
+    """A started vLLM 0.32.0 CPU engine as a :class:`~fpmcore.host.engine_drivers.ServingEngine`."""
 
     def __init__(self, engine: VllmMeasurementEngine) -> None:
         self.engine = engine

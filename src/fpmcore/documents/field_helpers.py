@@ -1,6 +1,6 @@
-"""Field converters as plain Python functions.
+"""Converters and validators the attrs classes of the host share.
 
-attrs reads a converter's signature (``inspect.signature``) to annotate the
+The converters are plain Python functions on purpose: attrs reads a converter's signature (``inspect.signature``) to annotate the
 generated ``__init__``. For a builtin such as ``tuple`` or ``frozenset`` that
 means parsing its text signature with :mod:`tokenize`, whose first use
 compiles tokenize's regular expressions: about 8 ms at every start for the
@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
+
 
 def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     """``tuple(value)``: a list field's converter."""
@@ -22,3 +24,9 @@ def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
 def as_frozenset(value: Iterable[Any]) -> frozenset[Any]:
     """``frozenset(value)``: a set field's converter."""
     return frozenset(value)
+
+
+def nonblank(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """The validator of a field that must be a non-blank string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{attribute.name} must be a non-blank string; got {value!r}")
