@@ -431,7 +431,7 @@ def fpm_serving_engine(runtime: str) -> ServingDriver | None:
 
     Example::
 
-        >>> from fpmcore.host.hooktypes import ServingDriver
+        >>> from fpmcore.host.engine_drivers import ServingDriver
         >>> @hookimpl
         ... def fpm_serving_engine():
         ...     return ServingDriver(start=lambda model_dir, options: None)
