@@ -97,6 +97,7 @@ PEER_TRACE ?= ../shared/traces/mooncake-conversation.jsonl.gz
 bench: env bench-env
 	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling \
 		--peer-trace $(PEER_TRACE) --mocker-python $(MOCKER_VENV)/bin/python
+	$(PY) tools/bench_replay_out.py 1000000
 	$(PY) -m pytest -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,max,rounds tests plugins
 
 # make replay-digests BASE=DIR: every replay output of tools/replay_digests.py (example profiles x traces,
