@@ -79,7 +79,7 @@ NO_PIPELINE = (
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        (("--help",), NEVER + NO_PIPELINE + ("rich", "hashlib", "fractions")),
+        (("--help",), NEVER + NO_PIPELINE + ("rich", "hashlib")),
         (("plugins",), NEVER + NO_PIPELINE),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
         (REPLAY, NEVER + NO_REPLAY_EXTRAS),

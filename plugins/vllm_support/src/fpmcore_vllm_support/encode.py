@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import sys
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from fpmcore.plugin_api import cdiv as cdiv  # the host's one cdiv (01 §1.1), re-exported for the runtime plugins
@@ -32,8 +32,7 @@ def encode_value(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    fractions = sys.modules.get("fractions")  # not imported here: no Fraction exists before it is imported
-    if fractions is not None and isinstance(value, fractions.Fraction):
+    if isinstance(value, Fraction):
         return f"{value.numerator}/{value.denominator}"
     if type(value).__name__ == "MultipleOf" and hasattr(value, "base"):
         return {"multiple_of": int(value.base)}
