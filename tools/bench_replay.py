@@ -72,13 +72,16 @@ def anchor(n: int):
     return cfg, trace
 
 
-def request_steps(n: int) -> int:
-    """Scheduled request-steps of the anchor workload with ``n`` requests (from the step records)."""
+def scheduled_request_steps(cfg, trace) -> int:
+    """The scheduled request-steps of a replay (the requests scheduled, summed over its steps), from its step records."""
     from fpmcore.replay import run_replay
 
-    cfg, trace = anchor(n)
-    cols = run_replay(cfg, trace, backend="c").raw.steps.columns(keep=False)
-    return len(cols.sched_req)
+    return len(run_replay(cfg, trace, backend="c").raw.steps.columns(keep=False).sched_req)
+
+
+def request_steps(n: int) -> int:
+    """Scheduled request-steps of the anchor workload with ``n`` requests."""
+    return scheduled_request_steps(*anchor(n))
 
 
 def best_of(fn, repeat: int) -> tuple[float, float]:
@@ -153,7 +156,7 @@ def glm_table(trace: str, repeat: int = 3) -> None:
     """
     sys.path.insert(0, str(ROOT / "src"))
     from fpmcore.documents.profile import load_profile
-    from fpmcore.replay import ReplayRun, config_from_profile, load_table, run_replay
+    from fpmcore.replay import ReplayRun, config_from_profile, load_table
     from fpmcore.traces.mooncake import MOONCAKE
     from fpmcore.traces.reading import read_trace
 
@@ -166,7 +169,7 @@ def glm_table(trace: str, repeat: int = 3) -> None:
     cpu_of = {}
     for caching in (True, False):
         cfg = config_from_profile(profile, prefix_caching=caching, table=table)
-        rs = len(run_replay(cfg, tr, backend="c").raw.steps.columns(keep=False).sched_req)
+        rs = scheduled_request_steps(cfg, tr)
 
         def once(cfg=cfg) -> None:
             run = ReplayRun(cfg, tr, steps=False, backend="c")  # as fpm replay runs it without --out

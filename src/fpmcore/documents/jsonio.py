@@ -65,7 +65,7 @@ import os
 import re
 import stat
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, not in typeshed
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
@@ -474,16 +474,17 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
     check_input_file(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as f:
-        kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open
+        opened = os.fstat(fd)
+        kind = _file_kind(opened.st_mode)  # replaced between the stat and the open
         if kind is not None:
             raise _not_regular(kind)
-        data = _read_bounded(f, os.fstat(fd).st_size)
+        data = _read_bounded(f, opened.st_size)
     if len(data) > MAX_INPUT_BYTES:
         raise _too_large()
     return data
 
 
-def _read_bounded(f: Any, size: int) -> bytes:
+def _read_bounded(f: BinaryIO, size: int) -> bytes:
     """The file's bytes, up to one past :data:`MAX_INPUT_BYTES`; ``size`` is its size when opened.
 
     Read as ``size + 1`` bytes first (``read(n)`` allocates ``n`` bytes before
@@ -492,7 +493,7 @@ def _read_bounded(f: Any, size: int) -> bytes:
     """
     data = f.read(min(size, MAX_INPUT_BYTES) + 1)
     if len(data) <= size:
-        return bytes(data)
+        return data
     parts, total = [data], len(data)
     while total <= MAX_INPUT_BYTES:
         piece = f.read(min(1 << 20, MAX_INPUT_BYTES + 1 - total))

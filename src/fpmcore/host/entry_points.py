@@ -156,8 +156,8 @@ def read_group(group: str, path: Iterable[str] | None = None) -> list[EntryPoint
                     raise _Unreadable(folder)
                 continue
             stem_name = _name_from_folder(folder)
-            headers = None if stem_name else _headers(meta)
-            key = _normalized(stem_name or headers[0])  # type: ignore[index]  # headers is set without a stem name
+            headers = None if stem_name else _headers(meta)  # read later, and only when it declares the group
+            key = _normalized(headers[0] if headers is not None else stem_name)
             if key in seen:
                 continue
             seen.add(key)
