@@ -255,13 +255,61 @@ static int64_t pc_window_hit(const engine_t *e, const request_t *r, int gi, int6
     return count * g->block;
 }
 
-/* The longest hit at most cap for which every Mamba group holds a state (MambaManager.find_longest_cache_hit). */
+/* The origin keys of r's blocks in decreasing order (q never increases between calls): the pair index
+ * found by bisection for the first q, then one step down per breakpoint passed; pairs out of order are
+ * searched as pc_origin does. */
+typedef struct {
+    const engine_t *e;
+    const request_t *r;
+    const int64_t *upto, *key;
+    int64_t n, i, own;
+    int sorted, started;
+} origin_down;
+
+static void origin_down_start(const engine_t *e, const request_t *r, origin_down *od) {
+    const fpm_replay_request *in = &e->in[r - e->req];
+    od->e = e;
+    od->r = r;
+    od->n = in->origin_len;
+    od->upto = od->n ? &e->cfg.origin_upto[in->origin_off] : NULL;
+    od->key = od->n ? &e->cfg.origin_key[in->origin_off] : NULL;
+    od->own = in->own_key;
+    od->sorted = e->pool->origins_sorted;
+    od->started = 0;
+    od->i = 0;
+}
+
+static inline int64_t origin_prev(origin_down *od, int64_t q) {
+    if (od->n == 0) return od->own;
+    if (!od->sorted) return pc_origin(od->e, od->r, q);
+    if (!od->started) { /* the first i with q <= upto[i] */
+        int64_t lo = 0, hi = od->n;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (q <= od->upto[mid])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        od->i = lo;
+        od->started = 1;
+    } else {
+        while (od->i > 0 && q <= od->upto[od->i - 1]) od->i--;
+    }
+    return od->i < od->n ? od->key[od->i] : od->own;
+}
+
+/* The longest hit at most cap for which every Mamba group holds a state (MambaManager.find_longest_cache_hit).
+ * A column's origin key is the same for every group: found once per column, walking down. */
 static int64_t pc_mamba_hit(const engine_t *e, const request_t *r, int64_t cap) {
-    int64_t B = e->sched_block;
+    int64_t B = e->sched_block, G = e->G;
+    origin_down od;
+    origin_down_start(e, r, &od);
     for (int64_t i = cap / B - 1; i >= 0; i--) {
+        int64_t ka = origin_prev(&od, (i + 1) * B);
         int all = 1;
-        for (int gi = 0; gi < e->G && all; gi++)
-            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !pc_cached(e, r, gi, i)) all = 0;
+        for (int gi = 0; gi < G && all; gi++)
+            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !pc_lookup_key(e->pool, ka, i * G + gi)) all = 0;
         if (all) return (i + 1) * B;
     }
     return 0;
@@ -347,7 +395,8 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             }
         }
     }
-    int64_t h = cap;
+    int64_t h = cap, hka = 0; /* the origin key of the hit's last column, found once a Mamba group needs it */
+    int have_hka = 0;
     p->hit_h = h;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
@@ -358,7 +407,8 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             p->hit_n[gi] = h / B;
             for (int64_t j = p->hit_lo[gi]; j < h / B; j++) p->hit_tab[gi * p->maxc + j] = pc_cached(e, r, gi, j);
         } else if (g->kind == FPM_KIND_MAMBA && h > 0) {
-            p->hit_m[gi] = pc_cached(e, r, gi, h / B - 1);
+            if (!have_hka) hka = pc_origin(e, r, h), have_hka = 1;
+            p->hit_m[gi] = pc_lookup_key(p, hka, (h / B - 1) * e->G + gi);
         }
     }
     e->info[r - e->req].junction = (e->G >= 2 && longest > h) ? longest : 0;
@@ -366,9 +416,8 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
         for (int gi = 0; gi < e->G; gi++) {
             if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
-            int64_t ka, kb;
-            pc_key(e, r, gi, h / B - 1, &ka, &kb);
-            if (pc_cached_this_step(p, ka, kb)) *same_step = 1;
+            if (!have_hka) hka = pc_origin(e, r, h), have_hka = 1;
+            if (pc_cached_this_step(p, hka, (h / B - 1) * e->G + gi)) *same_step = 1;
         }
     }
     return h;

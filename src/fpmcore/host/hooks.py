@@ -44,7 +44,6 @@ import attrs
 
 from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
 from fpmcore.host.hooktypes import (
     HARDWARE_KEYS,
     AlignStopQuery,
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     import pluggy
 
     from fpmcore.documents.profile import FpmModelProfile
+    from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
 
 
 class _Selected(Protocol):
@@ -119,15 +119,21 @@ class Expect:
     functions; a hook's ``None`` always means "no answer").
     """
 
-    types: tuple[type, ...]
+    types: tuple[type, ...] | Callable[[], tuple[type, ...]]
     text: str = ""
     items: Expect | None = None
     problem: ValueCheck | None = None
     none: bool = False
 
     @property
+    def accepted(self) -> tuple[type, ...]:
+        """``types``, or what it returns when it is a function (types of a module imported only when a hook of
+        theirs answers, such as the engine drivers of :mod:`fpmcore.host.engine_drivers`)."""
+        return self.types if isinstance(self.types, tuple) else self.types()
+
+    @property
     def expected(self) -> str:
-        return self.text or " or ".join(t.__name__ for t in self.types)
+        return self.text or " or ".join(t.__name__ for t in self.accepted)
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:
@@ -193,6 +199,12 @@ def _positive(v: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
     return None if v > 0 else f"returned {v} from {name}; expected a positive int"
 
 
+def _engine_drivers() -> Any:
+    from fpmcore.host import engine_drivers
+
+    return engine_drivers
+
+
 #: The ``producer`` argument of ``fpm_validate_artifact`` when the caller names no producer record.
 NO_PRODUCER: Mapping[str, str] = {"error": "no expected producer"}
 
@@ -205,8 +217,8 @@ RETURNS: dict[str, Expect] = {
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect((SpecClassification,)),
     "fpm_runtime_rules": Expect((ImportRules,), problem=_rules_problem),
-    "fpm_measurement_driver": Expect((MeasurementDriver,)),
-    "fpm_serving_engine": Expect((ServingDriver,)),
+    "fpm_measurement_driver": Expect(lambda: (_engine_drivers().MeasurementDriver,)),
+    "fpm_serving_engine": Expect(lambda: (_engine_drivers().ServingDriver,)),
     "fpm_engine_limits": Expect((list,), items=Expect((EngineLimit,))),
     "fpm_replay_rules": Expect((ReplayRules,), "ReplayRules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
@@ -240,7 +252,7 @@ def check(plugin: str, name: str, value: Any, expect: Expect, kwargs: Mapping[st
     """
     if value is None and expect.none:
         return value
-    if not _is(value, expect.types):
+    if not _is(value, expect.accepted):
         raise PluginError(
             "plugins", f"plugin '{plugin}' returned {type(value).__name__} from {name}; expected {expect.expected}"
         )

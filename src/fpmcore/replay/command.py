@@ -254,7 +254,7 @@ def run(args: argparse.Namespace, ctx: CommandContext) -> int:
         from fpmcore.replay.table import check_table_origin, load_table_document
 
         table, source = load_table_document(args.fpm_table)
-        note = check_table_origin(source, profile.model, profile_digest(profile), args.fpm_table)
+        note = check_table_origin(source, profile.model, lambda: profile_digest(profile), args.fpm_table)
         if note is not None:
             _note(ctx, note)
         if not source and not ctx.json:  # not published from a measured run: say where its numbers come from

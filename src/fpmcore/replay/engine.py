@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.hooktypes import AlignStopQuery
-from fpmcore.replay import record_lines, records
+from fpmcore.replay import records
 from fpmcore.replay.model import (
     ARRIVE_STEP,
     ARRIVE_TIME,
@@ -43,6 +43,9 @@ from fpmcore.replay.model import (
     ReplayRequest,
 )
 from fpmcore.replay.trace import Trace, TraceRequest
+
+if TYPE_CHECKING:  # imported where records are written as lines (--out), not by every replay
+    from fpmcore.replay import record_lines
 
 
 class StepRecords(Sequence[dict[str, Any]]):
@@ -427,6 +430,8 @@ class ReplayRun:
         """:meth:`advance`, its records as JSON lines (what :func:`~fpmcore.documents.jsonio.dumps_output` writes of them);
         the C engine writes them without a record object (:mod:`fpmcore.replay.record_lines`).  ``requests``:
         the request records as objects too (``request_records``)."""
+        from fpmcore.replay import record_lines
+
         if self._lines is None and self.backend == "c":
             fields = record_lines.trace_fields(self._trace)
             names = self._ids if self._with_steps else self._trace.request_ids()  # the reject reasons name them

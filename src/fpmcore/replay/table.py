@@ -13,7 +13,7 @@ smallest decode row's wall time); without it a mixed step is ``P + D``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,18 +130,24 @@ def load_table_document(path: str | Path) -> tuple[LatencyTable, dict[str, Any]]
     return table_from_rows(data, str(p), shared), source
 
 
-def check_table_origin(source: Mapping[str, Any], model: str, profile_sha256: str, where: str) -> str | None:
+def check_table_origin(
+    source: Mapping[str, Any], model: str, profile_sha256: Callable[[], str], where: str
+) -> str | None:
     """R-27: a table published for another model is refused (its ``source.model`` names it); for another
     profile of the same model (``source.profile_sha256``) the note to print is returned, else ``None``.  A
-    table without a source (written by hand) is read as it is."""
+    table without a source (written by hand) is read as it is.  ``profile_sha256`` gives the profile's digest;
+    it is called only for a table that names one (a digest is a canonical serialisation and a hash)."""
     theirs = source.get("model")
     if isinstance(theirs, str) and theirs != model:
         raise _bad(f"the latency table was published for the model {theirs}, the profile is of {model}; give a "
                    f"table measured for {model}", where)  # fmt: skip
     sha = source.get("profile_sha256")
-    if isinstance(sha, str) and sha != profile_sha256:
+    if not isinstance(sha, str):
+        return None
+    ours = profile_sha256()
+    if sha != ours:
         return (f"the latency table {where} was measured with another profile of {model} (profile_sha256 "
-                f"{sha[:12]}…, this profile {profile_sha256[:12]}…): its timings are used as they are")  # fmt: skip
+                f"{sha[:12]}…, this profile {ours[:12]}…): its timings are used as they are")  # fmt: skip
     return None
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -43,15 +43,16 @@ from fpmcore.plugin_api import (
     EngineLimit,
     EngineRequest,
     LiveProbeOptions,
-    MeasurementDriver,
     RuleEntry,
-    ServingDriver,
     hookimpl,
 )
 from fpmcore_vllm032.classes import classify
 from fpmcore_vllm032.envelope import REPLAY_RULES
 from fpmcore_vllm032.rules import RULES
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
+
+if TYPE_CHECKING:  # the engine drivers' module is imported when fpm collect or fpm verify asks for one
+    from fpmcore.plugin_api import MeasurementDriver, ServingDriver
 
 
 @attrs.frozen(eq=False)

@@ -26,8 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fpmcore.plugin_api import HashBlockQuery, ImportRules, SpecClassification, StartupLimits, StateFamily
-from fpmcore_vllm_support.encode import cdiv
+from fpmcore.plugin_api import HashBlockQuery, ImportRules, SpecClassification, StartupLimits, StateFamily, cdiv
 
 #: 02 I-32: ``cache.kv_cache_dtype`` → profile KV label (vLLM 0.33.0's
 #: vllm/config/cache.py:44-67; 02 gives this one table and applies it to records
