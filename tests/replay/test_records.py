@@ -7,7 +7,8 @@ import json
 import pytest
 from helpers import full, run, trace, window
 
-from fpmcore.replay.engine import StepRecords
+from fpmcore.replay import make_config, records, run_replay
+from fpmcore.replay.engine import RequestRecords, StepRecords
 from fpmcore.replay.model import LazySteps, RawTotals, columns_of
 
 
@@ -38,6 +39,28 @@ def test_step_records_are_built_on_first_use(backend):
     assert r.steps[1:3] == list(r.steps)[1:3]
     assert r.steps == list(r.steps) and list(r.steps) == r.steps
     assert json.loads(json.dumps(list(r.steps))) == list(r.steps)
+
+
+def test_request_records_are_built_on_first_use_and_the_summary_needs_none(backend):
+    """RV-3 with a third request too long for the model (rejected, R-13) and a fourth arriving at 2.5 s with one
+    token: the summary is made from the raw results; its aggregates equal those of the records, which are built
+    when ``requests`` is read."""
+    tr = trace(("A", 4, 6), ("B", 4, 6), ("C", 40, 2), ("D", 4, 1, 2.5), timed=True)
+    cfg = make_config([full(4, 4), window(4, 4, 4)], 24, max_num_batched_tokens=8, max_num_seqs=3, max_model_len=32,
+                      reserve_full_isl=False, fixed_step_seconds=1.0)  # fmt: skip
+    r = run_replay(cfg, tr, backend=backend)
+    assert isinstance(r.requests, RequestRecords)
+    assert len(r.requests) == 4 and "not built yet" in repr(r.requests)
+    stats = records.RequestStats()
+    for rec, raw in zip(r.requests, [q for q in r.raw.requests if q.status]):
+        stats.add(rec, raw.reject_reason)
+    assert "not built yet" not in repr(r.requests)
+    assert [q["status"] for q in r.requests] == ["finished", "finished", "rejected", "finished"]
+    assert r.requests[3]["arrival_time"] == 2.5 and r.requests[3]["tpot_s"] is None  # the trace's time, one token
+    assert records.summary_of(cfg, stats, r.raw.totals, len(r.steps)) == r.summary
+    assert (r.summary["finished"], r.summary["rejected"], r.summary["rejected_by_reason"]["prompt_too_long"]) == (
+        3, 1, 1)  # fmt: skip
+    assert r.requests == list(r.requests) and list(r.requests) == r.requests
 
 
 def test_c_steps_are_read_from_exactly_sized_buffers():

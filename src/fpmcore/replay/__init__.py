@@ -8,6 +8,7 @@ Public API::
     cfg = config_from_profile(load_profile(path), prefix_caching=True, table=load_table(t),
                               long_prefill_token_threshold=2048, scheduling_policy="priority")
     result = run_replay(cfg, load_trace("trace.jsonl"))   # result.steps / .requests / .summary / .error
+                                                          # (the records are built when first read)
 
     run = ReplayRun(cfg, load_trace("trace.jsonl"))       # the same replay in chunks of steps
     for chunk in run:                                     # chunk.steps, chunk.requests: records to stream

@@ -48,24 +48,27 @@ if TYPE_CHECKING:  # imported where records are written as lines (--out), not by
     from fpmcore.replay import record_lines
 
 
-class StepRecords(Sequence[dict[str, Any]]):
-    """The R-34 step records of a run, built on first use.
+class BuiltOnRead(Sequence[dict[str, Any]]):
+    """Records of a run that are built on first use (the base of :class:`StepRecords` and
+    :class:`RequestRecords`).
 
     ``len()`` is known at once; indexing, iteration or comparison build every
-    record (:func:`fpmcore.replay.records.step_records`) once.  ``list()`` it
-    for a plain list (e.g. to serialise it).
+    record once (``build()``).  ``list()`` it for a plain list (e.g. to
+    serialise it).
     """
 
-    def __init__(self, cfg: ReplayConfig, ids: list[str], raw: RawResult) -> None:
-        self._args: tuple[ReplayConfig, list[str], RawResult] | None = (cfg, ids, raw)
-        self._n = len(raw.steps)
+    _what = "records"
+
+    def __init__(self, n: int, build: Callable[[], list[dict[str, Any]]]) -> None:
+        self._build: Callable[[], list[dict[str, Any]]] | None = build
+        self._n = n
         self._items: list[dict[str, Any]] | None = None
 
     def _list(self) -> list[dict[str, Any]]:
         if self._items is None:
-            assert self._args is not None
-            self._items = records.step_records(*self._args)
-            self._args = None
+            assert self._build is not None
+            self._items = self._build()
+            self._build = None
         return self._items
 
     def __len__(self) -> int:
@@ -82,7 +85,7 @@ class StepRecords(Sequence[dict[str, Any]]):
         return iter(self._list())
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, StepRecords):
+        if isinstance(other, BuiltOnRead):
             return self._list() == other._list()
         if isinstance(other, list):
             return self._list() == other
@@ -91,19 +94,40 @@ class StepRecords(Sequence[dict[str, Any]]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<StepRecords: {self._n} steps{'' if self._items is not None else ', not built yet'}>"
+        return f"<{type(self).__name__}: {self._n} {self._what}{'' if self._items is not None else ', not built yet'}>"
+
+
+class StepRecords(BuiltOnRead):
+    """The R-34 step records of a run (:func:`fpmcore.replay.records.step_records`), built on first use."""
+
+    _what = "steps"
+
+    def __init__(self, cfg: ReplayConfig, ids: list[str], raw: RawResult) -> None:
+        super().__init__(len(raw.steps), lambda: records.step_records(cfg, ids, raw))
+
+
+class RequestRecords(BuiltOnRead):
+    """The R-35 request records of a run, in trace order (:func:`fpmcore.replay.records.request_records`),
+    built on first use: the summary is made from the raw results without them
+    (:func:`fpmcore.replay.records.request_stats`), so a caller that reads only the summary, as a sweep does,
+    makes no record object."""
+
+    _what = "requests"
+
+    def __init__(self, trace_reqs: list[Any], raw: RawResult, n: int) -> None:
+        super().__init__(n, lambda: records.request_records(trace_reqs, raw))
 
 
 @attrs.frozen
 class ReplayResult:
     """The records of one run (R-34, R-35) and the stop diagnostic, if the run stopped.
 
-    ``steps`` is a :class:`StepRecords` sequence: the R-34 records are built
-    only when it is read; the summary never needs them.
+    ``steps`` and ``requests`` are :class:`StepRecords` and :class:`RequestRecords` sequences: the R-34 and
+    R-35 records are built only when they are read; the summary never needs them.
     """
 
     steps: StepRecords
-    requests: list[dict[str, Any]]
+    requests: RequestRecords
     summary: dict[str, Any]
     error: FpmError | None
     backend: str
@@ -241,19 +265,19 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
         origin, own = origins(trace)
     else:  # the engine reads no content origin without prefix caching (R-36)
         origin, own = [()] * len(trace.requests), list(range(len(trace.requests)))
-    mode = arrival_mode(cfg, trace)
+    step_exact = trace.step_exact
+    step_seconds = cfg.fixed_step_seconds if arrival_mode(cfg, trace) == ARRIVE_STEP else None
     for i, r in enumerate(trace.requests):
-        if trace.step_exact:
+        if step_exact:
             step, t = int(r.arrival_step or 0), 0.0
-        elif mode == ARRIVE_STEP:
-            assert cfg.fixed_step_seconds is not None
+        elif step_seconds is not None:
             t = float(r.arrival_time or 0.0)
-            step = arrival_step_for(t, cfg.fixed_step_seconds)
+            step = arrival_step_for(t, step_seconds)
         else:
             step, t = 0, float(r.arrival_time or 0.0)
-        for name, v in (("prompt_len", r.prompt_len), ("output_len", r.output_len)):
-            if v > MAX_TOKENS:
-                raise FpmError("R-32", f"trace line {i + 1}: {name} {v} exceeds the replay limit {MAX_TOKENS}")
+        if r.prompt_len > MAX_TOKENS or r.output_len > MAX_TOKENS:
+            name, v = ("prompt_len", r.prompt_len) if r.prompt_len > MAX_TOKENS else ("output_len", r.output_len)
+            raise FpmError("R-32", f"trace line {i + 1}: {name} {v} exceeds the replay limit {MAX_TOKENS}")
         if step > MAX_ARRIVAL_STEP:
             raise FpmError(
                 "R-32",
@@ -315,10 +339,12 @@ def run_replay(
     raw, used = run_raw(cfg, reqs, mode, backend=backend, align_stop=align_stop)
     ids = [r.request_id for r in trace.requests]
     steps = StepRecords(cfg, ids, raw)
-    reqrecs = records.request_records(list(trace.requests), raw)
-    summ = records.summary(cfg, reqrecs, raw)
+    trace_reqs = list(trace.requests)
+    stats = records.request_stats(trace_reqs, raw)
+    summ = records.summary_of(cfg, stats, raw.totals, len(raw.steps))
     err = records.error_of(raw.error) if raw.error is not None else None
-    return ReplayResult(steps=steps, requests=reqrecs, summary=summ, error=err, backend=used, raw=raw)
+    return ReplayResult(steps=steps, requests=RequestRecords(trace_reqs, raw, stats.requests), summary=summ,
+                        error=err, backend=used, raw=raw)  # fmt: skip
 
 
 @attrs.frozen

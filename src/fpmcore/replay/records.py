@@ -330,13 +330,35 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
     }
 
 
-def summary(cfg: ReplayConfig, requests: list[dict[str, Any]], raw: RawResult) -> dict[str, Any]:
-    """R-35 summary, from the request records and the run's totals (no step record is needed)."""
+def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
+    """The aggregates of the R-35 records of ``raw`` (:func:`request_records`) without making them: the same
+    values (a latency is the record's subtraction or division of the same doubles), in trace order."""
     stats = RequestStats()
-    codes = [r.reject_reason for r in raw.requests if r.status != 0]
-    for rec, code in zip(requests, codes):
-        stats.add(rec, code)
-    return summary_of(cfg, stats, raw.totals, len(raw.steps))
+    ttft, tpot, e2e = stats.ttft.append, stats.tpot.append, stats.e2e.append
+    n = finished = output_tokens = hits = 0
+    for tr, r in zip(trace_reqs, raw.requests):
+        status = r.status
+        if status == 0:
+            continue
+        n += 1
+        out = r.output_tokens
+        output_tokens += out
+        hits += r.prefix_hit_tokens
+        if status == ST_FINISHED:
+            finished += 1
+            arr = tr.arrival_time
+            if arr is None:
+                arr = r.arrival_time
+            ft, fin_t = r.first_token_time, r.finish_time
+            ttft(ft - arr)
+            e2e(fin_t - arr)
+            if out > 1:
+                tpot((fin_t - ft) / (out - 1))
+        else:
+            stats.add_rejection(r.reject_reason, reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id))
+    stats.requests, stats.finished, stats.rejected = n, finished, n - finished
+    stats.output_tokens, stats.prefix_hit_tokens = output_tokens, hits
+    return stats
 
 
 def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) -> dict[str, Any]:
