@@ -354,13 +354,14 @@ class ReplayChunk:
     ``steps`` are the R-34 records of the chunk's steps, in step order (empty
     when the run was opened with ``steps=False``); ``requests`` the R-35
     records of the requests completed (finished or rejected) in the chunk, in
-    completion order.  ``first_step`` is the step number of the chunk's first
-    record.
+    completion order, made when first read (:class:`BuiltOnRead`: the run's
+    summary is aggregated without them).  ``first_step`` is the step number of
+    the chunk's first record.
     """
 
     first_step: int
     steps: list[dict[str, Any]]
-    requests: list[dict[str, Any]]
+    requests: Sequence[dict[str, Any]]
 
 
 class ReplayRun:
@@ -401,6 +402,13 @@ class ReplayRun:
         self.cfg = cfg
         # the trace fields of request i's record: its line, or a column view of it
         self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
+        cols = trace.columns
+        self._arrival_time: Callable[[int], float | None] = (
+            (lambda i: trace.requests[i].arrival_time) if cols is None else cols.arrival_time.__getitem__
+        )
+        self._request_id: Callable[[int], str] = (
+            (lambda i: trace.requests[i].request_id) if cols is None else cols.request_id
+        )
         self._trace = trace
         # the names of the step records (a trace of columns makes each when it is read)
         self._ids: Sequence[str] = trace.request_ids() if steps else []
@@ -446,10 +454,10 @@ class ReplayRun:
         raw: RawChunk = self._engine.advance(n, self._with_steps)
         first = self.steps_done
         step_recs = records.step_records_of(self.cfg, self._ids, raw.steps) if raw.steps is not None else []
-        reqs = [records.request_record(self._fields(r.request), r) for r in raw.done]
-        for rec, r in zip(reqs, raw.done):
-            self._stats.add(rec, r.reject_reason)
+        records.add_completed(self._stats, raw.done, self._arrival_time, self._request_id)
         self._account(raw)
+        fields, done = self._fields, raw.done
+        reqs = BuiltOnRead(len(done), lambda: [records.request_record(fields(r.request), r) for r in done])
         return ReplayChunk(first, step_recs, reqs)
 
     def advance_lines(self, max_steps: int | None = None, *, requests: bool = False) -> record_lines.RecordLines:
@@ -468,7 +476,7 @@ class ReplayRun:
             chunk = self.advance(max_steps)
             return record_lines.RecordLines(chunk.first_step, b"".join(map(dumps_output, chunk.steps)),
                                             b"".join(map(dumps_output, chunk.requests)),
-                                            chunk.requests if requests else None)  # fmt: skip
+                                            list(chunk.requests) if requests else None)  # fmt: skip
         n = self.chunk_steps if max_steps is None else max_steps
         if n < 1:
             raise ValueError(f"max_steps must be positive, got {n}")

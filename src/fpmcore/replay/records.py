@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fpmcore.documents import blocks
@@ -330,23 +330,25 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
     }
 
 
-def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
-    """The aggregates of the R-35 records of ``raw`` (:func:`request_records`) without making them: the same
-    values (a latency is the record's subtraction or division of the same doubles), in trace order."""
-    stats = RequestStats()
+def add_completed(
+    stats: RequestStats, done: Iterable[Any], arrival_time: Callable[[int], float | None],
+    request_id: Callable[[int], str],
+) -> None:  # fmt: skip
+    """Add completed requests (:class:`RawRequest` s, each with its index in the trace) to ``stats`` as their R-35
+    records would (:func:`request_record`, :meth:`RequestStats.add`) without making them: the same values (a latency
+    is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time(i)`` is the
+    trace's arrival time of request ``i`` (``None``: arrivals in steps), ``request_id(i)`` its id (read for a
+    rejection only)."""
     ttft, tpot, e2e = stats.ttft.append, stats.tpot.append, stats.e2e.append
     n = finished = output_tokens = hits = 0
-    for tr, r in zip(trace_reqs, raw.requests):
-        status = r.status
-        if status == 0:
-            continue
+    for r in done:
         n += 1
         out = r.output_tokens
         output_tokens += out
         hits += r.prefix_hit_tokens
-        if status == ST_FINISHED:
+        if r.status == ST_FINISHED:
             finished += 1
-            arr = tr.arrival_time
+            arr = arrival_time(r.request)
             if arr is None:
                 arr = r.arrival_time
             ft, fin_t = r.first_token_time, r.finish_time
@@ -355,9 +357,21 @@ def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
             if out > 1:
                 tpot((fin_t - ft) / (out - 1))
         else:
-            stats.add_rejection(r.reject_reason, reject_reason(r.reject_reason, r.reject_a, r.reject_b, tr.request_id))
-    stats.requests, stats.finished, stats.rejected = n, finished, n - finished
-    stats.output_tokens, stats.prefix_hit_tokens = output_tokens, hits
+            code = r.reject_reason
+            stats.add_rejection(code, reject_reason(code, r.reject_a, r.reject_b, request_id(r.request)))
+    stats.requests += n
+    stats.finished += finished
+    stats.rejected += n - finished
+    stats.output_tokens += output_tokens
+    stats.prefix_hit_tokens += hits
+
+
+def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
+    """The aggregates of the R-35 records of ``raw`` (:func:`request_records`) without making them
+    (:func:`add_completed`)."""
+    stats = RequestStats()
+    add_completed(stats, (r for r in raw.requests if r.status != 0), lambda i: trace_reqs[i].arrival_time,
+                  lambda i: trace_reqs[i].request_id)  # fmt: skip
     return stats
 
 
