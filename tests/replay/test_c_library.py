@@ -85,3 +85,22 @@ def test_the_extension_exports_only_the_public_api():
         "fpm_format_steps", "fpm_format_requests", "fpm_format_double", "fpm_sort_doubles",
     }  # fmt: skip
     assert exported == public | {"PyInit__native"}
+
+
+def test_struct_layouts_are_read_from_the_build():
+    """The requests are packed, and the completed requests read, with the :mod:`struct` layout of the build's own
+    structs (their fields in the order the Python side names them, pad bytes where the compiler put them)."""
+    import pytest
+
+    from fpmcore.replay._native import ffi
+    from fpmcore.replay.cengine import _REQUEST_IN, _packing
+    from fpmcore.replay.model import RawRequest
+
+    done = _packing("fpm_request_rec", RawRequest._fields)
+    assert done.format == "=iiqqddddqqqq" and done.size == ffi.sizeof("fpm_request_rec") == 88
+    request = _packing("fpm_replay_request", _REQUEST_IN)
+    assert request.format == "=qqqdqqqq" and request.size == ffi.sizeof("fpm_replay_request") == 64
+    rq = ffi.new("fpm_replay_request *", (4096, 512, 3, 1.5, 7, 0, 0, -2))
+    assert bytes(ffi.buffer(rq)) == request.pack(4096, 512, 3, 1.5, 7, 0, 0, -2)
+    with pytest.raises(RuntimeError, match="has the fields"):
+        _packing("fpm_replay_request", _REQUEST_IN[::-1])

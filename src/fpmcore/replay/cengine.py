@@ -14,7 +14,9 @@ status other than ``FPM_OK``/``FPM_ENOSPC`` is a programming error and raises.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
+from functools import cache, partial
 from typing import Any, ClassVar
 
 from fpmcore.replay.model import (
@@ -43,11 +45,6 @@ _STEP_FORMAT = {"t_start": "d", "t_end": "d", "duration_s": "d", "extrapolated":
 _STEP_FIELDS = tuple((name, _STEP_FORMAT.get(name, "q")) for name in STEP_SCALARS) + (
     ("sched_off", "q"), ("sched_len", "q"), ("event_off", "q"), ("event_len", "q"), ("held_off", "q"), ("held_len", "q"),
 )  # fmt: skip
-_REQUEST_FIELDS = (
-    ("status", "i"), ("reject_reason", "i"), ("reject_a", "q"), ("reject_b", "q"), ("arrival_time", "d"),
-    ("first_scheduled_time", "d"), ("first_token_time", "d"), ("finish_time", "d"), ("output_tokens", "q"),
-    ("preemptions", "q"), ("prefix_hit_tokens", "q"), ("request", "q"),
-)  # fmt: skip
 _WIDTH = {"q": 8, "d": 8, "i": 4}
 #: Steps of one recording call of :func:`run_c`'s step pass.
 STEP_CHUNK = 65536
@@ -57,6 +54,36 @@ def _lib() -> tuple[Any, Any]:  # imported lazily: FPM_PUREPYTHON=1 runs without
     from fpmcore.replay._native import ffi, lib
 
     return ffi, lib
+
+
+#: The fields of the C request, in its order (:func:`_packing` checks them against the build).
+_REQUEST_IN = ("prompt_len", "output_len", "arrival_step", "arrival_time", "own_key", "origin_off", "origin_len",
+               "priority")  # fmt: skip
+_CODES = {"int64_t": "q", "double": "d", "int32_t": "i"}
+#: A :class:`RawRequest` of a tuple of its fields (``RawRequest._make`` without its Python frame).
+_raw_request = partial(tuple.__new__, RawRequest)
+
+
+@cache
+def _packing(ctype: str, names: tuple[str, ...]) -> struct.Struct:
+    """The :mod:`struct` layout of the C struct ``ctype`` as the build laid it out (pad bytes where the compiler put
+    them), whose fields must be ``names`` in that order: many structs are packed into, or read from, one buffer with
+    it, without a Python call per field (the records' field order is :class:`RawRequest`'s)."""
+    ffi, _lib_ = _lib()
+    t = ffi.typeof(ctype)
+    if tuple(name for name, _ in t.fields) != names:
+        raise RuntimeError(f"the C library's {ctype} has the fields {[n for n, _ in t.fields]}, not {list(names)}")
+    fmt, at = "=", 0
+    for _name, f in t.fields:
+        if f.offset > at:
+            fmt += f"{f.offset - at}x"
+        fmt += _CODES[f.type.cname]
+        at = f.offset + ffi.sizeof(f.type)
+    if ffi.sizeof(t) > at:
+        fmt += f"{ffi.sizeof(t) - at}x"
+    layout = struct.Struct(fmt)
+    assert layout.size == ffi.sizeof(t), (ctype, fmt)
+    return layout
 
 
 def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, str], ...]) -> dict[str, list[Any]]:
@@ -124,12 +151,17 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
     rq = ffi.new("fpm_replay_request[]", max(n, 1))
     upto_l: list[int] = []
     key_l: list[int] = []
+    layout = _packing("fpm_replay_request", _REQUEST_IN)
+    buf, size, pack = bytearray(layout.size * n), layout.size, layout.pack_into
     for i, r in enumerate(reqs):
-        rq[i] = (r.prompt_len, r.output_len, r.arrival_step, r.arrival_time,
-                 r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(r.origin), r.priority)  # fmt: skip
-        for u, k in r.origin:
+        origin = r.origin
+        pack(buf, i * size, r.prompt_len, r.output_len, r.arrival_step, r.arrival_time,
+             r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(origin), r.priority)  # fmt: skip
+        for u, k in origin:
             upto_l.append(u)
             key_l.append(k)
+    if n:
+        ffi.memmove(rq, buf, len(buf))
     upto = ffi.new("int64_t[]", upto_l or [0])
     okey = ffi.new("int64_t[]", key_l or [0])
     c.origin_upto, c.origin_key, c.norigin = upto, okey, len(upto_l)
@@ -225,8 +257,11 @@ class CReplay:
         return self._chunk(out, None, self._done(out) if done else ()), steps, requests
 
     def _done(self, out: Any) -> tuple[RawRequest, ...]:
-        dc = _columns(self._ffi, self._bufs["done"], "fpm_request_rec", out.ndone, _REQUEST_FIELDS)
-        return tuple(map(RawRequest, *(dc[name] for name, _ in _REQUEST_FIELDS)))
+        layout = _packing("fpm_request_rec", RawRequest._fields)
+        if not out.ndone:
+            return ()
+        mem = self._ffi.buffer(self._bufs["done"], out.ndone * layout.size)
+        return tuple(map(_raw_request, layout.iter_unpack(mem)))
 
     @staticmethod
     def _chunk(out: Any, steps: StepColumns | None, done: tuple[RawRequest, ...]) -> RawChunk:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 import attrs
@@ -265,6 +266,7 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
         origin, own = origins(trace)
     else:  # the engine reads no content origin without prefix caching
         origin, own = [()] * len(trace.requests), list(range(len(trace.requests)))
+    make = partial(tuple.__new__, ReplayRequest)  # ReplayRequest(*fields) without the named tuple's Python frame
     step_exact = trace.step_exact
     step_seconds = cfg.fixed_step_seconds if arrival_mode(cfg, trace) == ARRIVE_STEP else None
     for i, r in enumerate(trace.requests):
@@ -284,7 +286,7 @@ def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequ
                 f"trace line {i + 1}: arrival at step {step:,} is beyond the last arrival step a trace may have, "
                 f"{MAX_ARRIVAL_STEP:,} (a limit of arrivals, apart from --max-steps, which bounds the steps run)",
             )
-        yield ReplayRequest(r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0)
+        yield make((r.request_id, r.prompt_len, r.output_len, step, t, origin[i], own[i], r.priority or 0))
 
 
 def engine_requests(cfg: ReplayConfig, trace: Trace) -> tuple[tuple[ReplayRequest, ...], int]:
@@ -403,8 +405,8 @@ class ReplayRun:
         # the trace fields of request i's record: its line, or a column view of it
         self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
         cols = trace.columns
-        self._arrival_time: Callable[[int], float | None] = (
-            (lambda i: trace.requests[i].arrival_time) if cols is None else cols.arrival_time.__getitem__
+        self._arrival_time: Sequence[float | None] = (
+            [r.arrival_time for r in trace.requests] if cols is None else cols.arrival_time
         )
         self._request_id: Callable[[int], str] = (
             (lambda i: trace.requests[i].request_id) if cols is None else cols.request_id

@@ -331,12 +331,11 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
 
 
 def add_completed(
-    stats: RequestStats, done: Iterable[Any], arrival_time: Callable[[int], float | None],
-    request_id: Callable[[int], str],
+    stats: RequestStats, done: Iterable[Any], arrival_time: Sequence[float | None], request_id: Callable[[int], str]
 ) -> None:  # fmt: skip
     """Add completed requests (:class:`RawRequest` s, each with its index in the trace) to ``stats`` as their R-35
     records would (:func:`request_record`, :meth:`RequestStats.add`) without making them: the same values (a latency
-    is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time(i)`` is the
+    is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time[i]`` is the
     trace's arrival time of request ``i`` (``None``: arrivals in steps), ``request_id(i)`` its id (read for a
     rejection only)."""
     ttft, tpot, e2e = stats.ttft.append, stats.tpot.append, stats.e2e.append
@@ -348,7 +347,7 @@ def add_completed(
         hits += r.prefix_hit_tokens
         if r.status == ST_FINISHED:
             finished += 1
-            arr = arrival_time(r.request)
+            arr = arrival_time[r.request]
             if arr is None:
                 arr = r.arrival_time
             ft, fin_t = r.first_token_time, r.finish_time
@@ -370,7 +369,7 @@ def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
     """The aggregates of the R-35 records of ``raw`` (:func:`request_records`) without making them
     (:func:`add_completed`)."""
     stats = RequestStats()
-    add_completed(stats, (r for r in raw.requests if r.status != 0), lambda i: trace_reqs[i].arrival_time,
+    add_completed(stats, (r for r in raw.requests if r.status != 0), [tr.arrival_time for tr in trace_reqs],
                   lambda i: trace_reqs[i].request_id)  # fmt: skip
     return stats
 
