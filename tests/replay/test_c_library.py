@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from fpmcore.replay import model
 from fpmcore.replay._native import lib
 
@@ -90,8 +92,6 @@ def test_the_extension_exports_only_the_public_api():
 def test_struct_layouts_are_read_from_the_build():
     """The requests are packed, and the completed requests read, with the :mod:`struct` layout of the build's own
     structs (their fields in the order the Python side names them, pad bytes where the compiler put them)."""
-    import pytest
-
     from fpmcore.replay._native import ffi
     from fpmcore.replay.cengine import _REQUEST_IN, _packing
     from fpmcore.replay.model import RawRequest
