@@ -123,6 +123,19 @@ static int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
     return &e->pool->tab[((int64_t)r->slot * e->G + gi) * e->pool->maxc];
 }
 
+/* The first i with q <= upto[i] of n breakpoints in order (n when there is none), by bisection. */
+static int64_t first_pair_at(const int64_t *upto, int64_t n, int64_t q) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (q <= upto[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 /* R-36: the origin key of r's tokens [0, q): the key of the first pair with q <= upto, else r's own.
  * Pairs in order of upto (the trace readers' breakpoints) are searched by bisection. */
 static int64_t pc_origin(const engine_t *e, const request_t *r, int64_t q) {
@@ -131,23 +144,18 @@ static int64_t pc_origin(const engine_t *e, const request_t *r, int64_t q) {
     if (n == 0) return in->own_key;
     const int64_t *upto = &e->cfg.origin_upto[in->origin_off];
     if (e->pool->origins_sorted) {
-        int64_t lo = 0, hi = n; /* the first i with q <= upto[i] */
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (q <= upto[mid])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        return lo < n ? e->cfg.origin_key[in->origin_off + lo] : in->own_key;
+        int64_t i = first_pair_at(upto, n, q);
+        return i < n ? e->cfg.origin_key[in->origin_off + i] : in->own_key;
     }
     for (int64_t i = 0; i < n; i++)
         if (q <= upto[i]) return e->cfg.origin_key[in->origin_off + i];
     return in->own_key;
 }
 
-/* The origin keys of r's blocks in increasing order (q never decreases between calls): a cursor
- * over r's pairs, one step per breakpoint passed; pairs out of order are searched as pc_origin does. */
+/* The origin keys of r's blocks in increasing order (origin_next: q never decreases between calls, the
+ * cursor starting at the first pair) or in decreasing order (origin_prev: q never increases, the cursor
+ * starting past the last pair): one step per breakpoint passed; pairs out of order are searched as
+ * pc_origin does. */
 typedef struct {
     const engine_t *e;
     const request_t *r;
@@ -174,20 +182,19 @@ static inline int64_t origin_next(origin_cursor *oc, int64_t q) {
     return oc->i < oc->n ? oc->key[oc->i] : oc->own;
 }
 
+static inline int64_t origin_prev(origin_cursor *oc, int64_t q) {
+    if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
+    while (oc->i > 0 && q <= oc->upto[oc->i - 1]) oc->i--;
+    return oc->i < oc->n ? oc->key[oc->i] : oc->own;
+}
+
 /* ks[j] for j in [j0, j1): the origin keys of blocks j0 ... j1 - 1 (tokens up to (j + 1) * B), a fresh cursor */
 static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, int64_t *ks) {
     if (!oc->sorted) {
         for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
         return;
     }
-    int64_t i = 0, j = j0, hi = oc->n; /* the first pair with (j0 + 1) B <= upto, by bisection */
-    while (i < hi) {
-        int64_t mid = i + (hi - i) / 2;
-        if ((j0 + 1) * B <= oc->upto[mid])
-            hi = mid;
-        else
-            i = mid + 1;
-    }
+    int64_t i = first_pair_at(oc->upto, oc->n, (j0 + 1) * B), j = j0;
     while (j < j1) {
         while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
         if (i == oc->n) break;
@@ -255,58 +262,15 @@ static int64_t pc_window_hit(const engine_t *e, const request_t *r, int gi, int6
     return count * g->block;
 }
 
-/* The origin keys of r's blocks in decreasing order (q never increases between calls): the pair index
- * found by bisection for the first q, then one step down per breakpoint passed; pairs out of order are
- * searched as pc_origin does. */
-typedef struct {
-    const engine_t *e;
-    const request_t *r;
-    const int64_t *upto, *key;
-    int64_t n, i, own;
-    int sorted, started;
-} origin_down;
-
-static void origin_down_start(const engine_t *e, const request_t *r, origin_down *od) {
-    const fpm_replay_request *in = &e->in[r - e->req];
-    od->e = e;
-    od->r = r;
-    od->n = in->origin_len;
-    od->upto = od->n ? &e->cfg.origin_upto[in->origin_off] : NULL;
-    od->key = od->n ? &e->cfg.origin_key[in->origin_off] : NULL;
-    od->own = in->own_key;
-    od->sorted = e->pool->origins_sorted;
-    od->started = 0;
-    od->i = 0;
-}
-
-static inline int64_t origin_prev(origin_down *od, int64_t q) {
-    if (od->n == 0) return od->own;
-    if (!od->sorted) return pc_origin(od->e, od->r, q);
-    if (!od->started) { /* the first i with q <= upto[i] */
-        int64_t lo = 0, hi = od->n;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (q <= od->upto[mid])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        od->i = lo;
-        od->started = 1;
-    } else {
-        while (od->i > 0 && q <= od->upto[od->i - 1]) od->i--;
-    }
-    return od->i < od->n ? od->key[od->i] : od->own;
-}
-
 /* The longest hit at most cap for which every Mamba group holds a state (MambaManager.find_longest_cache_hit).
  * A column's origin key is the same for every group: found once per column, walking down. */
 static int64_t pc_mamba_hit(const engine_t *e, const request_t *r, int64_t cap) {
     int64_t B = e->sched_block, G = e->G;
-    origin_down od;
-    origin_down_start(e, r, &od);
+    origin_cursor oc;
+    origin_start(e, r, &oc);
+    oc.i = oc.n; /* walking down */
     for (int64_t i = cap / B - 1; i >= 0; i--) {
-        int64_t ka = origin_prev(&od, (i + 1) * B);
+        int64_t ka = origin_prev(&oc, (i + 1) * B);
         int all = 1;
         for (int gi = 0; gi < G && all; gi++)
             if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !pc_lookup_key(e->pool, ka, i * G + gi)) all = 0;
