@@ -103,19 +103,19 @@ class StepRecords(BuiltOnRead):
 
     _what = "steps"
 
-    def __init__(self, cfg: ReplayConfig, ids: list[str], raw: RawResult) -> None:
+    def __init__(self, cfg: ReplayConfig, ids: Sequence[str], raw: RawResult) -> None:
         super().__init__(len(raw.steps), lambda: records.step_records(cfg, ids, raw))
 
 
 class RequestRecords(BuiltOnRead):
     """The R-35 request records of a run, in trace order (:func:`fpmcore.replay.records.request_records`),
     built on first use: the summary is made from the raw results without them
-    (:func:`fpmcore.replay.records.request_stats`), so a caller that reads only the summary, as a sweep does,
+    (:func:`fpmcore.replay.records.add_completed`), so a caller that reads only the summary, as a sweep does,
     makes no record object."""
 
     _what = "requests"
 
-    def __init__(self, trace_reqs: list[Any], raw: RawResult, n: int) -> None:
+    def __init__(self, trace_reqs: Sequence[Any], raw: RawResult, n: int) -> None:
         super().__init__(n, lambda: records.request_records(trace_reqs, raw))
 
 
@@ -339,14 +339,13 @@ def run_replay(
     """Replay ``trace`` under ``cfg`` and format the records (R-34, R-35)."""
     reqs, mode = engine_requests(cfg, trace)
     raw, used = run_raw(cfg, reqs, mode, backend=backend, align_stop=align_stop)
-    ids = [r.request_id for r in trace.requests]
-    steps = StepRecords(cfg, ids, raw)
-    trace_reqs = list(trace.requests)
-    stats = records.request_stats(trace_reqs, raw)
+    ids = trace.request_ids()
+    stats = records.RequestStats()
+    records.add_completed(stats, (r for r in raw.requests if r.status != 0), trace.arrival_times(), ids)
     summ = records.summary_of(cfg, stats, raw.totals, len(raw.steps))
     err = records.error_of(raw.error) if raw.error is not None else None
-    return ReplayResult(steps=steps, requests=RequestRecords(trace_reqs, raw, stats.requests), summary=summ,
-                        error=err, backend=used, raw=raw)  # fmt: skip
+    return ReplayResult(steps=StepRecords(cfg, ids, raw), requests=RequestRecords(trace.requests, raw, stats.requests),
+                        summary=summ, error=err, backend=used, raw=raw)  # fmt: skip
 
 
 @attrs.frozen
@@ -404,16 +403,11 @@ class ReplayRun:
         self.cfg = cfg
         # the trace fields of request i's record: its line, or a column view of it
         self._fields = trace.requests.__getitem__ if trace.columns is None else trace.columns.fields
-        cols = trace.columns
-        self._arrival_time: Sequence[float | None] = (
-            [r.arrival_time for r in trace.requests] if cols is None else cols.arrival_time
-        )
-        self._request_id: Callable[[int], str] = (
-            (lambda i: trace.requests[i].request_id) if cols is None else cols.request_id
-        )
+        self._arrival_times = trace.arrival_times()
         self._trace = trace
-        # the names of the step records (a trace of columns makes each when it is read)
-        self._ids: Sequence[str] = trace.request_ids() if steps else []
+        # the names of the step records and of the reject reasons (a trace of columns makes each when it is read)
+        self._names = trace.request_ids()
+        self._ids: Sequence[str] = self._names if steps else []
         self._with_steps = steps
         self.backend = _backend(backend, align_stop)
         mode = arrival_mode(cfg, trace)
@@ -456,7 +450,7 @@ class ReplayRun:
         raw: RawChunk = self._engine.advance(n, self._with_steps)
         first = self.steps_done
         step_recs = records.step_records_of(self.cfg, self._ids, raw.steps) if raw.steps is not None else []
-        records.add_completed(self._stats, raw.done, self._arrival_time, self._request_id)
+        records.add_completed(self._stats, raw.done, self._arrival_times, self._names)
         self._account(raw)
         fields, done = self._fields, raw.done
         reqs = BuiltOnRead(len(done), lambda: [records.request_record(fields(r.request), r) for r in done])
@@ -470,8 +464,7 @@ class ReplayRun:
 
         if self._lines is None and self.backend == "c":
             fields = record_lines.trace_fields(self._trace)
-            names = self._ids if self._with_steps else self._trace.request_ids()  # the reject reasons name them
-            self._lines = record_lines.LineWriter(self.cfg, fields, names, self._stats) if fields else False
+            self._lines = record_lines.LineWriter(self.cfg, fields, self._names, self._stats) if fields else False
         if not self._lines or self.ended:
             from fpmcore.documents.jsonio import dumps_output
 

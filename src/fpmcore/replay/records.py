@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fpmcore.documents import blocks
@@ -102,7 +102,7 @@ REJECT_KINDS = {
 }  # fmt: skip
 
 
-def step_records(cfg: ReplayConfig, ids: list[str], raw: RawResult) -> list[dict[str, Any]]:
+def step_records(cfg: ReplayConfig, ids: Sequence[str], raw: RawResult) -> list[dict[str, Any]]:
     """R-34 records, one per step, built from the step columns in bulk."""
     with gc_paused():
         return _step_records(cfg, ids, step_columns(raw.steps, len(cfg.groups), keep=False))
@@ -186,7 +186,7 @@ def request_record(tr: Any, r: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def request_records(trace_reqs: list[Any], raw: RawResult) -> list[dict[str, Any]]:
+def request_records(trace_reqs: Sequence[Any], raw: RawResult) -> list[dict[str, Any]]:
     """R-35 request records, in trace order (requests that never completed are left out)."""
     return [request_record(tr, r) for tr, r in zip(trace_reqs, raw.requests) if r.status != 0]
 
@@ -331,13 +331,13 @@ def sizing(cfg: ReplayConfig) -> dict[str, Any]:
 
 
 def add_completed(
-    stats: RequestStats, done: Iterable[Any], arrival_time: Sequence[float | None], request_id: Callable[[int], str]
+    stats: RequestStats, done: Iterable[Any], arrival_time: Sequence[float | None], request_id: Sequence[str]
 ) -> None:  # fmt: skip
     """Add completed requests (:class:`RawRequest` s, each with its index in the trace) to ``stats`` as their R-35
     records would (:func:`request_record`, :meth:`RequestStats.add`) without making them: the same values (a latency
-    is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time[i]`` is the
-    trace's arrival time of request ``i`` (``None``: arrivals in steps), ``request_id(i)`` its id (read for a
-    rejection only)."""
+    is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time[i]`` and
+    ``request_id[i]`` are request ``i``'s in the trace (:meth:`~fpmcore.replay.trace.Trace.arrival_times`,
+    :meth:`~fpmcore.replay.trace.Trace.request_ids`; an id is read for a rejection only)."""
     ttft, tpot, e2e = stats.ttft.append, stats.tpot.append, stats.e2e.append
     n = finished = output_tokens = hits = 0
     for r in done:
@@ -357,21 +357,12 @@ def add_completed(
                 tpot((fin_t - ft) / (out - 1))
         else:
             code = r.reject_reason
-            stats.add_rejection(code, reject_reason(code, r.reject_a, r.reject_b, request_id(r.request)))
+            stats.add_rejection(code, reject_reason(code, r.reject_a, r.reject_b, request_id[r.request]))
     stats.requests += n
     stats.finished += finished
     stats.rejected += n - finished
     stats.output_tokens += output_tokens
     stats.prefix_hit_tokens += hits
-
-
-def request_stats(trace_reqs: Sequence[Any], raw: RawResult) -> RequestStats:
-    """The aggregates of the R-35 records of ``raw`` (:func:`request_records`) without making them
-    (:func:`add_completed`)."""
-    stats = RequestStats()
-    add_completed(stats, (r for r in raw.requests if r.status != 0), [tr.arrival_time for tr in trace_reqs],
-                  lambda i: trace_reqs[i].request_id)  # fmt: skip
-    return stats
 
 
 def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) -> dict[str, Any]:

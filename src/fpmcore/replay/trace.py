@@ -116,6 +116,14 @@ class Trace:
             return ids
         return [r.request_id for r in self.requests]
 
+    def arrival_times(self) -> Sequence[float | None]:
+        """The ``arrival_time`` of each request, in order (``None``: arrivals in steps; the column itself for a
+        trace of columns)."""
+        if self.columns is not None:
+            times: Sequence[float | None] = self.columns.arrival_time
+            return times
+        return [r.arrival_time for r in self.requests]
+
     def dumps(self) -> str:
         """The JSONL form of the trace."""
         return "".join(json.dumps(r.to_json()) + "\n" for r in self.requests)
