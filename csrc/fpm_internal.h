@@ -159,7 +159,6 @@ struct fpm_replay {
     int G;
     /* derived configuration */
     int block_mode, align_mode, split, ckpt_all, pc, has_windowed;
-    int releases_skipped; /* a windowed or Mamba group: R-7 step 1 (release_skipped) may release blocks */
     int64_t usable, cap, first_align, sched_block, hash_block, fixed_bytes;
     int64_t token_budget;        /* min(max_num_scheduled_tokens, max_num_batched_tokens) */
     int64_t split_limit;         /* the align split's chunk limit (04 G-5) */
@@ -187,6 +186,8 @@ struct fpm_replay {
     int64_t nfree_slot;
     int64_t used_blocks, used_bytes;
     struct pc_pool *pool; /* the prefix-caching pool, with prefix_caching */
+    const int64_t *pc_free; /* its free-queue length (pc_free_count), read by every step's records */
+    int32_t *ckpt_class;  /* per group: the first group of its block size and checkpoint setting (memo_checkpoint) */
     /* the current step */
     int64_t k;
     double t, t_start;
@@ -225,26 +226,28 @@ static inline hold_t *hold_of(const engine_t *e, const request_t *r, int gi) { r
 /* block-count pool (fpm_pool.c) */
 void pool_project(const engine_t *e, const request_t *r, int64_t c, int64_t a, int64_t *new_blocks,
                   int64_t *new_bytes, int64_t *held_bytes);
-void pool_release_skipped(engine_t *e, request_t *r, int64_t c);
+/* R-7 step 1; 1 when it released anything (r's holding changed) */
+int pool_release_skipped(engine_t *e, request_t *r, int64_t c);
 void pool_commit(engine_t *e, request_t *r, int64_t c, int64_t a);
 void pool_release_all(engine_t *e, request_t *r);
 int64_t pool_held(const engine_t *e, const request_t *r, int gi);
 int64_t fresh_bytes(const engine_t *e, int64_t c, int64_t a);
 void input_need(const engine_t *e, const request_t *r, int64_t h, int64_t *blocks, int64_t *bytes);
 int64_t mamba_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a);
-/* mamba_checkpoint of one request's c -> a, taken once for the Mamba groups of one loop over the groups: it
+/* mamba_checkpoint of one request's c -> a, taken once per checkpoint class of one loop over the groups: it
  * depends on a group only through its block size and checkpoint setting, which a model's Mamba groups share
- * (GLM-5.3-Flash: five).  A loop starts with CKPT_MEMO_NONE. */
+ * (GLM-5.3-Flash: four), so the groups that share them form one class (engine ckpt_class).  A loop starts
+ * with CKPT_MEMO_NONE. */
 typedef struct {
-    int64_t block, blocks, alignment, value;
+    int32_t cls;
+    int64_t value;
 } ckpt_memo;
-#define CKPT_MEMO_NONE {0, 0, 0, 0}
+#define CKPT_MEMO_NONE {-1, 0}
 static inline int64_t memo_checkpoint(const engine_t *e, const request_t *r, const fpm_group *g, int64_t c, int64_t a,
                                       ckpt_memo *m) {
-    if (m->block != g->block || m->blocks != g->checkpoint_blocks || m->alignment != g->checkpoint_alignment) {
-        m->block = g->block;
-        m->blocks = g->checkpoint_blocks;
-        m->alignment = g->checkpoint_alignment;
+    int32_t cls = e->ckpt_class[g - e->cfg.groups];
+    if (m->cls != cls) {
+        m->cls = cls;
         m->value = mamba_checkpoint(e, r, g, c, a);
     }
     return m->value;
@@ -255,20 +258,23 @@ void pool_thresholds(engine_t *e, request_t *r);
 /* prefix-caching pool (fpm_prefix.c) */
 struct pc_pool *pc_new(const engine_t *e, int64_t maxc);
 void pc_free(struct pc_pool *p);
-int64_t pc_free_count(const struct pc_pool *p);
+/* where the pool keeps its free-queue length (R-38: the blocks an allocation may take), read through pc_free_count */
+const int64_t *pc_free_queue_length(const struct pc_pool *p);
+static inline int64_t pc_free_count(const engine_t *e) { return *e->pc_free; }
 void pc_new_step(engine_t *e);
 int64_t pc_lookup(engine_t *e, request_t *r, int *same_step);
 void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hits, int64_t *need, int64_t *held);
 int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h);
-void pc_release_skipped(engine_t *e, request_t *r, int64_t c);
+/* R-7 step 1 with prefix caching; 1 when it released anything */
+int pc_release_skipped(engine_t *e, request_t *r, int64_t c);
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits);
 void pc_release_all(engine_t *e, request_t *r);
 int64_t pc_held(const engine_t *e, const request_t *r, int gi);
 
 /* The pool's use, whichever pool the engine runs. */
-static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e->pool) : e->used_blocks; }
+static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - *e->pc_free : e->used_blocks; }
 static inline int64_t used_bytes(const engine_t *e) {
-    return e->pc ? (e->usable - pc_free_count(e->pool)) * e->cfg.groups[0].page : e->used_bytes;
+    return e->pc ? (e->usable - *e->pc_free) * e->cfg.groups[0].page : e->used_bytes;
 }
 
 /* A record count grows by n >= 0, held at INT64_MAX: a sizing pass that

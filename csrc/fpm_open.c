@@ -93,6 +93,7 @@ void fpm_replay_close(fpm_replay *e) {
     free(e->sched_c);
     free(e->ev);
     free(e->done_list);
+    free(e->ckpt_class);
     lin_free(&e->lc);
     pc_free(e->pool);
     free(e);
@@ -143,7 +144,6 @@ static void derive_settings(engine_t *e) {
         if (g->kind == FPM_KIND_RING || g->kind == FPM_KIND_MAMBA) e->fixed_bytes += g->blocks_per_request * g->page;
     }
     e->split = e->align_mode && has_mamba;
-    e->releases_skipped = e->has_windowed || has_mamba;
     e->ckpt_all = has_mamba && all_ckpt;
     e->sched_block = attn_block ? attn_block : (mamba_block ? mamba_block : 1);
     e->hash_block = cfg->hash_block_size > 0 ? cfg->hash_block_size : e->sched_block;
@@ -176,8 +176,22 @@ static int allocate_state(engine_t *e) {
     e->sched_c = fpm_calloc(slots, sizeof(int64_t));
     e->ev_cap = nn + 3 * slots;
     e->ev = fpm_calloc(e->ev_cap, sizeof(fpm_event_rec));
+    e->ckpt_class = fpm_calloc(e->G, sizeof(int32_t));
+    if (e->ckpt_class) {
+        for (int gi = 0; gi < e->G; gi++) {
+            const fpm_group *g = &e->cfg.groups[gi];
+            int cls = gi;
+            for (int gj = 0; gj < gi && cls == gi; gj++) {
+                const fpm_group *h = &e->cfg.groups[gj];
+                if (h->block == g->block && h->checkpoint_blocks == g->checkpoint_blocks &&
+                    h->checkpoint_alignment == g->checkpoint_alignment)
+                    cls = gj;
+            }
+            e->ckpt_class[gi] = cls;
+        }
+    }
     return e->req && e->info && e->order && e->wq && e->done_list && e->running && e->hold &&
-           e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev &&
+           e->free_slot && e->sched_req && e->sched_n && e->sched_c && e->ev && e->ckpt_class &&
            lin_prepare(&e->lc, &e->cfg);
 }
 
@@ -189,7 +203,9 @@ static int open_prefix_pool(engine_t *e) {
         maxc = max64(maxc, cdiv64(len, e->sched_block) + 1);
     }
     e->pool = pc_new(e, maxc);
-    return e->pool != NULL;
+    if (e->pool == NULL) return 0;
+    e->pc_free = pc_free_queue_length(e->pool);
+    return 1;
 }
 
 /* Every slot free.  The requests' entries stay untouched (all zero) until each arrives (arrive_request):

@@ -101,9 +101,10 @@ void pool_thresholds(engine_t *e, request_t *r) {
     r->shrink_at = shrink;
 }
 
-/* R-7 step 1: window blocks below first(c) and align-mode extras. */
-void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
-    if (r->slot < 0) return;
+/* R-7 step 1: window blocks below first(c) and align-mode extras; 1 when anything was released. */
+int pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
+    int released = 0;
+    if (r->slot < 0) return 0;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         hold_t *h = hold_of(e, r, gi);
@@ -115,6 +116,7 @@ void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
                     if (drop > 0) {
                         give_back(e, g, drop);
                         h->lo += drop;
+                        released = 1;
                     }
                 }
             }
@@ -124,9 +126,11 @@ void pool_release_skipped(engine_t *e, request_t *r, int64_t c) {
                 give_back(e, g, n);
                 h->trans = 0;
                 h->ckpt = 0;
+                released = 1;
             }
         }
     }
+    return released;
 }
 
 /* R-7 step 4: take the projected blocks of c -> a (r has a slot). */

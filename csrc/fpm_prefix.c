@@ -18,7 +18,7 @@
 #include "fpm_internal.h"
 #include "fpm_prefix_pool.h"
 
-int64_t pc_free_count(const struct pc_pool *p) { return p->qlen; }
+const int64_t *pc_free_queue_length(const struct pc_pool *p) { return &p->qlen; }
 
 void pc_free(struct pc_pool *p) {
     if (p == NULL) return;
@@ -34,6 +34,7 @@ void pc_free(struct pc_pool *p) {
     free(p->hit_m);
     free(p->batch);
     free(p->origin_scratch);
+    free(p->full_groups);
     free(p);
 }
 
@@ -67,8 +68,11 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->fresh = 1;
     p->nblk = 0;
     pc_choose_keys(p, e);
-    for (int gi = 0; gi < e->G; gi++)
+    p->full_groups = fpm_calloc(e->G, sizeof(int32_t));
+    for (int gi = 0; gi < e->G; gi++) {
         if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) p->mamba = 1;
+        if (e->cfg.groups[gi].kind == FPM_KIND_FULL && p->full_groups) p->full_groups[p->nfull_groups++] = gi;
+    }
     int64_t first = min64(p->U + 1, 1024);
     pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
     p->blk = base ? base + 1 : NULL;
@@ -87,7 +91,7 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
     p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
-    if (!p->blk || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
+    if (!p->blk || !p->full_groups || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
         !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
         !ht_alloc(p, 10))
         goto fail;
@@ -116,10 +120,12 @@ fail:
 
 /* ---- engine side of the prefix-caching pool ---- */
 
-static pc_hold *hold_at(const engine_t *e, const request_t *r, int gi) {
-    return &e->pool->hold[(int64_t)r->slot * e->G + gi];
+/* r's holdings, group by group (r holds a slot) */
+static inline pc_hold *slot_holds(const engine_t *e, const request_t *r) {
+    return &e->pool->hold[(int64_t)r->slot * e->G];
 }
-static int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
+static inline pc_hold *hold_at(const engine_t *e, const request_t *r, int gi) { return &slot_holds(e, r)[gi]; }
+static inline int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
     return &e->pool->tab[((int64_t)r->slot * e->G + gi) * e->pool->maxc];
 }
 
@@ -219,7 +225,7 @@ static int32_t pc_cached(const engine_t *e, const request_t *r, int gi, int64_t 
 static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->block); }
 
 /* vLLM _needs_internal_checkpoint with the block-table condition. */
-static int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a, const int64_t *cols,
+static inline int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a, const int64_t *cols,
                              int64_t ncols, int64_t mcols, ckpt_memo *memo) {
     const fpm_group *g = &e->cfg.groups[gi];
     if (!memo_checkpoint(e, r, g, c, a, memo)) return 0;
@@ -234,6 +240,17 @@ static int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int6
 static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
     if (c - 1 <= 0) return 0;
     return min64((c - 1) / e->cfg.groups[gi].block, mcols);
+}
+
+/* Do two Mamba holdings cover the same columns, with the same caching progress?  Then two groups of one
+ * checkpoint class (ckpt_class) project alike and have the same fast-path thresholds, and a loop over the groups
+ * takes the second one's share from the first.  A model's Mamba groups are alike after every allocation
+ * (GLM-5.3-Flash's four); only a lookup's hits may set them apart. */
+static inline int same_states(const pc_hold *x, const pc_hold *y) {
+    if (x->mn != y->mn || x->mcols != y->mcols || x->ncached != y->ncached) return 0;
+    for (int64_t i = 0; i < x->mn; i++)
+        if (x->mcol[i] != y->mcol[i]) return 0;
+    return 1;
 }
 
 void pc_new_step(engine_t *e) { e->pool->stamp = e->k + 1; }
@@ -302,7 +319,7 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
         origin_start(e, r, &oc);
         for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
         const int64_t G = e->G, maxc = p->maxc;
-        const fpm_group *groups = e->cfg.groups;
+        const int32_t *full = p->full_groups, nfull = p->nfull_groups;
         int32_t *hit_tab = p->hit_tab;
         for (; G == 1 && j < maxb; j++) { /* one group, full attention: key (origin, j) */
             if (j + PC_AHEAD < maxb) {
@@ -320,11 +337,10 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
             if (j + PC_AHEAD < maxb) {
                 int64_t k = j + PC_AHEAD;
                 ks[k] = origin_next(&oc, (k + 1) * B);
-                for (int gi = 0; gi < G; gi++)
-                    if (groups[gi].kind == FPM_KIND_FULL) pc_prefetch_key(p, ks[k], k * G + gi);
+                for (int f = 0; f < nfull; f++) pc_prefetch_key(p, ks[k], k * G + full[f]);
             }
-            for (int gi = 0; gi < G && all; gi++) {
-                if (groups[gi].kind != FPM_KIND_FULL) continue;
+            for (int f = 0; f < nfull && all; f++) {
+                int gi = full[f];
                 int32_t b = pc_lookup_key(p, ka, j * G + gi);
                 if (!b) all = 0;
                 hit_tab[gi * maxc + j] = b;
@@ -401,9 +417,12 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
     const struct pc_pool *p = e->pool;
     int64_t need = 0, held = 0;
     ckpt_memo memo = CKPT_MEMO_NONE;
+    const pc_hold *hs = r->slot >= 0 ? slot_holds(e, r) : NULL, *alike = NULL; /* the last Mamba holding projected */
+    int64_t alike_need = 0, alike_held = 0;
+    int32_t alike_class = -1;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        const pc_hold *s = r->slot >= 0 ? hold_at(e, r, gi) : NULL;
+        const pc_hold *s = hs ? &hs[gi] : NULL;
         if (is_attention(g->kind)) {
             int64_t t, lo;
             if (hits) {
@@ -418,7 +437,12 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             need += max64(cdiv64(a, g->block) - t, 0);
             held += max64(cdiv64(a, g->block), t) - lo;
         } else if (g->kind == FPM_KIND_MAMBA) {
-            int64_t cols[PC_MAXM], ncols = 0, mcols = 0;
+            if (!hits && s && alike && e->ckpt_class[gi] == alike_class && same_states(s, alike)) {
+                need += alike_need;
+                held += alike_held;
+                continue;
+            }
+            int64_t cols[PC_MAXM] = {0}, ncols = 0, mcols = 0;
             if (hits) {
                 if (p->hit_m[gi]) {
                     cols[ncols++] = c / g->block - 1;
@@ -436,6 +460,12 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             int64_t nn = d > 0 ? min64(d, 1 + ck) : 0;
             need += nn;
             held += ncols + nn;
+            if (!hits && s) {
+                alike = s;
+                alike_class = e->ckpt_class[gi];
+                alike_need = nn;
+                alike_held = ncols + nn;
+            }
         } else {
             if (!s || s->ring == 0) need++;
             held++;
@@ -458,7 +488,7 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
             if (is_windowed(g->kind)) blocks = min64(blocks, window_admission_blocks(e, g));
             total += max64(blocks - h / g->block, 0) + ev;
         } else if (g->kind == FPM_KIND_MAMBA) {
-            int64_t cols[1], ncols = 0, ev = 0;
+            int64_t cols[1] = {0}, ncols = 0, ev = 0;
             if (p->hit_m[gi]) {
                 cols[ncols++] = h / g->block - 1;
                 if (pc_ref(p, p->hit_m[gi]) == 0) ev = 1;
@@ -472,14 +502,17 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h) {
     return total;
 }
 
-/* R-7 step 1: window blocks below first(c) and Mamba states no longer needed, one batch per group */
-void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
+/* R-7 step 1: window blocks below first(c) and Mamba states no longer needed, one batch per group; 1 when
+ * anything was released */
+int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
     struct pc_pool *p = e->pool;
-    if (r->slot < 0) return;
+    int released = 0;
+    if (r->slot < 0) return 0;
     int back = e->cfg.rules.free_uncached_to_back;
+    pc_hold *hs = slot_holds(e, r);
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        pc_hold *s = hold_at(e, r, gi);
+        pc_hold *s = &hs[gi];
         if (is_windowed(g->kind)) {
             int64_t end = min64(window_first(g, c), s->len), nb = 0;
             if (end <= s->lo) continue;
@@ -489,6 +522,7 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
                 t[j] = 0;
             }
             s->lo = end;
+            released = 1;
             pc_free_batch(p, p->batch, nb, back);
         } else if (g->kind == FPM_KIND_MAMBA) {
             int64_t bound = pc_bound(e, c, gi, s->mcols);
@@ -504,9 +538,11 @@ void pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
                 }
             }
             s->mn = keep;
+            released = 1;
             pc_free_batch(p, p->batch, nb, back);
         }
     }
+    return released;
 }
 
 /* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
@@ -529,10 +565,11 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
     struct pc_pool *p = e->pool;
     int64_t B = e->sched_block;
     if (c <= 0 || c != (r->prompt_len - 1) / B * B) return;
+    pc_hold *hs = slot_holds(e, r);
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         if (g->kind != FPM_KIND_MAMBA) continue;
-        pc_hold *s = hold_at(e, r, gi);
+        pc_hold *s = &hs[gi];
         int64_t col = c / g->block - 1;
         for (int64_t i = 0; i < s->mn; i++) {
             if (s->mcol[i] != col) continue;
@@ -552,10 +589,11 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
 /* vLLM cache_blocks of every group after a successful allocation */
 static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
     struct pc_pool *p = e->pool;
+    pc_hold *hs = slot_holds(e, r);
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         if (g->kind == FPM_KIND_RING) continue;
-        pc_hold *s = hold_at(e, r, gi);
+        pc_hold *s = &hs[gi];
         int64_t nfull = num_tokens / g->block, start = s->ncached;
         if (start >= nfull) continue;
         if (is_attention(g->kind)) {
@@ -609,9 +647,16 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
 static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
+    const pc_hold *hs = slot_holds(e, r), *alike = NULL; /* the last Mamba holding seen */
+    int32_t alike_class = -1;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        const pc_hold *s = hold_at(e, r, gi);
+        const pc_hold *s = &hs[gi];
+        if (g->kind == FPM_KIND_MAMBA) {
+            if (alike && e->ckpt_class[gi] == alike_class && same_states(s, alike)) continue;
+            alike = s;
+            alike_class = e->ckpt_class[gi];
+        }
         if (g->kind == FPM_KIND_RING) {
             if (s->ring == 0) grow = -1;
             continue;
@@ -639,12 +684,13 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     ckpt_memo memo = CKPT_MEMO_NONE;
     if (r->slot < 0) {
         r->slot = (int32_t)e->free_slot[--e->nfree_slot];
-        for (int gi = 0; gi < e->G; gi++) memset(hold_at(e, r, gi), 0, sizeof(pc_hold));
+        memset(slot_holds(e, r), 0, (size_t)e->G * sizeof(pc_hold));
     }
+    pc_hold *hs = slot_holds(e, r);
     if (hits) { /* vLLM allocate_new_computed_blocks: every group's hits are touched first */
         for (int gi = 0; gi < e->G; gi++) {
             const fpm_group *g = &e->cfg.groups[gi];
-            pc_hold *s = hold_at(e, r, gi);
+            pc_hold *s = &hs[gi];
             if (is_attention(g->kind)) {
                 int32_t *t = tab_at(e, r, gi);
                 for (int64_t j = 0; j < p->hit_lo[gi]; j++) t[j] = 0;
@@ -666,7 +712,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     }
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        pc_hold *s = hold_at(e, r, gi);
+        pc_hold *s = &hs[gi];
         if (is_attention(g->kind)) {
             int64_t nn = cdiv64(a, g->block) - s->len;
             if (nn > 0) {
@@ -704,9 +750,10 @@ void pc_release_all(engine_t *e, request_t *r) {
     struct pc_pool *p = e->pool;
     if (r->slot < 0) return;
     int back = e->cfg.rules.free_uncached_to_back;
+    pc_hold *hs = slot_holds(e, r);
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
-        pc_hold *s = hold_at(e, r, gi);
+        pc_hold *s = &hs[gi];
         int64_t nb = 0;
         if (is_attention(g->kind)) {
             const int32_t *t = tab_at(e, r, gi);

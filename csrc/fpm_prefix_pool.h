@@ -85,6 +85,8 @@ struct pc_pool {
     int32_t *batch;
     int64_t *origin_scratch; /* the origin keys of a request's blocks, for the block loops (maxc) */
     int origins_sorted;      /* every request's origin pairs in order of upto */
+    int32_t *full_groups;    /* the full-attention groups, in order (a lookup's first walk) */
+    int32_t nfull_groups;
 };
 
 /* ------------------------------------------------------------ storage */

@@ -55,28 +55,21 @@ static int64_t projected_bytes(const engine_t *e, const projection *pr) {
 }
 
 /* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
- * before the release, which stands when the engine has no group that releases skipped blocks. */
+ * computed before, kept true here: it stands unless the release frees something (r's projection does not
+ * depend on the other requests, so it also stands while they are preempted), and when the release does
+ * free something it is taken again and stored back for the next attempt. */
 static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits,
-                        const projection *known) {
+                        projection *known) {
     int before = e->cfg.rules.check_before_release;
-    projection pr;
     if (e->pc) {
-        if (!before) pc_release_skipped(e, r, c);
-        if (known && !e->releases_skipped)
-            pr = *known;
-        else
-            project(e, r, c, a, hits, &pr);
-        if (pr.blocks > pc_free_count(e->pool) - watermark) return 0;
+        if (!before && pc_release_skipped(e, r, c)) project(e, r, c, a, hits, known);
+        if (known->blocks > pc_free_count(e) - watermark) return 0;
         if (before) pc_release_skipped(e, r, c);
         if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
-    if (!before) pool_release_skipped(e, r, c);
-    if (known && !e->releases_skipped)
-        pr = *known;
-    else
-        project(e, r, c, a, hits, &pr);
-    int64_t nb = pr.blocks, nby = pr.bytes;
+    if (!before && pool_release_skipped(e, r, c)) project(e, r, c, a, hits, known);
+    int64_t nb = known->blocks, nby = known->bytes;
     if (e->block_mode) {
         if (nb > e->usable - e->used_blocks - watermark) return 0;
     } else if (nby > e->cap - e->used_bytes) {
@@ -453,7 +446,7 @@ static void schedule_waiting(engine_t *e) {
         int64_t wm = e->nrun > 0 ? cfg->watermark_blocks : 0;
         if (same_step) break;
         if (e->pc && cfg->reserve_full_isl) {
-            if (pc_input_need(e, r, h) + wm > pc_free_count(e->pool)) break;
+            if (pc_input_need(e, r, h) + wm > pc_free_count(e)) break;
         } else if (cfg->reserve_full_isl) {
             int64_t ibl, iby;
             input_need(e, r, h, &ibl, &iby);
