@@ -272,9 +272,9 @@ void pc_release_all(engine_t *e, request_t *r);
 int64_t pc_held(const engine_t *e, const request_t *r, int gi);
 
 /* The pool's use, whichever pool the engine runs. */
-static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - *e->pc_free : e->used_blocks; }
+static inline int64_t used_blocks(const engine_t *e) { return e->pc ? e->usable - pc_free_count(e) : e->used_blocks; }
 static inline int64_t used_bytes(const engine_t *e) {
-    return e->pc ? (e->usable - *e->pc_free) * e->cfg.groups[0].page : e->used_bytes;
+    return e->pc ? (e->usable - pc_free_count(e)) * e->cfg.groups[0].page : e->used_bytes;
 }
 
 /* A record count grows by n >= 0, held at INT64_MAX: a sizing pass that

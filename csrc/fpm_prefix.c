@@ -225,8 +225,8 @@ static int32_t pc_cached(const engine_t *e, const request_t *r, int gi, int64_t 
 static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->block); }
 
 /* vLLM _needs_internal_checkpoint with the block-table condition. */
-static inline int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a, const int64_t *cols,
-                             int64_t ncols, int64_t mcols, ckpt_memo *memo) {
+static inline int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a,
+                                    const int64_t *cols, int64_t ncols, int64_t mcols, ckpt_memo *memo) {
     const fpm_group *g = &e->cfg.groups[gi];
     if (!memo_checkpoint(e, r, g, c, a, memo)) return 0;
     int64_t idx = cdiv64(a, g->block) - 2;
@@ -242,14 +242,17 @@ static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
     return min64((c - 1) / e->cfg.groups[gi].block, mcols);
 }
 
-/* Do two Mamba holdings cover the same columns, with the same caching progress?  Then two groups of one
- * checkpoint class (ckpt_class) project alike and have the same fast-path thresholds, and a loop over the groups
- * takes the second one's share from the first.  A model's Mamba groups are alike after every allocation
- * (GLM-5.3-Flash's four); only a lookup's hits may set them apart. */
-static inline int same_states(const pc_hold *x, const pc_hold *y) {
-    if (x->mn != y->mn || x->mcols != y->mcols || x->ncached != y->ncached) return 0;
+/* Is Mamba group gi's holding (in r's holdings hs) alike the holding prev of an earlier Mamba group (NULL:
+ * none): one checkpoint class (ckpt_class), the same columns, the same caching progress?  Then the two groups
+ * project alike and have the same fast-path thresholds, and a loop over the groups takes gi's share from prev's.
+ * A model's Mamba groups are alike after every allocation (GLM-5.3-Flash's four); only a lookup's hits may set
+ * them apart. */
+static inline int alike_holding(const engine_t *e, const pc_hold *hs, int gi, const pc_hold *prev) {
+    const pc_hold *x = &hs[gi];
+    if (prev == NULL || e->ckpt_class[gi] != e->ckpt_class[prev - hs]) return 0;
+    if (x->mn != prev->mn || x->mcols != prev->mcols || x->ncached != prev->ncached) return 0;
     for (int64_t i = 0; i < x->mn; i++)
-        if (x->mcol[i] != y->mcol[i]) return 0;
+        if (x->mcol[i] != prev->mcol[i]) return 0;
     return 1;
 }
 
@@ -419,7 +422,6 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
     ckpt_memo memo = CKPT_MEMO_NONE;
     const pc_hold *hs = r->slot >= 0 ? slot_holds(e, r) : NULL, *alike = NULL; /* the last Mamba holding projected */
     int64_t alike_need = 0, alike_held = 0;
-    int32_t alike_class = -1;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const pc_hold *s = hs ? &hs[gi] : NULL;
@@ -437,7 +439,7 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             need += max64(cdiv64(a, g->block) - t, 0);
             held += max64(cdiv64(a, g->block), t) - lo;
         } else if (g->kind == FPM_KIND_MAMBA) {
-            if (!hits && s && alike && e->ckpt_class[gi] == alike_class && same_states(s, alike)) {
+            if (!hits && s && alike_holding(e, hs, gi, alike)) {
                 need += alike_need;
                 held += alike_held;
                 continue;
@@ -462,7 +464,6 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             held += ncols + nn;
             if (!hits && s) {
                 alike = s;
-                alike_class = e->ckpt_class[gi];
                 alike_need = nn;
                 alike_held = ncols + nn;
             }
@@ -648,14 +649,12 @@ static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
     int64_t grow = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
     const pc_hold *hs = slot_holds(e, r), *alike = NULL; /* the last Mamba holding seen */
-    int32_t alike_class = -1;
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const pc_hold *s = &hs[gi];
         if (g->kind == FPM_KIND_MAMBA) {
-            if (alike && e->ckpt_class[gi] == alike_class && same_states(s, alike)) continue;
+            if (alike_holding(e, hs, gi, alike)) continue;
             alike = s;
-            alike_class = e->ckpt_class[gi];
         }
         if (g->kind == FPM_KIND_RING) {
             if (s->ring == 0) grow = -1;

@@ -54,6 +54,11 @@ static int64_t projected_bytes(const engine_t *e, const projection *pr) {
     return e->pc ? pr->held * e->cfg.groups[0].page : pr->held;
 }
 
+/* R-7 step 1; 1 when it released anything */
+static int release_skipped(engine_t *e, request_t *r, int64_t c) {
+    return e->pc ? pc_release_skipped(e, r, c) : pool_release_skipped(e, r, c);
+}
+
 /* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
  * computed before, kept true here: it stands unless the release frees something (r's projection does not
  * depend on the other requests, so it also stands while they are preempted), and when the release does
@@ -61,21 +66,20 @@ static int64_t projected_bytes(const engine_t *e, const projection *pr) {
 static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits,
                         projection *known) {
     int before = e->cfg.rules.check_before_release;
+    if (!before && release_skipped(e, r, c)) project(e, r, c, a, hits, known);
     if (e->pc) {
-        if (!before && pc_release_skipped(e, r, c)) project(e, r, c, a, hits, known);
         if (known->blocks > pc_free_count(e) - watermark) return 0;
-        if (before) pc_release_skipped(e, r, c);
+        if (before) release_skipped(e, r, c);
         if (!pc_commit(e, r, c, a, hits)) e->failure = FPM_ENOMEM;
         return 1;
     }
-    if (!before && pool_release_skipped(e, r, c)) project(e, r, c, a, hits, known);
     int64_t nb = known->blocks, nby = known->bytes;
     if (e->block_mode) {
         if (nb > e->usable - e->used_blocks - watermark) return 0;
     } else if (nby > e->cap - e->used_bytes) {
         return 0;
     }
-    if (before) pool_release_skipped(e, r, c);
+    if (before) release_skipped(e, r, c);
     if (r->slot < 0) r->slot = (int32_t)e->free_slot[--e->nfree_slot];
     pool_commit(e, r, c, a);
     return 1;
