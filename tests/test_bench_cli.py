@@ -7,6 +7,7 @@ import is guarded, untimed, by ``tests/test_cold_start.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -28,14 +29,32 @@ def _run(*argv: str) -> None:
     subprocess.run([FPM, *argv], check=True, capture_output=True, env=ENV)
 
 
+def _on_a_terminal(*argv: str) -> None:
+    """The command with its output on a pseudo-terminal (rich prints the tables there), as typed at a shell."""
+    _COLD_START.one_run([FPM, *argv], tty=True)
+
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_cold_start", Path(__file__).parents[1] / "tools" / "bench_cold_start.py"
+)
+assert _spec is not None and _spec.loader is not None
+_COLD_START = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_COLD_START)
+
+
 def test_cold_start_fpm_plugins(benchmark):
     """Goal: < 250 ms for a fresh ``fpm plugins --json`` process (interpreter start included)."""
     benchmark.pedantic(_run, args=("plugins", "--json"), rounds=10, iterations=1, warmup_rounds=1)
 
 
 def test_cold_start_fpm_plugins_table(benchmark):
-    """Goal: < 200 ms for a fresh ``fpm plugins`` process (the rich table)."""
+    """Goal: < 200 ms for a fresh ``fpm plugins`` process (the table, into a pipe)."""
     benchmark.pedantic(_run, args=("plugins",), rounds=10, iterations=1, warmup_rounds=1)
+
+
+def test_cold_start_fpm_plugins_table_on_a_terminal(benchmark):
+    """``fpm plugins`` with its table printed by rich on a terminal."""
+    benchmark.pedantic(_on_a_terminal, args=("plugins",), rounds=10, iterations=1, warmup_rounds=1)
 
 
 def test_cold_start_fpm_help(benchmark):
@@ -46,6 +65,11 @@ def test_cold_start_fpm_help(benchmark):
 def test_cold_start_fpm_replay_one_request(benchmark):
     """Goal: < 200 ms for a fresh ``fpm replay`` of one request (profile, trace and table read, C engine)."""
     benchmark.pedantic(_run, args=ONE_REQUEST, rounds=10, iterations=1, warmup_rounds=1)
+
+
+def test_cold_start_fpm_replay_one_request_on_a_terminal(benchmark):
+    """The one-request ``fpm replay`` with its summary printed by rich on a terminal."""
+    benchmark.pedantic(_on_a_terminal, args=ONE_REQUEST, rounds=10, iterations=1, warmup_rounds=1)
 
 
 def test_profile_check(benchmark):

@@ -66,9 +66,10 @@ NEVER = (
     "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
-#: reference engine, the plot, the progress bar, the record lines of ``--out``, a digest (the example's table
-#: names no profile), the engine drivers of ``fpm collect`` and ``fpm verify``.
-NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich.progress", "rich._emoji_codes",
+#: reference engine, the plot, rich (its summary tables are written as rich would print them into a pipe,
+#: fpmcore.cli.tables), the record lines of ``--out``, a digest (the example's table names no profile), the
+#: engine drivers of ``fpm collect`` and ``fpm verify``.
+NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich",
                     "fpmcore.replay.record_lines", "hashlib", "fpmcore.host.engine_drivers")  # fmt: skip
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library.
@@ -82,7 +83,7 @@ NO_PIPELINE = (
     ("argv", "absent"),
     [
         (("--help",), NEVER + NO_PIPELINE + ("rich", "hashlib", "fractions", "fpmcore.host.engine_drivers")),
-        (("plugins",), NEVER + NO_PIPELINE + ("fpmcore.host.engine_drivers",)),
+        (("plugins",), NEVER + NO_PIPELINE + ("rich", "fpmcore.host.engine_drivers")),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
         (REPLAY, NEVER + NO_REPLAY_EXTRAS),
     ],

@@ -7,9 +7,11 @@ example (profile, trace and latency table of ``examples/``), each started
 caching on as in an ordinary installation.  Prints, per command, the minimum
 and median of the wall time and of the process's CPU time (user + system),
 and the load average before and after: the wall time of a process on a shared
-machine grows with the others' work, its CPU time much less.
+machine grows with the others' work, its CPU time much less.  The output goes to
+a pipe, as in a script; ``--tty`` also times each command with its output on a
+pseudo-terminal, as typed at a shell (where rich prints the tables, in colour).
 
-    .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--fpm .venv/bin/fpm]
+    .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--tty] [--fpm .venv/bin/fpm]
 """
 
 from __future__ import annotations
@@ -37,11 +39,25 @@ COMMANDS = {
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("FPM_")}
 
 
-def one_run(argv: list[str]) -> tuple[float, float]:
-    """``(wall seconds, CPU seconds)`` of one whole process."""
+def one_run(argv: list[str], tty: bool = False) -> tuple[float, float]:
+    """``(wall seconds, CPU seconds)`` of one whole process, its output to a pipe or to a pseudo-terminal."""
     before = os.times()
     start = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env=ENV)
+    if not tty:
+        subprocess.run(argv, check=True, capture_output=True, env=ENV)
+    else:
+        master, slave = os.openpty()
+        proc = subprocess.Popen(argv, stdout=slave, stderr=slave, env=ENV)
+        os.close(slave)
+        while True:  # drained as it comes, so that the terminal never blocks the process
+            try:
+                if not os.read(master, 65536):
+                    break
+            except OSError:  # EIO: the process closed the terminal
+                break
+        os.close(master)
+        if proc.wait() != 0:
+            raise subprocess.CalledProcessError(proc.returncode, argv)
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
@@ -55,16 +71,19 @@ def load_average() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--tty", action="store_true", help="also time each command on a pseudo-terminal")
     parser.add_argument("--fpm", default=str(Path(sys.executable).parent / "fpm"))
     args = parser.parse_args()
     print(f"load average before: {load_average()}")
-    print(f"{'command':<26} {'wall min':>9} {'wall median':>12} {'CPU min':>8} {'CPU median':>11}  (ms)")
+    print(f"{'command':<38} {'wall min':>9} {'wall median':>12} {'CPU min':>8} {'CPU median':>11}  (ms)")
     for name, argv in COMMANDS.items():
-        one_run([args.fpm, *argv])  # warm-up: bytecode written, files in the page cache
-        runs = [one_run([args.fpm, *argv]) for _ in range(args.rounds)]
-        wall, cpu = [r[0] * 1e3 for r in runs], [r[1] * 1e3 for r in runs]
-        print(f"{name:<26} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} "
-              f"{statistics.median(cpu):11.0f}")  # fmt: skip
+        for tty in (False, True) if args.tty else (False,):
+            one_run([args.fpm, *argv], tty)  # warm-up: bytecode written, files in the page cache
+            runs = [one_run([args.fpm, *argv], tty) for _ in range(args.rounds)]
+            wall, cpu = [r[0] * 1e3 for r in runs], [r[1] * 1e3 for r in runs]
+            label = f"{name}, on a terminal" if tty else name
+            print(f"{label:<38} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} "
+                  f"{statistics.median(cpu):11.0f}")  # fmt: skip
     print(f"load average after: {load_average()}")
     return 0
 

@@ -16,7 +16,8 @@ import argparse
 import importlib
 from typing import Any
 
-from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, print_table
+from fpmcore.cli.context import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE
+from fpmcore.cli.tables import Table
 from fpmcore.documents.errors import FpmError
 from fpmcore.hookspecs import hookimpl
 from fpmcore.host.hooktypes import API_VERSION, CliCommand, CommandContext, PluginInfo, ProducerContract
@@ -137,8 +138,6 @@ def _run_plugins(args: argparse.Namespace, ctx: CommandContext) -> int:
             ctx.emit_json({"plugin": {**rec.to_json(), "summary": rec.summary, "module": rec.module,
                                       "trace_formats": listed}})  # fmt: skip
             return EXIT_OK
-        from rich.table import Table
-
         fields = (
             ("id", rec.id), ("distribution", rec.distribution), ("version", rec.version),
             ("kind", rec.kind), ("targets", ", ".join(rec.targets)), ("hooks", ", ".join(rec.hooks)),
@@ -150,28 +149,25 @@ def _run_plugins(args: argparse.Namespace, ctx: CommandContext) -> int:
                 ctx.out.print(f"{key:<15}{'' if value is None else value}".rstrip(), markup=False, highlight=False,
                               soft_wrap=True)  # fmt: skip
             return EXIT_OK
-        table = Table(show_header=False, box=None)
+        table = Table(show_header=False, box=False)
         for key, value in fields:
-            table.add_row(f"[bold]{key}[/]", "" if value is None else str(value))
-        print_table(ctx.out, table)
+            table.add_row((key, "bold"), "" if value is None else str(value))
+        ctx.print_table(table)
         return EXIT_OK
 
     records = [r for r in ctx.host.records if args.all or r.kind != "builtin"]
     if ctx.json:
         ctx.emit_json({"plugins": [r.to_json() for r in records]})
         return EXIT_OK
-    from rich.table import Table
-
     table = Table(title="fpmcore plugins")
     for col in ("ID", "distribution", "version", "kind", "targets", "hooks", "status"):
         table.add_column(col)
     for r in records:
-        style = _STATUS_STYLE[r.status]
-        status = f"[{style}]{r.status}[/]" + (f"\n{r.error}" if r.error else "")
+        status = (r.status + (f"\n{r.error}" if r.error else ""), _STATUS_STYLE[r.status])
         hooks = ", ".join(h.removeprefix("fpm_") for h in r.hooks if h != "fpm_plugin_info")
         table.add_row(r.id, r.distribution or "-", r.version or "-", r.kind or "-",
                       ", ".join(r.targets) or "-", hooks or "-", status)  # fmt: skip
-    print_table(ctx.out, table)
+    ctx.print_table(table)
     if not records:
         ctx.err.print("no plugins installed (pip install fpmcore-vllm033, …)")
     return EXIT_OK
@@ -237,7 +233,6 @@ def _diag(exc: FpmError) -> dict[str, str]:
 
 def _print_profile(ctx: CommandContext, path: str, profile: Any, summary: dict[str, Any]) -> None:
     from rich.markup import escape  # values from the profile are never read as markup
-    from rich.table import Table
 
     ctx.out.print(
         f"[green]valid[/] {escape(f'{path}: {profile.model} @ {profile.model_revision[:12]}')}, "
@@ -254,7 +249,7 @@ def _print_profile(ctx: CommandContext, path: str, profile: Any, summary: dict[s
         rm = res.runtime_memory
         if rm is not None:
             title += f", kv_cache_bytes {rm.kv_cache_bytes:,}"
-        table = Table(title=escape(title), title_justify="left")
+        table = Table(title=title, title_justify="left")
         for col in ("group", "kind", "layers", "block", "page bytes", "window", "blocks/req", "checkpoint"):
             table.add_column(col, justify="right" if col not in ("group", "kind") else "left")
         for g in res.cache_groups:
@@ -264,12 +259,12 @@ def _print_profile(ctx: CommandContext, path: str, profile: Any, summary: dict[s
                 if g.prefill_checkpoint_alignment is not None:
                     ckpt += f" @ {g.prefill_checkpoint_alignment}"
             table.add_row(
-                escape(g.name), g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
+                g.name, g.kind, str(g.num_layers), f"{g.block_size_tokens:,}", f"{g.page_size_bytes:,}",
                 _retention(g),
                 "-" if g.blocks_per_request is None else str(g.blocks_per_request), ckpt,
             )  # fmt: skip
         if res.cache_groups:
-            print_table(ctx.out, table)
+            ctx.print_table(table)
 
 
 def _retention(g: Any) -> str:
@@ -310,14 +305,12 @@ def _run_schema(args: argparse.Namespace, ctx: CommandContext) -> int:
         if ctx.json:
             ctx.emit_json({"schemas": listing})
             return EXIT_OK
-        from rich.table import Table
-
         table = Table(title="fpm schema NAME prints", title_justify="left")
         table.add_column("NAME")
         table.add_column("document")
         for e in SCHEMAS:
             table.add_row(e.name, f"{e.title}: {e.summary}")
-        ctx.out.print(table)
+        ctx.print_table(table)
         return EXIT_OK
     entry = schema_named(args.name)
     assert entry is not None  # argparse's choices

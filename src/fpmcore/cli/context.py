@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
-    from rich.table import Table
+    from rich.table import Table as RichTable
 
+    from fpmcore.cli.tables import Table
     from fpmcore.host.hooktypes import ProgressBar
     from fpmcore.host.plugins import PluginHost
 
@@ -63,7 +64,8 @@ def _raise_broken_pipe() -> None:
 
 
 def print_table(console: Any, table: Any) -> None:
-    """Print a rich table that reads well at any width (80 columns and up) and never breaks a word.
+    """Print a table (:class:`fpmcore.cli.tables.Table` or rich's) that reads well at any width (80 columns
+    and up) and never breaks a word.
 
     As it is when every column fits without cutting a word; else with
     compact borders (a rule under the header, one space between columns);
@@ -72,6 +74,10 @@ def print_table(console: Any, table: Any) -> None:
     """
     from rich import box
 
+    from fpmcore.cli.tables import Table
+
+    if isinstance(table, Table):
+        table = table.to_rich()
     if _min_width(console, table) > console.width:
         table.box, table.show_edge, table.pad_edge, table.padding = box.SIMPLE_HEAD, False, False, (0, 0)
     if _min_width(console, table) <= console.width:
@@ -143,8 +149,18 @@ class Context:
             return
         self.err.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
 
-    def print_table(self, table: Table) -> None:
-        """:func:`print_table` on stdout."""
+    def print_table(self, table: Table | RichTable) -> None:
+        """:func:`print_table` on stdout.  Into a file or a pipe, before anything else of the command went
+        through :attr:`out`, a :class:`~fpmcore.cli.tables.Table` is written without rich, as rich would
+        print it there (:func:`~fpmcore.cli.tables.render_plain`)."""
+        from fpmcore.cli.tables import Table, render_plain
+
+        if isinstance(table, Table) and self._out is None and not _isatty(sys.stdout):
+            text = render_plain(table, getattr(sys.stdout, "encoding", None))
+            if text is not None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                return
         print_table(self.out, table)
 
     def emit_json(self, document: dict[str, Any]) -> None:

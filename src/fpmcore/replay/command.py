@@ -134,7 +134,7 @@ def _print_summary(ctx: CommandContext, s: dict[str, Any], title: str) -> None:
     """The summary as two tables that fit an 80-column terminal whole: the quantities (a name is never cut: its
     column is as wide as the longest name), and the latency distributions, one row per metric and one column
     per statistic (a label never parted from its value)."""
-    from rich.table import Table
+    from fpmcore.cli.tables import Table
 
     t = Table(title=title, show_header=True)
     t.add_column("quantity", no_wrap=True, min_width=max((len(k) for k in s), default=8))
@@ -149,7 +149,7 @@ def _print_summary(ctx: CommandContext, s: dict[str, Any], title: str) -> None:
         if isinstance(value, dict):
             value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items() if v) or "–"
         t.add_row(key, _fmt(value))
-    ctx.out.print(t)
+    ctx.print_table(t)
     if dists:
         stats = list(dict.fromkeys(k for _, d in dists for k in d))
         d = Table(show_header=True)
@@ -158,7 +158,7 @@ def _print_summary(ctx: CommandContext, s: dict[str, Any], title: str) -> None:
             d.add_column(k, justify="right", no_wrap=True)
         for key, value in dists:
             d.add_row(key, *(_fmt(value.get(k)) for k in stats))
-        ctx.out.print(d)
+        ctx.print_table(d)
 
 
 def unpublished_table_note(path: str) -> str:

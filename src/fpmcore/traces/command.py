@@ -93,7 +93,7 @@ def _run_stats(args: argparse.Namespace, ctx: CommandContext) -> int:
     if ctx.json:
         ctx.emit_json({"trace": provenance, "stats": stats, **({"plot": str(plot)} if plot else {})})
         return 0
-    from rich.table import Table
+    from fpmcore.cli.tables import Table
 
     t = Table(title=f"trace {args.file} ({provenance['format']})", show_header=True)
     t.add_column("quantity")
@@ -104,7 +104,7 @@ def _run_stats(args: argparse.Namespace, ctx: CommandContext) -> int:
         elif isinstance(value, dict):
             value = "  ".join(f"{k} {_fmt(v)}" for k, v in value.items())
         t.add_row(key, _fmt(value))
-    ctx.out.print(t)
+    ctx.print_table(t)
     if plot is not None:
         _note(ctx, f"wrote the plot {plot}")
     return 0
