@@ -30,6 +30,8 @@ Plugin identity and hooks
     what a command's run(args, ctx) may use of ctx
 ``ProgressBar``
     what a command does with ctx.progress()
+``TextTable``
+    a table a command prints with ctx.print_table() (rich on a terminal, its characters into a pipe)
 ``Diagnostic``
     one finding of a rule: id, message, file
 ``FpmError``
@@ -298,6 +300,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fpmcore.cli.tables import Table as TextTable
     from fpmcore.collect.contention import (
         sampler as cpu_sampler,
     )
@@ -534,6 +537,7 @@ EXPORTS: dict[str, str] = {
     "CliCommand": "fpmcore.host.hooktypes:CliCommand",
     "CommandContext": "fpmcore.host.hooktypes:CommandContext",
     "ProgressBar": "fpmcore.host.hooktypes:ProgressBar",
+    "TextTable": "fpmcore.cli.tables:Table",
     "Diagnostic": "fpmcore.host.hooktypes:Diagnostic",
     "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host.build:build_host",
@@ -737,6 +741,7 @@ __all__ = [
     "StateFamily",
     "StepWorkload",
     "Storage",
+    "TextTable",
     "TraceFormat",
     "TraceRequest",
     "TraceSource",
