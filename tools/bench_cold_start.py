@@ -10,6 +10,9 @@ and the load average before and after: the wall time of a process on a shared
 machine grows with the others' work, its CPU time much less.  The output goes to
 a pipe, as in a script; ``--tty`` also times each command with its output on a
 pseudo-terminal, as typed at a shell (where rich prints the tables, in colour).
+Last, the same timing of ``python -c 'import attrs, cattrs'`` (without fpm's
+cache of generated code): a reference for the machine's speed state, which on
+the reference machine moves these times by up to two.
 
     .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--tty] [--fpm .venv/bin/fpm]
 """
@@ -84,6 +87,11 @@ def main() -> int:
             label = f"{name}, on a terminal" if tty else name
             print(f"{label:<38} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} "
                   f"{statistics.median(cpu):11.0f}")  # fmt: skip
+    reference = [one_run([sys.executable, "-c", "import attrs, cattrs"]) for _ in range(args.rounds)]
+    wall = [r[0] * 1e3 for r in reference]
+    label = "python -c 'import attrs, cattrs'"
+    print(f"{label:<38} {min(wall):9.0f} {statistics.median(wall):12.0f}"
+          "  (the machine's speed: the interpreter and two of fpm's imports alone)")  # fmt: skip
     print(f"load average after: {load_average()}")
     return 0
 
