@@ -10,27 +10,24 @@ prints it with :meth:`fpmcore.cli.context.Context.print_table`:
   :func:`fpmcore.cli.context.print_table`;
 * into a file or a pipe, where rich prints a table at its natural width
   without colour, as the same characters made here (:func:`render_plain`),
-  without importing rich: rich's import and its table layout are about a
-  quarter of a short command such as a one-request ``fpm replay``.
+  without importing rich: rich's import and its table layout are a fifth of
+  a one-request ``fpm replay`` and a quarter of ``fpm plugins``.
 
 :func:`render_plain` gives exactly what rich prints for the same table into a
 pipe (``tests/test_cli_tables.py`` compares the two byte for byte on generated
 tables), and gives ``None`` for what it does not lay out itself: text with a
 character whose width in a terminal is not one column (wide East Asian
-characters, combining marks, control characters and tabs) or a line break
-at its end, an output
-encoding other than UTF-8 (where rich draws its boxes in ASCII), or a table
-with neither a header nor a row; such a table is printed by rich.  Cell text is always literal: no rich markup is read in
-it, on a terminal either.
+characters, combining marks, control characters and tabs) or with a line
+break at its end, an output encoding other than UTF-8 (where rich draws its
+boxes in ASCII), or a table with neither a header nor a row; such a table is
+printed by rich.  Cell text is always literal: no rich markup is read in it,
+on a terminal either.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
+from typing import Any, Literal
 
 Justify = Literal["left", "right"]
 #: A cell: its text, or its text and a rich style name (``"green"``, ``"bold red"``) used on a terminal.
@@ -87,10 +84,6 @@ class Table:
         while len(self.columns) < len(cells):
             self.add_column()
         self.rows.append(cells)
-
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
 
     def to_rich(self) -> Any:
         """The same table as a rich ``Table`` (its text as rich ``Text``, never read as markup)."""
@@ -154,6 +147,7 @@ def render_plain(table: Table, encoding: str | None = "utf-8") -> str | None:
     for i, column in enumerate(table.columns):
         w = max((len(line) for r in grid for line in r[i]), default=0)
         widths.append(max(w, column.min_width or 0))
+    right = [c.justify == "right" for c in table.columns]
     if table.box:
         top, head, head_rule, body, bottom = _HEAVY_HEAD if table.show_header else _SQUARE
     out: list[str] = []
@@ -174,12 +168,11 @@ def render_plain(table: Table, encoding: str | None = "utf-8") -> str | None:
             parts = []
             for i, lines in enumerate(cells):
                 line = lines[k] if k < len(lines) else ""
-                if table.columns[i].justify == "right":
+                if right[i]:  # rich strips a right-justified line's trailing spaces before it pads
                     line = line.rstrip()
-                pad = widths[i] - len(line)
-                parts.append(
-                    " " + (" " * pad + line if table.columns[i].justify == "right" else line + " " * pad) + " "
-                )
+                    parts.append(f" {line:>{widths[i]}} ")
+                else:
+                    parts.append(f" {line:<{widths[i]}} ")
             if table.box:
                 edge = head if is_header else body
                 out.append(edge[0] + edge[1].join(parts) + edge[2])
@@ -190,9 +183,3 @@ def render_plain(table: Table, encoding: str | None = "utf-8") -> str | None:
     if table.box:
         out.append(rule(bottom))
     return "".join(line + "\n" for line in out)
-
-
-def rows_of(table: Table) -> Iterable[tuple[str, ...]]:
-    """The rows' texts (for tests and for the one-block-per-row fallback)."""
-    for row in table.rows:
-        yield tuple(_text(cell) for cell in row)

@@ -500,8 +500,8 @@ class CommandContext(Protocol):
 
     ``host`` the plugin host; ``json`` ``--json`` was given; ``out``/``err`` rich
     consoles on stdout/stderr; ``message`` one plain line on stderr;
-    ``print_table`` a table on stdout at any width (a :class:`~fpmcore.cli.tables.Table`, ``TextTable``
-    in the plugin API, or a rich one); ``emit_json`` the one
+    ``print_table`` a table on stdout at any width (a :class:`~fpmcore.cli.tables.Table`,
+    ``TextTable`` in the plugin API, or a rich one); ``emit_json`` the one
     JSON document of ``--json``; ``progress`` the progress bar on stderr (rich's
     ``Progress``, or one that does nothing when stderr is no terminal).
     """
