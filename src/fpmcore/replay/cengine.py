@@ -15,8 +15,10 @@ status other than ``FPM_OK``/``FPM_ENOSPC`` is a programming error and raises.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache, partial
+from itertools import accumulate, chain, islice
 from typing import Any, ClassVar
 
 from fpmcore.replay.model import (
@@ -86,6 +88,32 @@ def _packing(ctype: str, names: tuple[str, ...]) -> struct.Struct:
     return layout
 
 
+#: Requests marshalled at once by :func:`_marshal`: each field of a batch written in one strided store.
+_MARSHAL_BATCH = 4096
+
+
+@cache
+def _request_filler(ffi: Any) -> Callable[..., None]:
+    """A function that stores the fields of requests ``lo`` … ``hi - 1`` of an ``fpm_replay_request`` array (its
+    bytes ``mem``), a column per field (``prompt_len=[...]``, …), each in one strided store."""
+    t = ffi.typeof("fpm_replay_request")
+    size = ffi.sizeof(t)
+    if tuple(name for name, _ in t.fields) != _REQUEST_IN:
+        raise RuntimeError(f"the C library's fpm_replay_request has the fields {[n for n, _ in t.fields]}")
+    layout = []
+    for name, f in t.fields:
+        code, width = _CODES[f.type.cname], ffi.sizeof(f.type)
+        assert f.offset % width == 0 and size % width == 0 and width == 8
+        layout.append((name, code, f.offset // width, size // width))
+
+    def fill(mem: memoryview, lo: int, hi: int, **columns: Sequence[Any]) -> None:
+        views = {code: mem.cast(code) for code in ("q", "d")}
+        for name, code, off, stride in layout:
+            views[code][lo * stride + off : hi * stride : stride] = array(code, columns[name])
+
+    return fill
+
+
 def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, str], ...]) -> dict[str, list[Any]]:
     """Fields of ``n`` C structs as Python lists, read in bulk through strided memoryviews."""
     size = ffi.sizeof(ctype)
@@ -102,8 +130,15 @@ def _columns(ffi: Any, ptr: Any, ctype: str, n: int, fields: tuple[tuple[str, st
     return out
 
 
-def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int) -> tuple[Any, Any, list[Any]]:
-    """The C config and the array of the ``n`` requests (and the cdata they point into, to keep alive)."""
+def _marshal(
+    ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int,
+    batches: Iterable[tuple[Sequence[Any], ...]] | None = None,
+) -> tuple[Any, Any, list[Any]]:  # fmt: skip
+    """The C config and the array of the ``n`` requests (and the cdata they point into, to keep alive).
+
+    The requests are ``reqs``, or with ``batches`` the requests of its batches, each the engine-form fields as
+    columns (:func:`fpmcore.replay.engine.engine_batches`).  A batch's fields are written a column at a time.
+    """
     G = len(cfg.groups)
     groups = ffi.new("fpm_group[]", G)
     for i, g in enumerate(cfg.groups):
@@ -151,17 +186,27 @@ def _marshal(ffi: Any, cfg: ReplayConfig, reqs: Iterable[ReplayRequest], n: int)
     rq = ffi.new("fpm_replay_request[]", max(n, 1))
     upto_l: list[int] = []
     key_l: list[int] = []
-    layout = _packing("fpm_replay_request", _REQUEST_IN)
-    buf, size, pack = bytearray(layout.size * n), layout.size, layout.pack_into
-    for i, r in enumerate(reqs):
-        origin = r.origin
-        pack(buf, i * size, r.prompt_len, r.output_len, r.arrival_step, r.arrival_time,
-             r.own_key if r.own_key >= 0 else (1 << 40) + i, len(upto_l), len(origin), r.priority)  # fmt: skip
-        for u, k in origin:
-            upto_l.append(u)
-            key_l.append(k)
-    if n:
-        ffi.memmove(rq, buf, len(buf))
+    fill = _request_filler(ffi)
+    mem = memoryview(ffi.buffer(rq, n * ffi.sizeof("fpm_replay_request")) if n else bytearray()).cast("B")
+    if batches is None:
+        it = iter(reqs)
+        batches = (tuple(zip(*batch)) for batch in iter(lambda: list(islice(it, _MARSHAL_BATCH)), []))
+    lo = 0
+    for _ids, prompt, output, step, t, origin, own, priority in batches:
+        hi = lo + len(prompt)
+        if hi > n:
+            raise ValueError(f"more than the {n} requests announced")
+        lens = list(map(len, origin))
+        offsets = list(accumulate(lens, initial=len(upto_l)))[:-1]
+        if any(lens):  # origin pairs in the batch
+            pairs = list(chain.from_iterable(origin))
+            upto_l += [u for u, _k in pairs]
+            key_l += [k for _u, k in pairs]
+        if min(own) < 0:
+            own = [k if k >= 0 else (1 << 40) + i for i, k in zip(range(lo, hi), own)]
+        fill(mem, lo, hi, prompt_len=prompt, output_len=output, arrival_step=step, arrival_time=t,
+             own_key=own, origin_off=offsets, origin_len=lens, priority=priority)  # fmt: skip
+        lo = hi
     upto = ffi.new("int64_t[]", upto_l or [0])
     okey = ffi.new("int64_t[]", key_l or [0])
     c.origin_upto, c.origin_key, c.norigin = upto, okey, len(upto_l)
@@ -295,10 +340,18 @@ class CReplay:
         return out
 
 
-def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawResult:
-    """Run the whole trace in C: one pass without step records; the step records on demand (a second pass)."""
-    rp = CReplay(cfg, reqs, mode)
-    requests = [NOT_COMPLETED] * len(reqs)
+def run_c(
+    cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int, n: int | None = None,
+    batches: Iterable[tuple[Sequence[Any], ...]] | None = None,
+) -> RawResult:  # fmt: skip
+    """Run the whole trace in C: one pass without step records; the step records on demand (a second pass).
+
+    The requests are ``reqs``, or the ``n`` requests of ``batches`` (as :func:`_marshal` takes them)."""
+    if n is None:
+        n = len(reqs)
+    inputs = _marshal(_lib()[0], cfg, reqs, n, batches)
+    rp = CReplay(cfg, (), mode, n, inputs)
+    requests = [NOT_COMPLETED] * n
     while True:
         chunk = rp.advance(1 << 40, with_steps=False)
         for r in chunk.done:
@@ -308,7 +361,7 @@ def run_c(cfg: ReplayConfig, reqs: tuple[ReplayRequest, ...], mode: int) -> RawR
     G = len(cfg.groups)
 
     def load() -> StepColumns:
-        again = CReplay(cfg, reqs, mode)
+        again = CReplay(cfg, (), mode, n, inputs)  # the same inputs: the library only reads them
         parts = []
         while True:
             ch = again.advance(STEP_CHUNK, with_steps=True)

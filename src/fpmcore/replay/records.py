@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import compress
 from typing import Any
 
 from fpmcore.documents import blocks
@@ -338,31 +339,32 @@ def add_completed(
     is the record's subtraction or division of the same doubles), in the same order.  ``arrival_time[i]`` and
     ``request_id[i]`` are request ``i``'s in the trace (:meth:`~fpmcore.replay.trace.Trace.arrival_times`,
     :meth:`~fpmcore.replay.trace.Trace.request_ids`; an id is read for a rejection only)."""
-    ttft, tpot, e2e = stats.ttft.append, stats.tpot.append, stats.e2e.append
-    n = finished = output_tokens = hits = 0
-    for r in done:
-        n += 1
-        out = r.output_tokens
-        output_tokens += out
-        hits += r.prefix_hit_tokens
-        if r.status == ST_FINISHED:
-            finished += 1
-            arr = arrival_time[r.request]
-            if arr is None:
-                arr = r.arrival_time
-            ft, fin_t = r.first_token_time, r.finish_time
-            ttft(ft - arr)
-            e2e(fin_t - arr)
-            if out > 1:
-                tpot((fin_t - ft) / (out - 1))
-        else:
-            code = r.reject_reason
-            stats.add_rejection(code, reject_reason(code, r.reject_a, r.reject_b, request_id[r.request]))
-    stats.requests += n
+    done = done if isinstance(done, (list, tuple)) else list(done)
+    if not done:
+        return
+    # a field of every request in one pass (a Python loop per request costs several times more on a large trace)
+    (status, reason, reject_a, reject_b, raw_arrival, _first_scheduled, first_token, finish, output, _preempted,
+     hits, index) = zip(*done)  # fmt: skip
+    arrival: Sequence[Any] = [arrival_time[i] for i in index]
+    if None in arrival:
+        arrival = [raw if arr is None else arr for arr, raw in zip(arrival, raw_arrival)]
+    stats.output_tokens += sum(output)
+    stats.prefix_hit_tokens += sum(hits)
+    finished = status.count(ST_FINISHED)
+    if finished < len(done):
+        kept = [st == ST_FINISHED for st in status]
+        for i in compress(range(len(done)), [not k for k in kept]):
+            code = reason[i]
+            stats.add_rejection(code, reject_reason(code, reject_a[i], reject_b[i], request_id[index[i]]))
+        arrival, first_token, finish, output = (
+            tuple(compress(col, kept)) for col in (arrival, first_token, finish, output)
+        )
+    stats.ttft += array("d", [ft - arr for ft, arr in zip(first_token, arrival)])
+    stats.e2e += array("d", [fin - arr for fin, arr in zip(finish, arrival)])
+    stats.tpot += array("d", [(fin - ft) / (out - 1) for ft, fin, out in zip(first_token, finish, output) if out > 1])
+    stats.requests += len(done)
     stats.finished += finished
-    stats.rejected += n - finished
-    stats.output_tokens += output_tokens
-    stats.prefix_hit_tokens += hits
+    stats.rejected += len(done) - finished
 
 
 def summary_of(cfg: ReplayConfig, stats: RequestStats, tot: Any, nsteps: int) -> dict[str, Any]:
