@@ -300,4 +300,10 @@ void jump_unchanged(engine_t *e, int64_t m, fpm_replay_output *out);
 /* A decode-only stretch; returns the steps jumped (0: take a normal step). */
 int64_t jump_decodes(engine_t *e, fpm_replay_output *out);
 
+/* fpm_hash_origins with the chain map made at first_cap slots (a power of two), growing from there; first_cap <= 0:
+ * at the size the estimate of the distinct chains asks for, as fpm_hash_origins makes it (fpm_trace.c) */
+fpm_status hash_origins_from(int64_t n, const int64_t *prompt_len, const int64_t *hash_off, const int64_t *hash_ids,
+                             int64_t hash_block_tokens, int64_t first_key, int64_t *upto, int64_t *key,
+                             int64_t *nkeys, int64_t first_cap);
+
 #endif /* FPM_INTERNAL_H */

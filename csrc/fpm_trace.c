@@ -479,73 +479,166 @@ fpm_status fpm_trace_scale_times(double *t, int64_t n, double shift, double fact
     return FPM_OK;
 }
 
-/* The map (parent key, block id) -> key of the hash chains: open addressing, linear probing. */
+/* The map of the hash chains, (parent key, block id) -> key: open addressing, linear probing, at most half
+ * full.  A chain's slot is found from a hash of its whole sequence of ids (chain_roll), not of the pair: the
+ * sequence identifies the chain as the pair does (the parent key stands for the sequence before the id), but
+ * its hash is known before the parent's key is looked up, so fpm_hash_origins hashes a request's ids first and
+ * asks for each slot CHAIN_AHEAD ids before it reads it (the map is larger than the cache: a lookup is a
+ * memory access, which the lookups before it then overlap). */
 typedef struct {
-    int64_t parent, id, key; /* key < 0: empty */
+    int64_t parent, id, key1; /* the chain's key + 1; 0: an empty slot (a table is zeroed memory) */
 } chain_slot;
 
-static uint64_t chain_hash(int64_t parent, int64_t id) {
-    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ULL ^ (uint64_t)id;
-    h ^= h >> 32;
-    h *= 0xD6E8FEB86659FD93ULL;
-    h ^= h >> 32;
-    return h;
+#define CHAIN_SEED 0x243F6A8885A308D3ULL
+#define CHAIN_AHEAD 8
+
+/* the hash of a chain whose ids before the last hash to h and whose last id is id */
+static inline uint64_t chain_roll(uint64_t h, int64_t id) {
+    uint64_t x = (h ^ (uint64_t)id) * 0x9E3779B97F4A7C15ULL;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 32;
+    return x;
 }
 
-static chain_slot *chain_table(int64_t cap) {
-    chain_slot *t = fpm_calloc(cap, sizeof *t);
-    if (t != NULL)
-        for (int64_t i = 0; i < cap; i++) t[i].key = -1;
-    return t;
+static chain_slot *chain_table(int64_t cap) { return fpm_calloc(cap, sizeof(chain_slot)); }
+
+/* The slot of the chain of hash h ending in (parent, id) in a table of mask + 1 slots: its own, or the empty
+ * slot where it goes. */
+static inline chain_slot *chain_find(chain_slot *t, uint64_t mask, uint64_t h, int64_t parent, int64_t id) {
+    uint64_t s = h & mask;
+    while (t[s].key1 != 0 && (t[s].parent != parent || t[s].id != id)) s = (s + 1) & mask;
+    return &t[s];
+}
+
+/* The number of distinct chains, estimated from their hashes (HyperLogLog, Flajolet et al. 2007): 2^b
+ * registers, each the highest rank (leading zero bits + 1 of the hash's remaining bits) of the hashes whose top
+ * b bits select it; the relative standard error is 1.04 / 2^(b/2), 1.6 % with b = 12. */
+#define CHAIN_SKETCH_BITS 12
+
+static inline void chain_sketch(uint8_t *rank, uint64_t h) {
+    uint64_t rest = h << CHAIN_SKETCH_BITS;
+    uint8_t r = rest == 0 ? (uint8_t)(64 - CHAIN_SKETCH_BITS + 1) : (uint8_t)(__builtin_clzll(rest) + 1);
+    uint8_t *at = &rank[h >> (64 - CHAIN_SKETCH_BITS)];
+    if (r > *at) *at = r;
+}
+
+static double chain_sketch_estimate(const uint8_t *rank) {
+    const double m = (double)((int64_t)1 << CHAIN_SKETCH_BITS);
+    double sum = 0.0;
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < ((int64_t)1 << CHAIN_SKETCH_BITS); i++) {
+        sum += ldexp(1.0, -rank[i]);
+        zeros += rank[i] == 0;
+    }
+    double e = 0.7213 / (1.0 + 1.079 / m) * m * m / sum;
+    if (e <= 2.5 * m && zeros > 0) e = m * log(m / (double)zeros); /* few chains: linear counting */
+    return e;
+}
+
+/* put chain c in table g (mask + 1 slots) at the home slot of its hash (hs[key - first_key]) */
+static inline void chain_put(chain_slot *g, uint64_t mask, const chain_slot *c, const uint64_t *hs,
+                             int64_t first_key) {
+    *chain_find(g, mask, hs[c->key1 - 1 - first_key], c->parent, c->id) = *c;
+}
+
+/* The table t of cap slots grown to 2 cap slots (NULL when out of memory; t is freed either way): each chain
+ * moved to the home slot of its hash (hs[key - first_key]), asked for CHAIN_AHEAD chains before it is put in. */
+static chain_slot *chain_grow(chain_slot *t, int64_t cap, const uint64_t *hs, int64_t first_key) {
+    chain_slot *g = chain_table(2 * cap);
+    if (g == NULL) {
+        free(t);
+        return NULL;
+    }
+    const uint64_t mask = 2 * (uint64_t)cap - 1;
+    int64_t ring[CHAIN_AHEAD]; /* the slots of t whose chains wait to be put in g */
+    int64_t in = 0, out = 0;   /* chains queued, chains put in */
+    for (int64_t s = 0; s < cap; s++) {
+        if (t[s].key1 == 0) continue;
+        if (in - out == CHAIN_AHEAD) chain_put(g, mask, &t[ring[out++ % CHAIN_AHEAD]], hs, first_key);
+        __builtin_prefetch(&g[hs[t[s].key1 - 1 - first_key] & mask], 1);
+        ring[in++ % CHAIN_AHEAD] = s;
+    }
+    while (out < in) chain_put(g, mask, &t[ring[out++ % CHAIN_AHEAD]], hs, first_key);
+    free(t);
+    return g;
 }
 
 fpm_status fpm_hash_origins(int64_t n, const int64_t *prompt_len, const int64_t *hash_off, const int64_t *hash_ids,
                             int64_t hash_block_tokens, int64_t first_key, int64_t *upto, int64_t *key,
                             int64_t *nkeys) {
+    return hash_origins_from(n, prompt_len, hash_off, hash_ids, hash_block_tokens, first_key, upto, key, nkeys, 0);
+}
+
+fpm_status hash_origins_from(int64_t n, const int64_t *prompt_len, const int64_t *hash_off, const int64_t *hash_ids,
+                             int64_t hash_block_tokens, int64_t first_key, int64_t *upto, int64_t *key,
+                             int64_t *nkeys, int64_t first_cap) {
     if (n < 0 || prompt_len == NULL || hash_off == NULL || (hash_ids == NULL && hash_off[n] != 0) ||
         hash_block_tokens < 1 || hash_block_tokens > FPM_TRACE_MAX_TOKENS || first_key < 0 || nkeys == NULL ||
         (hash_off[n] != 0 && (upto == NULL || key == NULL)))
         return FPM_EINVAL;
-    int64_t cap = 1024, count = 0;
-    chain_slot *t = chain_table(cap);
-    if (t == NULL) return FPM_ENOMEM;
-    const int64_t H = hash_block_tokens;
+    for (int64_t i = 0; i < n; i++)
+        if (hash_off[i] > hash_off[i + 1] || hash_off[i] < 0) return FPM_EINVAL;
+    const int64_t H = hash_block_tokens, total = hash_off[n];
+    /* first pass: each position's chain hash, kept in upto[] until the position is looked up, and the number of
+     * distinct hashes estimated, so that the map is made at its size once: growing it moves every chain and
+     * takes fresh memory, whose first touch is a page fault (most of the time of a first call, measured) */
+    uint8_t *rank = fpm_calloc((int64_t)1 << CHAIN_SKETCH_BITS, 1);
+    if (rank == NULL) return FPM_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
-        if (hash_off[i] > hash_off[i + 1] || hash_off[i] < 0) {
-            free(t);
-            return FPM_EINVAL;
+        uint64_t h = CHAIN_SEED;
+        for (int64_t j = hash_off[i]; j < hash_off[i + 1]; j++) {
+            h = chain_roll(h, hash_ids[j]);
+            upto[j] = (int64_t)h;
+            chain_sketch(rank, h);
         }
+    }
+    int64_t cap = 1024, count = 0;
+    double distinct = chain_sketch_estimate(rank) * 1.05; /* the estimate's error is about 1.6 % */
+    free(rank);
+    if (first_cap > 0)
+        cap = first_cap;
+    else
+        while (cap < 2 * distinct && cap < ((int64_t)1 << 40)) cap *= 2;
+    chain_slot *t = chain_table(cap);
+    uint64_t *hs = fpm_calloc(cap / 2, sizeof(uint64_t)); /* each chain's hash, by key - first_key */
+    if (t == NULL || hs == NULL) {
+        free(t);
+        free(hs);
+        return FPM_ENOMEM;
+    }
+    uint64_t mask = (uint64_t)cap - 1;
+    for (int64_t j = 0; j < total && j < CHAIN_AHEAD; j++) __builtin_prefetch(&t[(uint64_t)upto[j] & mask]);
+    for (int64_t i = 0; i < n; i++) {
         int64_t parent = -1;
         for (int64_t j = hash_off[i], k = 1; j < hash_off[i + 1]; j++, k++) {
             if (2 * (count + 1) > cap) { /* grow: at most half full */
-                chain_slot *g = chain_table(2 * cap);
-                if (g == NULL) {
+                void *grown = hs;
+                t = chain_grow(t, cap, hs, first_key);
+                if (t == NULL || !fpm_grow(&grown, cap / 2, cap, sizeof(uint64_t))) {
                     free(t);
+                    free(grown);
                     return FPM_ENOMEM;
                 }
-                for (int64_t s = 0; s < cap; s++) {
-                    if (t[s].key < 0) continue;
-                    uint64_t h = chain_hash(t[s].parent, t[s].id) & (uint64_t)(2 * cap - 1);
-                    while (g[h].key >= 0) h = (h + 1) & (uint64_t)(2 * cap - 1);
-                    g[h] = t[s];
-                }
-                free(t);
-                t = g;
+                hs = grown;
                 cap *= 2;
+                mask = (uint64_t)cap - 1;
             }
+            if (j + CHAIN_AHEAD < total) __builtin_prefetch(&t[(uint64_t)upto[j + CHAIN_AHEAD] & mask]);
             const int64_t id = hash_ids[j];
-            uint64_t h = chain_hash(parent, id) & (uint64_t)(cap - 1);
-            while (t[h].key >= 0 && (t[h].parent != parent || t[h].id != id)) h = (h + 1) & (uint64_t)(cap - 1);
-            if (t[h].key < 0) {
-                t[h].parent = parent;
-                t[h].id = id;
-                t[h].key = first_key + count++;
+            const uint64_t h = (uint64_t)upto[j];
+            chain_slot *s = chain_find(t, mask, h, parent, id);
+            if (s->key1 == 0) {
+                hs[count] = h;
+                s->parent = parent;
+                s->id = id;
+                s->key1 = first_key + count++ + 1;
             }
-            key[j] = t[h].key;
+            key[j] = parent = s->key1 - 1;
             upto[j] = k <= prompt_len[i] / H ? k * H : prompt_len[i];
-            parent = t[h].key;
         }
     }
+    free(hs);
     free(t);
     *nkeys = count;
     return FPM_OK;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../fpm_internal.h"
 #include "../fpmcore.h"
 #include "fpm_test.h"
 
@@ -232,6 +233,33 @@ static void test_many_request_ids(void) {
     fpm_trace_reader_close(r);
 }
 
+/* 3,000 requests of two ids each, [i % 3, 1000 + i]: three shared first blocks and a chain per request, 3,003
+ * chains; keys in order of first appearance: request i < 3 gives F + 2i and F + 2i + 1, a later one F + 2 (i % 3)
+ * and F + 6 + (i - 3).  The chain map made at the size the estimate asks for, and made at 1,024 slots, so that
+ * it grows to 8,192, moving every chain each time. */
+static void test_hash_origins_many_chains(void) {
+    enum { N = 3000, F = 7 };
+    static int64_t prompt_len[N], hash_off[N + 1], hash_ids[2 * N], upto[2 * N], key[2 * N];
+    for (int64_t i = 0; i < N; i++) {
+        prompt_len[i] = 1000;
+        hash_off[i] = 2 * i;
+        hash_ids[2 * i] = i % 3;
+        hash_ids[2 * i + 1] = 1000 + i;
+    }
+    hash_off[N] = 2 * N;
+    for (int64_t first_cap = 0; first_cap <= 1024; first_cap += 1024) {
+        int64_t nkeys = 0;
+        CHECK(hash_origins_from(N, prompt_len, hash_off, hash_ids, 512, F, upto, key, &nkeys, first_cap) == FPM_OK);
+        CHECK(nkeys == 6 + (N - 3));
+        int ok = 1;
+        for (int64_t i = 0; i < N; i++) {
+            int64_t first = i < 3 ? F + 2 * i : F + 2 * (i % 3), second = i < 3 ? F + 2 * i + 1 : F + 6 + (i - 3);
+            ok &= key[2 * i] == first && key[2 * i + 1] == second && upto[2 * i] == 512 && upto[2 * i + 1] == 1000;
+        }
+        CHECK(ok);
+    }
+}
+
 const fpm_test_case FPM_TRACE_CASES[] = {
     {"trace_reads_the_plain_shape", test_reads_the_plain_shape},
     {"trace_window_and_over_long", test_window_and_over_long},
@@ -240,5 +268,6 @@ const fpm_test_case FPM_TRACE_CASES[] = {
     {"trace_reads_fpmcore_lines", test_reads_fpmcore_lines},
     {"trace_refuses_other_fpmcore_lines", test_refuses_other_fpmcore_lines},
     {"trace_many_request_ids", test_many_request_ids},
+    {"trace_hash_origins_many_chains", test_hash_origins_many_chains},
 };
 const size_t FPM_TRACE_NCASES = sizeof FPM_TRACE_CASES / sizeof FPM_TRACE_CASES[0];

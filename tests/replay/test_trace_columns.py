@@ -200,3 +200,30 @@ def test_the_c_reader_bounds_are_the_format_bounds():
     from fpmcore.traces.format import MAX_TOKENS
 
     assert lib.FPM_TRACE_MAX_TOKENS == MAX_TOKENS
+
+
+def test_many_chains_keep_their_keys(tmp_path):
+    """6,000 requests of generated conversations, each adding a content block (one chain each): the C chain map is
+    made at the size the estimate of the distinct chains asks for (csrc/tests/test_trace.c grows it from a small
+    one too), and every breakpoint and key is the reference's."""
+    import random
+
+    rng = random.Random(7)
+    lines, open_, next_id = [], [], 1
+    for i in range(6000):
+        if open_ and rng.random() < 0.5:
+            ids = open_[rng.randrange(len(open_))]
+        else:
+            ids = [rng.randrange(3)]  # three system prompts shared by all
+            open_.append(ids)
+        ids += [next_id] if rng.random() < 0.7 else [rng.randrange(1, max(next_id, 2))]  # now and then a repeated id
+        next_id += 1
+        prompt = (len(ids) - 1) * 512 + rng.randint(1, 512)
+        lines.append(f'{{"timestamp": {i}, "input_length": {prompt}, "output_length": 4, "hash_ids": {ids}}}\n')
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(lines))
+    trace, ref_trace = (_read(path, 512, Transforms(), columns=c)[0] for c in (True, False))
+    assert trace.columns is not None and len(trace.requests) == 6000
+    chains = len({k for bps in origins(ref_trace)[0] for _u, k in bps})
+    assert 4096 < chains < 8192
+    _same_origins(trace, ref_trace)
