@@ -259,10 +259,6 @@ def arrival_mode(cfg: ReplayConfig, trace: Trace) -> int:
     return ARRIVE_STEP if trace.step_exact or cfg.fixed_step_seconds is not None else ARRIVE_TIME
 
 
-#: Requests put in engine form at once by :func:`iter_engine_requests`: each field read for a whole batch.
-ENGINE_BATCH = 4096
-
-
 def iter_engine_requests(cfg: ReplayConfig, trace: Trace) -> Iterator[ReplayRequest]:
     """The trace's requests in engine form, one at a time (R-25, R-36).
 
@@ -495,7 +491,7 @@ class ReplayRun:
                 from fpmcore.replay.column_engine import column_inputs
 
                 inputs = column_inputs(*_lib(), cfg, trace, mode, MAX_ARRIVAL_STEP)
-            if inputs is None:  # a request beyond the engine's bounds is refused here, with its diagnostic
+            if inputs is None:  # requests, or columns with one beyond the engine's bounds (refused here)
                 inputs = _marshal(_lib()[0], cfg, (), len(trace.requests), engine_batches(cfg, trace))
             self._engine: Any = CReplay(cfg, (), mode, len(trace.requests), inputs)
         else:
