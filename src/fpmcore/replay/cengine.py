@@ -96,10 +96,9 @@ _MARSHAL_BATCH = 4096
 def _request_filler(ffi: Any) -> Callable[..., None]:
     """A function that stores the fields of requests ``lo`` … ``hi - 1`` of an ``fpm_replay_request`` array (its
     bytes ``mem``), a column per field (``prompt_len=[...]``, …), each in one strided store."""
+    _packing("fpm_replay_request", _REQUEST_IN)  # the build's fields are the ones written here, in this order
     t = ffi.typeof("fpm_replay_request")
     size = ffi.sizeof(t)
-    if tuple(name for name, _ in t.fields) != _REQUEST_IN:
-        raise RuntimeError(f"the C library's fpm_replay_request has the fields {[n for n, _ in t.fields]}")
     layout = []
     for name, f in t.fields:
         code, width = _CODES[f.type.cname], ffi.sizeof(f.type)
