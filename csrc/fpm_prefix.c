@@ -546,17 +546,43 @@ int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
     return released;
 }
 
-/* Is block j of a windowed group kept in the cache?  vLLM reachable_block_mask with
- * prefix_cache_retention_interval 0: the run a hit needs below r's replay boundary and its junction. */
-static int window_retained(const engine_t *e, const request_t *r, const fpm_group *g, int64_t j) {
-    if (e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK) return 1; /* a chunk's blocks: vLLM's base mask */
+/* The blocks of a group kept in the cache: [from[i], ends[i]) for i < n, or (all) every block; none
+ * outside [lo, hi).  A windowed group's: vLLM reachable_block_mask with prefix_cache_retention_interval 0,
+ * the run a hit needs below r's replay boundary and below its junction.  Found once per group and
+ * allocation, not per block. */
+typedef struct {
+    int64_t from[2], ends[2], lo, hi;
+    int n, all;
+} window_kept;
+
+#define WINDOW_KEEPS_ALL ((window_kept){{0, 0}, {0, 0}, 0, INT64_MAX, 0, 1})
+
+static window_kept window_retained(const engine_t *e, const request_t *r, const fpm_group *g) {
+    window_kept k = WINDOW_KEEPS_ALL;
+    if (g->kind == FPM_KIND_FULL || e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK)
+        return k; /* a chunk's blocks: vLLM's base mask */
     int64_t need = window_run(g), B = e->sched_block;
     int64_t junction = e->info[r - e->req].junction;
     int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, junction / B * B / g->block};
+    k.all = 0;
+    k.lo = INT64_MAX;
+    k.hi = 0;
     for (int i = 0; i < 2; i++) {
         if (i == 1 && junction <= 0) continue;
-        if (ends[i] - need <= j && j < ends[i]) return 1;
+        k.from[k.n] = ends[i] - need;
+        k.ends[k.n] = ends[i];
+        k.lo = min64(k.lo, k.from[k.n]);
+        k.hi = max64(k.hi, k.ends[k.n]);
+        k.n++;
     }
+    return k;
+}
+
+/* Is block j kept (window_retained)? */
+static inline int window_keeps(const window_kept *k, int64_t j) {
+    if (k->all) return 1;
+    for (int i = 0; i < k->n; i++)
+        if (k->from[i] <= j && j < k->ends[i]) return 1;
     return 0;
 }
 
@@ -599,16 +625,20 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         if (start >= nfull) continue;
         if (is_attention(g->kind)) {
             int32_t *t = tab_at(e, r, gi);
-            int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
-            origin_cursor oc;
-            origin_start(e, r, &oc);
-            origin_fill(&oc, e->sched_block, j0, nfull, ks);
-            const int64_t G = e->G;
             const int full = g->kind == FPM_KIND_FULL;
-            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
-            for (int64_t j = j0; j < nfull; j++) {
-                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
-                if (!full && !window_retained(e, r, g, j)) continue;
+            const window_kept kept = full ? WINDOW_KEEPS_ALL : window_retained(e, r, g);
+            /* the blocks that become full, from the first one kept to the last one kept */
+            int64_t j0 = max64(max64(start, s->lo), kept.lo), j1 = min64(nfull, kept.hi), *ks = p->origin_scratch;
+            const int64_t G = e->G;
+            if (j0 < j1) {
+                origin_cursor oc;
+                origin_start(e, r, &oc);
+                origin_fill(&oc, e->sched_block, j0, j1, ks);
+            }
+            for (int64_t j = j0; j < min64(j1, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
+            for (int64_t j = j0; j < j1; j++) {
+                if (j + PC_AHEAD < j1) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
+                if (!full && !window_keeps(&kept, j)) continue;
                 pc_set_key(p, t[j], ks[j], j * G + gi, 0);
             }
         } else {
