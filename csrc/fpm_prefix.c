@@ -546,21 +546,18 @@ int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
     return released;
 }
 
-/* The blocks of a group kept in the cache: [from[i], ends[i]) for i < n, or (all) every block; none
- * outside [lo, hi).  A windowed group's: vLLM reachable_block_mask with prefix_cache_retention_interval 0,
- * the run a hit needs below r's replay boundary and below its junction.  Found once per group and
- * allocation, not per block. */
+/* The blocks of a windowed group kept in the cache: [from[i], ends[i]) for i < n, or (all) every block;
+ * none outside [lo, hi).  vLLM reachable_block_mask with prefix_cache_retention_interval 0: the run a hit
+ * needs below r's replay boundary and below its junction.  Found once per group and allocation, not per
+ * block. */
 typedef struct {
     int64_t from[2], ends[2], lo, hi;
     int n, all;
 } window_kept;
 
-#define WINDOW_KEEPS_ALL ((window_kept){{0, 0}, {0, 0}, 0, INT64_MAX, 0, 1})
-
 static window_kept window_retained(const engine_t *e, const request_t *r, const fpm_group *g) {
-    window_kept k = WINDOW_KEEPS_ALL;
-    if (g->kind == FPM_KIND_FULL || e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK)
-        return k; /* a chunk's blocks: vLLM's base mask */
+    window_kept k = {{0, 0}, {0, 0}, 0, INT64_MAX, 0, 1};
+    if (e->cfg.rules.dense_retention || g->kind == FPM_KIND_CHUNK) return k; /* a chunk's blocks: vLLM's base mask */
     int64_t need = window_run(g), B = e->sched_block;
     int64_t junction = e->info[r - e->req].junction;
     int64_t ends[2] = {(r->prompt_len - 1) / B * B / g->block, junction / B * B / g->block};
@@ -613,6 +610,28 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
     }
 }
 
+/* cache_blocks of windowed group gi for its blocks j0 ... nfull - 1 that became full: the kept ones.
+ * Out of line, so that the full-attention groups' block loop is compiled as if it were alone. */
+static __attribute__((noinline)) void pc_cache_window_blocks(engine_t *e, request_t *r, int gi, int64_t j0,
+                                                             int64_t nfull) {
+    struct pc_pool *p = e->pool;
+    const fpm_group *g = &e->cfg.groups[gi];
+    const window_kept kept = window_retained(e, r, g);
+    int32_t *t = tab_at(e, r, gi);
+    int64_t j1 = min64(nfull, kept.hi), *ks = p->origin_scratch;
+    const int64_t G = e->G;
+    j0 = max64(j0, kept.lo); /* from the first block kept to the last one */
+    if (j0 >= j1) return;
+    origin_cursor oc;
+    origin_start(e, r, &oc);
+    origin_fill(&oc, e->sched_block, j0, j1, ks);
+    for (int64_t j = j0; j < min64(j1, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
+    for (int64_t j = j0; j < j1; j++) {
+        if (j + PC_AHEAD < j1) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
+        if (window_keeps(&kept, j)) pc_set_key(p, t[j], ks[j], j * G + gi, 0);
+    }
+}
+
 /* vLLM cache_blocks of every group after a successful allocation */
 static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
     struct pc_pool *p = e->pool;
@@ -623,22 +642,18 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         pc_hold *s = &hs[gi];
         int64_t nfull = num_tokens / g->block, start = s->ncached;
         if (start >= nfull) continue;
-        if (is_attention(g->kind)) {
+        if (is_windowed(g->kind)) {
+            pc_cache_window_blocks(e, r, gi, max64(start, s->lo), nfull);
+        } else if (g->kind == FPM_KIND_FULL) {
             int32_t *t = tab_at(e, r, gi);
-            const int full = g->kind == FPM_KIND_FULL;
-            const window_kept kept = full ? WINDOW_KEEPS_ALL : window_retained(e, r, g);
-            /* the blocks that become full, from the first one kept to the last one kept */
-            int64_t j0 = max64(max64(start, s->lo), kept.lo), j1 = min64(nfull, kept.hi), *ks = p->origin_scratch;
+            int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
+            origin_cursor oc;
+            origin_start(e, r, &oc);
+            origin_fill(&oc, e->sched_block, j0, nfull, ks);
             const int64_t G = e->G;
-            if (j0 < j1) {
-                origin_cursor oc;
-                origin_start(e, r, &oc);
-                origin_fill(&oc, e->sched_block, j0, j1, ks);
-            }
-            for (int64_t j = j0; j < min64(j1, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
-            for (int64_t j = j0; j < j1; j++) {
-                if (j + PC_AHEAD < j1) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
-                if (!full && !window_keeps(&kept, j)) continue;
+            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
+            for (int64_t j = j0; j < nfull; j++) {
+                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
                 pc_set_key(p, t[j], ks[j], j * G + gi, 0);
             }
         } else {
