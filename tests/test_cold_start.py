@@ -55,7 +55,8 @@ def _started(tmp_path: Path, *argv: str) -> dict:
 #: Imported by no command of the three: the plugins' observers and dry probes, the work of their commands (the
 #: tiny model writer and the live engine of ``vllm_032``), the record classes and their converter, the
 #: measurement's store and contention, the validation rules, the planner, the sweep, the campaign finalization
-#: (read only when an input lies in a finalized campaign).
+#: (read only when an input lies in a finalized campaign), shutil (argparse's formatter imports it for the
+#: terminal's width: fpmcore.host.command_parser.HelpFormatter).
 NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.probe.dry_run",
     "fpmcore_vllm032.tiny_models", "fpmcore_vllm032.engine", "fpmcore_vllm032.steps",
@@ -63,7 +64,7 @@ NEVER = (
     "fpmcore.campaign.finalize", "fpmcore.validate.integers", "fpmcore.validate.reader",
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
-    "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip",
+    "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip", "shutil",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
 #: reference engine, the plot, rich (its summary tables are written as rich would print them into a pipe,

@@ -57,3 +57,34 @@ def test_groups_within_groups_are_kept():
     assert parser.added_actions == parser._actions
     assert parser.option_strings() == ["-h", "--help", "--a", "--b", "--c", "--d"]
     assert parser.parse_args(["--b", "1", "--d", "x"]).b == "1"
+
+
+@pytest.mark.parametrize(
+    ("columns", "expected"),
+    [("93", 93), ("0", None), ("wide", None), (None, None)],
+    ids=["set", "zero", "junk", "unset"],
+)
+def test_the_help_width_is_the_one_shutil_finds(monkeypatch, columns, expected):
+    """``COLUMNS`` when it is a positive number, else the terminal's (here none: stdout is captured), else 80."""
+    import shutil
+
+    from fpmcore.host.command_parser import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns == (expected or shutil.get_terminal_size().columns)
+    if expected is None:
+        assert terminal_columns() == 80
+
+
+def test_a_command_parser_wraps_its_help_at_that_width(monkeypatch):
+    def longest_line(columns: str) -> int:
+        monkeypatch.setenv("COLUMNS", columns)
+        parser = CommandParser(prog="fpm x")
+        parser.add_argument("--trace", help="a trace file in any format the replay reads, arrival times in seconds")
+        return max(len(line) for line in parser.format_help().splitlines())
+
+    assert longest_line("40") <= 38  # argparse's width: the columns less 2
+    assert longest_line("200") > 80  # the help sentence on one line

@@ -82,7 +82,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shutil
 import stat
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -573,6 +572,8 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _remove(path: Path) -> None:
+    import shutil  # imported here: every command that checks an output folder imports this module
+
     shutil.rmtree(path, ignore_errors=True)
 
 
