@@ -610,26 +610,33 @@ static void pc_recache_boundary_state(engine_t *e, request_t *r, int64_t c) {
     }
 }
 
-/* cache_blocks of windowed group gi for its blocks j0 ... nfull - 1 that became full: the kept ones.
- * Out of line, so that the full-attention groups' block loop is compiled as if it were alone. */
-static __attribute__((noinline)) void pc_cache_window_blocks(engine_t *e, request_t *r, int gi, int64_t j0,
-                                                             int64_t nfull) {
+/* cache_blocks' loop over the blocks j0 ... j1 - 1 of group gi that became full: their keys prefetched
+ * PC_AHEAD blocks ahead, and each block cached under its key, or (windowed groups) each block kept.  Inlined
+ * into both callers, so that the full-attention loop (kept NULL) has no kept-block test. */
+static inline __attribute__((always_inline)) void pc_cache_block_run(engine_t *e, request_t *r, int gi, int64_t j0,
+                                                                     int64_t j1, const window_kept *kept) {
     struct pc_pool *p = e->pool;
-    const fpm_group *g = &e->cfg.groups[gi];
-    const window_kept kept = window_retained(e, r, g);
     int32_t *t = tab_at(e, r, gi);
-    int64_t j1 = min64(nfull, kept.hi), *ks = p->origin_scratch;
+    int64_t *ks = p->origin_scratch;
     const int64_t G = e->G;
-    j0 = max64(j0, kept.lo); /* from the first block kept to the last one */
-    if (j0 >= j1) return;
     origin_cursor oc;
     origin_start(e, r, &oc);
     origin_fill(&oc, e->sched_block, j0, j1, ks);
     for (int64_t j = j0; j < min64(j1, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
     for (int64_t j = j0; j < j1; j++) {
         if (j + PC_AHEAD < j1) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
-        if (window_keeps(&kept, j)) pc_set_key(p, t[j], ks[j], j * G + gi, 0);
+        if (kept == NULL || window_keeps(kept, j)) pc_set_key(p, t[j], ks[j], j * G + gi, 0);
     }
+}
+
+/* cache_blocks of windowed group gi for its blocks j0 ... nfull - 1 that became full: the kept ones, from the
+ * first to the last.  Out of line, so that the full-attention groups' block loop is compiled as if it were alone. */
+static __attribute__((noinline)) void pc_cache_window_blocks(engine_t *e, request_t *r, int gi, int64_t j0,
+                                                             int64_t nfull) {
+    const window_kept kept = window_retained(e, r, &e->cfg.groups[gi]);
+    int64_t j1 = min64(nfull, kept.hi);
+    j0 = max64(j0, kept.lo);
+    if (j0 < j1) pc_cache_block_run(e, r, gi, j0, j1, &kept);
 }
 
 /* vLLM cache_blocks of every group after a successful allocation */
@@ -645,17 +652,7 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         if (is_windowed(g->kind)) {
             pc_cache_window_blocks(e, r, gi, max64(start, s->lo), nfull);
         } else if (g->kind == FPM_KIND_FULL) {
-            int32_t *t = tab_at(e, r, gi);
-            int64_t j0 = max64(start, s->lo), *ks = p->origin_scratch;
-            origin_cursor oc;
-            origin_start(e, r, &oc);
-            origin_fill(&oc, e->sched_block, j0, nfull, ks);
-            const int64_t G = e->G;
-            for (int64_t j = j0; j < min64(nfull, j0 + PC_AHEAD); j++) pc_prefetch_key(p, ks[j], j * G + gi);
-            for (int64_t j = j0; j < nfull; j++) {
-                if (j + PC_AHEAD < nfull) pc_prefetch_key(p, ks[j + PC_AHEAD], (j + PC_AHEAD) * G + gi);
-                pc_set_key(p, t[j], ks[j], j * G + gi, 0);
-            }
+            pc_cache_block_run(e, r, gi, max64(start, s->lo), nfull, NULL);
         } else {
             int64_t bcols[2];
             int nbc = 0;
