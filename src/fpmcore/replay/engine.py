@@ -406,11 +406,11 @@ def _run_replay(
     if used == "c":  # marshalled from the engine-form columns: no request object
         from fpmcore.replay import cengine
 
-        mode = arrival_mode(cfg, trace)
-        raw = cengine.run_c(cfg, (), mode, len(trace.requests), engine_batches(cfg, trace))
+        raw = cengine.run_c(cfg, (), arrival_mode(cfg, trace), len(trace.requests), engine_batches(cfg, trace))
     else:
-        reqs, mode = engine_requests(cfg, trace)
-        raw, used = run_raw(cfg, reqs, mode, backend=used, align_stop=align_stop)
+        from fpmcore.replay.reference import run_reference
+
+        raw = run_reference(cfg, *engine_requests(cfg, trace), align_stop)
     ids = trace.request_ids()
     stats = records.RequestStats()
     records.add_completed(stats, [r for r in raw.requests if r.status != 0], trace.arrival_times(), ids)
