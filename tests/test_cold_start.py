@@ -80,11 +80,20 @@ NO_PIPELINE = (
 )  # fmt: skip
 
 
+#: Besides :data:`NO_PIPELINE`, what a command that reads and writes no JSON and no file does not need: the JSON
+#: reader and writer (jsonio, orjson), pathlib, the trace formats (a hook's answer is checked against them when
+#: the hook is called).
+NO_DOCUMENTS = ("fpmcore.documents.jsonio", "orjson", "pathlib", "fpmcore.traces.format")
+
+
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        (("--help",), NEVER + NO_PIPELINE + ("rich", "hashlib", "fractions", "fpmcore.host.engine_drivers")),
-        (("plugins",), NEVER + NO_PIPELINE + ("rich", "fpmcore.host.engine_drivers")),
+        (
+            ("--help",),
+            NEVER + NO_PIPELINE + NO_DOCUMENTS + ("rich", "hashlib", "fractions", "fpmcore.host.engine_drivers"),
+        ),
+        (("plugins",), NEVER + NO_PIPELINE + NO_DOCUMENTS + ("rich", "fpmcore.host.engine_drivers")),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
         (REPLAY, NEVER + NO_REPLAY_EXTRAS),
     ],

@@ -147,12 +147,21 @@ _WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _internal_error(ctx: Context, exc: BaseException) -> int:
-    from fpmcore.documents.jsonio import one_line
-
-    message = one_line(f"internal error: {type(exc).__name__}: {exc}")
+    message = _one_line(f"internal error: {type(exc).__name__}: {exc}")
     print(f"fpm: {message} (run with --debug for the traceback)", file=sys.stderr)
     _error_document(ctx, ctx.json, "internal", message)
     return EXIT_USAGE
+
+
+def _one_line(text: str) -> str:
+    """:func:`fpmcore.documents.jsonio.one_line`: a value from the input never breaks a message's line.
+
+    Imported when a message is printed, so that a command that prints none (``fpm --help``) does not
+    import the JSON module and orjson.
+    """
+    from fpmcore.documents.jsonio import one_line
+
+    return one_line(text)
 
 
 def _silence_stdout() -> None:
@@ -173,8 +182,6 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     ``--json``, one document ``{"schema": 1, "status": "error",
     "diagnostics": [...]}`` on stdout (unless the command printed its own).
     """
-    from fpmcore.documents.jsonio import one_line  # a value from the input never breaks the line
-
     argv = list(sys.argv[1:] if argv is None else argv)
     json_wanted = "--json" in argv
     try:
@@ -187,7 +194,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     if host is None:  # FPM_STRICT_PLUGINS=1 raises from here, with the plugin's traceback
         host = build_host(enable=early.plugin, disable=early.disable_plugin)
     for warning in host.selection_warnings():
-        print(one_line(f"fpm: warning: {warning}"), file=sys.stderr)
+        print(_one_line(f"fpm: warning: {warning}"), file=sys.stderr)
     try:
         named = next((a for a in rest if not a.startswith("-")), None)
         args = build_parser(host, only=named or "").parse_args(argv)
@@ -211,8 +218,8 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     except FpmError as exc:
         if args.debug:
             raise
-        print(one_line(f"fpm: {exc} [{exc.rule}]"), file=sys.stderr)
-        _error_document(ctx, ctx.json, exc.rule, one_line(exc.message), one_line(exc.where))
+        print(_one_line(f"fpm: {exc} [{exc.rule}]"), file=sys.stderr)
+        _error_document(ctx, ctx.json, exc.rule, _one_line(exc.message), _one_line(exc.where))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("fpm: interrupted", file=sys.stderr)
@@ -227,7 +234,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         if exc.filename is not None or exc.errno not in _WRITE_ERRORS:
             return _internal_error(ctx, exc)
         # stdout cannot take the output (/dev/full, a full disk): O-5, and no second error at exit
-        print(one_line(f"fpm: stdout: cannot write the output: {exc.strerror} [O-5]"), file=sys.stderr)
+        print(_one_line(f"fpm: stdout: cannot write the output: {exc.strerror} [O-5]"), file=sys.stderr)
         _silence_stdout()
         return EXIT_USAGE
     except Exception as exc:

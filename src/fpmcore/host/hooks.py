@@ -62,13 +62,13 @@ from fpmcore.host.hooktypes import (
     SpecClassification,
 )
 from fpmcore.replay.rules import ReplayRules
-from fpmcore.traces.format import TraceFormat
 
 if TYPE_CHECKING:
     import pluggy
 
     from fpmcore.documents.profile import FpmModelProfile
     from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
+    from fpmcore.traces.format import TraceFormat
 
 
 class _Selected(Protocol):
@@ -128,7 +128,7 @@ class Expect:
     @property
     def accepted(self) -> tuple[type, ...]:
         """``types``, or what it returns when it is a function (types of a module imported only when a hook of
-        theirs answers, such as the engine drivers of :mod:`fpmcore.host.engine_drivers`)."""
+        theirs answers, such as the engine drivers of :mod:`fpmcore.host.engine_drivers` and the trace formats)."""
         return self.types if isinstance(self.types, tuple) else self.types()
 
     @property
@@ -205,6 +205,12 @@ def _engine_drivers() -> Any:
     return engine_drivers
 
 
+def _trace_format() -> tuple[type, ...]:
+    from fpmcore.traces.format import TraceFormat
+
+    return (TraceFormat,)
+
+
 #: The ``producer`` argument of ``fpm_validate_artifact`` when the caller names no producer record.
 NO_PRODUCER: Mapping[str, str] = {"error": "no expected producer"}
 
@@ -228,7 +234,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
     "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
     "fpm_rule_catalogue": Expect((list,), items=Expect((RuleEntry,))),
-    "fpm_trace_formats": Expect((list,), items=Expect((TraceFormat,))),
+    "fpm_trace_formats": Expect((list,), items=Expect(_trace_format)),
 }
 
 

@@ -40,13 +40,11 @@ configured or run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from fpmcore.plugin_api import CliCommand, CommandContext, FpmError, check_output_folder
+from fpmcore.plugin_api import CliCommand, CommandContext, FpmError
 
 #: The rule of a command that needs the live engine's environment where it is not installed.
 ENV_RULE = "engine-env"
@@ -91,6 +89,7 @@ def _configure_tiny_model(parser: argparse.ArgumentParser) -> None:
 def _run_tiny_model(args: argparse.Namespace, ctx: CommandContext) -> int:
     import importlib.util
 
+    from fpmcore.plugin_api import check_output_folder
     from fpmcore_vllm032.tiny_models import PACKAGES, write_model
 
     out = check_output_folder(args.out)  # O-1 … O-4: a new or empty folder in an existing one
@@ -198,7 +197,7 @@ def _check_engine_installed() -> None:
 
 
 def _run_live_steps(args: argparse.Namespace, ctx: CommandContext) -> int:
-    if not Path(args.model, "config.json").is_file():
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
         raise FpmError(LIVE_STEPS_RULE, f"{args.model} is not a model directory (no config.json)")
     traces = _traces(args)
     _check_engine_installed()
@@ -220,6 +219,8 @@ def _run_live_steps(args: argparse.Namespace, ctx: CommandContext) -> int:
 
             report["step_times"] = step_time_by_shape(all_steps)
         if args.steps_out:
+            import json
+
             with open(args.steps_out, "w") as fh:
                 fh.writelines(json.dumps(s) + "\n" for s in all_steps)
     finally:
@@ -279,6 +280,7 @@ def _step_traces(engine: Any, config: Any, traces: list[Any], report: dict[str, 
 def _replay_config(engine: Any, args: argparse.Namespace, report: dict[str, Any]) -> Any:
     """The replay configuration of the engine's imported profile, or ``None`` (the reason in the report)."""
     import tempfile
+    from pathlib import Path
 
     from fpmcore_vllm032.replay_check import engine_profile, replay_config
 
@@ -298,6 +300,8 @@ def _replay_config(engine: Any, args: argparse.Namespace, report: dict[str, Any]
 def _report(report: dict[str, Any], ctx: CommandContext) -> None:
     """The report: one JSON document on stdout with ``--json``, else its lines on stderr."""
     if ctx.json:
+        import json
+
         ctx.emit_json(json.loads(json.dumps(report, sort_keys=True, default=str)))
         return
     e = report["engine"]
