@@ -107,7 +107,8 @@ def build_parser(host: PluginHost, only: str | None = None) -> argparse.Argument
 
     With ``only`` (the subcommand the command line names) only that
     subcommand's options are configured; the others are listed with their
-    help, which is all ``fpm --help`` and argparse's choice check need.
+    help, which is all ``fpm --help`` and argparse's choice check need (their
+    parsers, never parsed, have no ``-h`` either).
     ``only=""`` (a command line that names no subcommand) configures none, so
     that ``fpm --help`` imports no pipeline.
     """
@@ -124,8 +125,10 @@ def build_parser(host: PluginHost, only: str | None = None) -> argparse.Argument
         if command.name in seen:
             continue  # the first registration wins (fpm_cli_commands)
         seen.add(command.name)
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
-        if only is None or command.name == only:
+        configured = only is None or command.name == only
+        # a subcommand listed only is never parsed: no -h of its own (argparse makes a help formatter for it)
+        p = sub.add_parser(command.name, help=command.help, description=command.help, add_help=configured)
+        if configured:
             command.configure(p)
         p.set_defaults(_run=command.run)
     return parser
