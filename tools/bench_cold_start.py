@@ -14,7 +14,16 @@ Last, the same timing of ``python -c 'import attrs, cattrs'`` (without fpm's
 cache of generated code): a reference for the machine's speed state, which on
 the reference machine moves these times by up to two.
 
-    .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--tty] [--fpm .venv/bin/fpm]
+``--before CHECKOUT`` compares with the code of another checkout in the same
+run: every round starts each command as ``python -m fpmcore`` twice, once with
+this checkout's sources (fpmcore's and every plugin's) first on ``PYTHONPATH``
+and once with ``CHECKOUT``'s, so that both meet the machine in the same state.
+``CHECKOUT`` needs its C library built (``make env`` there, or this
+checkout's ``src/fpmcore/replay/_native*.so`` copied into it); the plugins'
+entry points are this environment's, which both checkouts' plugin packages
+answer by name.
+
+    .venv/bin/python tools/bench_cold_start.py [--rounds 10] [--tty] [--fpm .venv/bin/fpm] [--before CHECKOUT]
 """
 
 from __future__ import annotations
@@ -42,15 +51,16 @@ COMMANDS = {
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("FPM_")}
 
 
-def one_run(argv: list[str], tty: bool = False) -> tuple[float, float]:
+def one_run(argv: list[str], tty: bool = False, env: dict[str, str] | None = None) -> tuple[float, float]:
     """``(wall seconds, CPU seconds)`` of one whole process, its output to a pipe or to a pseudo-terminal."""
+    env = ENV if env is None else env
     before = os.times()
     start = time.perf_counter()
     if not tty:
-        subprocess.run(argv, check=True, capture_output=True, env=ENV)
+        subprocess.run(argv, check=True, capture_output=True, env=env)
     else:
         master, slave = os.openpty()
-        proc = subprocess.Popen(argv, stdout=slave, stderr=slave, env=ENV)
+        proc = subprocess.Popen(argv, stdout=slave, stderr=slave, env=env)
         os.close(slave)
         while True:  # drained as it comes, so that the terminal never blocks the process
             try:
@@ -67,6 +77,19 @@ def one_run(argv: list[str], tty: bool = False) -> tuple[float, float]:
     return wall, cpu
 
 
+def checkout_env(root: Path) -> dict[str, str]:
+    """:data:`ENV` with the sources of the checkout ``root`` (fpmcore's and every plugin's) first on ``PYTHONPATH``."""
+    plugins = sorted(p / "src" for p in (root / "plugins").iterdir() if (p / "src").is_dir())
+    return {**ENV, "PYTHONPATH": os.pathsep.join(str(p) for p in (root / "src", *plugins))}
+
+
+def _row(label: str, runs: list[tuple[float, float]]) -> str:
+    wall, cpu = [r[0] * 1e3 for r in runs], [r[1] * 1e3 for r in runs]
+    return (
+        f"{label:<38} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} {statistics.median(cpu):11.0f}"
+    )
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -76,17 +99,29 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--tty", action="store_true", help="also time each command on a pseudo-terminal")
     parser.add_argument("--fpm", default=str(Path(sys.executable).parent / "fpm"))
+    parser.add_argument(
+        "--before", type=Path, metavar="CHECKOUT", help="also time the code of this checkout, alternately"
+    )
     args = parser.parse_args()
     print(f"load average before: {load_average()}")
     print(f"{'command':<38} {'wall min':>9} {'wall median':>12} {'CPU min':>8} {'CPU median':>11}  (ms)")
     for name, argv in COMMANDS.items():
         for tty in (False, True) if args.tty else (False,):
-            one_run([args.fpm, *argv], tty)  # warm-up: bytecode written, files in the page cache
-            runs = [one_run([args.fpm, *argv], tty) for _ in range(args.rounds)]
-            wall, cpu = [r[0] * 1e3 for r in runs], [r[1] * 1e3 for r in runs]
             label = f"{name}, on a terminal" if tty else name
-            print(f"{label:<38} {min(wall):9.0f} {statistics.median(wall):12.0f} {min(cpu):8.0f} "
-                  f"{statistics.median(cpu):11.0f}")  # fmt: skip
+            if args.before is None:
+                one_run([args.fpm, *argv], tty)  # warm-up: bytecode written, files in the page cache
+                print(_row(label, [one_run([args.fpm, *argv], tty) for _ in range(args.rounds)]))
+                continue
+            module = [sys.executable, "-m", "fpmcore", *argv]
+            envs = {"": checkout_env(ROOT), ", before": checkout_env(args.before.resolve())}
+            runs: dict[str, list[tuple[float, float]]] = {which: [] for which in envs}
+            for round_ in range(args.rounds + 1):  # the first round warms up
+                for which, env in envs.items():
+                    run = one_run(module, tty, env)
+                    if round_:
+                        runs[which].append(run)
+            for which in envs:
+                print(_row(label + which, runs[which]))
     reference = [one_run([sys.executable, "-c", "import attrs, cattrs"]) for _ in range(args.rounds)]
     wall = [r[0] * 1e3 for r in reference]
     label = "python -c 'import attrs, cattrs'"
