@@ -181,3 +181,45 @@ def test_unreadable_model_json_exits_2_without_traceback(tmp_path):
     bad.write_text("{not json")
     res = run_fpm("probe", "--dry-run", str(bad), "-o", str(tmp_path / "ev"), host=_host("vllm_033"))
     assert res.exit_code == 2 and str(bad) in res.stderr and "Traceback" not in res.stderr
+
+
+def _start_that_wraps_the_interrupt(signalled: bool):
+    """A ``live_probe`` whose start-up catches every exception and raises its own refusal, as vLLM's does when Ctrl-C
+    lands while pydantic-core builds a schema (``SchemaError: Error building … serializer: Interrupted:``)."""
+    import os
+    import signal
+    import time
+
+    from fpmcore.documents.errors import FpmError
+
+    def live_probe(*_args, **_kwargs):
+        try:
+            if signalled:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises here
+        except BaseException as exc:  # noqa: BLE001 - what the library does
+            raise FpmError(
+                "probe", f"the engine did not start: Error building serializer: {type(exc).__name__}:"
+            ) from None
+        raise FpmError("probe", "the engine did not start: no memory")
+
+    return live_probe
+
+
+@pytest.mark.parametrize(("signalled", "code", "last"), [
+    (True, 130, "fpm: interrupted; the engine was shut down and no evidence was written"),
+    (False, 2, "fpm: the engine did not start: no memory"),
+], ids=["ctrl-c-wrapped", "a-refusal"])  # fmt: skip
+def test_ctrl_c_is_an_interrupt_even_when_the_engine_wraps_it(monkeypatch, tmp_path, signalled, code, last):
+    """Ctrl-C during the engine's start is exit 130 whatever error the start-up turned it into; a refusal without a
+    Ctrl-C stays the refusal."""
+    from fpmcore_vllm032 import live
+
+    monkeypatch.setattr(probe_functions, "installed_runtime", lambda framework="vllm": "0.32.0")
+    monkeypatch.setattr(live, "live_probe", _start_that_wraps_the_interrupt(signalled))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    res = run_fpm("probe", "--live", str(folder), "-o", str(tmp_path / "ev"), host=_host("vllm_032"))
+    assert (res.exit_code, res.stderr.strip().splitlines()[-1]) == (code, last)
+    assert "Traceback" not in res.stderr and not (tmp_path / "ev").exists()

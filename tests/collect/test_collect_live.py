@@ -102,7 +102,9 @@ def test_real_repetitions_hit_the_seeded_prefix(campaign, tiny):
         dec = m.measure(PlannedPoint(2, "decode", 2, context_tokens=2 * H + 2))
     finally:
         engine.close()
-    assert [r["role"] for r in pre["repetitions"]] == ["warmup", "measured", "measured", "measured"]
+    # a repetition judged contended is retaken (the collection protocol), and is in the list too
+    assert [r["role"] for r in pre["repetitions"] if r["role"] != "contended"] == ["warmup", "measured", "measured",
+                                                                                   "measured"]  # fmt: skip
     for s in pre["raw"]:
         assert (
             s["scheduled"]["num_prefill_requests"],

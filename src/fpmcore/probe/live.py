@@ -171,13 +171,18 @@ def probe_live(ctx: CommandContext, model_dir: str, out_dir: str, options: Any) 
     # what the runtime's engine cannot run is refused before it starts
     engine_limits.refuse(runtime, model_dir, prefix_caching=options.caching, dtype=options.dtype,
                          max_model_len=options.max_model_len)  # fmt: skip
+    sigint = _Sigint()
     try:
-        with _sigint_raises(Interrupted):
+        with _sigint_raises(Interrupted, sigint):
             summary = runtime.live_probe(model_dir=model_dir, out_dir=out_dir, options=options,
                                          progress=lambda message: _progress_line(ctx, message))  # fmt: skip
     except KeyboardInterrupt:
         raise Interrupted() from None
-    except PluginError as exc:
+    except (FpmError, PluginError) as exc:
+        if sigint.arrived:  # a library caught the interrupt and raised its own error (pydantic-core wraps it)
+            raise Interrupted() from None
+        if isinstance(exc, FpmError):
+            raise
         cause = exc.__cause__
         if isinstance(cause, ImportError):
             raise FpmError("probe", f"the {pin} runtime cannot be imported: {cause}. "
@@ -186,9 +191,23 @@ def probe_live(ctx: CommandContext, model_dir: str, out_dir: str, options: Any) 
     return pin, runtime.plugin, summary
 
 
+class _Sigint:
+    """Whether SIGINT arrived while a :func:`_sigint_raises` block ran.
+
+    The error the handler raises may not reach the caller as itself: code
+    that catches every exception can wrap it in its own (vLLM's start-up
+    builds pydantic schemas, and pydantic-core turns an interrupt there into a
+    ``SchemaError`` ending in ``Interrupted:``).  Ctrl-C was pressed all the
+    same, so the caller reports an interrupt, not the wrapper.
+    """
+
+    arrived = False
+
+
 @contextlib.contextmanager
-def _sigint_raises(error: type[BaseException]) -> Iterator[None]:
-    """While the block runs, SIGINT raises ``error`` (in the main thread; elsewhere nothing changes)."""
+def _sigint_raises(error: type[BaseException], seen: _Sigint | None = None) -> Iterator[None]:
+    """While the block runs, SIGINT raises ``error`` and sets ``seen.arrived`` (in the main thread; elsewhere
+    nothing changes)."""
     import signal
     import threading
 
@@ -197,6 +216,8 @@ def _sigint_raises(error: type[BaseException]) -> Iterator[None]:
         return
 
     def interrupt(_signum: int, _frame: Any) -> None:
+        if seen is not None:
+            seen.arrived = True
         raise error()
 
     previous = signal.signal(signal.SIGINT, interrupt)
