@@ -343,25 +343,6 @@ def _backend(backend: str | None, align_stop: Callable[[AlignStopQuery], int] | 
     return backend
 
 
-def run_raw(
-    cfg: ReplayConfig,
-    reqs: tuple[ReplayRequest, ...],
-    mode: int,
-    *,
-    backend: str | None = None,
-    align_stop: Callable[[AlignStopQuery], int] | None = None,
-) -> tuple[RawResult, str]:
-    """Run engine-form requests with a backend; returns the raw result and the backend used."""
-    backend = _backend(backend, align_stop)
-    if backend == "c":
-        from fpmcore.replay import cengine
-
-        return cengine.run_c(cfg, reqs, mode), "c"
-    from fpmcore.replay.reference import run_reference
-
-    return run_reference(cfg, reqs, mode, align_stop), "python"
-
-
 def run_replay(
     cfg: ReplayConfig,
     trace: Trace,
