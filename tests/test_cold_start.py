@@ -73,11 +73,19 @@ NEVER = (
 NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich",
                     "fpmcore.replay.record_lines", "hashlib", "fpmcore.host.engine_drivers")  # fmt: skip
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
-#: profile and its converter, the replay engine and its C library.
+#: profile and its converter, the replay engine and its C library, the values of the pipeline stages' hooks
+#: and the runtime plugins' rules, class tables and replay rules (imported when a hook asks for them).
 NO_PIPELINE = (
     "fpmcore.replay.command", "fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.documents.schema", "cattrs",
     "fpmcore.replay.native", "cffi", "fpmcore.campaign.finalize", "fpmcore.validate.command",
+    "fpmcore.host.stage_hooktypes", "fpmcore_vllm_support.rules", "fpmcore_vllm_support.classes",
+    "fpmcore_vllm027.rules", "fpmcore_vllm027.replay", "fpmcore_vllm033.rules", "fpmcore_vllm033.classes",
+    "fpmcore_vllm033.replay", "fpmcore_vllm032.rules", "fpmcore_vllm032.classes", "fpmcore_vllm032.envelope",
 )  # fmt: skip
+#: Besides :data:`NO_REPLAY_EXTRAS`, what the replay of a vLLM 0.33.0 profile does not need: the other releases'
+#: rules, class tables and replay rules.
+OTHER_RELEASES = ("fpmcore_vllm027.rules", "fpmcore_vllm027.replay", "fpmcore_vllm032.rules",
+                  "fpmcore_vllm032.classes", "fpmcore_vllm032.envelope")  # fmt: skip
 
 
 #: Besides :data:`NO_PIPELINE`, what a command that reads and writes no JSON and no file does not need: the JSON
@@ -95,7 +103,7 @@ NO_DOCUMENTS = ("fpmcore.documents.jsonio", "orjson", "pathlib", "fpmcore.traces
         ),
         (("plugins",), NEVER + NO_PIPELINE + NO_DOCUMENTS + ("rich", "fpmcore.host.engine_drivers")),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
-        (REPLAY, NEVER + NO_REPLAY_EXTRAS),
+        (REPLAY, NEVER + NO_REPLAY_EXTRAS + OTHER_RELEASES),
     ],
     ids=["help", "plugins", "plugins-json", "replay"],
 )
@@ -114,7 +122,12 @@ def test_the_replay_runs_on_what_it_imports(tmp_path):
     assert started["code"] == 0
     summary = json.loads(started["stdout"])["summary"]
     assert (summary["requests"], summary["finished"], summary["steps"]) == (1, 1, 4)
-    assert {"fpmcore.replay.model", "fpmcore.documents.profile", "fpmcore.replay.native"} <= set(started["modules"])
+    assert {
+        "fpmcore.replay.model",
+        "fpmcore.documents.profile",
+        "fpmcore.replay.native",
+        "fpmcore_vllm033.replay",
+    } <= set(started["modules"])
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("plugins",)], ids=["help", "plugins"])

@@ -19,21 +19,23 @@ if TYPE_CHECKING:
     from fpmcore.hookspecs import hookimpl
     from fpmcore.host.hooktypes import (
         API_VERSION,
-        AlignStopQuery,
         CliCommand,
         Diagnostic,
+        ExecutionIdentity,
+        PluginInfo,
+        ProducerContract,
+        ReplayRules,
+        RuleEntry,
+    )
+    from fpmcore.host.stage_hooktypes import (
+        AlignStopQuery,
         EngineLimit,
         EngineRequest,
-        ExecutionIdentity,
         HashBlockQuery,
         ImportRules,
         LiveProbeOptions,
         PlanLimits,
-        PluginInfo,
         PointPlan,
-        ProducerContract,
-        ReplayRules,
-        RuleEntry,
         SpecClassification,
         StartupLimits,
     )
@@ -45,6 +47,21 @@ if TYPE_CHECKING:
 _HOME = {
     **dict.fromkeys(("FRAMEWORK", "RuntimePin"), "fpmcore.documents.runtime_pin"),
     "hookimpl": "fpmcore.hookspecs",
+    **dict.fromkeys(
+        (
+            "AlignStopQuery",
+            "EngineLimit",
+            "EngineRequest",
+            "HashBlockQuery",
+            "ImportRules",
+            "LiveProbeOptions",
+            "PlanLimits",
+            "PointPlan",
+            "SpecClassification",
+            "StartupLimits",
+        ),
+        "fpmcore.host.stage_hooktypes",
+    ),  # fmt: skip
     "TraceRequest": "fpmcore.replay.trace",
     **dict.fromkeys(("SkippedRow", "TraceFormat", "TraceSource"), "fpmcore.traces.format"),
 }

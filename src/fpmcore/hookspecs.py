@@ -54,19 +54,21 @@ if TYPE_CHECKING:
     from fpmcore.documents.profile import FpmModelProfile
     from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
     from fpmcore.host.hooktypes import (
-        AlignStopQuery,
         CliCommand,
         Diagnostic,
+        ExecutionIdentity,
+        PluginInfo,
+        ProducerContract,
+        RuleEntry,
+    )
+    from fpmcore.host.stage_hooktypes import (
+        AlignStopQuery,
         EngineLimit,
         EngineRequest,
-        ExecutionIdentity,
         ImportRules,
         LiveProbeOptions,
         PlanLimits,
-        PluginInfo,
         PointPlan,
-        ProducerContract,
-        RuleEntry,
         SpecClassification,
     )
     from fpmcore.replay.rules import ReplayRules
@@ -208,7 +210,7 @@ def fpm_live_probe(
         one of your targets.
     :param model_dir: the model folder the engine loads.
     :param out_dir: the evidence folder to write; it must not exist yet, or be empty.
-    :param options: the engine settings, a :class:`~fpmcore.host.hooktypes.LiveProbeOptions`.
+    :param options: the engine settings, a :class:`~fpmcore.host.stage_hooktypes.LiveProbeOptions`.
     :param progress: ``progress(message)`` is a context manager that shows
         ``message`` on stderr while its block runs (a live timer on a
         terminal); wrap the engine's start-up in it.
@@ -250,8 +252,8 @@ def fpm_engine_limits(runtime: str, request: EngineRequest) -> list[EngineLimit]
     the runtime here.
 
     :param runtime: the runtime pin the engine would run, ``"vllm==0.32.0"``: one of your targets.
-    :param request: the model configuration and settings, an :class:`~fpmcore.host.hooktypes.EngineRequest`.
-    :returns: the :class:`~fpmcore.host.hooktypes.EngineLimit` s the request meets (empty: none), or ``None``.
+    :param request: the model configuration and settings, an :class:`~fpmcore.host.stage_hooktypes.EngineRequest`.
+    :returns: the :class:`~fpmcore.host.stage_hooktypes.EngineLimit` s the request meets (empty: none), or ``None``.
 
     Example::
 
@@ -305,7 +307,7 @@ def fpm_classify_spec(runtime: str, spec_class: str, spec: Mapping[str, Any]) ->
     :param spec_class: the fully qualified class name as recorded,
         ``"vllm.v1.kv_cache_interface.MambaSpec"``.
     :param spec: the recorded spec fields (02 §3.7 ``fields``); may be empty.
-    :returns: a :class:`~fpmcore.host.hooktypes.SpecClassification` (``None`` is
+    :returns: a :class:`~fpmcore.host.stage_hooktypes.SpecClassification` (``None`` is
         read as "unsupported: no class table").
 
     Example::
@@ -329,10 +331,10 @@ def fpm_runtime_rules(runtime: str) -> ImportRules | None:
     reservation of one spec (03 C-1, I-61, stage K), the in-flight batches
     (03 C-2) and the hash block size (I-97).  A runtime plugin that returns
     ``None`` is read with the defaults of
-    :class:`~fpmcore.host.hooktypes.ImportRules`.  Never import vLLM here.
+    :class:`~fpmcore.host.stage_hooktypes.ImportRules`.  Never import vLLM here.
 
     :param runtime: a runtime pin, ``"vllm==0.33.0"``: one of your targets.
-    :returns: a :class:`~fpmcore.host.hooktypes.ImportRules` whose ``version``
+    :returns: a :class:`~fpmcore.host.stage_hooktypes.ImportRules` whose ``version``
         is the pin's, or ``None``.
 
     Example::
@@ -491,7 +493,7 @@ def fpm_align_stop(model: str, runtime: str, query: AlignStopQuery) -> int | Non
         the profile's ``backend_version`` as a pin).  Return ``None`` when
         you know no align rule of that runtime for the model: the caller
         then refuses, naming the model and the runtime.
-    :param query: one evaluation, :class:`~fpmcore.host.hooktypes.AlignStopQuery`.
+    :param query: one evaluation, :class:`~fpmcore.host.stage_hooktypes.AlignStopQuery`.
     :returns: the tokens to schedule, ``0 ≤ n ≤ query.num_new_tokens``
         (0: cannot schedule the request in this step, 04 G-6).
 
@@ -512,8 +514,8 @@ def fpm_generate_points(model: str, profile: FpmModelProfile, deployment: int, l
     :param model: the model id asked for (``fpm plan --model glm53flash``): one of your targets.
     :param profile: the accepted :class:`~fpmcore.documents.profile.FpmModelProfile`.
     :param deployment: index of the deployment in ``profile.deployments``.
-    :param limits: the resolved :class:`~fpmcore.host.hooktypes.PlanLimits`.
-    :returns: a :class:`~fpmcore.host.hooktypes.PointPlan`.  A refusal is raised
+    :param limits: the resolved :class:`~fpmcore.host.stage_hooktypes.PlanLimits`.
+    :returns: a :class:`~fpmcore.host.stage_hooktypes.PointPlan`.  A refusal is raised
         as :class:`fpmcore.documents.errors.FpmError` with its rule and message.
 
     Example::

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fpmcore.host.hooktypes import StartupLimits
+from fpmcore.host.stage_hooktypes import StartupLimits
 from fpmcore.testing import make_host
 
 RUNTIME = "vllm==0.27.0"

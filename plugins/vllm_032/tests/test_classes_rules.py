@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import HashBlockQuery, StartupLimits
+from fpmcore.host.stage_hooktypes import HashBlockQuery, StartupLimits
 from fpmcore.testing import make_host
 
 RUNTIME = "vllm==0.32.0"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fpmcore.host.hooktypes import EngineRequest
+from fpmcore.host.stage_hooktypes import EngineRequest
 from fpmcore.testing import make_host, run_fpm
 from fpmcore_vllm032 import limits
 

@@ -101,7 +101,7 @@ def _strict_plugin(**rules: Any) -> Any:
     """The vllm_032 plugin with some of its platform rules put back to 02 as written."""
     from fpmcore_vllm032 import plugin
 
-    return attrs.evolve(plugin, plugin_id="vllm_032_strict", rules=attrs.evolve(plugin.rules, **rules))
+    return attrs.evolve(plugin, plugin_id="vllm_032_strict", rules_from=attrs.evolve(plugin.rules, **rules))
 
 
 @pytest.mark.parametrize(("rules", "rule", "message"), [

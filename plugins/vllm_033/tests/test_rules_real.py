@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fpmcore.host.hooktypes import StartupLimits
+from fpmcore.host.stage_hooktypes import StartupLimits
 
 pytestmark = pytest.mark.real
 

@@ -68,3 +68,44 @@ def test_classify_and_rules_through_the_host(host):
     assert old.rules().classify_plain(full) == new.rules().classify_plain(full)
     assert old.rules().kv_dtype_labels == new.rules().kv_dtype_labels
     assert old.rules().nullable_settings == new.rules().nullable_settings == {"compilation.max_cudagraph_capture_size"}
+
+
+def test_loading_a_plugin_imports_its_rules_only_when_a_hook_reads_them():
+    """``fpm --help`` and ``fpm plugins`` load every plugin: its pin comes from ``version``; its rules, class table
+    and replay rules are imported by the first hook that reads them."""
+    import subprocess
+
+    code = """if True:
+        import sys
+        from fpmcore_vllm033 import plugin
+        parts = ("fpmcore_vllm033.rules", "fpmcore_vllm033.classes", "fpmcore_vllm033.replay",
+                 "fpmcore.host.stage_hooktypes")
+        print(plugin.fpm_plugin_info().targets, [m for m in parts if m in sys.modules])
+        print(plugin.fpm_replay_rules().runtime, [m for m in parts if m in sys.modules])
+        print(plugin.fpm_runtime_rules().version, [m for m in parts if m in sys.modules])
+        print(plugin.fpm_classify_spec("vllm.v1.kv_cache_interface.MambaSpec").kind, [m for m in parts if m in sys.modules])
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        "('vllm==0.33.0',) []",
+        "vllm==0.33.0 ['fpmcore_vllm033.replay']",
+        "0.33.0 ['fpmcore_vllm033.rules', 'fpmcore_vllm033.replay', 'fpmcore.host.stage_hooktypes']",
+        "state ['fpmcore_vllm033.rules', 'fpmcore_vllm033.classes', 'fpmcore_vllm033.replay', "
+        "'fpmcore.host.stage_hooktypes']",
+    ]
+
+
+def test_rules_of_another_release_fail_the_hook_naming_the_plugin():
+    """A plugin whose ``rules_from`` names another release's rules: the hook that reads them fails, the host says
+    which plugin and why (the CLI prints it as one line)."""
+    from fpmcore.documents.errors import PluginError
+    from fpmcore.testing import make_host
+
+    plugin = VllmRuntimePlugin("vllm_033_mixed", "fpmcore_vllm033", "fpmcore-vllm033", "0.33.0",
+                               rules_from="fpmcore_vllm027.rules:RULES", classify_from="fpmcore_vllm033.classes:classify")  # fmt: skip
+    host = make_host(plugin)
+    assert host.record("vllm_033_mixed").targets == ("vllm==0.33.0",)
+    with pytest.raises(PluginError) as raised:
+        host.hooks.runtime("vllm==0.33.0").rules()
+    assert "plugin 'vllm_033_mixed' failed in fpm_runtime_rules: ValueError: vllm_033_mixed: " in str(raised.value)
+    assert "fpmcore_vllm027.rules:RULES are the rules of '0.27.0', the plugin targets '0.33.0'" in str(raised.value)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import EngineLimit, EngineRequest
+from fpmcore.host.stage_hooktypes import EngineLimit, EngineRequest
 
 MODEL_CONFIG = "config.json"
 

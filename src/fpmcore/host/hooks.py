@@ -45,21 +45,12 @@ import attrs
 from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.host.hooktypes import (
-    HARDWARE_KEYS,
-    AlignStopQuery,
     CliCommand,
     Diagnostic,
-    EngineLimit,
-    EngineRequest,
     ExecutionIdentity,
-    ImportRules,
-    LiveProbeOptions,
-    PlanLimits,
     PluginInfo,
-    PointPlan,
     ProducerContract,
     RuleEntry,
-    SpecClassification,
 )
 from fpmcore.replay.rules import ReplayRules
 
@@ -68,6 +59,16 @@ if TYPE_CHECKING:
 
     from fpmcore.documents.profile import FpmModelProfile
     from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
+    from fpmcore.host.stage_hooktypes import (
+        AlignStopQuery,
+        EngineLimit,
+        EngineRequest,
+        ImportRules,
+        LiveProbeOptions,
+        PlanLimits,
+        PointPlan,
+        SpecClassification,
+    )
     from fpmcore.traces.format import TraceFormat
 
 
@@ -110,7 +111,7 @@ ValueCheck = Callable[[Any, str, Mapping[str, Any]], "str | None"]
 
 @attrs.frozen
 class Expect:
-    """What one hook (or one function of :class:`~fpmcore.host.hooktypes.ImportRules`) must return.
+    """What one hook (or one function of :class:`~fpmcore.host.stage_hooktypes.ImportRules`) must return.
 
     ``types`` the accepted types (a ``bool`` is never an ``int``);
     ``text`` how a message names them; ``items`` what each item of a list
@@ -146,6 +147,8 @@ def _align_range(n: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
 
 
 def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | None:
+    from fpmcore.host import stage_hooktypes
+
     version = RuntimePin.version_of(kwargs["runtime"])
     if rules.version != version:
         return f"returned rules for version {rules.version} from {name}; expected {version}"
@@ -161,8 +164,8 @@ def _rules_problem(rules: Any, name: str, kwargs: Mapping[str, Any]) -> str | No
     if not rules.storage_devices or not all(isinstance(d, str) and d for d in rules.storage_devices):
         return f"returned storage devices that are not non-empty strings from {name}: {rules.storage_devices!r}"
     for key in rules.absent_hardware:
-        if key not in HARDWARE_KEYS:
-            return f"returned an absent hardware key that is not one of {', '.join(HARDWARE_KEYS)} from {name}: {key!r}"
+        if key not in stage_hooktypes.HARDWARE_KEYS:
+            return f"returned an absent hardware key that is not one of {', '.join(stage_hooktypes.HARDWARE_KEYS)} from {name}: {key!r}"
     for key, label in rules.model_dtype_labels.items():
         if not isinstance(key, str) or not isinstance(label, str):
             return f"returned a non-string model dtype label from {name}: {key!r}: {label!r}"
@@ -205,6 +208,17 @@ def _engine_drivers() -> Any:
     return engine_drivers
 
 
+def _stage(name: str) -> Callable[[], tuple[type, ...]]:
+    """The type ``name`` of :mod:`fpmcore.host.stage_hooktypes`, imported when a hook of its stage answers."""
+
+    def types() -> tuple[type, ...]:
+        from fpmcore.host import stage_hooktypes
+
+        return (getattr(stage_hooktypes, name),)
+
+    return types
+
+
 def _trace_format() -> tuple[type, ...]:
     from fpmcore.traces.format import TraceFormat
 
@@ -221,14 +235,14 @@ RETURNS: dict[str, Expect] = {
     "fpm_dry_probe": Expect((dict,)),
     "fpm_live_probe": Expect((dict,)),
     "fpm_normalize_record": Expect((dict,)),
-    "fpm_classify_spec": Expect((SpecClassification,)),
-    "fpm_runtime_rules": Expect((ImportRules,), problem=_rules_problem),
+    "fpm_classify_spec": Expect(_stage("SpecClassification")),
+    "fpm_runtime_rules": Expect(_stage("ImportRules"), problem=_rules_problem),
     "fpm_measurement_driver": Expect(lambda: (_engine_drivers().MeasurementDriver,)),
     "fpm_serving_engine": Expect(lambda: (_engine_drivers().ServingDriver,)),
-    "fpm_engine_limits": Expect((list,), items=Expect((EngineLimit,))),
+    "fpm_engine_limits": Expect((list,), items=Expect(_stage("EngineLimit"))),
     "fpm_replay_rules": Expect((ReplayRules,), "ReplayRules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
-    "fpm_generate_points": Expect((PointPlan,)),
+    "fpm_generate_points": Expect(_stage("PointPlan")),
     "fpm_producer_contracts": Expect((list,), items=Expect((ProducerContract,))),
     "fpm_choose_producer_contract": Expect((ProducerContract,)),
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
@@ -238,10 +252,10 @@ RETURNS: dict[str, Expect] = {
 }
 
 
-#: What each function of :class:`~fpmcore.host.hooktypes.ImportRules` returns; the
+#: What each function of :class:`~fpmcore.host.stage_hooktypes.ImportRules` returns; the
 #: facade checks every answer, naming the plugin and ``fpm_runtime_rules.<function>``.
 RULE_RETURNS: dict[str, Expect] = {
-    "classify_plain": Expect((SpecClassification,)),
+    "classify_plain": Expect(_stage("SpecClassification")),
     "state_family": Expect((str,), "'mamba', 'ring' or None", none=True, problem=_one_of("mamba", "ring")),
     "prefix_cacheable": Expect((bool,)),
     "startup_blocks": Expect((tuple,), "(int, str) or None", none=True, problem=_startup),
@@ -622,12 +636,12 @@ class RuntimeHooks:
         return self._call("fpm_serving_engine")  # type: ignore[no-any-return]
 
     def engine_limits(self, *, request: EngineRequest) -> list[EngineLimit]:
-        """The :class:`~fpmcore.host.hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
+        """The :class:`~fpmcore.host.stage_hooktypes.EngineLimit` s ``request`` meets (:func:`~fpmcore.hookspecs.fpm_engine_limits`);
         none when the plugin names no limit."""
         return list(self._call("fpm_engine_limits", request=request) or [])
 
     def rules(self) -> ImportRules:
-        """The :class:`~fpmcore.host.hooktypes.ImportRules` of the pin; the defaults when the plugin gives none.
+        """The :class:`~fpmcore.host.stage_hooktypes.ImportRules` of the pin; the defaults when the plugin gives none.
 
         The rules must be for the pin's version and their labels strings.
         Each of their functions is wrapped so that an answer of the wrong
@@ -635,6 +649,8 @@ class RuntimeHooks:
         """
         rules = self._call("fpm_runtime_rules")
         if rules is None:
+            from fpmcore.host.stage_hooktypes import ImportRules
+
             return ImportRules(version=self.version)
         return _guarded_rules(self.plugin, rules)
 

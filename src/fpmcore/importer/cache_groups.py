@@ -7,7 +7,7 @@ With hybrid evidence, classes are classified by the record's runtime plugin
 "whatever its version": the plugin of the record's version gives that table
 (``ImportRules.classify_plain``), or its ``fpm_classify_spec`` answers when
 it gives none.  State families, the ``prefix_cacheable`` class rule and the
-startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.host.hooktypes.ImportRules`).
+startup reservation (03 C-1) are the plugin's too (:class:`~fpmcore.host.stage_hooktypes.ImportRules`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.host.hooktypes import SpecClassification, StartupLimits
+from fpmcore.host.stage_hooktypes import SpecClassification, StartupLimits
 from fpmcore.importer import capacity
 from fpmcore.importer.launch_settings import rule_label
 from fpmcore.importer.record_values import first_difference, is_int, layers_label, same, show

@@ -6,7 +6,7 @@ double arithmetic: ``n / M`` is Python's correctly rounded true division and
 
 The startup reservation of one spec (C-1) depends on the runtime's spec
 classes: the runtime plugin gives it (``ImportRules.startup_blocks``, with
-the :class:`~fpmcore.host.hooktypes.StartupLimits` of
+the :class:`~fpmcore.host.stage_hooktypes.StartupLimits` of
 :func:`fpmcore.importer.cache_groups.limits`); C-3's maximum over a group's layer
 specs is :func:`fpmcore.importer.cache_groups.group_startup`.
 """

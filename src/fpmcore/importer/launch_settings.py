@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.host.hooktypes import MODEL_DTYPE_LABELS
+from fpmcore.host.stage_hooktypes import MODEL_DTYPE_LABELS
 from fpmcore.importer.record_values import is_int, is_number, same, show
 from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record
 

@@ -20,7 +20,7 @@ import attrs
 from fpmcore.documents.jsonio import JsonError, load_path
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.host.hooks import RuntimeHooks
-from fpmcore.host.hooktypes import ImportRules, SpecClassification
+from fpmcore.host.stage_hooktypes import ImportRules, SpecClassification
 from fpmcore.importer import (
     block_pool,
     cache_groups,

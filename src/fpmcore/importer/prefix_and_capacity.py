@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fpmcore.documents.rules_catalogue import checks
-from fpmcore.host.hooktypes import HashBlockQuery
+from fpmcore.host.stage_hooktypes import HashBlockQuery
 from fpmcore.importer import capacity
 from fpmcore.importer.block_pool import pool_page
 from fpmcore.importer.cache_groups import (
@@ -172,7 +172,7 @@ def hash_block_size_resolved(ctx: ImportState, rec: Record) -> None:
     """I-97: the hash block size is the one the runtime resolves for the scheduler's groups.
 
     The resolution is the runtime's (``ImportRules.hash_block_size``, asked
-    with a :class:`~fpmcore.host.hooktypes.HashBlockQuery`); an answer that is
+    with a :class:`~fpmcore.host.stage_hooktypes.HashBlockQuery`); an answer that is
     text says why the runtime would not start with these groups.
     """
     if rec.is_worker:

@@ -11,7 +11,7 @@ Two gates, on exact version strings (no PEP 440 normalization):
 
 After both gates, the rules of the records' version are fixed
 (``fpm_runtime_rules``; a plugin that gives none is read with the defaults of
-:class:`~fpmcore.host.hooktypes.ImportRules`), and every record goes through its
+:class:`~fpmcore.host.stage_hooktypes.ImportRules`), and every record goes through its
 plugin's ``fpm_normalize_record`` hook.
 """
 
@@ -22,7 +22,7 @@ from typing import cast
 
 from fpmcore.documents.rules_catalogue import checks
 from fpmcore.documents.runtime_pin import FRAMEWORK
-from fpmcore.host.hooktypes import ImportRules
+from fpmcore.host.stage_hooktypes import ImportRules
 from fpmcore.importer.record_values import first_difference, same, show
 from fpmcore.importer.state import Finding, ImportState, Record, Refusal, guarded, per_record, pin
 

@@ -16,7 +16,7 @@ from fpmcore.documents.jsonio import one_line
 from fpmcore.documents.record import SCHEMA_VERSION
 from fpmcore.documents.rules_catalogue import CHECKED_RULE_ATTRIBUTE, checked_rule
 from fpmcore.documents.runtime_pin import RuntimePin
-from fpmcore.host.hooktypes import ImportRules, SpecClassification
+from fpmcore.host.stage_hooktypes import ImportRules, SpecClassification
 
 PHASES = ("prefill", "decode")
 RECORD_SCHEMA = SCHEMA_VERSION
@@ -65,7 +65,7 @@ class ImportNote:
     """A rule of 02 that the record's runtime says cannot hold on its platform, accepted as it says.
 
     ``rule`` is the 02 rule, ``message`` what was accepted and which field of
-    the runtime's :class:`~fpmcore.host.hooktypes.ImportRules` says so; a note is
+    the runtime's :class:`~fpmcore.host.stage_hooktypes.ImportRules` says so; a note is
     never a failure (``fpm import`` prints it, the result and the provenance
     list it).
     """
@@ -218,7 +218,7 @@ class RuntimeServices(Protocol):
         """The plugin's record normalization (02 §3.14)."""
 
     def rules(self, runtime: str) -> ImportRules | None:
-        """The plugin's :class:`~fpmcore.host.hooktypes.ImportRules` (``None``: the plugin gives none)."""
+        """The plugin's :class:`~fpmcore.host.stage_hooktypes.ImportRules` (``None``: the plugin gives none)."""
 
     def hybrid_versions(self) -> list[str]:
         """The versions whose installed plugin imports hybrid evidence (I-22), in plugin order."""
@@ -261,7 +261,7 @@ class ImportState:
 
     @property
     def runtime_rules(self) -> ImportRules:
-        """The :class:`~fpmcore.host.hooktypes.ImportRules` of the records' version (set after stage C)."""
+        """The :class:`~fpmcore.host.stage_hooktypes.ImportRules` of the records' version (set after stage C)."""
         if self.rules is None:
             raise RuntimeError("the runtime rules are fixed after stage C")
         return self.rules

@@ -1,6 +1,6 @@
 """The plan pipeline: profile + limits → a model plugin's point list → a plan file (04).
 
-The host knows no model.  It resolves the :class:`~fpmcore.host.hooktypes.PlanLimits`
+The host knows no model.  It resolves the :class:`~fpmcore.host.stage_hooktypes.PlanLimits`
 from a profile deployment and the command-line overrides
 (:func:`resolve_limits`), asks the model plugin through ``fpm_generate_points``
 (:func:`generate`), writes the plan file atomically (:func:`plan_document`,
@@ -32,7 +32,7 @@ from fpmcore.cli.context import print_table
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import RuntimePin
 from fpmcore.documents.schema import MAX_U32
-from fpmcore.host.hooktypes import PlanLimits, PointPlan
+from fpmcore.host.stage_hooktypes import PlanLimits, PointPlan
 
 #: Version of the plan file.
 PLAN_SCHEMA = 1
@@ -345,7 +345,7 @@ def plan_json_schema() -> dict[str, Any]:
     plan of a campaign (``cells`` and its ``sha256``, 05 §6.2).
 
     Built from the declarations that read and write it: :data:`PLAN_SCHEMA`,
-    the fields of :class:`~fpmcore.host.hooktypes.PlanLimits`, the point the
+    the fields of :class:`~fpmcore.host.stage_hooktypes.PlanLimits`, the point the
     collection reads (:class:`fpmcore.plan.point_grid.PlanPoint`: its
     fields without default are required), the manifest of 04 G-22
     (:func:`fpmcore.validate.schemas.manifest_schema`), the identity columns of
@@ -355,7 +355,7 @@ def plan_json_schema() -> dict[str, Any]:
     import attrs
 
     from fpmcore.documents.schema import HEX64_PATTERN, array, enum, obj, schema_document
-    from fpmcore.host.hooktypes import PlanLimits
+    from fpmcore.host.stage_hooktypes import PlanLimits
     from fpmcore.plan.point_grid import PlanPoint
     from fpmcore.validate.schemas import manifest_schema
 

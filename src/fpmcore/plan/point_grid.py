@@ -77,7 +77,7 @@ import attrs
 import orjson
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import AlignStopQuery, PlanLimits, PointPlan
+from fpmcore.host.stage_hooktypes import AlignStopQuery, PlanLimits, PointPlan
 
 #: The execution identity of every cell the grid plans (05 §6.2), but the model configuration digest.
 CELL_IDENTITY = {"execution_profile": "engine_steps", "engram_residency": "none", "input_modality": "text"}
@@ -483,5 +483,5 @@ def select_points(inputs: GridInputs, align: AlignFn | None = None) -> GridPlan:
 
 
 def generate_points(profile: Any, deployment: int, limits: PlanLimits, align: AlignFn | None = None) -> PointPlan:
-    """The model-agnostic :class:`~fpmcore.host.hooktypes.PointPlan` of ``profile.deployments[deployment]``."""
+    """The model-agnostic :class:`~fpmcore.host.stage_hooktypes.PointPlan` of ``profile.deployments[deployment]``."""
     return select_points(grid_inputs(profile, deployment, limits), align).point_plan()

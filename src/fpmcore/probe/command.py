@@ -186,7 +186,7 @@ def run_dry(args: argparse.Namespace, ctx: CommandContext) -> int:
 
 
 def _live_options(args: argparse.Namespace) -> Any:
-    """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of the command line, or a usage message."""
+    """The :class:`~fpmcore.host.stage_hooktypes.LiveProbeOptions` of the command line, or a usage message."""
     options = live_options(
         caching=args.caching == "on", max_model_len=args.max_model_len, dtype=args.dtype,
         kv_cache_space=args.kv_cache_space, num_blocks=args.num_gpu_blocks, max_num_seqs=args.max_num_seqs,

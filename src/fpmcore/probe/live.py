@@ -124,9 +124,9 @@ def live_options(
     compile: bool = False,
     configuration: str | None = None,
 ) -> Any:
-    """The :class:`~fpmcore.host.hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
+    """The :class:`~fpmcore.host.stage_hooktypes.LiveProbeOptions` of a live probe (``kv_cache_space`` in GiB), or a
     usage message naming the option that is out of range."""
-    from fpmcore.host.hooktypes import LiveProbeOptions
+    from fpmcore.host.stage_hooktypes import LiveProbeOptions
 
     for name, value in (("max_model_len", max_model_len), ("num_gpu_blocks", num_blocks),
                         ("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):  # fmt: skip
@@ -155,7 +155,7 @@ def probe_live(ctx: CommandContext, model_dir: str, out_dir: str, options: Any) 
     Checks the output folder, finds the plugin of the installed runtime,
     refuses what its engine cannot run before starting it
     (:mod:`fpmcore.host.engine_limits`), then runs ``fpm_live_probe`` with
-    ``options`` (:class:`~fpmcore.host.hooktypes.LiveProbeOptions`) and a progress
+    ``options`` (:class:`~fpmcore.host.stage_hooktypes.LiveProbeOptions`) and a progress
     line on ``ctx``'s stderr.  Returns ``(runtime pin, plugin id, summary)``.
     Every refusal is an :class:`~fpmcore.documents.errors.FpmError` (:func:`refusal_line`
     says it as ``fpm probe`` does); Ctrl-C raises

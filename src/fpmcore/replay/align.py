@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import attrs
 
-from fpmcore.host.hooktypes import AlignStopQuery
+from fpmcore.host.stage_hooktypes import AlignStopQuery
 
 
 def cdiv(a: int, b: int) -> int:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, overload
 import attrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.hooktypes import AlignStopQuery
+from fpmcore.host.stage_hooktypes import AlignStopQuery
 from fpmcore.replay import records
 from fpmcore.replay.model import (
     ARRIVE_STEP,

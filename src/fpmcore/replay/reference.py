@@ -31,7 +31,7 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
-from fpmcore.host.hooktypes import AlignStopQuery
+from fpmcore.host.stage_hooktypes import AlignStopQuery
 from fpmcore.replay.align import align_stop
 from fpmcore.replay.latency import step_time
 from fpmcore.replay.model import (

@@ -9,6 +9,8 @@ producer contract of its collection cells (05 §6.3, §7), the align-stop rule
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fpmcore.plugin_api import (
     API_VERSION,
     PluginInfo,
@@ -18,6 +20,9 @@ from fpmcore.plugin_api import (
     hookimpl,
     producer_contract_hooks,
 )
+
+if TYPE_CHECKING:  # the values of the hooks below, imported when one is called
+    from fpmcore.plugin_api import AlignStopQuery, FpmModelProfile, PlanLimits, PointPlan
 
 SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
@@ -40,14 +45,6 @@ def fpm_plugin_info() -> PluginInfo:
 
 
 # -- 04: align stop and point generation ------------------------------------
-
-from typing import TYPE_CHECKING  # noqa: E402
-
-from fpmcore.plugin_api import AlignStopQuery, PlanLimits, PointPlan  # noqa: E402
-
-if TYPE_CHECKING:
-    from fpmcore.plugin_api import FpmModelProfile
-
 
 #: The runtimes whose Mamba align rule :mod:`fpmcore_glm53flash.align` implements
 #: for this model (04 G-1 … G-7: vLLM 0.33.0's scheduler in align mode).

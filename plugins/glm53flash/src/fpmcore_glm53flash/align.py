@@ -62,7 +62,7 @@ def align_split(
 
 
 def align_stop(query: AlignStopQuery) -> int:
-    """The ``fpm_align_stop`` answer for one :class:`~fpmcore.host.hooktypes.AlignStopQuery`: the host's rule."""
+    """The ``fpm_align_stop`` answer for one :class:`~fpmcore.host.stage_hooktypes.AlignStopQuery`: the host's rule."""
     return mamba_align_stop(query)
 
 

@@ -330,7 +330,7 @@ class GlmPlan:
         }
 
     def point_plan(self) -> PointPlan:
-        """The :class:`~fpmcore.host.hooktypes.PointPlan` of ``fpm_generate_points``."""
+        """The :class:`~fpmcore.host.stage_hooktypes.PointPlan` of ``fpm_generate_points``."""
         record = self.record()
         smoke = (*self.smoke_prefill, *self.smoke_decode)
         return PointPlan(

@@ -12,12 +12,14 @@ imported only inside the observer and the probe.
 
 from __future__ import annotations
 
-from fpmcore_vllm027.replay import REPLAY_RULES
-from fpmcore_vllm027.rules import RULES
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
-from fpmcore_vllm_support.rules import classify_plain
+
+#: The release the plugin targets.
+VERSION = "0.27.0"
 
 #: The plugin object the entry point ``vllm_027`` names.
-plugin = VllmRuntimePlugin("vllm_027", __name__, "fpmcore-vllm027", RULES, classify_plain,
+plugin = VllmRuntimePlugin("vllm_027", __name__, "fpmcore-vllm027", VERSION,
+                           rules_from="fpmcore_vllm027.rules:RULES",
+                           classify_from="fpmcore_vllm_support.rules:classify_plain",
                            summary="vLLM 0.27.0: plain full-attention and sliding-window layouts",
-                           replay_rules=REPLAY_RULES)  # fmt: skip
+                           replay_from="fpmcore_vllm027.replay:REPLAY_RULES")  # fmt: skip

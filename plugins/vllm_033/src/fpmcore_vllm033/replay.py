@@ -11,7 +11,7 @@ scheduler setting the engine models is one of its ``SchedulerConfig`` fields
 from __future__ import annotations
 
 from fpmcore.plugin_api import ReplayRules, RuntimePin
-from fpmcore_vllm033.rules import VERSION
+from fpmcore_vllm033 import VERSION
 
 #: vLLM 0.33.0's scheduler: every switch off, every setting.
 REPLAY_RULES = ReplayRules(runtime=str(RuntimePin(VERSION)))

@@ -21,8 +21,7 @@ the class table accepted (I-41).  vLLM is never imported here.
 
 from __future__ import annotations
 
+from fpmcore_vllm033 import VERSION as VERSION  # the release the plugin targets: one place
 from fpmcore_vllm_support.rules import hybrid_rules
-
-VERSION = "0.33.0"
 
 RULES = hybrid_rules(VERSION)

@@ -3,10 +3,16 @@
 A vLLM runtime plugin is one :class:`VllmRuntimePlugin`, named by its entry
 point (``vllm_033 = "fpmcore_vllm033:plugin"``)::
 
-    plugin = VllmRuntimePlugin("vllm_033", "fpmcore_vllm033", "fpmcore-vllm033", RULES, classify,
+    plugin = VllmRuntimePlugin("vllm_033", "fpmcore_vllm033", "fpmcore-vllm033", "0.33.0",
+                               rules="fpmcore_vllm033.rules:RULES", classify="fpmcore_vllm033.classes:classify",
+                               replay_rules="fpmcore_vllm033.replay:REPLAY_RULES",
                                summary="vLLM 0.33.0: hybrid cache groups …")
 
-The plugin's package holds the release's own parts: ``<package>.observe``
+The release's import rules, class table and replay rules are named
+``"module:attribute"`` and imported when a hook first asks for them: ``fpm
+--help`` and ``fpm plugins`` need only the plugin's identity (its pin comes
+from ``version``), and a replay only the replay rules of the one release its
+profile names.  The plugin's package also holds ``<package>.observe``
 (``SOURCE_FILES``, the files the observer reads, and ``worker_cache``, the
 worker ``cache`` its tensors give) and ``<package>.probe``
 (``prepare_environment``, ``plan`` and ``plan_summary``, and, where its
@@ -17,7 +23,7 @@ imports vLLM; so are the shared observer and dry probe
 so that loading the plugin stays cheap for a command that never calls them.
 
 The host calls the runtime hooks only for the pin the plugin targets
-(``vllm==<rules.version>``), so no implementation takes, or compares, the
+(``vllm==<version>``), so no implementation takes, or compares, the
 ``runtime`` argument.
 """
 
@@ -30,18 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore.plugin_api import (
-    API_VERSION,
-    ImportRules,
-    PluginInfo,
-    ReplayRules,
-    RuntimePin,
-    SpecClassification,
-    hookimpl,
-)
+from fpmcore.plugin_api import API_VERSION, PluginInfo, RuntimePin, hookimpl
 
 if TYPE_CHECKING:
+    from fpmcore.plugin_api import ImportRules, ReplayRules, SpecClassification
     from fpmcore_vllm_support import observe
+
+
+def _named(reference: Any) -> Any:
+    """The attribute ``"module:attribute"`` names, its module imported; anything but a string is itself."""
+    if not isinstance(reference, str):
+        return reference
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 @attrs.frozen(eq=False)
@@ -53,28 +60,62 @@ class VllmRuntimePlugin:
                       ``observe`` and ``probe`` modules;
     ``distribution``  the plugin's distribution (``fpmcore-vllm033``), the
                       records' ``observer.plugin``;
-    ``rules``         its :class:`~fpmcore.host.hooktypes.ImportRules`: their
-                      ``version`` is the release it targets, their
-                      ``hybrid_evidence`` whether its records carry hybrid evidence;
-    ``classify``      its class table, spec class → classification (02 §5);
+    ``version``       the release it targets (``0.33.0``): its pin is ``vllm==<version>``;
+    ``rules_from``    where its :class:`~fpmcore.host.stage_hooktypes.ImportRules` are
+                      (``"fpmcore_vllm033.rules:RULES"``): their ``version`` is
+                      ``version``, their ``hybrid_evidence`` whether its records
+                      carry hybrid evidence;
+    ``classify_from`` where its class table is, spec class → classification (02 §5);
     ``summary``       one line for ``fpm plugins show``;
-    ``replay_rules``  its scheduler's :class:`fpmcore.replay.rules.ReplayRules`
-                      (``fpm replay`` follows them), or ``None`` for a release
+    ``replay_from``   where its scheduler's :class:`fpmcore.replay.rules.ReplayRules`
+                      are (``fpm replay`` follows them), or ``None`` for a release
                       whose scheduler the replay was not checked against.
+
+    Each ``*_from`` is imported when first read through :attr:`rules`,
+    :attr:`classify` or :attr:`replay_rules`, or is the value itself (a test's
+    plugin with edited rules); rules of another version than ``version`` fail
+    the hook that reads them (the host names the plugin).
     """
 
     plugin_id: str
     package: str
     distribution: str
-    rules: ImportRules
-    classify: Callable[[str], SpecClassification]
+    version: str
+    rules_from: str | ImportRules
+    classify_from: str | Callable[[str], SpecClassification]
     summary: str = ""
-    replay_rules: ReplayRules | None = None
+    replay_from: str | ReplayRules | None = None
+    _loaded: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
 
     @property
     def pin(self) -> str:
         """The exact runtime pin the plugin targets (``vllm==0.33.0``)."""
-        return str(RuntimePin(self.rules.version))
+        return str(RuntimePin(self.version))
+
+    @property
+    def rules(self) -> ImportRules:
+        """The release's import rules (imported from :attr:`rules_from` when first read)."""
+        if "rules" not in self._loaded:
+            rules = _named(self.rules_from)
+            if rules.version != self.version:
+                raise ValueError(f"{self.plugin_id}: {self.rules_from} are the rules of {rules.version!r}, "
+                                  f"the plugin targets {self.version!r}")  # fmt: skip
+            self._loaded["rules"] = rules
+        return self._loaded["rules"]  # type: ignore[no-any-return]
+
+    @property
+    def classify(self) -> Callable[[str], SpecClassification]:
+        """The release's class table (imported from :attr:`classify_from` when first read)."""
+        if "classify" not in self._loaded:
+            self._loaded["classify"] = _named(self.classify_from)
+        return self._loaded["classify"]  # type: ignore[no-any-return]
+
+    @property
+    def replay_rules(self) -> ReplayRules | None:
+        """The release's replay rules (imported from :attr:`replay_from` when first read), or ``None``."""
+        if "replay" not in self._loaded:
+            self._loaded["replay"] = None if self.replay_from is None else _named(self.replay_from)
+        return self._loaded["replay"]  # type: ignore[no-any-return]
 
     def release(self) -> observe.Release:
         """What the release's observer adds to the shared building blocks (imports ``<package>.observe``)."""
@@ -82,7 +123,7 @@ class VllmRuntimePlugin:
 
         module = importlib.import_module(f"{self.package}.observe")
         return observe.Release(
-            version=self.rules.version, distribution=self.distribution, observer=module.__name__,
+            version=self.version, distribution=self.distribution, observer=module.__name__,
             source_files=tuple(module.SOURCE_FILES), hybrid=self.rules.hybrid_evidence, classify=self.classify,
             worker_cache=module.worker_cache, absent_hardware=self.rules.absent_hardware,
         )  # fmt: skip
@@ -116,7 +157,7 @@ class VllmRuntimePlugin:
         probe.prepare_environment()
         sources = {"worker_source": probe.worker_source} if hasattr(probe, "worker_source") else {}
         return dryprobe.dry_probe(
-            model_path, out_dir, version=self.rules.version, tp=tp, caching=caching, configuration=configuration,
+            model_path, out_dir, version=self.version, tp=tp, caching=caching, configuration=configuration,
             model_labels=self.rules.model_dtype_labels,
             plan=probe.plan, observer=self.build_record, summarize=probe.plan_summary, **sources,
         )  # fmt: skip

@@ -6,7 +6,7 @@
   (:func:`classify_plain`);
 * the settings vLLM leaves ``null`` where 02 §3.4 types them (:data:`NULLABLE_SETTINGS`, I-28);
 
-and :func:`vllm_rules`, the :class:`~fpmcore.host.hooktypes.ImportRules` of a
+and :func:`vllm_rules`, the :class:`~fpmcore.host.stage_hooktypes.ImportRules` of a
 release with these filled in.
 
 The releases that write hybrid evidence (vLLM 0.32.0 and 0.33.0) share more:
@@ -85,7 +85,7 @@ def classify_plain(spec_class: str) -> SpecClassification:
 
 
 def vllm_rules(version: str, **release: Any) -> ImportRules:
-    """The :class:`~fpmcore.host.hooktypes.ImportRules` of vLLM ``version``: the shared rules, then the release's own.
+    """The :class:`~fpmcore.host.stage_hooktypes.ImportRules` of vLLM ``version``: the shared rules, then the release's own.
 
     Shared: the KV dtype labels, the §5.1 table of records without hybrid
     evidence, the settings vLLM leaves ``null`` and ``max_concurrent_batches``;
