@@ -86,6 +86,10 @@ NO_PIPELINE = (
 #: rules, class tables and replay rules.
 OTHER_RELEASES = ("fpmcore_vllm027.rules", "fpmcore_vllm027.replay", "fpmcore_vllm032.rules",
                   "fpmcore_vllm032.classes", "fpmcore_vllm032.envelope")  # fmt: skip
+#: Besides :data:`NO_REPLAY_EXTRAS`, what a replay in C does not need: the values of the pipeline stages' hooks
+#: (the align stop is the C library's; its query is made only for a plugin's own rule or the Python reference)
+#: and the release's import rules and class table.
+NOT_IN_A_C_REPLAY = ("fpmcore.host.stage_hooktypes", "fpmcore_vllm033.rules", "fpmcore_vllm033.classes")
 
 
 #: Besides :data:`NO_PIPELINE`, what a command that reads and writes no JSON and no file does not need: the JSON
@@ -103,7 +107,7 @@ NO_DOCUMENTS = ("fpmcore.documents.jsonio", "orjson", "pathlib", "fpmcore.traces
         ),
         (("plugins",), NEVER + NO_PIPELINE + NO_DOCUMENTS + ("rich", "fpmcore.host.engine_drivers")),
         (("plugins", "--json"), NEVER + NO_PIPELINE + ("rich",)),
-        (REPLAY, NEVER + NO_REPLAY_EXTRAS + OTHER_RELEASES),
+        (REPLAY, NEVER + NO_REPLAY_EXTRAS + OTHER_RELEASES + NOT_IN_A_C_REPLAY),
     ],
     ids=["help", "plugins", "plugins-json", "replay"],
 )

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, overload
 import attrs
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.host.stage_hooktypes import AlignStopQuery
 from fpmcore.replay import records
 from fpmcore.replay.model import (
     ARRIVE_STEP,
@@ -49,6 +48,7 @@ from fpmcore.replay.model import (
 from fpmcore.replay.trace import Trace, TraceRequest
 
 if TYPE_CHECKING:  # imported where records are written as lines (--out), not by every replay
+    from fpmcore.host.stage_hooktypes import AlignStopQuery
     from fpmcore.replay import record_lines
 
 
