@@ -4,8 +4,9 @@ A vLLM runtime plugin is one :class:`VllmRuntimePlugin`, named by its entry
 point (``vllm_033 = "fpmcore_vllm033:plugin"``)::
 
     plugin = VllmRuntimePlugin("vllm_033", "fpmcore_vllm033", "fpmcore-vllm033", "0.33.0",
-                               rules="fpmcore_vllm033.rules:RULES", classify="fpmcore_vllm033.classes:classify",
-                               replay_rules="fpmcore_vllm033.replay:REPLAY_RULES",
+                               rules_from="fpmcore_vllm033.rules:RULES",
+                               classify_from="fpmcore_vllm033.classes:classify",
+                               replay_from="fpmcore_vllm033.replay:REPLAY_RULES",
                                summary="vLLM 0.33.0: hybrid cache groups …")
 
 The release's import rules, class table and replay rules are named
