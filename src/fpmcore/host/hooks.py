@@ -202,27 +202,21 @@ def _positive(v: Any, name: str, _kwargs: Mapping[str, Any]) -> str | None:
     return None if v > 0 else f"returned {v} from {name}; expected a positive int"
 
 
-def _engine_drivers() -> Any:
-    from fpmcore.host import engine_drivers
-
-    return engine_drivers
-
-
-def _stage(name: str) -> Callable[[], tuple[type, ...]]:
-    """The type ``name`` of :mod:`fpmcore.host.stage_hooktypes`, imported when a hook of its stage answers."""
+def _imported(module: str, name: str) -> Callable[[], tuple[type, ...]]:
+    """The type ``name`` of ``module``, imported when a hook it checks answers (the pipeline stages' values of
+    :mod:`fpmcore.host.stage_hooktypes`, the engine drivers of :mod:`fpmcore.host.engine_drivers`, the trace
+    formats), so that a start of ``fpm`` imports none of them."""
 
     def types() -> tuple[type, ...]:
-        from fpmcore.host import stage_hooktypes
+        import importlib
 
-        return (getattr(stage_hooktypes, name),)
+        return (getattr(importlib.import_module(module), name),)
 
     return types
 
 
-def _trace_format() -> tuple[type, ...]:
-    from fpmcore.traces.format import TraceFormat
-
-    return (TraceFormat,)
+def _stage(name: str) -> Callable[[], tuple[type, ...]]:
+    return _imported("fpmcore.host.stage_hooktypes", name)
 
 
 #: The ``producer`` argument of ``fpm_validate_artifact`` when the caller names no producer record.
@@ -237,8 +231,8 @@ RETURNS: dict[str, Expect] = {
     "fpm_normalize_record": Expect((dict,)),
     "fpm_classify_spec": Expect(_stage("SpecClassification")),
     "fpm_runtime_rules": Expect(_stage("ImportRules"), problem=_rules_problem),
-    "fpm_measurement_driver": Expect(lambda: (_engine_drivers().MeasurementDriver,)),
-    "fpm_serving_engine": Expect(lambda: (_engine_drivers().ServingDriver,)),
+    "fpm_measurement_driver": Expect(_imported("fpmcore.host.engine_drivers", "MeasurementDriver")),
+    "fpm_serving_engine": Expect(_imported("fpmcore.host.engine_drivers", "ServingDriver")),
     "fpm_engine_limits": Expect((list,), items=Expect(_stage("EngineLimit"))),
     "fpm_replay_rules": Expect((ReplayRules,), "ReplayRules", problem=_replay_rules_problem),
     "fpm_align_stop": Expect((int,), problem=_align_range),
@@ -248,7 +242,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
     "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
     "fpm_rule_catalogue": Expect((list,), items=Expect((RuleEntry,))),
-    "fpm_trace_formats": Expect((list,), items=Expect(_trace_format)),
+    "fpm_trace_formats": Expect((list,), items=Expect(_imported("fpmcore.traces.format", "TraceFormat"))),
 }
 
 
