@@ -40,6 +40,8 @@ Plugin identity and hooks
     the host fpm runs (its plugins and hook facade), for a hook that needs another plugin
 ``check_output_folder``
     a command's output folder checked before any work (O-1 … O-4), as fpm's own are
+``import_object``
+    the object a "module:attribute" reference names, its module imported
 
 Runtime pins
 ------------
@@ -296,7 +298,6 @@ Trace formats
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -383,6 +384,9 @@ if TYPE_CHECKING:
         Serving,
         ServingDriver,
         StepWorkload,
+    )
+    from fpmcore.host.entry_points import (
+        import_object,
     )
     from fpmcore.host.hooktypes import (
         API_VERSION,
@@ -544,6 +548,7 @@ EXPORTS: dict[str, str] = {
     "FpmError": "fpmcore.documents.errors:FpmError",
     "build_host": "fpmcore.host.build:build_host",
     "check_output_folder": "fpmcore.documents.output_files:check_output_folder",
+    "import_object": "fpmcore.host.entry_points:import_object",
     # Runtime pins
     "RuntimePin": "fpmcore.documents.runtime_pin:RuntimePin",
     "FRAMEWORK": "fpmcore.documents.runtime_pin:FRAMEWORK",
@@ -770,6 +775,7 @@ __all__ = [
     "get",
     "hookimpl",
     "import_evidence",
+    "import_object",
     "is_int",
     "is_number",
     "js",
@@ -802,10 +808,12 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """A name of :data:`EXPORTS`, imported from its module on first use and kept."""
     try:
-        module, _, attribute = EXPORTS[name].partition(":")
+        reference = EXPORTS[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
+    from fpmcore.host.entry_points import import_object as resolve
+
+    value = resolve(reference)
     globals()[name] = value
     return value
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import cattrs
@@ -413,11 +413,10 @@ class SchemaEntry:
     factory: str
 
     def build(self) -> dict[str, Any]:
-        import importlib
+        from fpmcore.host.entry_points import import_object
 
-        module, _, function = self.factory.partition(":")
-        schema: dict[str, Any] = getattr(importlib.import_module(module), function)()
-        return schema
+        build = cast("Callable[[], dict[str, Any]]", import_object(self.factory))
+        return build()
 
 
 #: Every schema, in the order the documentation shows them.

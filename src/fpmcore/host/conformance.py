@@ -40,7 +40,6 @@ are left to the plugin's own tests with its fixtures.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -54,6 +53,7 @@ from typing import Any
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import FRAMEWORK, RuntimePin
 from fpmcore.host.command_parser import CommandParser
+from fpmcore.host.entry_points import import_object
 from fpmcore.host.hooktypes import (
     API_VERSION,
     AlignStopQuery,
@@ -96,9 +96,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 def _resolve(plugin: object | str) -> tuple[object, str]:
     """The plugin and the name an entry point gives it: ``module`` or ``module:attribute``."""
     if isinstance(plugin, str):
-        module_name, _, attribute = plugin.partition(":")
-        module = importlib.import_module(module_name)
-        return (getattr(module, attribute) if attribute else module), plugin
+        return import_object(plugin), plugin
     if isinstance(plugin, ModuleType):
         return plugin, plugin.__name__
     for name, module in list(sys.modules.items()):  # an object: the module attribute that holds it
@@ -153,9 +151,8 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError(f"conformance: {name} must not be imported at module level")
         return None
 sys.meta_path.insert(0, Block())
-name, _, attribute = sys.argv[1].partition(":")
-module = __import__(name, fromlist=["*"])
-(getattr(module, attribute) if attribute else module).fpm_plugin_info()
+from fpmcore.host.entry_points import import_object
+import_object(sys.argv[1]).fpm_plugin_info()
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
 if loaded:
     raise SystemExit("imported at module level: " + ", ".join(loaded))

@@ -41,15 +41,36 @@ class EntryPoint:
 
     def load(self) -> object:
         """Import the module the value names and return the attribute it names (the module without one)."""
-        import importlib
-
-        match = _VALUE.match(self.value)
-        if match is None:
+        if _VALUE.match(self.value) is None:
             raise ValueError(f"entry point {self.name!r}: malformed value {self.value!r}")
-        obj: object = importlib.import_module(match.group("module"))
-        for part in filter(None, (match.group("attr") or "").split(".")):
-            obj = getattr(obj, part)
-        return obj
+        return import_object(self.value)
+
+
+def import_object(reference: str) -> object:
+    """The object ``reference`` names, its module imported.
+
+    ``reference`` is written as an entry point's value: ``"module"`` names the
+    module, ``"module:attribute"`` (or ``"module:attribute.path"``) an attribute
+    of it; extras (``[...]``) are ignored.  Every place that names code by a
+    string (entry points, the plugin API's names, a runtime plugin's rules, a
+    schema's builder, a contract's rules) is read here.
+
+    >>> import_object("fpmcore.host.entry_points:import_object") is import_object
+    True
+
+    A reference that is not of that form raises :class:`ValueError`; a module
+    that does not import or an attribute it lacks raises what importing or
+    ``getattr`` raises.
+    """
+    import importlib
+
+    match = _VALUE.match(reference)
+    if match is None:
+        raise ValueError(f"malformed reference {reference!r}: expected 'module' or 'module:attribute'")
+    obj: object = importlib.import_module(match.group("module"))
+    for part in filter(None, (match.group("attr") or "").split(".")):
+        obj = getattr(obj, part)
+    return obj
 
 
 class _Unreadable(Exception):

@@ -19,11 +19,11 @@ the contract is validated first, so that loading the plugin stays cheap
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from fpmcore.hookspecs import hookimpl
+from fpmcore.host.entry_points import import_object
 from fpmcore.host.hooktypes import Diagnostic, ProducerContract
 
 
@@ -56,7 +56,6 @@ def producer_contract_hooks(contract: ProducerContract, rules: str) -> tuple[Cal
 
     ``fpm_validate_artifact`` answers ``None`` for any other contract.
     """
-    module, _, attribute = rules.partition(":")
     owned = contract
 
     @hookimpl
@@ -75,8 +74,7 @@ def producer_contract_hooks(contract: ProducerContract, rules: str) -> tuple[Cal
     ) -> list[Diagnostic] | None:
         if contract.name != owned.name:
             return None
-        rules = getattr(importlib.import_module(module), attribute)
-        return validate_with_rules(rules, contract, cell, files, plan, attempt=attempt, owners=owners,
+        return validate_with_rules(import_object(rules), contract, cell, files, plan, attempt=attempt, owners=owners,
                                    producer=producer)  # fmt: skip
 
     fpm_producer_contracts.__doc__ = (

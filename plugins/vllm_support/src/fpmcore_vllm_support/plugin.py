@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fpmcore.plugin_api import API_VERSION, PluginInfo, RuntimePin, hookimpl
+from fpmcore.plugin_api import API_VERSION, PluginInfo, RuntimePin, hookimpl, import_object
 
 if TYPE_CHECKING:
     from fpmcore.plugin_api import ImportRules, ReplayRules, SpecClassification
@@ -46,10 +46,7 @@ if TYPE_CHECKING:
 
 def _named(reference: Any) -> Any:
     """The attribute ``"module:attribute"`` names, its module imported; anything but a string is itself."""
-    if not isinstance(reference, str):
-        return reference
-    module, _, attribute = reference.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return import_object(reference) if isinstance(reference, str) else reference
 
 
 @attrs.frozen(eq=False)
