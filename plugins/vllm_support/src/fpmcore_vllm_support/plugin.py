@@ -30,6 +30,7 @@ The host calls the runtime hooks only for the pin the plugin targets
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable, Mapping
@@ -83,37 +84,32 @@ class VllmRuntimePlugin:
     classify_from: str | Callable[[str], SpecClassification]
     summary: str = ""
     replay_from: str | ReplayRules | None = None
-    _loaded: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
 
     @property
     def pin(self) -> str:
         """The exact runtime pin the plugin targets (``vllm==0.33.0``)."""
         return str(RuntimePin(self.version))
 
-    @property
+    @functools.cached_property
     def rules(self) -> ImportRules:
         """The release's import rules (imported from :attr:`rules_from` when first read)."""
-        if "rules" not in self._loaded:
-            rules = _named(self.rules_from)
-            if rules.version != self.version:
-                raise ValueError(f"{self.plugin_id}: {self.rules_from} are the rules of {rules.version!r}, "
-                                  f"the plugin targets {self.version!r}")  # fmt: skip
-            self._loaded["rules"] = rules
-        return self._loaded["rules"]  # type: ignore[no-any-return]
+        rules: ImportRules = _named(self.rules_from)
+        if rules.version != self.version:
+            raise ValueError(f"{self.plugin_id}: {self.rules_from} are the rules of {rules.version!r}, "
+                             f"the plugin targets {self.version!r}")  # fmt: skip
+        return rules
 
-    @property
+    @functools.cached_property
     def classify(self) -> Callable[[str], SpecClassification]:
         """The release's class table (imported from :attr:`classify_from` when first read)."""
-        if "classify" not in self._loaded:
-            self._loaded["classify"] = _named(self.classify_from)
-        return self._loaded["classify"]  # type: ignore[no-any-return]
+        classify: Callable[[str], SpecClassification] = _named(self.classify_from)
+        return classify
 
-    @property
+    @functools.cached_property
     def replay_rules(self) -> ReplayRules | None:
         """The release's replay rules (imported from :attr:`replay_from` when first read), or ``None``."""
-        if "replay" not in self._loaded:
-            self._loaded["replay"] = None if self.replay_from is None else _named(self.replay_from)
-        return self._loaded["replay"]  # type: ignore[no-any-return]
+        replay: ReplayRules | None = None if self.replay_from is None else _named(self.replay_from)
+        return replay
 
     def release(self) -> observe.Release:
         """What the release's observer adds to the shared building blocks (imports ``<package>.observe``)."""
