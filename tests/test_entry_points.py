@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from fpmcore.host.entry_points import EntryPoint, entry_points, read_group
+from fpmcore.host.entry_points import EntryPoint, entry_points, import_object, read_group
 from fpmcore.host.plugins import GROUP
 
 
@@ -77,6 +78,19 @@ def test_an_entry_point_loads_the_attribute_its_value_names():
     assert EntryPoint("p", "fpmcore.host.entry_points", None, None).load().__name__ == "fpmcore.host.entry_points"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="malformed"):
         EntryPoint("p", "not a value!", None, None).load()
+
+
+def test_a_reference_names_a_module_or_an_attribute_path_of_it():
+    """``import_object`` reads every "module:attribute" string of fpmcore, as an entry point's value."""
+    assert import_object("fpmcore.host.entry_points:EntryPoint.load") is EntryPoint.load
+    assert import_object("fpmcore.host.entry_points") is sys.modules["fpmcore.host.entry_points"]
+    assert import_object("fpmcore.host.entry_points:import_object [extra]") is import_object
+    with pytest.raises(ValueError, match=r"malformed reference 'fpmcore:'"):
+        import_object("fpmcore:")
+    with pytest.raises(AttributeError, match="no_such_name"):
+        import_object("fpmcore.host.entry_points:no_such_name")
+    with pytest.raises(ModuleNotFoundError):
+        import_object("fpmcore.no_such_module:x")
 
 
 def test_the_host_reads_the_plugins_without_importlib_metadata():
