@@ -121,11 +121,15 @@ typedef struct {
     uint8_t prefill_chunk; /* its last scheduled chunk left its prompt (or re-prefill) unfinished */
     uint8_t admitted_once;
     uint8_t arrived;       /* its entry is written (all zero before its arrival) */
+    /* with caching, a chunk with a - grow_at <= fill_only and c < shrink_at only fills blocks: it takes
+     * and releases none (pc_fill_blocks); at most the tokens before a group needs a new block */
+    uint32_t fill_only;
     /* the fast path of a running request (pool_thresholds, pc_thresholds): a chunk c -> a with
      * a <= grow_at and c < shrink_at changes nothing in the pool */
     int64_t grow_at;   /* fewest tokens at which a group needs a new block (or a block fills, with caching) */
     int64_t shrink_at; /* fewest computed tokens at which a group releases a block */
 } request_t;
+_Static_assert(sizeof(request_t) == 64, "a request of the replay is one cache line");
 
 /* The rest of a request's record: read at arrival, admission, finish and output. */
 typedef struct {
@@ -268,6 +272,7 @@ int64_t pc_input_need(const engine_t *e, const request_t *r, int64_t h);
 /* R-7 step 1 with prefix caching; 1 when it released anything */
 int pc_release_skipped(engine_t *e, request_t *r, int64_t c);
 int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits);
+int pc_fill_blocks(engine_t *e, request_t *r, int64_t c, int64_t a);
 void pc_release_all(engine_t *e, request_t *r);
 int64_t pc_held(const engine_t *e, const request_t *r, int gi);
 

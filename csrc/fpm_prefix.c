@@ -397,11 +397,8 @@ int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     e->info[r - e->req].junction = (e->G >= 2 && longest > h) ? longest : 0;
     *same_step = 0;
     if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
-        for (int gi = 0; gi < e->G; gi++) {
-            if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
-            if (!have_hka) hka = pc_origin(e, r, h), have_hka = 1;
-            if (pc_cached_this_step(p, hka, (h / B - 1) * e->G + gi)) *same_step = 1;
-        }
+        for (int gi = 0; gi < e->G; gi++) /* hit_m: the block of the hit's key (h > 0), as found above */
+            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && pc_cached_this_step(p, p->hit_m[gi])) *same_step = 1;
     }
     return h;
 }
@@ -686,9 +683,11 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
  *            a ring block held) and no block becomes full (a < (ncached + 1) B);
  *   shrink_at: no windowed block leaves the window (window_first(c) <= lo), no Mamba state falls
  *            below the release bound ((c - 1) / B <= its lowest column), and c is not the prompt's
- *            boundary whose Mamba state vLLM 0.32.0 keys again (pc_recache_boundary_state). */
+ *            boundary whose Mamba state vLLM 0.32.0 keys again (pc_recache_boundary_state).
+ * Past grow_at, up to the first block a group needs (grow_at + fill_only) and with c < shrink_at, an
+ * allocation only caches the blocks that became full (pc_fill_blocks): in a decode, one step in B. */
 static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
-    int64_t grow = INT64_MAX, shrink = INT64_MAX;
+    int64_t fill = INT64_MAX, take = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
     const pc_hold *hs = slot_holds(e, r), *alike = NULL; /* the last Mamba holding seen */
     for (int gi = 0; gi < e->G; gi++) {
@@ -699,23 +698,24 @@ static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
             alike = s;
         }
         if (g->kind == FPM_KIND_RING) {
-            if (s->ring == 0) grow = -1;
+            if (s->ring == 0) take = -1;
             continue;
         }
-        grow = min64(grow, (s->ncached + 1) * g->block - 1);
+        fill = min64(fill, (s->ncached + 1) * g->block - 1);
         if (is_attention(g->kind)) {
-            grow = min64(grow, s->len * g->block);
+            take = min64(take, s->len * g->block);
             if (is_windowed(g->kind)) shrink = min64(shrink, window_drop_at(g, s->lo));
         } else {
             mamba = 1;
-            grow = min64(grow, s->mcols * g->block);
+            take = min64(take, s->mcols * g->block);
             for (int64_t i = 0; i < s->mn; i++) shrink = min64(shrink, (s->mcol[i] + 1) * g->block + 1);
         }
     }
     int64_t boundary = (r->prompt_len - 1) / e->sched_block * e->sched_block;
     if (mamba && e->cfg.rules.mamba_boundary_recached && boundary > 0 && from <= boundary)
         shrink = min64(shrink, boundary);
-    r->grow_at = grow;
+    r->grow_at = min64(fill, take);
+    r->fill_only = (uint32_t)min64(take - r->grow_at, UINT32_MAX);
     r->shrink_at = shrink;
 }
 
@@ -784,6 +784,17 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
     pc_thresholds(e, r, a);
     return !p->oom;
+}
+
+/* R-7 for a running request's chunk c -> a that only fills blocks (a - grow_at <= fill_only, c < shrink_at):
+ * no group releases or takes a block, so the projection, the release and the taking of pc_commit would
+ * change nothing and the allocation cannot fail; the blocks that became full are cached.  0 when out of
+ * memory. */
+int pc_fill_blocks(engine_t *e, request_t *r, int64_t c, int64_t a) {
+    pc_cache_blocks(e, r, min64(a, req_len(r)));
+    if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
+    pc_thresholds(e, r, a);
+    return !e->pool->oom;
 }
 
 /* one batch per group, highest block first */

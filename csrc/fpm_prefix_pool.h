@@ -274,11 +274,8 @@ static inline __attribute__((always_inline)) void pc_prefetch_key(const struct p
     __builtin_prefetch(&p->bucket[ht_home(p, pc_word(p, a, b))]);
 }
 
-/* Was a Mamba state cached under key (a, b) in this step? */
-static int pc_cached_this_step(const struct pc_pool *p, int64_t a, int64_t b) {
-    int32_t x = pc_lookup_key(p, a, b);
-    return x && p->blk[x].stamp == p->stamp;
-}
+/* Was a Mamba state cached in this step under the key whose first block is x (0: no block has the key)? */
+static inline int pc_cached_this_step(const struct pc_pool *p, int32_t x) { return x && p->blk[x].stamp == p->stamp; }
 
 /* ------------------------------------------------------------ free queue */
 

@@ -368,6 +368,15 @@ static void schedule_running(engine_t *e) {
         if (e->threshold > 0 && e->threshold < n) n = e->threshold;
         n = min64(n, e->budget);
         n = split(e, r, c, n);
+        if (e->pc && c + n - r->grow_at <= (int64_t)r->fill_only && c < r->shrink_at) {
+            /* the chunk only fills blocks: nothing to project, release, take or preempt */
+            if (!pc_fill_blocks(e, r, c, c + n)) e->failure = FPM_ENOMEM;
+            if (halted(e)) return;
+            e->prefill_scheduled |= r->prefill_chunk;
+            schedule(e, idx, n, c);
+            i++;
+            continue;
+        }
         projection pr;
         project(e, r, c, c + n, 0, &pr);
         int64_t hb = projected_bytes(e, &pr);
