@@ -38,12 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
 from fpmcore.documents.errors import FpmError, PluginError
 from fpmcore.documents.runtime_pin import RuntimePin
+from fpmcore.host.entry_points import import_object
 from fpmcore.host.hooktypes import (
     CliCommand,
     Diagnostic,
@@ -208,9 +209,7 @@ def _imported(module: str, name: str) -> Callable[[], tuple[type, ...]]:
     formats), so that a start of ``fpm`` imports none of them."""
 
     def types() -> tuple[type, ...]:
-        import importlib
-
-        return (getattr(importlib.import_module(module), name),)
+        return (cast(type, import_object(f"{module}:{name}")),)
 
     return types
 
