@@ -55,7 +55,7 @@ def _started(tmp_path: Path, *argv: str) -> dict:
 #: Imported by no command of the three: the plugins' observers and dry probes, the work of their commands (the
 #: tiny model writer and the live engine of ``vllm_032``), the record classes and their converter, the
 #: measurement's store and contention, the validation rules, the planner, the sweep, the campaign finalization
-#: (read only when an input lies in a finalized campaign), shutil (argparse's formatter imports it for the
+#: (read only when an input lies in a finalized campaign), the rule catalogue (``fpm explain``), shutil (argparse's formatter imports it for the
 #: terminal's width: fpmcore.host.command_parser.HelpFormatter).
 NEVER = (
     "fpmcore.documents.record", "fpmcore_vllm_support.observe", "fpmcore_vllm_support.dryprobe", "fpmcore.probe.dry_run",
@@ -65,6 +65,7 @@ NEVER = (
     "fpmcore.plan.planning", "fpmcore.plan.point_grid", "fpmcore.sweep.command", "fpmcore.sweep.engines", "fpmcore.verify.command",
     "fpmcore.importer", "fpmcore.cli.explain", "fpmcore.verify.compare", "tomllib", "numpy",
     "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip", "shutil",
+    "fpmcore.documents.rules_catalogue",
 )  # fmt: skip
 #: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
 #: reference engine, the plot, rich (its summary tables are written as rich would print them into a pipe,
@@ -185,3 +186,47 @@ def test_a_listed_command_is_the_command_its_pipeline_defines(name, help, module
     command = pipeline_command(module, factory)
     assert (command.name, command.help) == (name, help)
     assert importlib.import_module(module)  # the pipeline imports once configured or run
+
+
+#: Runs ``fpm`` as the process's own command line (``main()``, argv from ``sys.argv``) and prints whether the
+#: garbage collector was on while the command ran, whether objects were frozen, and whether it is on after.
+_COLLECTOR = """
+import contextlib, gc, io, sys
+from fpmcore.cli import main
+from fpmcore.cli.commands import _run_plugins
+import fpmcore.cli.commands as commands
+seen = []
+def spy(args, ctx):
+    seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+    return _run_plugins(args, ctx)
+commands._run_plugins = spy
+sys.argv = ["fpm", *sys.argv[1:]]
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main()
+print(code, *seen[0], gc.isenabled())
+"""
+
+
+def test_the_collector_is_paused_while_the_command_line_starts():
+    """``fpm`` (``main()`` on the process's command line) starts with the garbage collector paused and runs its
+    command with it on, start-up's objects frozen out of its collections; an in-process call with an argv
+    leaves the collector alone (as on, and with nothing frozen)."""
+    out = subprocess.run([sys.executable, "-c", _COLLECTOR, "plugins"], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["0", "True", "True", "True"]
+    in_process = _COLLECTOR.replace("code = main()", "code = main(sys.argv[1:])")
+    out = subprocess.run([sys.executable, "-c", in_process, "plugins"], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["0", "True", "False", "True"]
+
+
+def test_a_usage_error_leaves_the_collector_on():
+    code = """
+import contextlib, gc, io, sys
+from fpmcore.cli import main
+sys.argv = ["fpm", "replay", "--no-such-option"]
+with contextlib.redirect_stderr(io.StringIO()):
+    print(main(), gc.isenabled())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["2", "True"]

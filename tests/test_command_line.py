@@ -505,3 +505,17 @@ def test_a_table_too_wide_for_the_terminal_prints_one_block_per_row():
         "T", "first", "  a long header: ", "a-value-that-is-one-word", "  another long header: b",
         "second", "  a long header: c", "  another long header: d",
     ]  # fmt: skip
+
+
+def test_a_named_command_is_the_only_subcommand_built(host):
+    """``fpm replay …`` builds the replay's parser only; no name, or a name that is no command, lists every
+    subcommand (argparse's choice check and ``fpm --help``), configuring none."""
+    every = set(build_parser(host, only="")._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert {"replay", "plugins", "import", "explain"} <= every
+    named = build_parser(host, only="replay")._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert list(named) == ["replay"]
+    assert "--trace" in named["replay"].option_strings()
+    unknown = build_parser(host, only="replya")._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(unknown) == every and all(p.option_strings() == [] for p in unknown.values())
+    res = run_fpm("replya", host=host)
+    assert res.exit_code == 2 and "invalid choice: 'replya'" in res.stderr and "replay" in res.stderr

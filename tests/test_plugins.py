@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -310,11 +311,20 @@ def _discovery_subjects() -> list[object]:
         @hookimpl
         def fpm_plugin_info(self) -> None: ...
 
+        @functools.cached_property
+        def fpm_rule_catalogue(self) -> object:  # read below: its value is in the instance's __dict__
+            return hookimpl(lambda: [])
+
+        @functools.cached_property
+        def fpm_model_profiles(self) -> object:
+            raise AssertionError("a cached property must never run")
+
     slotted = Shapes()
     slotted.slotted = hookimpl(fpm_plugin_info)
     own = WithDict()
     own.fpm_trace_formats = hookimpl(lambda: [])  # type: ignore[attr-defined]
     own.fpm_plugin_info = 5  # type: ignore[assignment]  # an instance attribute shadowing the class's
+    assert own.fpm_rule_catalogue is own.fpm_rule_catalogue
     shipped = [plugin for _, plugin in build_host().pm.list_name_plugin()]
     return [commands, module, slotted, own, Shapes, *shipped]
 

@@ -18,14 +18,33 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -> int:
     """Run ``fpm`` with ``argv`` (``sys.argv[1:]`` when ``None``) and return its exit code
-    (:func:`fpmcore.cli.command_line.main`)."""
+    (:func:`fpmcore.cli.command_line.main`).
+
+    Run as the process's own command line (``argv`` ``None``: the ``fpm``
+    script, ``python -m fpmcore``), the garbage collector is paused while
+    the command line starts — its imports, plugins and parser make tens of
+    thousands of objects and no garbage, which the collector would scan over
+    and over: about a twentieth of a one-request ``fpm replay`` — and is on
+    again, with start-up's objects frozen out of its collections
+    (:func:`gc.freeze`), when the command runs.  An in-process call with an
+    ``argv`` (tests, scripts) leaves the collector alone.
+    """
+    import gc
+
     from fpmcore.cli.command_line import main as run_command_line
 
-    return run_command_line(argv, host=host)
+    paused = argv is None and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return run_command_line(argv, host=host, start_up_paused=paused)
+    finally:
+        if paused:
+            gc.enable()  # an early exit (usage, --help) or an error before the command ran
 
 
 def run() -> None:
-    """Console-script entry point: ``fpm``, exiting with its code."""
-    from fpmcore.cli.command_line import run as run_and_exit
+    """``python -m fpmcore``: :func:`main` on the process's command line, exiting with its code."""
+    import sys
 
-    run_and_exit()
+    sys.exit(main())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from fpmcore.cli.options import integer, number
 from fpmcore.documents.errors import FpmError
 from fpmcore.host.build import build_host
 from fpmcore.host.command_parser import CommandParser
-from fpmcore.host.hooktypes import CommandContext
+from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.host.plugins import PluginHost
 
 
@@ -105,12 +106,16 @@ def _global_parser() -> argparse.ArgumentParser:
 def build_parser(host: PluginHost, only: str | None = None) -> argparse.ArgumentParser:
     """The parser: global options plus every registered subcommand.
 
-    With ``only`` (the subcommand the command line names) only that
-    subcommand's options are configured; the others are listed with their
-    help, which is all ``fpm --help`` and argparse's choice check need (their
-    parsers, never parsed, have no ``-h`` either).
-    ``only=""`` (a command line that names no subcommand) configures none, so
-    that ``fpm --help`` imports no pipeline.
+    With ``only`` the name of a registered subcommand (the one the command
+    line names), that subcommand is the only one added, configured: the
+    parser of a command that is never parsed costs as much to make as a
+    small command's whole work (argparse makes each one's formatter and
+    groups).  Any other ``only`` (``""``: a command line that names no
+    subcommand, or a name that is none) lists every subcommand with its
+    help and configures none, which is all ``fpm --help`` and argparse's
+    choice check need (their parsers, never parsed, have no ``-h`` either),
+    so that ``fpm --help`` imports no pipeline.  ``only=None`` configures
+    every subcommand.
     """
     parser = _Parser(
         prog="fpm",
@@ -120,11 +125,12 @@ def build_parser(host: PluginHost, only: str | None = None) -> argparse.Argument
     )
     parser.add_argument("--version", action="version", version=f"fpm {fpmcore.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_SubParser)
-    seen: set[str] = set()
+    commands: dict[str, CliCommand] = {}
     for _plugin, command in host.hooks.cli_commands():
-        if command.name in seen:
-            continue  # the first registration wins (fpm_cli_commands)
-        seen.add(command.name)
+        commands.setdefault(command.name, command)  # the first registration wins (fpm_cli_commands)
+    if only and only in commands:
+        commands = {only: commands[only]}
+    for command in commands.values():
         configured = only is None or command.name == only
         # a subcommand listed only is never parsed: no -h of its own (argparse makes a help formatter for it)
         p = sub.add_parser(command.name, help=command.help, description=command.help, add_help=configured)
@@ -177,10 +183,14 @@ def _silence_stdout() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None, start_up_paused: bool = False) -> int:
     """Run ``fpm`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     ``host`` replaces the plugin host built from the environment (tests).
+    ``start_up_paused``: the caller paused the garbage collector for the
+    start-up (:func:`fpmcore.cli.main`); it is turned on again, and
+    everything start-up made frozen out of its collections
+    (:func:`gc.freeze`), just before the command runs.
     Every error ends here: one diagnostic line on stderr and, with
     ``--json``, one document ``{"schema": 1, "status": "error",
     "diagnostics": [...]}`` on stdout (unless the command printed its own).
@@ -214,6 +224,9 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)
     run_command: Callable[[argparse.Namespace, CommandContext], int] = args._run  # CliCommand.run
+    if start_up_paused and not gc.isenabled():  # start-up is over: what it made is kept out of collections
+        gc.freeze()
+        gc.enable()
     try:
         code = int(run_command(args, ctx))
         sys.stdout.flush()  # a full device fails here, not in the interpreter's last flush
@@ -244,8 +257,3 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
         if args.debug:
             raise
         return _internal_error(ctx, exc)
-
-
-def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())

@@ -117,20 +117,23 @@ def _section(path: str, group: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     inside = False
     with open(path, encoding="utf-8") as f:
-        for raw in f:
-            line = raw.strip()
-            if not line or line[0] in "#;":
-                continue
-            if line.startswith("["):
-                if not line.endswith("]"):
-                    raise _Unreadable(path)
-                inside = line[1:-1].strip() == group
-                continue
-            if inside:
-                name, sep, value = line.partition("=")
-                if not sep:
-                    raise _Unreadable(path)
-                found.append((name.strip(), value.strip()))
+        text = f.read()
+    if group not in text:  # no section of that name (most files: a distribution's own scripts)
+        return found
+    for raw in text.split("\n"):  # the file's line ends, read in text mode, are "\n"
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise _Unreadable(path)
+            inside = line[1:-1].strip() == group
+            continue
+        if inside:
+            name, sep, value = line.partition("=")
+            if not sep:
+                raise _Unreadable(path)
+            found.append((name.strip(), value.strip()))
     return found
 
 
@@ -143,19 +146,20 @@ def _distributions(entries: Iterable[str]) -> Iterable[tuple[str, str]]:
                 raise _Unreadable(root)
             continue
         try:
-            children = os.listdir(root)
+            with os.scandir(root) as scan:
+                children = list(scan)  # the directory's own order, as os.listdir gives it
         except OSError as exc:
             raise _Unreadable(root) from exc
         for child in children:
-            low = child.lower()
+            low = child.name.lower()
             if low.endswith(".dist-info"):
                 meta = "METADATA"
             elif low.endswith(".egg-info"):
                 meta = "PKG-INFO"
             else:
                 continue
-            folder = os.path.join(root, child)
-            if not os.path.isdir(folder):
+            folder = os.path.join(root, child.name)
+            if not child.is_dir():  # the directory entry's type: no stat of its own
                 raise _Unreadable(folder)
             yield folder, os.path.join(folder, meta)
 

@@ -51,7 +51,6 @@ from fpmcore.host.hooktypes import (
     ExecutionIdentity,
     PluginInfo,
     ProducerContract,
-    RuleEntry,
 )
 from fpmcore.replay.rules import ReplayRules
 
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     import pluggy
 
     from fpmcore.documents.profile import FpmModelProfile
+    from fpmcore.documents.rules_catalogue import RuleEntry
     from fpmcore.host.engine_drivers import MeasurementDriver, ServingDriver
     from fpmcore.host.stage_hooktypes import (
         AlignStopQuery,
@@ -240,7 +240,7 @@ RETURNS: dict[str, Expect] = {
     "fpm_choose_producer_contract": Expect((ProducerContract,)),
     "fpm_validate_artifact": Expect((list,), items=Expect((Diagnostic,))),
     "fpm_cli_commands": Expect((list,), items=Expect((CliCommand,))),
-    "fpm_rule_catalogue": Expect((list,), items=Expect((RuleEntry,))),
+    "fpm_rule_catalogue": Expect((list,), items=Expect(_imported("fpmcore.documents.rules_catalogue", "RuleEntry"))),
     "fpm_trace_formats": Expect((list,), items=Expect(_imported("fpmcore.traces.format", "TraceFormat"))),
 }
 

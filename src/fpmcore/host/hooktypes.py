@@ -27,7 +27,6 @@ import attrs
 
 from fpmcore.documents.diagnostics import Diagnostic as Diagnostic  # re-exported: plugins import it from here
 from fpmcore.documents.field_helpers import as_tuple, nonblank
-from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # re-exported: the value of fpm_rule_catalogue
 from fpmcore.replay.rules import ReplayRules as ReplayRules  # re-exported: the value of fpm_replay_rules
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from fpmcore.cli.tables import Table as TextTable
+    from fpmcore.documents.rules_catalogue import RuleEntry as RuleEntry  # the value of fpm_rule_catalogue
     from fpmcore.host.plugins import PluginHost
     from fpmcore.host.stage_hooktypes import (
         HARDWARE_KEYS as HARDWARE_KEYS,
@@ -94,6 +94,11 @@ def __getattr__(name: str) -> Any:
         value = getattr(stage_hooktypes, name)
         globals()[name] = value
         return value
+    if name == "RuleEntry":  # the value of fpm_rule_catalogue: the catalogue's module, imported when first read
+        from fpmcore.documents.rules_catalogue import RuleEntry
+
+        globals()[name] = RuleEntry
+        return RuleEntry
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

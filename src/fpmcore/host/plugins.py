@@ -27,6 +27,7 @@ model plugin by its id or one of its model ids.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import types
@@ -78,26 +79,49 @@ def _env_list(environ: Mapping[str, str], name: str) -> set[str]:
     return {p.strip() for p in environ.get(name, "").split(",") if p.strip()}
 
 
+#: Class-level values that never hold a hook implementation, as pluggy finds them on an instance plugin:
+#: the interpreter's own methods and descriptors (no marker can be set on them), and properties and cached
+#: properties (pluggy runs no descriptor, and takes neither for a hook).
+_NEVER_HOOKS = (
+    types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType,
+    types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MethodWrapperType,
+    property, functools.cached_property,
+)  # fmt: skip
+
+
+def _own_dict(obj: object) -> dict[str, Any]:
+    """``obj``'s own ``__dict__`` read as pluggy reads it (no ``__getattr__`` runs), ``{}`` when it has none."""
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+    return own if isinstance(own, dict) else {}
+
+
 class _PluginManager(pluggy.PluginManager):
     """pluggy's manager, with the common cases of its hook discovery read from ``__dict__``.
 
     pluggy reads each of a plugin's names through :func:`inspect.getattr_static`
     (so that no property runs), which costs about 50 µs a name: for the
-    built-in commands module and the shipped plugins' objects, a tenth of a
-    one-request ``fpm replay``'s start-up.  A module's attribute is its
-    ``__dict__`` entry, and an object's attribute that is not in its own
-    ``__dict__`` is the first entry of that name along its class's MRO; when
-    that entry is a plain function or a value that is neither callable nor a
-    descriptor, the answer is the one pluggy would give.  Everything else
-    (static and class methods, slots, properties, an object's own attributes,
-    classes as plugins) takes pluggy's own way.
+    built-in commands module and the shipped plugins' objects (a runtime
+    plugin is an attrs instance with sixty names, most of them inherited from
+    :class:`object`), half of a one-request ``fpm replay``'s plugin loading.
+    A module's attribute is its ``__dict__`` entry, and an instance's
+    attribute that is not in its own ``__dict__`` is the first entry of that
+    name along its class's MRO.  When that entry is a plain function, or a
+    value that is neither callable nor a descriptor, or one of
+    :data:`_NEVER_HOOKS`, the answer is the one pluggy would give.
+    Everything else (static and class methods, slots, an instance's own
+    attributes, classes as plugins) takes pluggy's own way.
     """
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
         if isinstance(plugin, types.ModuleType):
             found = plugin.__dict__.get(name)
-        elif not isinstance(plugin, type) and name not in getattr(plugin, "__dict__", ()):
+        elif not isinstance(plugin, type) and name not in _own_dict(plugin):
             found = next((k.__dict__[name] for k in type(plugin).__mro__ if name in k.__dict__), None)
+            if isinstance(found, _NEVER_HOOKS):
+                return None
         else:
             return super().parse_hookimpl_opts(plugin, name)
         if isinstance(found, types.FunctionType):

@@ -6,7 +6,12 @@ measured eagerly: their producer contract is ``dsv41_eager`` (05 §6.3, §6.4).
 
 from __future__ import annotations
 
-from fpmcore.plugin_api import API_VERSION, PluginInfo, ProducerContract, RuleEntry, hookimpl, producer_contract_hooks
+from typing import TYPE_CHECKING
+
+from fpmcore.plugin_api import API_VERSION, PluginInfo, ProducerContract, hookimpl, producer_contract_hooks
+
+if TYPE_CHECKING:  # the value of fpm_rule_catalogue, imported when it is called
+    from fpmcore.plugin_api import RuleEntry
 
 SUMMARY = "DeepSeek V4.1: eager producer contract"
 MODEL_IDS = ("dsv41", "deepseek-ai/DeepSeek-V4.1")

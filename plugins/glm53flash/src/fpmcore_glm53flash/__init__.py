@@ -15,14 +15,13 @@ from fpmcore.plugin_api import (
     API_VERSION,
     PluginInfo,
     ProducerContract,
-    RuleEntry,
     RuntimePin,
     hookimpl,
     producer_contract_hooks,
 )
 
 if TYPE_CHECKING:  # the values of the hooks below, imported when one is called
-    from fpmcore.plugin_api import AlignStopQuery, FpmModelProfile, PlanLimits, PointPlan
+    from fpmcore.plugin_api import AlignStopQuery, FpmModelProfile, PlanLimits, PointPlan, RuleEntry
 
 SUMMARY = "GLM-5.3-Flash: Mamba align-stop rule, point list, native_graph_policy contract"
 MODEL_IDS = ("glm53flash", "zai-org/GLM-5.3-Flash")
