@@ -93,8 +93,11 @@ PEER_TRACE ?= ../shared/traces/mooncake-conversation.jsonl.gz
 # make bench: ns per scheduled request-step of fpm replay and the ratio against
 # the reference's Rust replay on the anchor workload (one run, the same machine),
 # the scaling table (generated conversations of 10**3 to 10**6 requests, prefix caching on and off:
-# wall and CPU time, peak RSS; --scaling-max 7 adds 10**7), then the pytest benchmarks.
+# wall and CPU time, peak RSS; --scaling-max 7 adds 10**7), then the pytest benchmarks.  First the cold start
+# of fpm --help, fpm plugins and a one-request fpm replay, beside the interpreter importing attrs and cattrs
+# alone (the machine's speed state), while nothing else of the bench has run.
 bench: env bench-env
+	$(PY) tools/bench_cold_start.py --rounds 10
 	$(PY) tools/bench_replay.py --rust-python $(BENCH_VENV)/bin/python --scaling \
 		--peer-trace $(PEER_TRACE) --mocker-python $(MOCKER_VENV)/bin/python
 	$(PY) tools/bench_replay_out.py 1000000

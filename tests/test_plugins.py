@@ -290,7 +290,7 @@ def _discovery_subjects() -> list[object]:
         def fpm_plugin_info(self) -> None: ...
 
     class Shapes(Base):
-        __slots__ = ("slotted",)
+        __slots__ = ("slotted", "empty", "number_held")
         number = 1
 
         @hookimpl
@@ -321,6 +321,7 @@ def _discovery_subjects() -> list[object]:
 
     slotted = Shapes()
     slotted.slotted = hookimpl(fpm_plugin_info)
+    slotted.number_held = 7  # a slot that holds no function; 'empty' holds nothing
     own = WithDict()
     own.fpm_trace_formats = hookimpl(lambda: [])  # type: ignore[attr-defined]
     own.fpm_plugin_info = 5  # type: ignore[assignment]  # an instance attribute shadowing the class's

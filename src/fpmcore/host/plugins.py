@@ -108,11 +108,12 @@ class _PluginManager(pluggy.PluginManager):
     :class:`object`), half of a one-request ``fpm replay``'s plugin loading.
     A module's attribute is its ``__dict__`` entry, and an instance's
     attribute that is not in its own ``__dict__`` is the first entry of that
-    name along its class's MRO.  When that entry is a plain function, or a
-    value that is neither callable nor a descriptor, or one of
-    :data:`_NEVER_HOOKS`, the answer is the one pluggy would give.
-    Everything else (static and class methods, slots, an instance's own
-    attributes, classes as plugins) takes pluggy's own way.
+    name along its class's MRO.  When that entry is a plain function, a
+    class, a value that is neither callable nor a descriptor, one of
+    :data:`_NEVER_HOOKS`, or a slot that holds no function, the answer is
+    the one pluggy would give.  Everything else (static and class methods,
+    a function in a slot, an instance's own attributes, classes as plugins)
+    takes pluggy's own way.
     """
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
@@ -122,8 +123,18 @@ class _PluginManager(pluggy.PluginManager):
             found = next((k.__dict__[name] for k in type(plugin).__mro__ if name in k.__dict__), None)
             if isinstance(found, _NEVER_HOOKS):
                 return None
+            if isinstance(found, types.MemberDescriptorType):  # a slot: pluggy reads what it holds
+                try:
+                    held = found.__get__(plugin, type(plugin))
+                except AttributeError:  # empty
+                    return None
+                if not isinstance(held, (types.FunctionType, types.MethodType)):
+                    return None
+                return super().parse_hookimpl_opts(plugin, name)
         else:
             return super().parse_hookimpl_opts(plugin, name)
+        if isinstance(found, type):  # a class is never a hook implementation
+            return None
         if isinstance(found, types.FunctionType):
             opts = getattr(found, self.project_name + "_impl", None)
             return opts if isinstance(opts, dict) else None
