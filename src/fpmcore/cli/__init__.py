@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None) -
     script, ``python -m fpmcore``), the garbage collector is paused while
     the command line starts — its imports, plugins and parser make tens of
     thousands of objects and no garbage, which the collector would scan over
-    and over: about a twentieth of a one-request ``fpm replay`` — and is on
+    and over: about a fifteenth of a one-request ``fpm replay`` — and is on
     again, with start-up's objects frozen out of its collections
     (:func:`gc.freeze`), when the command runs.  An in-process call with an
     ``argv`` (tests, scripts) leaves the collector alone.
