@@ -14,7 +14,7 @@ In this process, three passes over the same replay in chunks of 1,024 steps (``f
 
 The records' own CPU is a pass's time less the time inside ``fpm_replay_advance``, per 10**4 steps; compressing the
 lines (zstd level 1) is the same in both and timed apart.  ``--process`` also runs
-``fpm replay … --out DIR`` in a child process (``os.wait4``: its CPU and peak RSS), with
+``fpm replay … --out DIR`` in a child process (its CPU and its own peak RSS), with
 ``--src DIR`` another checkout's ``src`` first on the path (e.g. the code before a change)::
 
     .venv/bin/python tools/bench_record_lines.py 20000 100000 [--caching off] [--process [--src OLD/src]]
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from bench_replay import PLAIN70B, write_conversations  # noqa: E402
+from bench_replay import PLAIN70B, run_fpm, write_conversations  # noqa: E402
 
 CHUNK = 1024
 
@@ -109,19 +109,19 @@ def passes(trace: Path, caching: bool) -> dict[str, float]:
 
 
 def process(trace: Path, caching: bool, src: str | None) -> tuple[float, float]:
-    """``fpm replay … --out DIR`` in a child: CPU seconds (user + system) and peak RSS in MB."""
+    """``fpm replay … --out DIR`` in a child: CPU seconds (user + system) and its own peak RSS in MB
+    (:func:`bench_replay.run_fpm`: this process, grown by the passes above, would otherwise be counted)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "fpmcore", "replay", str(PLAIN70B), "--trace", str(trace), "--max-num-seqs",
-               "256", "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off",
-               "--out", str(Path(tmp) / "out")]  # fmt: skip
+        args = ["replay", str(PLAIN70B), "--trace", str(trace), "--max-num-seqs", "256",
+                "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off",
+                "--out", str(Path(tmp) / "out")]  # fmt: skip
         env = dict(os.environ)
         if src:
             env["PYTHONPATH"] = src
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+        code, cpu, peak_mb = run_fpm(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if code != 0:
+            raise SystemExit(f"fpm {' '.join(args)} failed")
+    return cpu, peak_mb
 
 
 def main() -> int:

@@ -325,8 +325,8 @@ _SUMMARY_ROW = re.compile(r"^\W*([a-z_]+)\s*\W\s*([0-9,.]+)\s*\W*$")
 #: exit handler, so the last to run) writes its own peak resident memory to the file ``$FPM_BENCH_PEAK_FILE``:
 #: ``VmHWM`` of /proc/self/status, the high-water mark of this program's own memory.  A child's ``ru_maxrss``
 #: (``wait4``) is not that: Linux keeps across ``exec`` the peak of the memory the child had before it, which is
-#: its parent's when it is forked, so that a child of this bench, grown to gigabytes by the anchor workload
-#: replayed in process, would report the bench's own peak.
+#: its parent's when it is forked, so that a child of a bench grown to gigabytes (the anchor workload or a
+#: replay measured in process) would report the bench's own peak.
 _PEAK_REPORTING_FPM = """
 import atexit, os, sys
 def _peak():
@@ -341,30 +341,41 @@ sys.exit(main())
 """
 
 
+def run_fpm(args: list[str], *, env: dict[str, str] | None = None, stdout: Any = None,
+            stderr: Any = None) -> tuple[int, float, float]:  # fmt: skip
+    """``fpm *args`` in a fresh process of this interpreter (``env``: its environment, default this one's; its
+    output to ``stdout`` and ``stderr``): its exit code, its CPU seconds (user + system) and its own peak
+    resident memory in MB (:data:`_PEAK_REPORTING_FPM`; ``nan`` when it ended before writing it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak-kb"
+        env = {**(os.environ if env is None else env), "FPM_BENCH_PEAK_FILE": str(peak_file)}
+        proc = subprocess.Popen([sys.executable, "-c", _PEAK_REPORTING_FPM, *args], stdout=stdout, stderr=stderr,
+                                env=env)  # fmt: skip
+        _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU
+        peak_mb = int(peak_file.read_text()) / 1024 if peak_file.exists() else float("nan")
+    return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, peak_mb
+
+
 def scaling_point(trace: Path, caching: bool) -> dict:
     """``fpm replay`` of a generated trace on PLAIN70B in its own process: wall, CPU (user + system) and peak RSS.
 
     The replay prints its summary (no ``--json``: the document's request records, a dict each, would be most of
     the memory, some 19 GB at 10**7 requests); the steps and prefix-hit tokens are read from its table.  The peak
-    resident memory is the process's own (:data:`_PEAK_REPORTING_FPM`)."""
+    resident memory is the process's own (:func:`run_fpm`)."""
     args = ["replay", str(PLAIN70B), "--trace", str(trace),
             "--max-num-seqs", "256", "--max-num-batched-tokens", "8192", "--prefix-caching", "on" if caching else "off"]  # fmt: skip
-    cmd = [sys.executable, "-c", _PEAK_REPORTING_FPM, *args]
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se, tempfile.TemporaryDirectory() as tmp:
-        peak_file = Path(tmp) / "peak-kb"
-        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "FPM_BENCH_PEAK_FILE": str(peak_file)}
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se, env=env)
-        _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+        code, cpu, peak_mb = run_fpm(args, env=env, stdout=so, stderr=se)
         wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
+        if code != 0:
             se.seek(0)
             raise SystemExit(f"bench: fpm {' '.join(args)} failed: {se.read().decode()[-600:]}")
         so.seek(0)
         rows = dict(m.groups() for m in map(_SUMMARY_ROW.match, so.read().decode().splitlines()) if m)
-        peak_mb = int(peak_file.read_text()) / 1024
     return {"steps": int(rows["steps"].replace(",", "")), "hit_tokens": int(rows["prefix_hit_tokens"].replace(",", "")),
-            "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": peak_mb}  # fmt: skip
+            "seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": peak_mb}  # fmt: skip
 
 
 def scaling_table(max_exp: int, min_exp: int = 3) -> None:

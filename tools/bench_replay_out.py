@@ -7,7 +7,7 @@ with its latency table ``examples/fpm_tables/plain-llama8b-like.json``, and a
 generated trace of N requests (seeded): prompts uniform in [64, 1024] tokens,
 outputs uniform in [8, 128] tokens, Poisson arrivals at 60 requests/s, which
 keeps about 100-200 requests running.  Each size runs ``fpm replay … --out DIR``
-in its own process (``os.wait4`` gives that child's peak RSS).
+in its own process (``bench_replay.run_fpm``: that child's CPU and its own peak RSS).
 
     .venv/bin/python tools/bench_replay_out.py 1000 10000 100000 1000000 [--format jsonl.zst|jsonl.gz|parquet] [--plot]
 """
@@ -19,13 +19,16 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_replay import run_fpm  # noqa: E402
+
 PROFILE = ROOT / "examples" / "profiles" / "plain-llama8b-like.fpm-profile.json"
 TABLE = ROOT / "examples" / "fpm_tables" / "plain-llama8b-like.json"
 RATE = 60.0
@@ -57,25 +60,23 @@ def measure(n: int, fmt: str, plot: bool, work: Path) -> dict:
         write_trace(trace, n)
     out = work / f"out-{n}-{fmt}"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [str(Path(sys.executable).parent / "fpm"), "replay", str(PROFILE), "--trace", str(trace), "--fpm-table",
-           str(TABLE), "--out", str(out), "--out-format", fmt]  # fmt: skip
+    args = ["replay", str(PROFILE), "--trace", str(trace), "--fpm-table", str(TABLE), "--out", str(out),
+            "--out-format", fmt]  # fmt: skip
     if plot:
-        cmd += ["--plot", str(work / f"plot-{n}.png")]
+        args += ["--plot", str(work / f"plot-{n}.png")]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
-        _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        code, cpu, peak_mb = run_fpm(args, stdout=so, stderr=se)  # its own CPU and peak RSS
         wall = time.perf_counter() - t0
-        so.seek(0)
-        se.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        if code != 0:
+            se.seek(0)
             raise SystemExit(se.read().decode())
     summary = json.loads((out / "replay-summary.json").read_bytes())
     sizes = {p.name: p.stat().st_size for p in out.iterdir()}
     shutil.rmtree(out)
     return {"requests": n, "format": fmt, "steps": summary["steps"], "wall_s": round(wall, 2),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "cpu_s": round(cpu, 2),
+            "peak_rss_mb": round(peak_mb, 1),
             "sizes": sizes}  # fmt: skip
 
 
