@@ -40,7 +40,7 @@ CHUNK = 1024
 
 def _replay(trace: Path, caching: bool) -> tuple[object, object]:
     from fpmcore.documents.profile import load_profile
-    from fpmcore.host import build_host
+    from fpmcore.host.build import build_host
     from fpmcore.replay import config_from_profile, runtime_pin
     from fpmcore.traces.reading import read_trace
 
