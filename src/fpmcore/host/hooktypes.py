@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         StateFamily as StateFamily,
     )
 
-#: The names of :mod:`fpmcore.host.stage_hooktypes` this module gives (imported when first read).
+#: The names of :mod:`fpmcore.host.stage_hooktypes` this module gives.
 STAGE_TYPES = frozenset({
     "HARDWARE_KEYS", "MODEL_DTYPE_LABELS", "AlignStopQuery", "CacheKind", "EngineLimit", "EngineRequest",
     "HashBlockQuery", "ImportRules", "LiveProbeOptions", "PlanLimits", "PointPlan", "SpecClassification",
@@ -87,18 +87,18 @@ STAGE_TYPES = frozenset({
 })  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    if name in STAGE_TYPES:
-        from fpmcore.host import stage_hooktypes
+#: Where each name this module gives without importing it lives: the stage types, and the value of
+#: ``fpm_rule_catalogue`` (the catalogue's module).  Each is imported when first read.
+_LAZY = {**dict.fromkeys(STAGE_TYPES, "fpmcore.host.stage_hooktypes"), "RuleEntry": "fpmcore.documents.rules_catalogue"}
 
-        value = getattr(stage_hooktypes, name)
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from fpmcore.host.entry_points import import_object
+
+        value = import_object(f"{_LAZY[name]}:{name}")
         globals()[name] = value
         return value
-    if name == "RuleEntry":  # the value of fpm_rule_catalogue: the catalogue's module, imported when first read
-        from fpmcore.documents.rules_catalogue import RuleEntry
-
-        globals()[name] = RuleEntry
-        return RuleEntry
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
