@@ -284,6 +284,8 @@ def _discovery_subjects() -> list[object]:
     module.data = 3  # type: ignore[attr-defined]
     module.static = staticmethod(hookimpl(fpm_plugin_info))  # type: ignore[attr-defined]
     module.cls = type("C", (), {})  # type: ignore[attr-defined]
+    module.builtin = len  # type: ignore[attr-defined]
+    module.prop = property(lambda self: 1)  # type: ignore[attr-defined]
 
     class Base:
         @hookimpl

@@ -79,9 +79,9 @@ def _env_list(environ: Mapping[str, str], name: str) -> set[str]:
     return {p.strip() for p in environ.get(name, "").split(",") if p.strip()}
 
 
-#: Class-level values that never hold a hook implementation, as pluggy finds them on an instance plugin:
-#: the interpreter's own methods and descriptors (no marker can be set on them), and properties and cached
-#: properties (pluggy runs no descriptor, and takes neither for a hook).
+#: Values that never hold a hook implementation, as pluggy finds them on a module or on an instance's class:
+#: the interpreter's own functions, methods and descriptors (no marker can be set on them), and properties and
+#: cached properties (pluggy runs no descriptor, and takes neither for a hook).
 _NEVER_HOOKS = (
     types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType,
     types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MethodWrapperType,
@@ -121,8 +121,6 @@ class _PluginManager(pluggy.PluginManager):
             found = plugin.__dict__.get(name)
         elif not isinstance(plugin, type) and name not in _own_dict(plugin):
             found = next((k.__dict__[name] for k in type(plugin).__mro__ if name in k.__dict__), None)
-            if isinstance(found, _NEVER_HOOKS):
-                return None
             if isinstance(found, types.MemberDescriptorType):  # a slot: pluggy reads what it holds
                 try:
                     held = found.__get__(plugin, type(plugin))
@@ -133,7 +131,7 @@ class _PluginManager(pluggy.PluginManager):
                 return super().parse_hookimpl_opts(plugin, name)
         else:
             return super().parse_hookimpl_opts(plugin, name)
-        if isinstance(found, type):  # a class is never a hook implementation
+        if isinstance(found, (type, *_NEVER_HOOKS)):  # a class is never a hook implementation either
             return None
         if isinstance(found, types.FunctionType):
             opts = getattr(found, self.project_name + "_impl", None)
