@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None, *, host: PluginHost | None = None, s
         return EXIT_USAGE
     ctx = Context(host, json=bool(getattr(args, "json", False)), debug=args.debug)
     run_command: Callable[[argparse.Namespace, CommandContext], int] = args._run  # CliCommand.run
-    if start_up_paused and not gc.isenabled():  # start-up is over: what it made is kept out of collections
+    if start_up_paused:  # start-up is over: what it made is kept out of collections
         gc.freeze()
         gc.enable()
     try:
