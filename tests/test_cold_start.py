@@ -6,7 +6,8 @@ were generated (attrs and cattrs keep their generated source in
 ``linecache``) are read at its end.  A command must not import the pipelines
 it does not run, the plugins' observers and dry probes (a runtime plugin's
 hooks import them), the record converter or the validation rules; no cattrs
-structure function is generated before a document is read.  The speed these
+structure function is generated before a document is read, and none for a
+profile (a replay does not import cattrs).  The speed these
 guard is measured by ``make bench`` (``tests/test_bench_cli.py``) and
 reported in docs/performance.md.
 """
@@ -67,12 +68,14 @@ NEVER = (
     "importlib.metadata", "email", "ctypes", "secrets", "calendar", "csv", "gzip", "shutil",
     "fpmcore.documents.rules_catalogue",
 )  # fmt: skip
-#: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot`` or a terminal does not need: the Python
-#: reference engine, the plot, rich (its summary tables are written as rich would print them into a pipe,
-#: fpmcore.cli.tables), the record lines of ``--out``, a digest (the example's table names no profile), the
-#: engine drivers of ``fpm collect`` and ``fpm verify``.
-NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich",
-                    "fpmcore.replay.record_lines", "hashlib", "fpmcore.host.engine_drivers")  # fmt: skip
+#: Besides :data:`NEVER`, what a replay without ``--out``, ``--plot``, ``--json`` or a terminal does not need:
+#: the Python reference engine, the plot, cattrs (a profile is built from its fields' specs), pathlib (files are
+#: named by fpmcore.documents.paths), orjson (``--json`` only), rich (its summary tables are written as rich
+#: would print them into a pipe, fpmcore.cli.tables), the output folder and the record lines of ``--out``, a
+#: digest (the example's table names no profile), the engine drivers of ``fpm collect`` and ``fpm verify``.
+NO_REPLAY_EXTRAS = ("fpmcore.replay.reference", "fpmcore.replay.plot", "rich", "cattrs", "pathlib", "orjson",
+                    "fpmcore.documents.output_files", "fpmcore.replay.record_lines", "hashlib",
+                    "fpmcore.host.engine_drivers")  # fmt: skip
 #: Besides :data:`NEVER`, what listing the commands or the plugins does not need: any pipeline, the
 #: profile and its converter, the replay engine and its C library, the values of the pipeline stages' hooks
 #: and the runtime plugins' rules, class tables and replay rules (imported when a hook asks for them).
@@ -142,10 +145,14 @@ def test_no_converter_code_is_generated_before_a_document_is_read(tmp_path, argv
     assert any(k.startswith("<attrs generated") for k in generated)  # the probe sees generated code at all
 
 
-def test_reading_a_profile_generates_its_converter_code_then(tmp_path):
-    """The other side of the guard above: the converter's code is generated when a profile is read."""
-    generated = _started(tmp_path, "profile", "check", PROFILE)["generated"]
-    assert any(k.startswith("<cattrs generated structure fpmcore.documents.profile.") for k in generated)
+def test_reading_a_profile_generates_attrs_code_and_no_converter_code(tmp_path):
+    """A profile is built from its fields' specs (fpmcore.documents.schema.structure): reading one imports no
+    cattrs and generates no structure function, while the profile's classes are made (attrs code)."""
+    started = _started(tmp_path, "profile", "check", PROFILE)
+    assert started["code"] == 0
+    assert [k for k in started["generated"] if k.startswith("<cattrs generated")] == []
+    assert any("FpmCacheGroup" in k for k in started["generated"])
+    assert "cattrs" not in started["modules"]
 
 
 def test_the_record_converter_and_the_integer_checks_wait_for_their_first_use():

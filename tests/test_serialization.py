@@ -125,14 +125,17 @@ def test_duplicate_key_inside_a_profile_names_the_file():
 
 
 def test_converter_is_strict():
+    """A model class read through the one converter meets the structural rules, with their ids and paths."""
     good = {"name": "a", "kind": "state", "num_layers": 1, "block_size_tokens": 4, "page_size_bytes": 8,
             "blocks_per_request": 1}  # fmt: skip
     assert converter.structure(good, FpmCacheGroup).blocks_per_request == 1
-    for key, bad in (("num_layers", True), ("num_layers", "1"), ("num_layers", 1.0), ("name", 3)):
-        with pytest.raises(cattrs.BaseValidationError):
+    for key, bad, rule in (("num_layers", True, "P-S3"), ("num_layers", "1", "P-S3"), ("num_layers", 1.0, "P-S3"),
+                           ("name", 3, "P-S3"), ("num_layers", 2**32, "P-S4"), ("extra", 1, "P-S1")):  # fmt: skip
+        with pytest.raises(FpmError) as info:
             converter.structure({**good, key: bad}, FpmCacheGroup)
-    with pytest.raises(cattrs.BaseValidationError):
-        converter.structure({**good, "extra": 1}, FpmCacheGroup)
+        assert info.value.rule == rule, (key, bad)
+    with pytest.raises(FpmError, match="missing required field 'num_layers'"):
+        converter.structure({k: v for k, v in good.items() if k != "num_layers"}, FpmCacheGroup)
     # a float field takes an integer and keeps it a float (01 §1.2)
     rm = {"kv_cache_bytes": 1, "gpu_memory_utilization": 1, "max_model_len": 1, "provenance": "p",
           "enable_prefix_caching": True}  # fmt: skip
@@ -140,8 +143,92 @@ def test_converter_is_strict():
 
     out = converter.structure(rm, FpmRuntimeMemory)
     assert isinstance(out.gpu_memory_utilization, float)
-    with pytest.raises(cattrs.BaseValidationError):
+    with pytest.raises(FpmError, match="enable_prefix_caching must be a boolean"):
         converter.structure({**rm, "enable_prefix_caching": "false"}, FpmRuntimeMemory)
+
+
+def _cattrs_generated_converter() -> cattrs.Converter:
+    """A cattrs converter with the strict scalar hooks alone, which generates each model class's structure function."""
+    from fpmcore.documents.schema import _strict
+
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    for kind, scalar in (("int", int), ("float", float), ("str", str), ("bool", bool)):
+        conv.register_structure_hook(scalar, _strict(kind))
+    return conv
+
+
+def _same(a, b, path="") -> None:
+    """``a == b``, and every value of the same type (``1.0`` is not ``1``), attrs objects walked field by field."""
+    import attrs
+
+    assert type(a) is type(b), (path, a, b)
+    if attrs.has(type(a)):
+        for f in attrs.fields(type(a)):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, tuple):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, (path, a, b)
+
+
+def _variants(data):
+    """``data``, then with each optional key left out, each float given as an integer and each null kept."""
+    from fpmcore.documents.profile import FpmModelProfile
+    from fpmcore.documents.schema import specs
+
+    yield data
+
+    def walk(node, cls, path):
+        for name, spec in specs(cls):
+            if name not in node:
+                continue
+            yield path, name, spec
+            if spec.kind == "obj" and node[name] is not None:
+                yield from walk(node[name], spec.cls, (*path, name))
+            elif spec.kind == "list":
+                for i, item in enumerate(node[name]):
+                    yield from walk(item, spec.cls, (*path, name, i))
+
+    def edited(path, name, value=None, drop=False):
+        copy = json.loads(json.dumps(data))
+        node = copy
+        for step in path:
+            node = node[step]
+        if drop:
+            del node[name]
+        else:
+            node[name] = value
+        return copy
+
+    for path, name, spec in list(walk(data, FpmModelProfile, ())):
+        node = data
+        for step in path:
+            node = node[step]
+        if not spec.required:
+            yield edited(path, name, drop=True)
+        if spec.kind == "float" and node[name] is not None:
+            yield edited(path, name, int(node[name]))
+
+
+def test_a_profile_is_built_as_cattrs_would_build_it():
+    """The model objects built from their specs equal, type for type, those a cattrs-generated structure
+    function builds, for every example profile and its variants (optional keys left out, floats given as
+    integers)."""
+    from fpmcore.documents.profile import FpmModelProfile
+    from fpmcore.documents.schema import check_structure, structure
+
+    generated = _cattrs_generated_converter()
+    files = sorted((ROOT / "examples").rglob("*.fpm-profile.json"))
+    assert len(files) >= 3
+    built = 0
+    for path in files:
+        for data in _variants(json.loads(path.read_text())):
+            check_structure(data, FpmModelProfile)
+            _same(structure(data, FpmModelProfile), generated.structure(data, FpmModelProfile))
+            built += 1
+    assert built > 3 * len(files)
 
 
 def test_converter_unstructures_in_file_form():

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.documents.jsonio import one_line, sha256
+from fpmcore.documents.paths import parent_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: The manifest of ``fpm onboard`` and its schema.
 MANIFEST = "onboard.json"
@@ -79,6 +82,8 @@ def _item_problem(item: Any) -> str | None:
         return f"kind expected one of {', '.join(ITEM_KINDS)}, found {_shown(kind)}"
     if not isinstance(path, str) or not path or "\0" in path:
         return f"path expected a non-empty string, found {_shown(path)}"
+    from pathlib import PurePosixPath
+
     if kind != "model" and (PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts):
         return f"path expected a name inside the campaign folder, found {_shown(path)}"
     if sha is not None and not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
@@ -158,6 +163,8 @@ def digest(root: Path, kind: str, name: str) -> str | None:
     """The digest of item ``name`` of kind ``file``, ``folder``, ``run`` (in ``root``) or ``model`` (a model
     folder, anywhere: its ``config.json``)."""
     if kind == "model":
+        from pathlib import Path
+
         return file_sha256(Path(name) / "config.json")
     p = root / name
     if kind == "folder":
@@ -169,14 +176,19 @@ def digest(root: Path, kind: str, name: str) -> str | None:
 
 def finalized_folders(*paths: str | os.PathLike[str] | None) -> list[Path]:
     """The finalized campaign folders (a ``final.json`` in them) that hold one of ``paths``: the folder holding
-    a path, and the folder holding the file it resolves to when that is another one."""
-    found: list[Path] = []
+    a path, and the folder holding the file it resolves to when that is another one.  (Looked for without
+    pathlib, which a replay that reads no campaign does not import.)"""
+    found: list[str] = []
     for path in paths:
         if path is None:
             continue
-        lexical = Path(path).parent
-        real = Path(os.path.realpath(path)).parent
-        for folder in [lexical] if os.path.realpath(lexical) == str(real) else [lexical, real]:
-            if (folder / FINAL).exists() and folder not in found:
+        lexical = parent_text(path)
+        real = os.path.dirname(os.path.realpath(path))
+        for folder in [lexical] if os.path.realpath(lexical) == real else [lexical, real]:
+            if os.path.exists(os.path.join(folder, FINAL)) and folder not in found:
                 found.append(folder)
-    return found
+    if not found:
+        return []
+    from pathlib import Path
+
+    return [Path(folder) for folder in found]

@@ -67,8 +67,6 @@ import stat
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, not in typeshed
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import orjson
-
 from fpmcore.documents.errors import FpmError
 
 if TYPE_CHECKING:
@@ -545,8 +543,11 @@ def dumps_output(value: Any) -> bytes:
 
     An integer beyond 64 bits (which the strict reader accepts, so an input
     can carry one into a document that is printed back) is written whole, in
-    the same compact form, by :mod:`json`.
+    the same compact form, by :mod:`json`.  orjson is imported here, at the first such
+    document: a command that prints none (a replay's summary) does not load it.
     """
+    import orjson
+
     try:
         return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as exc:

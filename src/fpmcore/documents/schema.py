@@ -6,10 +6,12 @@ Three things are derived from it, so that they can never disagree:
 
 * :func:`check_structure` — the structural rules P-S1 … P-S4 of 01 §1.3, with
   a JSON path to the offending object;
-* :data:`converter` — the one cattrs converter, with strict scalar hooks
-  (no ``"false"`` → ``True``, no ``2176.0`` → ``2176``), used for
-  structuring and for unstructuring in declaration order with absent
-  optional fields omitted (01 §9.1);
+* :func:`structure` and :func:`unstructure` — a checked object built from
+  its specs, and its written form in declaration order with absent optional
+  fields omitted (01 §9.1).  They are the hooks of the model classes in
+  :data:`converter`, the one cattrs converter, with strict scalar hooks (no
+  ``"false"`` → ``True``, no ``2176.0`` → ``2176``) for the classes not
+  declared here (the runtime observation records, :mod:`fpmcore.documents.record`);
 * :func:`json_schema` — a JSON Schema (draft 2020-12) of a class.
 
 Structural order: the whole tree is checked before any object rule runs.  In
@@ -22,17 +24,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-import cattrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.field_helpers import as_tuple
-from fpmcore.documents.generated_code import install as _install_code_cache
 from fpmcore.documents.jsonio import is_finite_number, one_line
 
-_install_code_cache("cattrs.gen")  # the converter functions cattrs generates, compiled once (generated_code)
+if TYPE_CHECKING:
+    import cattrs
 
 MAX_EXACT = 2**53
 MAX_U32 = 2**32 - 1
@@ -224,36 +225,39 @@ def check_structure(data: Any, cls: type, path: str = "") -> None:
 
 
 # ---------------------------------------------------------------------------
-# the one converter
+# building and writing model objects; the one converter
 # ---------------------------------------------------------------------------
 
 
-def _strict(kind: str) -> Callable[[Any, Any], Any]:
-    def hook(value: Any, _type: Any) -> Any:
-        ok = {
-            "int": _is_int(value),
-            "float": is_finite_number(value),
-            "str": isinstance(value, str),
-            "bool": isinstance(value, bool),
-        }[kind]
-        if not ok:
-            raise TypeError(f"expected {kind}, got {render(value)}")
-        return float(value) if kind == "float" else value
-
-    return hook
+def is_model_class(cls: Any) -> bool:
+    """Whether ``cls`` is a model class: an attrs class whose every field is declared with :func:`field`."""
+    return attrs.has(cls) and all("fpm" in a.metadata for a in attrs.fields(cls))
 
 
-def _make_converter() -> cattrs.Converter:
-    conv = cattrs.Converter(forbid_extra_keys=True)
-    conv.register_structure_hook(int, _strict("int"))
-    conv.register_structure_hook(float, _strict("float"))
-    conv.register_structure_hook(str, _strict("str"))
-    conv.register_structure_hook(bool, _strict("bool"))
-    return conv
+def structure(data: Mapping[str, Any], cls: type) -> Any:
+    """Build ``cls`` from structurally valid ``data`` (after :func:`check_structure`).
 
-
-#: The converter of every model class: strict scalars, unknown keys refused.
-converter = _make_converter()
+    Each present field is passed as read, but for an ``obj`` or ``list`` field (its class built from
+    each object) and a ``float`` field (an integer made a float, 01 §1.2); an absent optional field takes
+    its default.  Nothing is checked again: :func:`check_structure` has judged every type and range, with
+    the rule and the JSON path a message needs, so a model object is built without cattrs, which the
+    reading of a profile then never imports.
+    """
+    kwargs: dict[str, Any] = {}
+    for a in attrs.fields(cls):
+        if a.name not in data:
+            continue
+        value = data[a.name]
+        spec: FieldSpec = a.metadata["fpm"]
+        if value is not None:
+            if spec.kind == "obj":
+                value = structure(value, _cls(spec))
+            elif spec.kind == "list":
+                value = [structure(item, _cls(spec)) for item in value]
+            elif spec.kind == "float":
+                value = float(value)
+        kwargs[a.alias] = value
+    return cls(**kwargs)
 
 
 def unstructure(obj: Any) -> Any:
@@ -275,14 +279,59 @@ def unstructure(obj: Any) -> Any:
     return out
 
 
-def structure(data: Mapping[str, Any], cls: type) -> Any:
-    """Build ``cls`` from structurally valid ``data`` (after :func:`check_structure`)."""
-    return converter.structure(data, cls)
+def _strict(kind: str) -> Callable[[Any, Any], Any]:
+    def hook(value: Any, _type: Any) -> Any:
+        ok = {
+            "int": _is_int(value),
+            "float": is_finite_number(value),
+            "str": isinstance(value, str),
+            "bool": isinstance(value, bool),
+        }[kind]
+        if not ok:
+            raise TypeError(f"expected {kind}, got {render(value)}")
+        return float(value) if kind == "float" else value
+
+    return hook
 
 
-converter.register_unstructure_hook_func(
-    lambda t: attrs.has(t) and all("fpm" in a.metadata for a in attrs.fields(t)), unstructure
-)
+def _structure_checked(data: Any, cls: type) -> Any:
+    check_structure(data, cls)
+    return structure(data, cls)
+
+
+def _make_converter() -> cattrs.Converter:
+    import cattrs
+
+    from fpmcore.documents.generated_code import install
+
+    install("cattrs.gen")  # the converter functions cattrs generates, compiled once (generated_code)
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(int, _strict("int"))
+    conv.register_structure_hook(float, _strict("float"))
+    conv.register_structure_hook(str, _strict("str"))
+    conv.register_structure_hook(bool, _strict("bool"))
+    conv.register_structure_hook_func(is_model_class, _structure_checked)
+    conv.register_unstructure_hook_func(is_model_class, unstructure)
+    return conv
+
+
+_converter: cattrs.Converter | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`converter`, made when first read: a command that reads only model documents never imports cattrs."""
+    global _converter
+    if name == "converter":
+        if _converter is None:
+            _converter = _make_converter()
+        return _converter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: The one cattrs converter (made when first read, :func:`__getattr__`): strict scalars, unknown keys refused.
+#: A model class goes through :func:`check_structure` and :func:`structure`, so that its refusals are the
+#: rules P-S1 … P-S4 whichever way it is read, and is written by :func:`unstructure`.
+converter: cattrs.Converter
 
 
 # ---------------------------------------------------------------------------

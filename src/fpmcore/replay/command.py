@@ -52,12 +52,15 @@ still written), 2 for bad input or an output that cannot be written.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.documents.errors import FpmError
+from fpmcore.documents.paths import file_name
 from fpmcore.host.hooktypes import CliCommand, CommandContext
 from fpmcore.replay.settings import SCHEDULER_GROUP, SETTINGS, ReplaySetting, Section
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _add_setting(g: Any, s: ReplaySetting) -> None:
@@ -217,9 +220,9 @@ def _check_outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, 
 
 
 def _title(profile: Any, args: argparse.Namespace, cfg: Any, n: int) -> str:
-    model = getattr(profile, "model", None) or Path(args.profile).name
-    table = Path(args.fpm_table).name if args.fpm_table else "none (1 s per step)"
-    return (f"{model} (deployment {args.deployment}) · trace {Path(args.trace).name}: {n:,} requests\n"
+    model = getattr(profile, "model", None) or file_name(args.profile)
+    table = file_name(args.fpm_table) if args.fpm_table else "none (1 s per step)"
+    return (f"{model} (deployment {args.deployment}) · trace {file_name(args.trace)}: {n:,} requests\n"
             f"max_num_seqs {cfg.max_num_seqs} · max_num_batched_tokens {cfg.max_num_batched_tokens:,} · "
             f"prefix caching {'on' if cfg.prefix_caching else 'off'} · policy {cfg.scheduling_policy} · "
             f"latency table {table}")  # fmt: skip
@@ -237,6 +240,8 @@ def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     from fpmcore.replay.config import profile_prefix_caching
 
     if args.campaign is not None and args.fpm_table is None:
+        from pathlib import Path
+
         args.fpm_table = str(Path(args.campaign) / TABLE)
     out, plot_path, plot_fmt = _check_outputs(args)  # before any work
     if args.campaign is not None or finalized_folders(args.profile, args.fpm_table):
@@ -296,7 +301,7 @@ def run(args: argparse.Namespace, ctx: CommandContext) -> int:
     requests: list[dict[str, Any]] = []
     try:
         with ctx.progress("requests", steps=True) as bar:
-            task = bar.add_task(f"replaying {Path(args.trace).name}", total=run.requests_total, steps=0)
+            task = bar.add_task(f"replaying {file_name(args.trace)}", total=run.requests_total, steps=0)
             chunk_steps = CHUNK_STEPS if with_steps else CHUNK_STEPS_SUMMARY
             # step records wanted only in the files: written as JSON lines without a record object
             as_lines = files is not None and files.takes_lines and plot is None and not keep_steps

@@ -38,11 +38,15 @@ Formats (``fpm replay --out-format``):
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from fpmcore.documents.errors import FpmError
-from fpmcore.documents.output_files import OutputError, StagedFolder
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from fpmcore.documents.output_files import OutputError
 
 FORMATS = ("jsonl.zst", "jsonl.gz", "parquet")
 DEFAULT_FORMAT = "jsonl.zst"
@@ -172,6 +176,8 @@ class RecordFiles:
             raise ValueError(f"unknown record format {fmt!r}")
         self.format = fmt
         self.names = file_names(fmt)
+        from fpmcore.documents.output_files import StagedFolder
+
         self._stage = StagedFolder(target, replace=True, command="replay")
         try:
             steps_path, requests_path = (self._stage.file(n) for n in self.names)
@@ -222,6 +228,8 @@ class RecordFiles:
         return self._stage.publish()
 
     def _failed(self, exc: OSError) -> OutputError:
+        from fpmcore.documents.output_files import OutputError
+
         self.discard()
         return OutputError("O-5", f"cannot write the output: {exc.strerror or type(exc).__name__}; nothing was "
                                   "replaced", str(self._stage.target))  # fmt: skip
@@ -241,9 +249,10 @@ class RecordFiles:
         self._stage.discard()
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of a ``jsonl.zst``, ``jsonl.gz`` or ``parquet`` record file (for tests and analysis)."""
-    if path.name.endswith(".parquet"):
+    name = os.fspath(path)
+    if name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
         rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
@@ -255,7 +264,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         return rows
     from fpmcore.documents.jsonio import loads
 
-    if path.name.endswith(".zst"):
+    if name.endswith(".zst"):
         import io
 
         import zstandard

@@ -13,12 +13,13 @@ smallest decode row's wall time); without it a mixed step is ``P + D``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import JsonError, is_finite_number, loads, read_input
+from fpmcore.documents.paths import path_text
 
 if TYPE_CHECKING:  # the model is imported when a table is built: fpm publish names TABLE_SCHEMA at start-up
     from fpmcore.replay.model import LatencyTable
@@ -105,20 +106,20 @@ def table_from_rows(rows: Iterable[Mapping[str, Any]], where: str = "", shared_s
     )
 
 
-def load_table(path: str | Path) -> LatencyTable:
+def load_table(path: str | os.PathLike[str]) -> LatencyTable:
     """Read a table file (a list of rows or ``{"rows": [...]}``)."""
     return load_table_document(path)[0]
 
 
-def load_table_document(path: str | Path) -> tuple[LatencyTable, dict[str, Any]]:
+def load_table_document(path: str | os.PathLike[str]) -> tuple[LatencyTable, dict[str, Any]]:
     """Read a table file: the table and its ``source`` (what ``fpm publish`` recorded; ``{}`` when absent)."""
-    p = Path(path)
+    where = path_text(path)
     try:
-        data = loads(read_input(p))
+        data = loads(read_input(path))
     except OSError as exc:
-        raise _bad(f"cannot read latency table: {exc.strerror}", str(p)) from None
+        raise _bad(f"cannot read latency table: {exc.strerror}", where) from None
     except JsonError as exc:
-        raise _bad(f"latency table is not strict JSON: {exc.message}", str(p)) from None
+        raise _bad(f"latency table is not strict JSON: {exc.message}", where) from None
     shared: Any = 0.0
     source: dict[str, Any] = {}
     if isinstance(data, Mapping):
@@ -126,8 +127,8 @@ def load_table_document(path: str | Path) -> tuple[LatencyTable, dict[str, Any]]
         source = dict(data["source"]) if isinstance(data.get("source"), Mapping) else {}
         data = data.get("rows")
     if not isinstance(data, list):
-        raise _bad("latency table must be a list of rows or an object with rows", str(p))
-    return table_from_rows(data, str(p), shared), source
+        raise _bad("latency table must be a list of rows or an object with rows", where)
+    return table_from_rows(data, where, shared), source
 
 
 def check_table_origin(

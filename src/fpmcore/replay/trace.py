@@ -17,14 +17,15 @@ tokens whose block ids agree, with any earlier request.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import JsonError, decode_utf8, is_finite_number, loads, read_input
+from fpmcore.documents.paths import path_text
 
 FIELDS = (
     "request_id",
@@ -366,13 +367,13 @@ def parse_trace(text: str | bytes, where: str = "") -> Trace:
     return parse_trace_lines(lines, where)
 
 
-def load_trace(path: str | Path) -> Trace:
+def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file; a SCHED.json object file is converted (:func:`from_sched_json`)."""
-    p = Path(path)
+    where = path_text(path)
     try:
-        data = read_input(p)
+        data = read_input(path)
     except OSError as exc:
-        raise FpmError("R-33", f"cannot read trace: {exc.strerror}", str(p)) from None
+        raise FpmError("R-33", f"cannot read trace: {exc.strerror}", where) from None
     stripped = data.lstrip()
     if stripped.startswith(b"{") and data.count(b"\n{") == 0:  # one JSON document, not one per line
         try:
@@ -380,13 +381,13 @@ def load_trace(path: str | Path) -> Trace:
         except JsonError:
             obj = None  # read as JSONL: the line that is not strict JSON is named
         if isinstance(obj, dict) and isinstance(obj.get("requests"), dict):
-            return from_sched_json(obj, where=str(p))
+            return from_sched_json(obj, where=where)
         from fpmcore.documents.kinds import not_a
 
         other = not_a("a request trace", obj)
         if other is not None:  # a table or a profile given as the trace: say what it is
-            raise FpmError("R-33", other, str(p))
-    return parse_trace(data, where=str(p))
+            raise FpmError("R-33", other, where)
+    return parse_trace(data, where=where)
 
 
 def trace_line_json_schema() -> dict[str, Any]:

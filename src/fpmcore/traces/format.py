@@ -13,15 +13,19 @@ A gzip-compressed file (``.gz``, told by its first bytes) is read through
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import attrs
 
 from fpmcore.documents.errors import FpmError
+from fpmcore.documents.paths import path_text
 from fpmcore.replay.trace import TraceRequest
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Bytes of the (decompressed) file a ``sniff`` function is given.
 SNIFF_BYTES = 64 * 1024
@@ -49,22 +53,30 @@ class SkippedRow:
 class TraceSource:
     """What a reader reads: the file, where messages point (``where``), and the options of the command line.
 
-    ``hash_block_tokens`` is ``--hash-block-tokens`` (the tokens one content-block id stands for, for
+    ``file`` is the file's path as messages name it (``str(pathlib.Path(...))`` of what the command line
+    gave), :attr:`path` the same as a :class:`pathlib.Path`.  ``hash_block_tokens`` is ``--hash-block-tokens`` (the tokens one content-block id stands for, for
     formats that carry block ids); ``filters`` the ``--trace-filter KEY=VALUE`` pairs, keys among the
     format's :attr:`TraceFormat.filters`.
     """
 
-    path: Path
+    file: str
     hash_block_tokens: int = DEFAULT_HASH_BLOCK_TOKENS
     filters: tuple[tuple[str, str], ...] = ()
 
     @property
+    def path(self) -> Path:
+        """The file as a :class:`pathlib.Path` (pathlib is imported when a reader asks for it)."""
+        from pathlib import Path
+
+        return Path(self.file)
+
+    @property
     def where(self) -> str:
-        return str(self.path)
+        return self.file
 
     def open(self) -> IO[bytes]:
         """The file's bytes, decompressed when it is gzip; a FIFO, device or folder is refused (R-33)."""
-        return open_trace_file(self.path)
+        return open_trace_file(self.file)
 
     def lines(self, rule: str = "T-2", *, label: str = "line", bom: bool = True) -> Iterator[tuple[int, str]]:
         """``(line number, text)`` of each line, without its line end, read one at a time.
@@ -112,7 +124,7 @@ class TraceFormat:
     filters: tuple[str, ...] = ()
 
 
-def open_trace_file(path: Path) -> IO[bytes]:
+def open_trace_file(path: str | os.PathLike[str]) -> IO[bytes]:
     """Open a trace for reading: a regular file (a FIFO or device would block), gzip read through."""
     from fpmcore.documents.jsonio import check_input_file
 
@@ -126,16 +138,16 @@ def open_trace_file(path: Path) -> IO[bytes]:
             return cast("IO[bytes]", gzip.open(path, "rb"))  # noqa: SIM115 - returned open
         return open(path, "rb")  # noqa: SIM115 - returned open
     except OSError as exc:
-        raise FpmError("R-33", f"cannot read trace: {exc.strerror}", str(path)) from None
+        raise FpmError("R-33", f"cannot read trace: {exc.strerror}", path_text(path)) from None
 
 
-def read_head(path: Path) -> bytes:
+def read_head(path: str | os.PathLike[str]) -> bytes:
     """The first :data:`SNIFF_BYTES` bytes of the (decompressed) file."""
     with open_trace_file(path) as f:
         try:
             return f.read(SNIFF_BYTES)
         except (OSError, EOFError) as exc:  # a gzip file cut short or corrupt
-            raise FpmError("R-33", f"cannot read trace: {exc}", str(path)) from None
+            raise FpmError("R-33", f"cannot read trace: {exc}", path_text(path)) from None
 
 
 def first_line(head: bytes) -> str | None:

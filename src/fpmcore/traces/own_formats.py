@@ -30,7 +30,7 @@ def _sniff_jsonl(head: bytes) -> bool:
 
 def _one_document(source: TraceSource) -> bool:
     """The file is one JSON document, not one per line: it opens with ``{`` and no later line does."""
-    head = read_head(source.path)
+    head = read_head(source.file)
     return head.lstrip()[:1] == b"{" and b"\n{" not in head
 
 
@@ -41,7 +41,7 @@ def reads_lines(source: TraceSource) -> bool:
 
 def _read_jsonl(source: TraceSource) -> Iterator[TraceRequest]:
     if _one_document(source):
-        yield from load_trace(source.path).requests
+        yield from load_trace(source.file).requests
         return
     yield from iter_trace_requests(
         (text for _n, text in source.lines("R-33", label="trace line", bom=False)), source.where
@@ -52,7 +52,7 @@ def _read_sched(source: TraceSource) -> Iterator[TraceRequest]:
     from fpmcore.documents.jsonio import JsonError, loads, read_input
 
     try:
-        obj = loads(read_input(source.path))
+        obj = loads(read_input(source.file))
     except OSError as exc:
         raise FpmError("R-33", f"cannot read trace: {exc.strerror}", source.where) from None
     except JsonError as exc:

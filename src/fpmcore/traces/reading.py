@@ -19,14 +19,15 @@ is read by the format's reader.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from fpmcore.documents.errors import FpmError
 from fpmcore.documents.jsonio import is_finite_number
+from fpmcore.documents.paths import path_text
 from fpmcore.replay.columns import ColumnRequests
 from fpmcore.replay.trace import Trace, TraceRequest, arrival_field_of, trace_of
 from fpmcore.traces.azure import AZURE
@@ -64,7 +65,7 @@ def unique_formats(formats: Iterable[tuple[str, TraceFormat]]) -> list[tuple[str
     return out
 
 
-def choose_format(formats: Sequence[tuple[str, TraceFormat]], path: Path, name: str | None) -> Chosen:
+def choose_format(formats: Sequence[tuple[str, TraceFormat]], path: str, name: str | None) -> Chosen:
     """The format ``name`` names, or the first whose sniff claims the file (T-1 when none does)."""
     formats = unique_formats(formats)
     names = ", ".join(f.name for _p, f in formats)
@@ -149,7 +150,7 @@ def _check_request(r: TraceRequest, i: int, fmt: str, where: str) -> None:
 
 def read_trace(
     formats: Sequence[tuple[str, TraceFormat]],
-    path: str | Path,
+    path: str | os.PathLike[str],
     *,
     name: str | None = None,
     hash_block_tokens: int = DEFAULT_HASH_BLOCK_TOKENS,
@@ -158,14 +159,14 @@ def read_trace(
 ) -> tuple[Trace, dict[str, Any]]:
     """The trace of ``path`` after ``transforms``, and its provenance (module docstring)."""
     transforms = Transforms() if transforms is None else transforms
-    p = Path(path)
+    p = path_text(path)
     chosen = choose_format(formats, p, name)
     fmt = chosen.format
     for key, _value in filters:
         if key not in fmt.filters:
             can = ", ".join(fmt.filters) or "nothing"
             raise FpmError("T-3", f"--trace-filter {key}: the {fmt.name} format selects on {can}", str(p))
-    source = TraceSource(path=p, hash_block_tokens=hash_block_tokens, filters=filters)
+    source = TraceSource(file=p, hash_block_tokens=hash_block_tokens, filters=filters)
     skipped: dict[str, int] = {}
     columns = None
     if fmt is MOONCAKE and column_reader_available():
