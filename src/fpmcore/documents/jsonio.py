@@ -59,6 +59,7 @@ Machine output of the CLI (``--json``) goes through :func:`dumps_output`
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -163,10 +164,17 @@ def _checked_float(text: str) -> float:
 #: others without the check costs more than the check: a regular-expression scan of a number-heavy
 #: document takes two to ten times its decoding, the check adds 0–55 % to it.
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_checked_float)
-#: An escaped surrogate code point; the scan of :func:`_locate` decides whether it is lone.
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_TOKEN = re.compile(r"[ \t\n\r]*(?:(\")|([{}\[\]:,])|(-?(?:Infinity|\d[\d.eE+-]*))|(true|false|null|NaN))")
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """An escaped surrogate code point (the scan of :func:`_locate` decides whether it is lone), a surrogate,
+    and :func:`_locate`'s token; compiled when first needed (a document from a file seldom needs any)."""
+    return (
+        re.compile(r"\\u[dD][89a-fA-F]"),
+        re.compile("[\ud800-\udfff]"),
+        re.compile(r"[ \t\n\r]*(?:(\")|([{}\[\]:,])|(-?(?:Infinity|\d[\d.eE+-]*))|(true|false|null|NaN))"),
+    )
 
 
 def _show_text(text: str, limit: int = 40) -> str:
@@ -244,7 +252,7 @@ def _locate(text: str, kind: str) -> tuple[str, str, int] | None:
     """
     stack: list[_Frame] = []
     pos, end = 0, min(len(text), LOCATE_LIMIT)
-    match = _TOKEN.match
+    match = _patterns()[2].match
     try:
         while pos < end:
             m = match(text, pos)
@@ -261,10 +269,10 @@ def _locate(text: str, kind: str) -> tuple[str, str, int] | None:
                     top.keys.add(value)
                     top.key = value
                     top.expect_key = False
-                    if kind == "surrogate" and _SURROGATE.search(value):
-                        return _SURROGATE.search(value).group(), _path(stack), start  # type: ignore[union-attr]
+                    if kind == "surrogate" and _patterns()[1].search(value):
+                        return _patterns()[1].search(value).group(), _path(stack), start  # type: ignore[union-attr]
                 elif kind == "surrogate":
-                    found = _SURROGATE.search(value)
+                    found = _patterns()[1].search(value)
                     if found:
                         return found.group(), _path(stack), start
                 continue
@@ -332,10 +340,11 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
 
 def _has_lone_surrogate(value: Any) -> bool:
     stack = [value]
+    surrogate = _patterns()[1]
     while stack:
         v = stack.pop()
         if isinstance(v, str):
-            if _SURROGATE.search(v):
+            if surrogate.search(v):
                 return True
         elif isinstance(v, dict):
             stack.extend(v)
@@ -389,7 +398,7 @@ def loads(data: bytes | str, where: str = "") -> Any:
         except RecursionError:
             raise _located("depth", "", text) from None
         # UTF-8 holds no surrogate: only an escape can make one (a str given directly may hold one as is)
-        if ("\\u" in text and _ESCAPED_SURROGATE.search(text)) or (not from_bytes and _SURROGATE.search(text)):
+        if ("\\u" in text and _patterns()[0].search(text)) or (not from_bytes and _patterns()[1].search(text)):
             if len(text) <= LOCATE_LIMIT:
                 found = _locate(text, "surrogate")
                 if found is not None:

@@ -17,6 +17,7 @@ A row with 0 generated or 0 context tokens is skipped and counted.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterator
@@ -27,12 +28,17 @@ from fpmcore.traces import csvrows
 from fpmcore.traces.format import ArrivalOrder, SkippedRow, TraceFormat, TraceSource
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?$")
+
+
+@functools.cache
+def _stamp() -> re.Pattern[str]:
+    """A ``TIMESTAMP``'s text, compiled when an Azure trace is first read (not by every replay)."""
+    return re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?$")
 
 
 def timestamp_ns(text: str, line: int, where: str) -> int:
     """Nanoseconds since 1970 of a ``YYYY-MM-DD HH:MM:SS[.fraction]`` timestamp (read as UTC)."""
-    m = _STAMP.match(text)
+    m = _stamp().match(text)
     try:
         if m is None:
             raise ValueError

@@ -9,6 +9,7 @@ refused naming its line (T-2).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -16,8 +17,13 @@ from collections.abc import Iterator
 from fpmcore.documents.errors import FpmError
 from fpmcore.traces.format import MAX_TOKENS, SkippedRow, TraceSource, first_line
 
-_INT = re.compile(r"^[+-]?[0-9]{1,30}$")
-_NUMBER = re.compile(r"^[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,4})?$")
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A count's and a number's text, compiled when a CSV trace is first read (not by every replay)."""
+    return re.compile(r"^[+-]?[0-9]{1,30}$"), re.compile(
+        r"^[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,4})?$"
+    )
 
 
 def _fields(text: str) -> list[str]:
@@ -71,7 +77,7 @@ def rows(source: TraceSource, columns: tuple[str, ...], what: str) -> Iterator[t
 
 def count(text: str, column: str, line: int, where: str) -> int:
     """A token count: an integer in 0 … 2**40."""
-    if not _INT.match(text):
+    if not _patterns()[0].match(text):
         raise FpmError("T-2", f"line {line}: {column} must be an integer, found {_show(text)}", where)
     value = int(text)
     if not 0 <= value <= MAX_TOKENS:
@@ -81,7 +87,7 @@ def count(text: str, column: str, line: int, where: str) -> int:
 
 def seconds(text: str, column: str, line: int, where: str) -> float:
     """A finite, non-negative number of seconds."""
-    value = float(text) if _NUMBER.match(text) else math.nan
+    value = float(text) if _patterns()[1].match(text) else math.nan
     if not math.isfinite(value) or value < 0:
         raise FpmError("T-2", f"line {line}: {column} must be a finite number of seconds >= 0, found {_show(text)}",
                        where)  # fmt: skip

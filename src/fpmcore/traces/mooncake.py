@@ -23,6 +23,7 @@ refused at the first line), and timestamps that never go back.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -44,15 +45,20 @@ FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _INT = r"(?:0|[1-9][0-9]{0,17})"  # a JSON integer below 10**18
 #: The release's own line shape: the four fields in order, integers only.  A line of this shape
 #: is read without the JSON reader (what it would return is evident); any other goes through it.
-_PLAIN_LINE = re.compile(
-    rf'\{{"timestamp": ?({_INT}), ?"input_length": ?({_INT}), ?"output_length": ?({_INT}), ?'
-    rf'"hash_ids": ?\[((?:{_INT}(?:, ?{_INT})*)?)\]\}}'
-)
+
+
+@functools.cache
+def _plain_line() -> re.Pattern[str]:
+    """The release's own line shape, compiled when the Python reader first reads a line (not by every replay)."""
+    return re.compile(
+        rf'\{{"timestamp": ?({_INT}), ?"input_length": ?({_INT}), ?"output_length": ?({_INT}), ?'
+        rf'"hash_ids": ?\[((?:{_INT}(?:, ?{_INT})*)?)\]\}}'
+    )
 
 
 def _plain(text: str) -> dict[str, Any] | None:
-    """The object of a line of the release's own shape (:data:`_PLAIN_LINE`), else None."""
-    m = _PLAIN_LINE.fullmatch(text)
+    """The object of a line of the release's own shape (:func:`_plain_line`), else None."""
+    m = _plain_line().fullmatch(text)
     if m is None:
         return None
     ts, prompt, output, ids = m.groups()
