@@ -54,9 +54,9 @@ class TraceSource:
     """What a reader reads: the file, where messages point (``where``), and the options of the command line.
 
     ``file`` is the file's path as messages name it (``str(pathlib.Path(...))`` of what the command line
-    gave), :attr:`path` the same as a :class:`pathlib.Path`.  ``hash_block_tokens`` is ``--hash-block-tokens`` (the tokens one content-block id stands for, for
-    formats that carry block ids); ``filters`` the ``--trace-filter KEY=VALUE`` pairs, keys among the
-    format's :attr:`TraceFormat.filters`.
+    gave), :attr:`path` the same as a :class:`pathlib.Path`.  ``hash_block_tokens`` is
+    ``--hash-block-tokens`` (the tokens one content-block id stands for, for formats that carry block ids);
+    ``filters`` the ``--trace-filter KEY=VALUE`` pairs, keys among the format's :attr:`TraceFormat.filters`.
     """
 
     file: str
