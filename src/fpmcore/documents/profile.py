@@ -33,12 +33,11 @@ from fpmcore.documents.errors import FpmError
 from fpmcore.documents.runtime_pin import FRAMEWORK
 from fpmcore.documents.schema import (
     MAX_EXACT,
-    check_structure,
     field,
     json_schema,
     quote,
     render_opt,
-    structure,
+    structure_checked,
     unstructure,
 )
 
@@ -475,8 +474,7 @@ def from_data(data: Any, cls: type = None) -> Any:  # type: ignore[assignment]
     :class:`FpmError` at the first failure.
     """
     cls = FpmModelProfile if cls is None else cls
-    check_structure(data, cls)
-    obj = structure(data, cls)
+    obj = structure_checked(data, cls)
     validate(obj)
     return obj
 

@@ -294,7 +294,8 @@ def _strict(kind: str) -> Callable[[Any, Any], Any]:
     return hook
 
 
-def _structure_checked(data: Any, cls: type) -> Any:
+def structure_checked(data: Any, cls: type) -> Any:
+    """:func:`check_structure`, then :func:`structure`: ``cls`` from parsed JSON, or the first P-S1 … P-S4 fault."""
     check_structure(data, cls)
     return structure(data, cls)
 
@@ -310,7 +311,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _strict("float"))
     conv.register_structure_hook(str, _strict("str"))
     conv.register_structure_hook(bool, _strict("bool"))
-    conv.register_structure_hook_func(is_model_class, _structure_checked)
+    conv.register_structure_hook_func(is_model_class, structure_checked)
     conv.register_unstructure_hook_func(is_model_class, unstructure)
     return conv
 

@@ -73,10 +73,10 @@ def choose_format(formats: Sequence[tuple[str, TraceFormat]], path: str, name: s
         for plugin, fmt in formats:
             if fmt.name == name:
                 return Chosen(plugin, fmt, sniffed=False)
-        raise FpmError("T-1", f"--trace-format {name}: no such trace format; installed: {names}", str(path))
+        raise FpmError("T-1", f"--trace-format {name}: no such trace format; installed: {names}", path)
     head = read_head(path)
     if not head.strip():
-        raise FpmError("R-33", "trace is empty", str(path))
+        raise FpmError("R-33", "trace is empty", path)
     ordered = [pf for pf in formats if pf[1].name != LAST] + [pf for pf in formats if pf[1].name == LAST]
     for plugin, fmt in ordered:
         try:
@@ -87,7 +87,7 @@ def choose_format(formats: Sequence[tuple[str, TraceFormat]], path: str, name: s
             return Chosen(plugin, fmt, sniffed=True)
     what = " (a binary file, not a trace)" if _binary(head) else ""
     raise FpmError("T-1", f"no trace format claims this file{what}; installed: {names} (name one with "
-                          "--trace-format)", str(path))  # fmt: skip
+                          "--trace-format)", path)  # fmt: skip
 
 
 def _binary(head: bytes) -> bool:
@@ -165,7 +165,7 @@ def read_trace(
     for key, _value in filters:
         if key not in fmt.filters:
             can = ", ".join(fmt.filters) or "nothing"
-            raise FpmError("T-3", f"--trace-filter {key}: the {fmt.name} format selects on {can}", str(p))
+            raise FpmError("T-3", f"--trace-filter {key}: the {fmt.name} format selects on {can}", p)
     source = TraceSource(file=p, hash_block_tokens=hash_block_tokens, filters=filters)
     skipped: dict[str, int] = {}
     columns = None
@@ -177,14 +177,14 @@ def read_trace(
         trace, counts = Trace(ColumnRequests(columns[0]), "arrival_time"), columns[1]
         with_hash_ids = columns[0].hash_block_tokens is not None
     else:
-        requests = list(window(_checked(fmt.read(source), chosen.plugin, fmt, str(p), skipped), transforms))
+        requests = list(window(_checked(fmt.read(source), chosen.plugin, fmt, p, skipped), transforms))
         if not requests:
             raise FpmError("T-3", f"no request is left after the window and the filters {transforms.to_json()}"
-                                  f"{' (skipped: ' + _listed(skipped) + ')' if skipped else ''}", str(p))  # fmt: skip
-        kept, counts = apply(requests, transforms, str(p))
+                                  f"{' (skipped: ' + _listed(skipped) + ')' if skipped else ''}", p)  # fmt: skip
+        kept, counts = apply(requests, transforms, p)
         trace, with_hash_ids = trace_of(kept), any(r.hash_ids is not None for r in kept)
     provenance: dict[str, Any] = {
-        "file": str(p),
+        "file": p,
         "format": fmt.name,
         "format_plugin": chosen.plugin,
         "sniffed": chosen.sniffed,
