@@ -10,12 +10,14 @@
  * in id order, between the blocks freed to the front and those freed to the
  * back), and the per-block records and the key map grow on demand.
  *
- * The block records, the key map and the free queue: fpm_prefix_pool.h.
+ * The block records, the key map and the free queue: fpm_prefix_pool.h; a request's block keys:
+ * fpm_prefix_keys.h; the lookup of a waiting head: fpm_prefix_lookup.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fpm_internal.h"
+#include "fpm_prefix_keys.h"
 #include "fpm_prefix_pool.h"
 
 const int64_t *pc_free_queue_length(const struct pc_pool *p) { return &p->qlen; }
@@ -35,6 +37,7 @@ void pc_free(struct pc_pool *p) {
     free(p->batch);
     free(p->origin_scratch);
     free(p->full_groups);
+    free(p->lockstep);
     free(p);
 }
 
@@ -69,10 +72,22 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->nblk = 0;
     pc_choose_keys(p, e);
     p->full_groups = fpm_calloc(e->G, sizeof(int32_t));
+    p->first_mamba = -1;
+    int nmamba = 0;
+    p->lockstep_ok = 1;
     for (int gi = 0; gi < e->G; gi++) {
-        if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA) p->mamba = 1;
-        if (e->cfg.groups[gi].kind == FPM_KIND_FULL && p->full_groups) p->full_groups[p->nfull_groups++] = gi;
+        int32_t kind = e->cfg.groups[gi].kind;
+        if (kind == FPM_KIND_MAMBA) {
+            p->mamba = 1;
+            nmamba++;
+            if (p->first_mamba < 0) p->first_mamba = gi;
+            if (e->ckpt_class[gi] != e->ckpt_class[p->first_mamba]) p->lockstep_ok = 0;
+        }
+        if (kind == FPM_KIND_FULL) p->has_full = 1;
+        if (is_windowed(kind) || kind == FPM_KIND_MAMBA) p->has_other = 1;
+        if (kind == FPM_KIND_FULL && p->full_groups) p->full_groups[p->nfull_groups++] = gi;
     }
+    if (nmamba < 2) p->lockstep_ok = 0;
     int64_t first = min64(p->U + 1, 1024);
     pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
     p->blk = base ? base + 1 : NULL;
@@ -84,6 +99,7 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     if (e->nslots > INT64_MAX / e->G) goto fail;
     ns = e->nslots * e->G;
     p->hold = fpm_calloc(ns, sizeof(pc_hold));
+    p->lockstep = fpm_calloc(e->nslots, sizeof(uint8_t));
     p->tab = (maxc > 0 && ns > INT64_MAX / maxc) ? NULL : fpm_calloc(ns * maxc, sizeof(int32_t));
     p->hit_lo = fpm_calloc(e->G, sizeof(int64_t));
     p->hit_n = fpm_calloc(e->G, sizeof(int64_t));
@@ -91,7 +107,7 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
     p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
-    if (!p->blk || !p->full_groups || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
+    if (!p->blk || !p->full_groups || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->lockstep || !p->tab ||
         !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
         !ht_alloc(p, 10))
         goto fail;
@@ -118,111 +134,6 @@ fail:
     return NULL;
 }
 
-/* ---- engine side of the prefix-caching pool ---- */
-
-/* r's holdings, group by group (r holds a slot) */
-static inline pc_hold *slot_holds(const engine_t *e, const request_t *r) {
-    return &e->pool->hold[(int64_t)r->slot * e->G];
-}
-static inline pc_hold *hold_at(const engine_t *e, const request_t *r, int gi) { return &slot_holds(e, r)[gi]; }
-static inline int32_t *tab_at(const engine_t *e, const request_t *r, int gi) {
-    return &e->pool->tab[((int64_t)r->slot * e->G + gi) * e->pool->maxc];
-}
-
-/* The first i with q <= upto[i] of n breakpoints in order (n when there is none), by bisection. */
-static int64_t first_pair_at(const int64_t *upto, int64_t n, int64_t q) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (q <= upto[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-/* R-36: the origin key of r's tokens [0, q): the key of the first pair with q <= upto, else r's own.
- * Pairs in order of upto (the trace readers' breakpoints) are searched by bisection. */
-static int64_t pc_origin(const engine_t *e, const request_t *r, int64_t q) {
-    const fpm_replay_request *in = &e->in[r - e->req];
-    int64_t n = in->origin_len;
-    if (n == 0) return in->own_key;
-    const int64_t *upto = &e->cfg.origin_upto[in->origin_off];
-    if (e->pool->origins_sorted) {
-        int64_t i = first_pair_at(upto, n, q);
-        return i < n ? e->cfg.origin_key[in->origin_off + i] : in->own_key;
-    }
-    for (int64_t i = 0; i < n; i++)
-        if (q <= upto[i]) return e->cfg.origin_key[in->origin_off + i];
-    return in->own_key;
-}
-
-/* The origin keys of r's blocks in increasing order (origin_next: q never decreases between calls, the
- * cursor starting at the first pair) or in decreasing order (origin_prev: q never increases, the cursor
- * starting past the last pair): one step per breakpoint passed; pairs out of order are searched as
- * pc_origin does. */
-typedef struct {
-    const engine_t *e;
-    const request_t *r;
-    const int64_t *upto, *key;
-    int64_t n, i, own;
-    int sorted;
-} origin_cursor;
-
-static void origin_start(const engine_t *e, const request_t *r, origin_cursor *oc) {
-    const fpm_replay_request *in = &e->in[r - e->req];
-    oc->e = e;
-    oc->r = r;
-    oc->n = in->origin_len;
-    oc->upto = oc->n ? &e->cfg.origin_upto[in->origin_off] : NULL;
-    oc->key = oc->n ? &e->cfg.origin_key[in->origin_off] : NULL;
-    oc->i = 0;
-    oc->own = in->own_key;
-    oc->sorted = e->pool->origins_sorted;
-}
-
-static inline int64_t origin_next(origin_cursor *oc, int64_t q) {
-    if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
-    while (oc->i < oc->n && q > oc->upto[oc->i]) oc->i++;
-    return oc->i < oc->n ? oc->key[oc->i] : oc->own;
-}
-
-static inline int64_t origin_prev(origin_cursor *oc, int64_t q) {
-    if (!oc->sorted) return pc_origin(oc->e, oc->r, q);
-    while (oc->i > 0 && q <= oc->upto[oc->i - 1]) oc->i--;
-    return oc->i < oc->n ? oc->key[oc->i] : oc->own;
-}
-
-/* ks[j] for j in [j0, j1): the origin keys of blocks j0 ... j1 - 1 (tokens up to (j + 1) * B), a fresh cursor */
-static void origin_fill(origin_cursor *oc, int64_t B, int64_t j0, int64_t j1, int64_t *ks) {
-    if (!oc->sorted) {
-        for (int64_t j = j0; j < j1; j++) ks[j] = pc_origin(oc->e, oc->r, (j + 1) * B);
-        return;
-    }
-    int64_t i = first_pair_at(oc->upto, oc->n, (j0 + 1) * B), j = j0;
-    while (j < j1) {
-        while (i < oc->n && (j + 1) * B > oc->upto[i]) i++;
-        if (i == oc->n) break;
-        int64_t key = oc->key[i], last = oc->upto[i] / B; /* blocks j with (j + 1) B <= upto: up to upto / B - 1 */
-        for (int64_t end = min64(j1, last); j < end; j++) ks[j] = key;
-    }
-    for (; j < j1; j++) ks[j] = oc->own;
-}
-
-static void pc_key(const engine_t *e, const request_t *r, int gi, int64_t j, int64_t *ka, int64_t *kb) {
-    *ka = pc_origin(e, r, (j + 1) * e->sched_block);
-    *kb = j * e->G + gi;
-}
-
-static int32_t pc_cached(const engine_t *e, const request_t *r, int gi, int64_t j) {
-    int64_t ka, kb;
-    pc_key(e, r, gi, j, &ka, &kb);
-    return pc_lookup_key(e->pool, ka, kb);
-}
-
-/* Blocks a windowed group's hit needs below its end (vLLM _contiguous_blocks_for_hit). */
-static int64_t window_run(const fpm_group *g) { return cdiv64(g->window - 1, g->block); }
 
 /* vLLM _needs_internal_checkpoint with the block-table condition. */
 static inline int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a,
@@ -242,166 +153,45 @@ static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
     return min64((c - 1) / e->cfg.groups[gi].block, mcols);
 }
 
-/* Is Mamba group gi's holding (in r's holdings hs) alike the holding prev of an earlier Mamba group (NULL:
- * none): one checkpoint class (ckpt_class), the same columns, the same caching progress?  Then the two groups
- * project alike and have the same fast-path thresholds, and a loop over the groups takes gi's share from prev's.
- * A model's Mamba groups are alike after every allocation (GLM-5.3-Flash's four); only a lookup's hits may set
- * them apart. */
-static inline int alike_holding(const engine_t *e, const pc_hold *hs, int gi, const pc_hold *prev) {
-    const pc_hold *x = &hs[gi];
-    if (prev == NULL || e->ckpt_class[gi] != e->ckpt_class[prev - hs]) return 0;
-    if (x->mn != prev->mn || x->mcols != prev->mcols || x->ncached != prev->ncached) return 0;
-    for (int64_t i = 0; i < x->mn; i++)
-        if (x->mcol[i] != prev->mcol[i]) return 0;
-    return 1;
+/* Mamba groups in lockstep.  The Mamba groups of one checkpoint class (ckpt_class: one block size and one
+ * checkpoint setting; GLM-5.3-Flash's four) decide alike while they hold alike: the same columns (mcol, mn),
+ * the same columns covered (mcols), the same caching progress (ncached).  Every decision of the pool about a
+ * Mamba group depends on its holding and on nothing else of the group -- the blocks it needs and holds
+ * (pc_need), the states it releases (pc_release_skipped), the blocks it takes (pc_commit), the states it
+ * caches (pc_cache_blocks), its fast-path thresholds (pc_thresholds) -- and keeps alike holdings alike.  So
+ * the Mamba groups of a slot (lockstep_ok: two or more, one class) hold alike from the moment the slot is
+ * taken: the only input that differs between them is a lookup's hit, and a lookup finds a Mamba hit in every
+ * Mamba group or in none (pc_mamba_hit asks all of them).  pc_commit, which takes the hits, would still take
+ * the slot out of lockstep should a hit be found in some of them only.  While a slot is in lockstep, each loop
+ * over the groups decides for the first Mamba group and applies the decision to the others, each with its own
+ * blocks and keys, in group order as before: the blocks taken, freed and cached, and their order, are those of
+ * deciding group by group.  A slot out of lockstep is decided group by group.  Builds with
+ * FPM_CHECK_INVARIANTS (make -C csrc check) verify the holdings after every change. */
+static inline int in_lockstep(const engine_t *e, const request_t *r) {
+    return r->slot >= 0 && e->pool->lockstep[r->slot];
 }
+
+#ifdef FPM_CHECK_INVARIANTS
+static void check_lockstep(const engine_t *e, const request_t *r) {
+    if (!in_lockstep(e, r)) return;
+    const pc_hold *hs = slot_holds(e, r), *x = &hs[e->pool->first_mamba];
+    for (int gi = e->pool->first_mamba + 1; gi < e->G; gi++) {
+        const pc_hold *y = &hs[gi];
+        if (e->cfg.groups[gi].kind != FPM_KIND_MAMBA) continue;
+        int alike = x->mn == y->mn && x->mcols == y->mcols && x->ncached == y->ncached;
+        for (int64_t i = 0; alike && i < x->mn; i++) alike = x->mcol[i] == y->mcol[i];
+        if (!alike) abort();
+    }
+}
+#else
+static inline void check_lockstep(const engine_t *e, const request_t *r) {
+    (void)e;
+    (void)r;
+}
+#endif
 
 void pc_new_step(engine_t *e) { e->pool->stamp = e->k + 1; }
 
-/* The longest hit of a chunked-local group at most cap (vLLM ChunkedLocalAttentionManager.find_longest_cache_hit):
- * the chunks before cap's one count as hit without a lookup, then the cached blocks of cap's chunk from its start. */
-static int64_t pc_chunk_hit(const engine_t *e, const request_t *r, int gi, int64_t cap) {
-    const fpm_group *g = &e->cfg.groups[gi];
-    int64_t i = window_first(g, cap), end = cap / g->block;
-    while (i < end && pc_cached(e, r, gi, i)) i++;
-    return i * g->block;
-}
-
-/* The longest hit of a windowed group at most cap (vLLM SlidingWindowManager.find_longest_cache_hit). */
-static int64_t pc_window_hit(const engine_t *e, const request_t *r, int gi, int64_t cap) {
-    const fpm_group *g = &e->cfg.groups[gi];
-    int64_t need = window_run(g), count = 0;
-    for (int64_t i = cap / g->block - 1; i >= 0; i--) {
-        if (pc_cached(e, r, gi, i)) {
-            count++;
-            if (count >= need) return (i + count) * g->block;
-        } else {
-            count = 0;
-        }
-    }
-    return count * g->block;
-}
-
-/* The longest hit at most cap for which every Mamba group holds a state (MambaManager.find_longest_cache_hit).
- * A column's origin key is the same for every group: found once per column, walking down. */
-static int64_t pc_mamba_hit(const engine_t *e, const request_t *r, int64_t cap) {
-    int64_t B = e->sched_block, G = e->G;
-    origin_cursor oc;
-    origin_start(e, r, &oc);
-    oc.i = oc.n; /* walking down */
-    for (int64_t i = cap / B - 1; i >= 0; i--) {
-        int64_t ka = origin_prev(&oc, (i + 1) * B);
-        int all = 1;
-        for (int gi = 0; gi < G && all; gi++)
-            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !pc_lookup_key(e->pool, ka, i * G + gi)) all = 0;
-        if (all) return (i + 1) * B;
-    }
-    return 0;
-}
-
-/* R-37: the hit h of a waiting head (hit blocks in the lookup scratch); sets r's
- * junction and *same_step.  vLLM's HybridKVCacheCoordinator: full attention
- * first, then every other group kind until no group shortens the hit. */
-int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
-    struct pc_pool *p = e->pool;
-    int64_t B = e->sched_block, maxb = (req_len(r) - 1) / B;
-    int has_full = 0, has_other = 0, first_mamba = -1;
-    for (int gi = 0; gi < e->G; gi++) {
-        int32_t kind = e->cfg.groups[gi].kind;
-        p->hit_lo[gi] = p->hit_n[gi] = 0;
-        p->hit_m[gi] = 0;
-        if (kind == FPM_KIND_FULL) has_full = 1;
-        if (is_windowed(kind) || kind == FPM_KIND_MAMBA) has_other = 1;
-        if (kind == FPM_KIND_MAMBA && first_mamba < 0) first_mamba = gi;
-    }
-    int64_t cap = maxb * B, longest = -1;
-    int first_candidate = 1; /* cap is still vLLM's first candidate, the length less one, which a chunk reads unaligned */
-    if (has_full) {
-        int64_t j = 0, *ks = p->origin_scratch;
-        origin_cursor oc;
-        origin_start(e, r, &oc);
-        for (int64_t k = 0; k < min64(maxb, PC_AHEAD); k++) ks[k] = origin_next(&oc, (k + 1) * B);
-        const int64_t G = e->G, maxc = p->maxc;
-        const int32_t *full = p->full_groups, nfull = p->nfull_groups;
-        int32_t *hit_tab = p->hit_tab;
-        for (; G == 1 && j < maxb; j++) { /* one group, full attention: key (origin, j) */
-            if (j + PC_AHEAD < maxb) {
-                int64_t k = j + PC_AHEAD;
-                ks[k] = origin_next(&oc, (k + 1) * B);
-                pc_prefetch_key(p, ks[k], k);
-            }
-            int32_t b = pc_lookup_key(p, ks[j], j);
-            hit_tab[j] = b;
-            if (!b) break;
-        }
-        for (; G > 1 && j < maxb; j++) {
-            int all = 1;
-            int64_t ka = ks[j];
-            if (j + PC_AHEAD < maxb) {
-                int64_t k = j + PC_AHEAD;
-                ks[k] = origin_next(&oc, (k + 1) * B);
-                for (int f = 0; f < nfull; f++) pc_prefetch_key(p, ks[k], k * G + full[f]);
-            }
-            for (int f = 0; f < nfull && all; f++) {
-                int gi = full[f];
-                int32_t b = pc_lookup_key(p, ka, j * G + gi);
-                if (!b) all = 0;
-                hit_tab[gi * maxc + j] = b;
-            }
-            if (!all) break;
-        }
-        cap = j * B;
-        longest = cap;
-        first_candidate = 0;
-    }
-    if (has_other) {
-        int changed = 1;
-        while (changed) {
-            changed = 0;
-            for (int gi = 0; gi < e->G; gi++) {
-                int32_t kind = e->cfg.groups[gi].kind;
-                int64_t hg;
-                if (kind == FPM_KIND_CHUNK)
-                    hg = pc_chunk_hit(e, r, gi, first_candidate ? req_len(r) - 1 : cap);
-                else if (is_windowed(kind))
-                    hg = pc_window_hit(e, r, gi, cap);
-                else if (gi == first_mamba)
-                    hg = pc_mamba_hit(e, r, cap);
-                else
-                    continue;
-                if (longest < 0) longest = hg;
-                if (hg < cap) {
-                    cap = hg;
-                    changed = 1;
-                    first_candidate = 0;
-                }
-            }
-        }
-    }
-    int64_t h = cap, hka = 0; /* the origin key of the hit's last column, found once a Mamba group needs it */
-    int have_hka = 0;
-    p->hit_h = h;
-    for (int gi = 0; gi < e->G; gi++) {
-        const fpm_group *g = &e->cfg.groups[gi];
-        if (g->kind == FPM_KIND_FULL) {
-            p->hit_n[gi] = h / B;
-        } else if (is_windowed(g->kind)) {
-            p->hit_lo[gi] = window_first(g, h);
-            p->hit_n[gi] = h / B;
-            for (int64_t j = p->hit_lo[gi]; j < h / B; j++) p->hit_tab[gi * p->maxc + j] = pc_cached(e, r, gi, j);
-        } else if (g->kind == FPM_KIND_MAMBA && h > 0) {
-            if (!have_hka) hka = pc_origin(e, r, h), have_hka = 1;
-            p->hit_m[gi] = pc_lookup_key(p, hka, (h / B - 1) * e->G + gi);
-        }
-    }
-    e->info[r - e->req].junction = (e->G >= 2 && longest > h) ? longest : 0;
-    *same_step = 0;
-    if (h > 0 && !e->cfg.rules.mamba_hits_same_step) {
-        for (int gi = 0; gi < e->G; gi++) /* hit_m: the block of the hit's key (h > 0), as found above */
-            if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && pc_cached_this_step(p, p->hit_m[gi])) *same_step = 1;
-    }
-    return h;
-}
 
 static int64_t pc_evictable(const struct pc_pool *p, const int32_t *bs, int64_t lo, int64_t hi) {
     int64_t n = 0;
@@ -417,8 +207,9 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
     const struct pc_pool *p = e->pool;
     int64_t need = 0, held = 0;
     ckpt_memo memo = CKPT_MEMO_NONE;
-    const pc_hold *hs = r->slot >= 0 ? slot_holds(e, r) : NULL, *alike = NULL; /* the last Mamba holding projected */
-    int64_t alike_need = 0, alike_held = 0;
+    const pc_hold *hs = r->slot >= 0 ? slot_holds(e, r) : NULL;
+    const int lock = !hits && in_lockstep(e, r);
+    int64_t lock_need = 0, lock_held = 0; /* in lockstep: the first Mamba group's share */
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const pc_hold *s = hs ? &hs[gi] : NULL;
@@ -436,9 +227,9 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             need += max64(cdiv64(a, g->block) - t, 0);
             held += max64(cdiv64(a, g->block), t) - lo;
         } else if (g->kind == FPM_KIND_MAMBA) {
-            if (!hits && s && alike_holding(e, hs, gi, alike)) {
-                need += alike_need;
-                held += alike_held;
+            if (lock && gi != p->first_mamba) {
+                need += lock_need;
+                held += lock_held;
                 continue;
             }
             int64_t cols[PC_MAXM] = {0}, ncols = 0, mcols = 0;
@@ -459,11 +250,8 @@ void pc_need(const engine_t *e, const request_t *r, int64_t c, int64_t a, int hi
             int64_t nn = d > 0 ? min64(d, 1 + ck) : 0;
             need += nn;
             held += ncols + nn;
-            if (!hits && s) {
-                alike = s;
-                alike_need = nn;
-                alike_held = ncols + nn;
-            }
+            lock_need = nn;
+            lock_held = ncols + nn;
         } else {
             if (!s || s->ring == 0) need++;
             held++;
@@ -508,6 +296,8 @@ int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
     if (r->slot < 0) return 0;
     int back = e->cfg.rules.free_uncached_to_back;
     pc_hold *hs = slot_holds(e, r);
+    const int lock = in_lockstep(e, r);
+    uint32_t drop = 0; /* the Mamba states released, bit i for mcol[i] (in lockstep: the first group's) */
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         pc_hold *s = &hs[gi];
@@ -523,13 +313,18 @@ int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
             released = 1;
             pc_free_batch(p, p->batch, nb, back);
         } else if (g->kind == FPM_KIND_MAMBA) {
-            int64_t bound = pc_bound(e, c, gi, s->mcols);
+            if (!lock || gi == p->first_mamba) {
+                int64_t bound = pc_bound(e, c, gi, s->mcols);
+                drop = 0;
+                for (int64_t i = 0; i < s->mn; i++)
+                    if (s->mcol[i] < bound) drop |= 1u << i;
+            }
+            if (drop == 0) continue;
             int64_t nb = 0, keep = 0;
             for (int64_t i = s->mn - 1; i >= 0; i--)
-                if (s->mcol[i] < bound) p->batch[nb++] = s->mid[i];
-            if (nb == 0) continue;
+                if (drop >> i & 1) p->batch[nb++] = s->mid[i];
             for (int64_t i = 0; i < s->mn; i++) {
-                if (s->mcol[i] >= bound) {
+                if (!(drop >> i & 1)) {
                     s->mcol[keep] = s->mcol[i];
                     s->mid[keep] = s->mid[i];
                     keep++;
@@ -540,6 +335,7 @@ int pc_release_skipped(engine_t *e, request_t *r, int64_t c) {
             pc_free_batch(p, p->batch, nb, back);
         }
     }
+    check_lockstep(e, r);
     return released;
 }
 
@@ -640,6 +436,9 @@ static __attribute__((noinline)) void pc_cache_window_blocks(engine_t *e, reques
 static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
     struct pc_pool *p = e->pool;
     pc_hold *hs = slot_holds(e, r);
+    const int lock = in_lockstep(e, r);
+    int64_t ncache = 0, cache_i[PC_MAXM] = {0}, cache_ka[PC_MAXM] = {0}; /* a Mamba group's states to cache: their
+        index in mcol and their columns' origin key (in lockstep: the first group's) */
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         if (g->kind == FPM_KIND_RING) continue;
@@ -651,25 +450,31 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
         } else if (g->kind == FPM_KIND_FULL) {
             pc_cache_block_run(e, r, gi, max64(start, s->lo), nfull, NULL);
         } else {
-            int64_t bcols[2];
-            int nbc = 0;
-            int64_t qs[2] = {r->prompt_len - 1, e->info[r - e->req].junction};
-            for (int i = 0; i < 2; i++) {
-                if (qs[i] > 0) {
-                    int64_t col = (qs[i] / e->sched_block * e->sched_block) / g->block - 1;
-                    if (col >= 0) bcols[nbc++] = col;
+            if (!lock || gi == p->first_mamba) {
+                int64_t bcols[2];
+                int nbc = 0;
+                int64_t qs[2] = {r->prompt_len - 1, e->info[r - e->req].junction};
+                for (int i = 0; i < 2; i++) {
+                    if (qs[i] > 0) {
+                        int64_t col = (qs[i] / e->sched_block * e->sched_block) / g->block - 1;
+                        if (col >= 0) bcols[nbc++] = col;
+                    }
+                }
+                ncache = 0;
+                for (int64_t i = 0; i < s->mn; i++) {
+                    int64_t col = s->mcol[i];
+                    int hit = 0;
+                    for (int k2 = 0; k2 < nbc; k2++)
+                        if (bcols[k2] == col) hit = 1;
+                    if (start <= col && col < nfull && (hit || e->cfg.rules.dense_retention)) {
+                        cache_i[ncache] = i;
+                        cache_ka[ncache++] = pc_origin(e, r, (col + 1) * e->sched_block); /* pc_key's origin */
+                    }
                 }
             }
-            for (int64_t i = 0; i < s->mn; i++) {
-                int64_t col = s->mcol[i];
-                int hit = 0;
-                for (int k2 = 0; k2 < nbc; k2++)
-                    if (bcols[k2] == col) hit = 1;
-                if (start <= col && col < nfull && (hit || e->cfg.rules.dense_retention)) {
-                    int64_t ka, kb;
-                    pc_key(e, r, gi, col, &ka, &kb);
-                    pc_set_key(p, s->mid[i], ka, kb, 1);
-                }
+            for (int64_t k = 0; k < ncache; k++) {
+                int64_t i = cache_i[k];
+                pc_set_key(p, s->mid[i], cache_ka[k], s->mcol[i] * e->G + gi, 1);
             }
         }
         s->ncached = nfull;
@@ -689,14 +494,12 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
 static void pc_thresholds(engine_t *e, request_t *r, int64_t from) {
     int64_t fill = INT64_MAX, take = INT64_MAX, shrink = INT64_MAX;
     int mamba = 0;
-    const pc_hold *hs = slot_holds(e, r), *alike = NULL; /* the last Mamba holding seen */
+    const pc_hold *hs = slot_holds(e, r);
+    const int lock = in_lockstep(e, r);
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         const pc_hold *s = &hs[gi];
-        if (g->kind == FPM_KIND_MAMBA) {
-            if (alike_holding(e, hs, gi, alike)) continue;
-            alike = s;
-        }
+        if (g->kind == FPM_KIND_MAMBA && lock && gi != e->pool->first_mamba) continue; /* the same thresholds */
         if (g->kind == FPM_KIND_RING) {
             if (s->ring == 0) take = -1;
             continue;
@@ -726,9 +529,15 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     if (r->slot < 0) {
         r->slot = (int32_t)e->free_slot[--e->nfree_slot];
         memset(slot_holds(e, r), 0, (size_t)e->G * sizeof(pc_hold));
+        p->lockstep[r->slot] = (uint8_t)p->lockstep_ok;
     }
     pc_hold *hs = slot_holds(e, r);
     if (hits) { /* vLLM allocate_new_computed_blocks: every group's hits are touched first */
+        if (p->lockstep[r->slot]) { /* a hit in some Mamba groups only would set them apart (never found) */
+            for (int gi = p->first_mamba + 1; gi < e->G; gi++)
+                if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !p->hit_m[gi] != !p->hit_m[p->first_mamba])
+                    p->lockstep[r->slot] = 0;
+        }
         for (int gi = 0; gi < e->G; gi++) {
             const fpm_group *g = &e->cfg.groups[gi];
             pc_hold *s = &hs[gi];
@@ -751,6 +560,9 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
             }
         }
     }
+    const int lock = p->lockstep[r->slot];
+    int64_t mreq = 0, md = 0, mck = 0; /* a Mamba group's columns to cover, new columns, checkpoint (in lockstep:
+                                          the first group's) */
     for (int gi = 0; gi < e->G; gi++) {
         const fpm_group *g = &e->cfg.groups[gi];
         pc_hold *s = &hs[gi];
@@ -761,20 +573,23 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
                 s->len += nn;
             }
         } else if (g->kind == FPM_KIND_MAMBA) {
-            int64_t req = cdiv64(a, g->block), d = req - s->mcols;
-            int64_t ck = pc_checkpoint(e, r, gi, c, a, s->mcol, s->mn, s->mcols, &memo);
-            if (d > 0) {
+            if (!lock || gi == p->first_mamba) {
+                mreq = cdiv64(a, g->block);
+                md = mreq - s->mcols;
+                mck = md > 0 ? pc_checkpoint(e, r, gi, c, a, s->mcol, s->mn, s->mcols, &memo) : 0;
+            }
+            if (md > 0) {
                 int32_t newb[2];
-                pc_get_new(p, 1 + ck, newb);
-                if (ck) {
-                    s->mcol[s->mn] = req - 2;
+                pc_get_new(p, 1 + mck, newb);
+                if (mck) {
+                    s->mcol[s->mn] = mreq - 2;
                     s->mid[s->mn] = newb[0];
                     s->mn++;
                 }
-                s->mcol[s->mn] = req - 1;
-                s->mid[s->mn] = newb[ck];
+                s->mcol[s->mn] = mreq - 1;
+                s->mid[s->mn] = newb[mck];
                 s->mn++;
-                s->mcols = req;
+                s->mcols = mreq;
             }
         } else if (s->ring == 0) {
             s->ring = pc_take_front(p);
@@ -782,6 +597,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     }
     pc_cache_blocks(e, r, min64(a, req_len(r)));
     if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
+    check_lockstep(e, r);
     pc_thresholds(e, r, a);
     return !p->oom;
 }
@@ -793,6 +609,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
 int pc_fill_blocks(engine_t *e, request_t *r, int64_t c, int64_t a) {
     pc_cache_blocks(e, r, min64(a, req_len(r)));
     if (e->cfg.rules.mamba_boundary_recached) pc_recache_boundary_state(e, r, c);
+    check_lockstep(e, r);
     pc_thresholds(e, r, a);
     return !e->pool->oom;
 }

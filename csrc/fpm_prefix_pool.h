@@ -1,5 +1,5 @@
 /* The prefix-caching pool's block records, key map and free queue (fpm_prefix.c, R-36 ... R-38),
- * static functions for the block loops of fpm_prefix.c, its only includer.
+ * static functions for the block loops of fpm_prefix.c and fpm_prefix_lookup.c, its includers.
  *
  * Layout, for the per-block work of a long replay (every computed prompt block
  * is cached under its key and every block taken from the free queue drops the
@@ -38,6 +38,8 @@
 #define PC_MAXM 4    /* Mamba blocks one request holds in one group: running, transient, checkpoint */
 #define MARK (-1)    /* the fresh range's place in the free queue: record -1 */
 #define NOKEY UINT64_MAX /* the key word of a block without a key (no key packs or hashes to it) */
+/* the free queue's out-of-line functions, which the lookup (fpm_prefix_lookup.c) does not call */
+#define PC_MAYBE_UNUSED __attribute__((unused))
 
 typedef struct {
     int32_t qn, qp; /* free queue links (while the block is free) */
@@ -87,6 +89,10 @@ struct pc_pool {
     int origins_sorted;      /* every request's origin pairs in order of upto */
     int32_t *full_groups;    /* the full-attention groups, in order (a lookup's first walk) */
     int32_t nfull_groups;
+    int32_t first_mamba;     /* the first Mamba group, -1: none */
+    int16_t has_full, has_other; /* a full-attention group; a windowed, chunked or Mamba group (a lookup's second walk) */
+    int16_t lockstep_ok;     /* two or more Mamba groups, all of one checkpoint class (ckpt_class) */
+    uint8_t *lockstep;       /* per slot: its Mamba groups hold alike (mamba_lockstep) */
 };
 
 /* ------------------------------------------------------------ storage */
@@ -225,7 +231,7 @@ static inline void pc_evict(struct pc_pool *p, int32_t b) {
 }
 
 /* does block b carry key (a, kb)? */
-static int pc_has_key(const struct pc_pool *p, int32_t b, int64_t a, int64_t kb) {
+static inline int pc_has_key(const struct pc_pool *p, int32_t b, int64_t a, int64_t kb) {
     return pc_match(p, b, pc_word(p, a, kb), a, kb);
 }
 
@@ -313,7 +319,7 @@ static inline __attribute__((always_inline)) int32_t pc_take_front(struct pc_poo
 
 /* get_new_blocks of n: the used blocks at the front of the queue are taken as one run (their keys
  * evicted, the queue relinked once after the run), then fresh ones one by one */
-static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
+static PC_MAYBE_UNUSED void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
     int64_t i = 0;
     int32_t b = p->blk[0].qn;
     while (i < n && b != MARK && b != 0) {
@@ -333,7 +339,7 @@ static void pc_get_new(struct pc_pool *p, int64_t n, int32_t *out) {
 }
 
 /* free_blocks: cached blocks to the back in batch order, the others to the front */
-static void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncached_to_back) {
+static PC_MAYBE_UNUSED void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncached_to_back) {
     int32_t front = 0;
     int64_t nback = 0; /* the blocks for the back, in batch order, gathered in bs[0 .. nback) (a batch's blocks are
                           distinct and the front insertions change no key, so this is the second pass's choice) */
@@ -360,7 +366,7 @@ static void pc_free_batch(struct pc_pool *p, int32_t *bs, int64_t n, int uncache
     p->blk[0].qp = tail;
 }
 
-static void pc_touch(struct pc_pool *p, int32_t b) {
+static PC_MAYBE_UNUSED void pc_touch(struct pc_pool *p, int32_t b) {
     if (b == 0) return;
     if (p->blk[b].ref == 0) {
         q_unlink(p, b);

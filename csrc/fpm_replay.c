@@ -62,11 +62,24 @@ static int release_skipped(engine_t *e, request_t *r, int64_t c) {
 /* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
  * computed before, kept true here: it stands unless the release frees something (r's projection does not
  * depend on the other requests, so it also stands while they are preempted), and when the release does
- * free something it is taken again and stored back for the next attempt. */
+ * free something it is taken again and stored back for the next attempt.  With prefix caching a running
+ * request's projection stands even then: pc_need already counts its holding as the release leaves it (the
+ * window blocks from window_first(c), the Mamba states from the release bound), so it is not taken again
+ * (builds with FPM_CHECK_INVARIANTS take it again and compare). */
 static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t watermark, int hits,
                         projection *known) {
     int before = e->cfg.rules.check_before_release;
-    if (!before && release_skipped(e, r, c)) project(e, r, c, a, hits, known);
+    if (!before && release_skipped(e, r, c)) {
+        if (!e->pc || hits) {
+            project(e, r, c, a, hits, known);
+        } else {
+#ifdef FPM_CHECK_INVARIANTS
+            projection again;
+            project(e, r, c, a, hits, &again);
+            if (again.blocks != known->blocks || again.held != known->held) abort();
+#endif
+        }
+    }
     if (e->pc) {
         if (known->blocks > pc_free_count(e) - watermark) return 0;
         if (before) release_skipped(e, r, c);

@@ -220,7 +220,8 @@ def traces(draw):
 @st.composite
 def pc_configs(draw):
     """Prefix-caching deployments (R-36 … R-38): full attention and/or windowed groups,
-    0–2 Mamba groups, an optional ring, and random scheduler settings."""
+    0–4 Mamba groups (half of the time all of one checkpoint class, as GLM-5.3-Flash's four, which the C engine
+    decides in lockstep), an optional ring, and random scheduler settings."""
     b = draw(st.sampled_from([2, 4, 8]))
     page = draw(st.sampled_from([1, 64]))
     groups = []
@@ -236,18 +237,15 @@ def pc_configs(draw):
                 window=draw(st.integers(1, 24)),
             )
         )
-    for i in range(draw(st.integers(0, 2))):
-        ck = draw(st.integers(0, 1))
+    one_class = draw(st.booleans())
+    for i in range(draw(st.integers(0, 4))):
+        if i == 0 or not one_class:
+            ck = draw(st.integers(0, 1))
+            al = draw(st.sampled_from([1, 2, 4])) if ck else 0
         groups.insert(
             draw(st.integers(0, len(groups))),
             GroupSpec(
-                f"m{i}",
-                KIND_MAMBA,
-                b,
-                page,
-                blocks_per_request=1,
-                checkpoint_blocks=ck,
-                checkpoint_alignment=draw(st.sampled_from([1, 2, 4])) if ck else 0,
+                f"m{i}", KIND_MAMBA, b, page, blocks_per_request=1, checkpoint_blocks=ck, checkpoint_alignment=al
             ),
         )
     if draw(st.booleans()):

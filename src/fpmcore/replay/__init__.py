@@ -20,7 +20,8 @@ Engines.  The C library (``csrc/``: ``fpm_replay_open``, ``fpm_replay_advance``,
 and phase by phase: :mod:`~fpmcore.replay.reference` (the scheduler loop,
 ``fpm_replay.c``), :mod:`~fpmcore.replay.pool` (the block-count pool,
 ``fpm_pool.c``), :mod:`~fpmcore.replay.prefix` (the prefix-caching pool,
-``fpm_prefix.c``), :mod:`~fpmcore.replay.latency` (``fpm_latency.c``) and
+``fpm_prefix.c`` and its lookup ``fpm_prefix_lookup.c``),
+:mod:`~fpmcore.replay.latency` (``fpm_latency.c``) and
 :mod:`~fpmcore.replay.align` (``fpm_align.c``).  ``FPM_PUREPYTHON=1`` runs the
 reference instead of C.  Both take the same checked :class:`ReplayConfig` and give
 identical records.  :func:`run_replay` computes the summary in one pass

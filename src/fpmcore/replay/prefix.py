@@ -7,7 +7,10 @@ content key each cached block carries and the key → blocks map
 the block table of every group: full attention, windowed attention and
 convolution (vLLM's ``SlidingWindowManager``: blocks that leave the window
 become null, only the run a later hit needs is kept cached), Mamba in align
-mode and ring groups.  Mirrors ``csrc/fpm_prefix.c`` function by function.
+mode and ring groups.  Mirrors ``csrc/fpm_prefix.c`` (and the lookup,
+``csrc/fpm_prefix_lookup.c``) function by function, except where the C engine
+decides a model's alike Mamba groups once for all of them (their lockstep,
+``fpm_prefix.c``), which gives the same blocks in the same order.
 
 Content keys (R-36): block ``j`` of group ``g`` of request ``r`` has key
 ``(origin(r, (j + 1)·B), j·G + g)``; for a Mamba group the same key names the
