@@ -30,10 +30,14 @@ import it.  ``--scaling`` adds the scaling table: generated conversations
 ``--scaling-max 7``), each replayed by ``fpm replay`` in its own process with
 prefix caching on and off (the summary printed, no ``--json``), with its wall time, CPU time and peak RSS
 (``--scaling-only``: the table alone; ``--scaling-min 7 --scaling-max 7``: the 10**7 row alone).
+``--glm-only TRACE`` runs the GLM table alone (``--rounds`` rounds, default 9), with fpmcore imported from
+``--src DIR`` (default this checkout's ``src``): run once per checkout, one after the other and more than
+once, it compares two versions of the C engine on the same machine (each ``src`` with its extension built).
 
     .venv/bin/python tools/bench_replay.py [--rust-python .venv-bench/bin/python] [--scaling [--scaling-max 7]]
         [--peer-trace TRACE --mocker-python .venv-mocker/bin/python]
     .venv/bin/python tools/bench_replay.py --scaling-only [--scaling-min E] [--scaling-max 7]
+    .venv/bin/python tools/bench_replay.py --glm-only TRACE [--rounds 15] [--src ../other/src]
 """
 
 from __future__ import annotations
@@ -56,13 +60,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tools" / "bench" / "aisim-state.spec.json"
 PAGE = 262_144
 PLAIN70B = ROOT / "examples" / "profiles" / "plain-llama70b-tp8.fpm-profile.json"
+#: Where fpmcore is imported from (``--src``).
+SRC = ROOT / "src"
 #: The peer's setting: the pool and scheduler of PLAIN70B, Mooncake's hash blocks of 512 tokens.
 PEER = {"block_size": 16, "num_gpu_blocks": 62_560, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 
 
 def anchor(n: int):
     """The anchor workload for ``fpm replay``: its configuration and trace."""
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(SRC))
     from fpmcore.replay import make_config
     from fpmcore.replay.model import KIND_FULL, KIND_WINDOW, GroupSpec
     from fpmcore.replay.trace import Trace, TraceRequest
@@ -174,7 +180,7 @@ def glm_table(trace: str, repeat: int = 9) -> None:
     run over the caching off C run right after it, which share the machine's state; a round's two whole replay
     calls come after its two C runs).  The request-steps are counted from the step records of one more run.
     """
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(SRC))
     from fpmcore.documents.profile import load_profile
     from fpmcore.replay import ReplayRun, config_from_profile, load_table
     from fpmcore.replay.engine import engine_requests
@@ -419,7 +425,18 @@ def main() -> int:
         help="the interpreter with ai-dynamo-runtime (make bench-env)",
     )
     ap.add_argument("--mocker", choices=("on", "off"), help=argparse.SUPPRESS)
+    ap.add_argument("--glm-only", metavar="TRACE", help="the GLM table alone, on this Mooncake trace")
+    ap.add_argument("--rounds", type=int, default=9, help="--glm-only: rounds (default 9)")
+    ap.add_argument("--src", type=Path, default=ROOT / "src", help="--glm-only: import fpmcore from this src folder")
     args = ap.parse_args()
+    if args.glm_only:
+        global SRC  # the one setting of the import path, before fpmcore is imported
+        SRC = args.src.resolve()
+        glm_table(args.glm_only, args.rounds)
+        import fpmcore
+
+        print(f"fpmcore from {Path(fpmcore.__file__).parent}")
+        return 0
     if args.mocker is not None:  # inside the mocker's interpreter
         run_mocker(args.peer_trace, args.mocker == "on")
         return 0
