@@ -37,7 +37,6 @@ void pc_free(struct pc_pool *p) {
     free(p->batch);
     free(p->origin_scratch);
     free(p->full_groups);
-    free(p->lockstep);
     free(p);
 }
 
@@ -74,20 +73,19 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->full_groups = fpm_calloc(e->G, sizeof(int32_t));
     p->first_mamba = -1;
     int nmamba = 0;
-    p->lockstep_ok = 1;
+    p->lockstep = 1;
     for (int gi = 0; gi < e->G; gi++) {
         int32_t kind = e->cfg.groups[gi].kind;
         if (kind == FPM_KIND_MAMBA) {
             p->mamba = 1;
             nmamba++;
             if (p->first_mamba < 0) p->first_mamba = gi;
-            if (e->ckpt_class[gi] != e->ckpt_class[p->first_mamba]) p->lockstep_ok = 0;
+            if (e->ckpt_class[gi] != e->ckpt_class[p->first_mamba]) p->lockstep = 0;
         }
-        if (kind == FPM_KIND_FULL) p->has_full = 1;
         if (is_windowed(kind) || kind == FPM_KIND_MAMBA) p->has_other = 1;
         if (kind == FPM_KIND_FULL && p->full_groups) p->full_groups[p->nfull_groups++] = gi;
     }
-    if (nmamba < 2) p->lockstep_ok = 0;
+    if (nmamba < 2) p->lockstep = 0;
     int64_t first = min64(p->U + 1, 1024);
     pc_block *base = fpm_calloc(first + 1, sizeof(pc_block));
     p->blk = base ? base + 1 : NULL;
@@ -99,7 +97,6 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     if (e->nslots > INT64_MAX / e->G) goto fail;
     ns = e->nslots * e->G;
     p->hold = fpm_calloc(ns, sizeof(pc_hold));
-    p->lockstep = fpm_calloc(e->nslots, sizeof(uint8_t));
     p->tab = (maxc > 0 && ns > INT64_MAX / maxc) ? NULL : fpm_calloc(ns * maxc, sizeof(int32_t));
     p->hit_lo = fpm_calloc(e->G, sizeof(int64_t));
     p->hit_n = fpm_calloc(e->G, sizeof(int64_t));
@@ -107,7 +104,7 @@ struct pc_pool *pc_new(const engine_t *e, int64_t maxc) {
     p->hit_m = fpm_calloc(e->G, sizeof(int32_t));
     p->batch = fpm_calloc(maxc + PC_MAXM + 2, sizeof(int32_t));
     p->origin_scratch = fpm_calloc(maxc + 1, sizeof(int64_t));
-    if (!p->blk || !p->full_groups || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->lockstep || !p->tab ||
+    if (!p->blk || !p->full_groups || (p->wide && (!p->bka || !p->bkb)) || !p->hold || !p->tab ||
         !p->hit_lo || !p->hit_n || !p->hit_tab || !p->hit_m || !p->batch || !p->origin_scratch ||
         !ht_alloc(p, 10))
         goto fail;
@@ -134,7 +131,6 @@ fail:
     return NULL;
 }
 
-
 /* vLLM _needs_internal_checkpoint with the block-table condition. */
 static inline int64_t pc_checkpoint(const engine_t *e, const request_t *r, int gi, int64_t c, int64_t a,
                                     const int64_t *cols, int64_t ncols, int64_t mcols, ckpt_memo *memo) {
@@ -159,17 +155,14 @@ static int64_t pc_bound(const engine_t *e, int64_t c, int gi, int64_t mcols) {
  * Mamba group depends on its holding and on nothing else of the group -- the blocks it needs and holds
  * (pc_need), the states it releases (pc_release_skipped), the blocks it takes (pc_commit), the states it
  * caches (pc_cache_blocks), its fast-path thresholds (pc_thresholds) -- and keeps alike holdings alike.  So
- * the Mamba groups of a slot (lockstep_ok: two or more, one class) hold alike from the moment the slot is
+ * the Mamba groups of a slot (pool lockstep: two or more, one class) hold alike from the moment the slot is
  * taken: the only input that differs between them is a lookup's hit, and a lookup finds a Mamba hit in every
- * Mamba group or in none (pc_mamba_hit asks all of them).  pc_commit, which takes the hits, would still take
- * the slot out of lockstep should a hit be found in some of them only.  While a slot is in lockstep, each loop
- * over the groups decides for the first Mamba group and applies the decision to the others, each with its own
- * blocks and keys, in group order as before: the blocks taken, freed and cached, and their order, are those of
- * deciding group by group.  A slot out of lockstep is decided group by group.  Builds with
- * FPM_CHECK_INVARIANTS (make -C csrc check) verify the holdings after every change. */
-static inline int in_lockstep(const engine_t *e, const request_t *r) {
-    return r->slot >= 0 && e->pool->lockstep[r->slot];
-}
+ * Mamba group or in none (pc_mamba_hit asks all of them).  Each loop over the groups then decides for the
+ * first Mamba group and applies the decision to the others, each with its own blocks and keys, in group order
+ * as before: the blocks taken, freed and cached, and their order, are those of deciding group by group.  A
+ * model without lockstep is decided group by group.  Builds with FPM_CHECK_INVARIANTS (make -C csrc check)
+ * verify the holdings after every change, a lookup's hits included. */
+static inline int in_lockstep(const engine_t *e, const request_t *r) { return r->slot >= 0 && e->pool->lockstep; }
 
 #ifdef FPM_CHECK_INVARIANTS
 static void check_lockstep(const engine_t *e, const request_t *r) {
@@ -467,8 +460,9 @@ static void pc_cache_blocks(engine_t *e, request_t *r, int64_t num_tokens) {
                     for (int k2 = 0; k2 < nbc; k2++)
                         if (bcols[k2] == col) hit = 1;
                     if (start <= col && col < nfull && (hit || e->cfg.rules.dense_retention)) {
-                        cache_i[ncache] = i;
-                        cache_ka[ncache++] = pc_origin(e, r, (col + 1) * e->sched_block); /* pc_key's origin */
+                        int64_t kb; /* the first group's; each group's own below */
+                        pc_key(e, r, gi, col, &cache_ka[ncache], &kb);
+                        cache_i[ncache++] = i;
                     }
                 }
             }
@@ -529,15 +523,9 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
     if (r->slot < 0) {
         r->slot = (int32_t)e->free_slot[--e->nfree_slot];
         memset(slot_holds(e, r), 0, (size_t)e->G * sizeof(pc_hold));
-        p->lockstep[r->slot] = (uint8_t)p->lockstep_ok;
     }
     pc_hold *hs = slot_holds(e, r);
     if (hits) { /* vLLM allocate_new_computed_blocks: every group's hits are touched first */
-        if (p->lockstep[r->slot]) { /* a hit in some Mamba groups only would set them apart (never found) */
-            for (int gi = p->first_mamba + 1; gi < e->G; gi++)
-                if (e->cfg.groups[gi].kind == FPM_KIND_MAMBA && !p->hit_m[gi] != !p->hit_m[p->first_mamba])
-                    p->lockstep[r->slot] = 0;
-        }
         for (int gi = 0; gi < e->G; gi++) {
             const fpm_group *g = &e->cfg.groups[gi];
             pc_hold *s = &hs[gi];
@@ -560,7 +548,7 @@ int pc_commit(engine_t *e, request_t *r, int64_t c, int64_t a, int hits) {
             }
         }
     }
-    const int lock = p->lockstep[r->slot];
+    const int lock = in_lockstep(e, r);
     int64_t mreq = 0, md = 0, mck = 0; /* a Mamba group's columns to cover, new columns, checkpoint (in lockstep:
                                           the first group's) */
     for (int gi = 0; gi < e->G; gi++) {

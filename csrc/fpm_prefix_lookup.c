@@ -54,7 +54,7 @@ static int64_t pc_mamba_hit(const engine_t *e, const request_t *r, int64_t cap) 
 int64_t pc_lookup(engine_t *e, request_t *r, int *same_step) {
     struct pc_pool *p = e->pool;
     int64_t B = e->sched_block, maxb = (req_len(r) - 1) / B;
-    const int has_full = p->has_full, has_other = p->has_other, first_mamba = p->first_mamba;
+    const int has_full = p->nfull_groups > 0, has_other = p->has_other, first_mamba = p->first_mamba;
     memset(p->hit_lo, 0, (size_t)e->G * sizeof(int64_t));
     memset(p->hit_n, 0, (size_t)e->G * sizeof(int64_t));
     memset(p->hit_m, 0, (size_t)e->G * sizeof(int32_t));

@@ -90,9 +90,8 @@ struct pc_pool {
     int32_t *full_groups;    /* the full-attention groups, in order (a lookup's first walk) */
     int32_t nfull_groups;
     int32_t first_mamba;     /* the first Mamba group, -1: none */
-    int16_t has_full, has_other; /* a full-attention group; a windowed, chunked or Mamba group (a lookup's second walk) */
-    int16_t lockstep_ok;     /* two or more Mamba groups, all of one checkpoint class (ckpt_class) */
-    uint8_t *lockstep;       /* per slot: its Mamba groups hold alike (mamba_lockstep) */
+    int16_t has_other;       /* a windowed, chunked or Mamba group (a lookup's second walk) */
+    int16_t lockstep;        /* two or more Mamba groups, all of one checkpoint class (ckpt_class): in lockstep */
 };
 
 /* ------------------------------------------------------------ storage */

@@ -59,6 +59,25 @@ static int release_skipped(engine_t *e, request_t *r, int64_t c) {
     return e->pc ? pc_release_skipped(e, r, c) : pool_release_skipped(e, r, c);
 }
 
+#ifdef FPM_CHECK_INVARIANTS
+/* With prefix caching, a running request's projection known of c -> a still stands after R-7 step 1. */
+static void check_projection_stands(const engine_t *e, const request_t *r, int64_t c, int64_t a,
+                                    const projection *known) {
+    projection again;
+    project(e, r, c, a, 0, &again);
+    if (again.blocks != known->blocks || again.held != known->held) abort();
+}
+#else
+static inline void check_projection_stands(const engine_t *e, const request_t *r, int64_t c, int64_t a,
+                                           const projection *known) {
+    (void)e;
+    (void)r;
+    (void)c;
+    (void)a;
+    (void)known;
+}
+#endif
+
 /* R-7: release first, project, check, commit all groups or nothing.  known: the projection of c -> a
  * computed before, kept true here: it stands unless the release frees something (r's projection does not
  * depend on the other requests, so it also stands while they are preempted), and when the release does
@@ -70,15 +89,10 @@ static int try_allocate(engine_t *e, request_t *r, int64_t c, int64_t a, int64_t
                         projection *known) {
     int before = e->cfg.rules.check_before_release;
     if (!before && release_skipped(e, r, c)) {
-        if (!e->pc || hits) {
+        if (!e->pc || hits)
             project(e, r, c, a, hits, known);
-        } else {
-#ifdef FPM_CHECK_INVARIANTS
-            projection again;
-            project(e, r, c, a, hits, &again);
-            if (again.blocks != known->blocks || again.held != known->held) abort();
-#endif
-        }
+        else
+            check_projection_stands(e, r, c, a, known);
     }
     if (e->pc) {
         if (known->blocks > pc_free_count(e) - watermark) return 0;
